@@ -1,0 +1,61 @@
+//! [`WorkQueueBuilder`]: a named queue with its own rate limiter and metrics.
+
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::WorkQueue;
+use super::metrics::{MetricsProvider, QueueMetrics};
+use super::rate_limiters::RateLimiter;
+
+/// Builds a [`WorkQueue`]; see [`WorkQueue::builder`].
+pub struct WorkQueueBuilder<T> {
+    name: String,
+    rate_limiter: Option<Box<dyn RateLimiter<T>>>,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+    _item: PhantomData<fn(T)>,
+}
+
+impl<T> std::fmt::Debug for WorkQueueBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkQueueBuilder")
+            .field("name", &self.name)
+            .field("rate_limiter", &self.rate_limiter.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
+}
+
+impl<T> WorkQueueBuilder<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    pub(crate) fn new() -> Self {
+        Self { name: String::new(), rate_limiter: None, metrics: None, _item: PhantomData }
+    }
+
+    /// Names the queue; metrics are labelled with it.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self
+    }
+
+    /// The limiter `add_rate_limited` consults (default: `default_controller_rate_limiter`).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Records the queue's metrics with `provider`. Without it, nothing is recorded.
+    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.metrics = Some(provider);
+        self
+    }
+
+    /// Makes the queue. With metrics, called inside a tokio runtime, it also starts the
+    /// 500 ms refresh of the unfinished-work gauges, which ends with the queue.
+    pub fn build(self) -> WorkQueue<T> {
+        let metrics = self.metrics.map(|p| QueueMetrics::new(p.as_ref(), &self.name));
+        WorkQueue::from_parts(self.name, self.rate_limiter, metrics)
+    }
+}

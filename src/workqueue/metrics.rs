@@ -1,0 +1,154 @@
+//! Metrics hooks with client-go's workqueue metrics, labelled by the queue's name.
+//!
+//! A [`MetricsProvider`] makes one metric object per queue and metric; a Prometheus (or any
+//! other) exporter implements it. A queue built without a provider records nothing and reads
+//! no clocks for metrics, so unused metrics cost nothing.
+//!
+//! | metric | kind | meaning |
+//! |---|---|---|
+//! | depth | gauge | items ready to be handed out |
+//! | adds | counter | adds that queued an item (duplicates of a waiting item are not counted) |
+//! | queue latency | histogram, seconds | from an item's add to the `get` that handed it out |
+//! | work duration | histogram, seconds | from `get` to `done` |
+//! | unfinished work | settable gauge, seconds | summed age of the items being processed |
+//! | longest running processor | settable gauge, seconds | age of the oldest item being processed |
+//! | retries | counter | calls of `add_rate_limited` |
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+/// A value that only goes up.
+pub trait CounterMetric: Send + Sync {
+    /// Adds one.
+    fn inc(&self);
+}
+
+/// A value that goes up and down by one.
+pub trait GaugeMetric: Send + Sync {
+    /// Adds one.
+    fn inc(&self);
+    /// Subtracts one.
+    fn dec(&self);
+}
+
+/// A value set as a whole.
+pub trait SettableGaugeMetric: Send + Sync {
+    /// Replaces the value.
+    fn set(&self, value: f64);
+}
+
+/// A distribution of observed values.
+pub trait HistogramMetric: Send + Sync {
+    /// Records one value.
+    fn observe(&self, value: f64);
+}
+
+/// Makes the metrics of a queue named `name`: client-go's `workqueue.MetricsProvider`.
+pub trait MetricsProvider: Send + Sync {
+    /// Current depth: items ready to be handed out.
+    fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric>;
+    /// Total adds handled by the queue.
+    fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric>;
+    /// Seconds an item stays in the queue before it is handed out.
+    fn new_latency_metric(&self, name: &str) -> Arc<dyn HistogramMetric>;
+    /// Seconds processing an item takes.
+    fn new_work_duration_metric(&self, name: &str) -> Arc<dyn HistogramMetric>;
+    /// Seconds of work in progress that has not been observed by work duration yet.
+    fn new_unfinished_work_seconds_metric(&self, name: &str) -> Arc<dyn SettableGaugeMetric>;
+    /// Seconds the longest-running item has been processed for.
+    fn new_longest_running_processor_seconds_metric(
+        &self,
+        name: &str,
+    ) -> Arc<dyn SettableGaugeMetric>;
+    /// Total retries (`add_rate_limited` calls) handled by the queue.
+    fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric>;
+}
+
+/// A provider whose metrics discard everything; a queue given it behaves as one given none.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopMetricsProvider;
+
+struct Noop;
+impl CounterMetric for Noop {
+    fn inc(&self) {}
+}
+impl GaugeMetric for Noop {
+    fn inc(&self) {}
+    fn dec(&self) {}
+}
+impl SettableGaugeMetric for Noop {
+    fn set(&self, _: f64) {}
+}
+impl HistogramMetric for Noop {
+    fn observe(&self, _: f64) {}
+}
+
+impl MetricsProvider for NoopMetricsProvider {
+    fn new_depth_metric(&self, _: &str) -> Arc<dyn GaugeMetric> {
+        Arc::new(Noop)
+    }
+    fn new_adds_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(Noop)
+    }
+    fn new_latency_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(Noop)
+    }
+    fn new_work_duration_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(Noop)
+    }
+    fn new_unfinished_work_seconds_metric(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(Noop)
+    }
+    fn new_longest_running_processor_seconds_metric(
+        &self,
+        _: &str,
+    ) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(Noop)
+    }
+    fn new_retries_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(Noop)
+    }
+}
+
+/// The metrics of one queue, made once at build time.
+pub(crate) struct QueueMetrics {
+    pub(crate) depth: Arc<dyn GaugeMetric>,
+    pub(crate) adds: Arc<dyn CounterMetric>,
+    pub(crate) latency: Arc<dyn HistogramMetric>,
+    pub(crate) work_duration: Arc<dyn HistogramMetric>,
+    pub(crate) unfinished_work: Arc<dyn SettableGaugeMetric>,
+    pub(crate) longest_running: Arc<dyn SettableGaugeMetric>,
+    pub(crate) retries: Arc<dyn CounterMetric>,
+}
+
+impl QueueMetrics {
+    pub(crate) fn new(provider: &dyn MetricsProvider, name: &str) -> Self {
+        Self {
+            depth: provider.new_depth_metric(name),
+            adds: provider.new_adds_metric(name),
+            latency: provider.new_latency_metric(name),
+            work_duration: provider.new_work_duration_metric(name),
+            unfinished_work: provider.new_unfinished_work_seconds_metric(name),
+            longest_running: provider.new_longest_running_processor_seconds_metric(name),
+            retries: provider.new_retries_metric(name),
+        }
+    }
+
+    /// Sets the two in-progress gauges from the start times of the items being processed.
+    pub(crate) fn update_unfinished(&self, now: Instant, started: impl Iterator<Item = Instant>) {
+        let (mut total, mut longest) = (0.0f64, 0.0f64);
+        for at in started {
+            let age = now.saturating_duration_since(at).as_secs_f64();
+            total += age;
+            longest = longest.max(age);
+        }
+        self.unfinished_work.set(total);
+        self.longest_running.set(longest);
+    }
+}
+
+/// Seconds from `since` to `now`, for histograms.
+pub(crate) fn seconds_since(since: Instant, now: Instant) -> f64 {
+    now.saturating_duration_since(since).as_secs_f64()
+}
