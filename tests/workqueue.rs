@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use ctrlkit::workqueue::{
     BucketRateLimiter, CounterMetric, GaugeMetric, HistogramMetric,
-    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
-    MetricsProvider, RateLimiter, SettableGaugeMetric, WorkQueue,
-    default_controller_rate_limiter,
+    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, MetricsProvider,
+    RateLimiter, SettableGaugeMetric, WorkQueue, default_controller_rate_limiter,
 };
 use tokio::time::{Instant, advance, sleep, timeout};
 
@@ -25,7 +24,9 @@ async fn settle() {
 
 /// A queue whose rate limiter never waits, for tests that look at the queue alone.
 fn plain_queue() -> WorkQueue<String> {
-    WorkQueue::builder().rate_limiter(ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::ZERO, 0)).build()
+    WorkQueue::builder()
+        .rate_limiter(ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::ZERO, 0))
+        .build()
 }
 
 #[tokio::test(start_paused = true)]
@@ -288,7 +289,8 @@ async fn add_rate_limited_waits_as_the_limiter_says_and_forget_resets() {
 
 #[test]
 fn exponential_limiter_doubles_caps_and_never_overflows() {
-    let r = ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1));
+    let r =
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1));
     let waits: Vec<_> = (0..5).map(|_| r.when(&"a")).collect();
     assert_eq!(waits, [1, 2, 4, 8, 16].map(Duration::from_millis));
     assert_eq!(r.when(&"b"), Duration::from_millis(1), "per item");
@@ -313,7 +315,13 @@ fn fast_slow_limiter_switches_after_max_fast_attempts() {
     let waits: Vec<_> = (0..5).map(|_| r.when(&"a")).collect();
     assert_eq!(
         waits,
-        [Duration::from_millis(5), Duration::from_millis(5), Duration::from_millis(5), Duration::from_secs(10), Duration::from_secs(10)]
+        [
+            Duration::from_millis(5),
+            Duration::from_millis(5),
+            Duration::from_millis(5),
+            Duration::from_secs(10),
+            Duration::from_secs(10)
+        ]
     );
     assert_eq!(r.num_requeues(&"a"), 5);
     assert_eq!(r.when(&"b"), Duration::from_millis(5));
@@ -341,7 +349,10 @@ async fn bucket_limiter_allows_a_burst_then_spaces_by_qps_and_refills() {
 #[test]
 fn max_of_limiter_takes_the_longest_wait_and_forgets_in_all() {
     let r: MaxOfRateLimiter<&str> = MaxOfRateLimiter::new(vec![
-        Box::new(ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(100))),
+        Box::new(ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(1),
+            Duration::from_secs(100),
+        )),
         Box::new(ItemFastSlowRateLimiter::new(Duration::from_millis(3), Duration::from_secs(1), 2)),
     ]);
     assert_eq!(r.when(&"a"), Duration::from_millis(3)); // max(1, 3)
@@ -434,7 +445,10 @@ impl MetricsProvider for Recorder {
     fn new_unfinished_work_seconds_metric(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
         self.unfinished.clone()
     }
-    fn new_longest_running_processor_seconds_metric(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+    fn new_longest_running_processor_seconds_metric(
+        &self,
+        _: &str,
+    ) -> Arc<dyn SettableGaugeMetric> {
         self.longest.clone()
     }
     fn new_retries_metric(&self, _: &str) -> Arc<dyn CounterMetric> {

@@ -2,10 +2,11 @@
 //! `delaying_queue.go`. It knows nothing of rate limits; it only orders deadlines.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::Hash;
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use tokio::time::Instant;
 
 /// A deadline far enough away to mean "never" without overflowing `Instant` arithmetic.
@@ -21,11 +22,22 @@ pub(crate) fn deadline_after(now: Instant, delay: Duration) -> Instant {
 /// Invariants: `deadlines` holds one entry per waiting item; `heap` holds that entry plus
 /// possibly stale ones (an item whose deadline moved earlier), which `pop_due` skips by
 /// comparing the sequence number with the one in `deadlines`.
-#[derive(Debug)]
+///
+/// `deadlines` caches each item's hash, so growing it never re-hashes the items (with a
+/// million waiting keys, re-hashing cost more than the rest of `add_after`).
 pub(crate) struct WaitingSet<T> {
     heap: BinaryHeap<Reverse<(Instant, u64, Entry<T>)>>,
-    deadlines: HashMap<T, (Instant, u64)>,
+    deadlines: HashTable<Waiting<T>>,
+    hasher: RandomState,
     next_seq: u64,
+}
+
+/// One waiting item and its current deadline.
+struct Waiting<T> {
+    hash: u64,
+    item: T,
+    deadline: Instant,
+    seq: u64,
 }
 
 /// A heap entry; ordering uses only the deadline and sequence, never the item.
@@ -51,21 +63,37 @@ impl<T> Ord for Entry<T> {
 
 impl<T: Clone + Eq + Hash> WaitingSet<T> {
     pub(crate) fn new() -> Self {
-        Self { heap: BinaryHeap::new(), deadlines: HashMap::new(), next_seq: 0 }
+        Self {
+            heap: BinaryHeap::new(),
+            deadlines: HashTable::new(),
+            hasher: RandomState::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// The waiting entry of `item`, with its hash.
+    fn find(&self, item: &T) -> (u64, Option<&Waiting<T>>) {
+        let hash = self.hasher.hash_one(item);
+        (hash, self.deadlines.find(hash, |w| w.item == *item))
     }
 
     /// Makes `item` wait until `deadline`, or keeps its current deadline if that is earlier.
     /// Returns true when `deadline` became the earliest of the whole set.
     pub(crate) fn insert(&mut self, item: T, deadline: Instant) -> bool {
-        if let Some(&(current, _)) = self.deadlines.get(&item) {
-            if current <= deadline {
-                return false;
-            }
+        let (hash, current) = self.find(&item);
+        if current.is_some_and(|w| w.deadline <= deadline) {
+            return false;
         }
         let earliest = self.next_deadline().is_none_or(|next| deadline < next);
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.deadlines.insert(item.clone(), (deadline, seq));
+        let waiting = Waiting { hash, item: item.clone(), deadline, seq };
+        match self.deadlines.find_mut(hash, |w| w.item == item) {
+            Some(current) => *current = waiting,
+            None => {
+                self.deadlines.insert_unique(hash, waiting, |w| w.hash);
+            }
+        }
         self.heap.push(Reverse((deadline, seq, Entry(item))));
         earliest
     }
@@ -85,7 +113,10 @@ impl<T: Clone + Eq + Hash> WaitingSet<T> {
             return None;
         }
         let Reverse((_, _, Entry(item))) = self.heap.pop()?;
-        self.deadlines.remove(&item);
+        let hash = self.hasher.hash_one(&item);
+        if let Ok(found) = self.deadlines.find_entry(hash, |w| w.item == item) {
+            found.remove();
+        }
         Some(item)
     }
 
@@ -103,8 +134,8 @@ impl<T: Clone + Eq + Hash> WaitingSet<T> {
     /// Pops heap entries superseded by an earlier deadline for the same item.
     fn drop_stale(&mut self) {
         while let Some(Reverse((_, seq, Entry(item)))) = self.heap.peek() {
-            match self.deadlines.get(item) {
-                Some(&(_, current)) if current == *seq => return,
+            match self.find(item).1 {
+                Some(current) if current.seq == *seq => return,
                 _ => {
                     self.heap.pop();
                 }
@@ -129,7 +160,11 @@ mod tests {
         assert_eq!(w.pop_due(t0 + Duration::from_secs(4)), None);
         assert_eq!(w.pop_due(t0 + Duration::from_secs(30)), Some("a"));
         assert_eq!(w.pop_due(t0 + Duration::from_secs(30)), Some("b"));
-        assert_eq!(w.pop_due(t0 + Duration::from_secs(30)), None, "the stale entry of a is skipped");
+        assert_eq!(
+            w.pop_due(t0 + Duration::from_secs(30)),
+            None,
+            "the stale entry of a is skipped"
+        );
         assert!(w.is_empty());
     }
 

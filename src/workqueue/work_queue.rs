@@ -14,6 +14,11 @@ use super::metrics::{QueueMetrics, seconds_since};
 use super::queue::{Added, Finished, Queue};
 use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
+/// How many times an idle `get` yields to the scheduler before it parks. A producer that
+/// wakes a parked worker pays for a thread wake-up; a worker that yields a few times first
+/// usually finds the next item without one.
+const YIELDS_BEFORE_PARKING: u32 = 4;
+
 /// How often a queue with metrics refreshes its unfinished-work gauges, as client-go does.
 const UNFINISHED_WORK_PERIOD: Duration = Duration::from_millis(500);
 
@@ -68,11 +73,10 @@ where
         }
         let now = Instant::now();
         while let Some(item) = self.waiting.pop_due(now) {
-            if self.queue.add(item, metrics.map(|_| now)) == Added::Queued {
-                if let Some(m) = metrics {
-                    m.adds.inc();
-                    m.depth.inc();
-                }
+            let added = self.queue.add(item, metrics.map(|_| now));
+            if let (Added::Queued, Some(m)) = (added, metrics) {
+                m.adds.inc();
+                m.depth.inc();
             }
         }
     }
@@ -189,6 +193,7 @@ where
     /// Waits for an item and hands it out; the caller must call [`done`](Self::done) with it.
     /// Returns `None` once the queue is shut down and nothing ready is left.
     pub async fn get(&self) -> Option<T> {
+        let mut yields = 0;
         loop {
             let notified = self.inner.getters.notified();
             tokio::pin!(notified);
@@ -200,10 +205,19 @@ where
                 if state.shutting_down {
                     return None;
                 }
-                // Register before the lock is released, so an add that follows is not missed.
-                notified.as_mut().enable();
-                state.idle_getters += 1;
-                state.waiting.next_deadline()
+                if yields < YIELDS_BEFORE_PARKING {
+                    yields += 1;
+                    None
+                } else {
+                    // Register before the lock is released, so an add that follows is not missed.
+                    notified.as_mut().enable();
+                    state.idle_getters += 1;
+                    Some(state.waiting.next_deadline())
+                }
+            };
+            let Some(deadline) = deadline else {
+                tokio::task::yield_now().await;
+                continue;
             };
             let _idle = IdleGuard(self);
             match deadline {
