@@ -13,11 +13,13 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `testing` | an in-process Kubernetes API server for tests and examples (`ctrlkit::testing`) |
+//! | `testing` | an in-process Kubernetes API server for tests and examples ([`testing`]) |
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
 //! tests.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod workqueue;

@@ -1,0 +1,495 @@
+//! Routing: maps a request's method and path to discovery, a REST verb, or a watch.
+//!
+//! Paths: `/api/v1/...` for the core group, `/apis/{group}/{version}/...` otherwise; then
+//! `{plural}[/{name}[/status]]` (cluster-scoped objects, and lists or watches across all
+//! namespaces) or `namespaces/{ns}/{plural}[/{name}[/status]]`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use super::discovery;
+use super::patch::PatchType;
+use super::registry::Target;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::server::Shared;
+use super::status::{ApiError, ApiResult};
+use super::store::StoredObject;
+use super::watch::{self, Start, WatchRequest};
+
+/// The largest request body accepted.
+const MAX_BODY: usize = 64 << 20;
+
+fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+fn value_response(code: StatusCode, value: &Value) -> Response {
+    json_response(code, value.to_string())
+}
+
+fn object_response(code: StatusCode, object: &StoredObject) -> Response {
+    json_response(code, object.json.clone())
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let mut response = value_response(err.code, &err.to_status());
+    if let Some(secs) = err.retry_after
+        && let Ok(v) = secs.to_string().parse()
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
+}
+
+/// The entry point for every request.
+pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let (parts, body) = request.into_parts();
+    let query: HashMap<String, String> =
+        Query::try_from_uri(&parts.uri).map(|Query(q)| q).unwrap_or_default();
+    let segments: Vec<&str> = parts.uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(response) = discovery_response(&shared, &parts.method, &segments) {
+        return response;
+    }
+    let Some((group, version, rest)) = split_group_version(&segments) else {
+        return error_response(&ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    };
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => body,
+        Err(e) => {
+            return error_response(&ApiError::bad_request(format!(
+                "reading the request body: {e}"
+            )));
+        }
+    };
+    if let Some(err) = unsupported_body(&parts.headers, &body) {
+        return error_response(&err);
+    }
+    let result = match route(&shared, group, version, rest) {
+        Ok(route) => {
+            count(&shared, &parts.method, &route, &query);
+            match shared.faults.take_failure() {
+                Some(err) => Err(err),
+                None => serve(&shared, &parts.method, &parts.headers, route, &query, body),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    result.unwrap_or_else(|err| error_response(&err))
+}
+
+/// Refuses bodies in encodings the server does not speak (protobuf, CBOR) with 415, on which
+/// client-go falls back to JSON.
+fn unsupported_body(headers: &HeaderMap, body: &[u8]) -> Option<ApiError> {
+    if body.is_empty() {
+        return None;
+    }
+    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let json = media == "application/json"
+        || media.ends_with("+json")
+        || media == "application/apply-patch+yaml"
+        || media.is_empty()
+        || media == "*/*";
+    (!json).then(|| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json (got {media})"),
+        )
+    })
+}
+
+fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Option<Response> {
+    if method != Method::GET {
+        return None;
+    }
+    let resources = &shared.registry.store.resources;
+    let not_found = || {
+        error_response(&ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ))
+    };
+    let found =
+        |v: Option<Value>| v.map(|v| value_response(StatusCode::OK, &v)).unwrap_or_else(not_found);
+    Some(match segments {
+        ["version"] => value_response(StatusCode::OK, &discovery::version()),
+        ["healthz"] | ["readyz"] | ["livez"] => Response::new(Body::from("ok")),
+        ["api"] => value_response(StatusCode::OK, &discovery::core_versions(&shared.address)),
+        ["api", version] => found(discovery::resource_list(resources, "", version)),
+        ["apis"] => value_response(StatusCode::OK, &discovery::group_list(resources)),
+        ["apis", group] => found(discovery::group(resources, group)),
+        ["apis", group, version] => found(discovery::resource_list(resources, group, version)),
+        ["openapi", ..] => not_found(),
+        _ => return None,
+    })
+}
+
+fn split_group_version<'a>(segments: &'a [&'a str]) -> Option<(&'a str, &'a str, &'a [&'a str])> {
+    match segments {
+        ["api", version, rest @ ..] if !rest.is_empty() => Some(("", version, rest)),
+        ["apis", group, version, rest @ ..] if !rest.is_empty() => Some((group, version, rest)),
+        _ => None,
+    }
+}
+
+/// A resolved resource path.
+struct Route {
+    target: Target,
+    status: bool,
+}
+
+fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Route> {
+    let store = &shared.registry.store;
+    let lookup = |plural: &str| {
+        store.resource(group, version, plural).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        })
+    };
+    let (namespace, plural, name, sub) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => {
+            (Some(*ns), *plural, tail.first().copied(), tail.get(1).copied())
+        }
+        [plural, tail @ ..] => (None, *plural, tail.first().copied(), tail.get(1).copied()),
+        [] => return Err(ApiError::bad_request("no resource in path")),
+    };
+    let resource = lookup(plural)?;
+    let rt = &store.resources[resource];
+    if namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    }
+    if namespace.is_none() && rt.namespaced && name.is_some() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    }
+    let status = match sub {
+        None => false,
+        Some("status") if rt.status_subresource => true,
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
+    };
+    let target =
+        Target { resource, namespace: namespace.map(str::to_owned), name: name.map(str::to_owned) };
+    Ok(Route { target, status })
+}
+
+fn is_watch(query: &HashMap<String, String>) -> bool {
+    query.get("watch").is_some_and(|w| w == "1" || w == "true")
+}
+
+fn count(shared: &Shared, method: &Method, route: &Route, query: &HashMap<String, String>) {
+    let s = &shared.stats;
+    let counter: &AtomicU64 = match (method.as_str(), route.target.name.is_some()) {
+        ("GET", false) if is_watch(query) => &s.watch,
+        ("GET", false) => &s.list,
+        ("GET", true) => &s.get,
+        ("POST", _) => &s.create,
+        ("PUT", _) => &s.update,
+        ("PATCH", _) => &s.patch,
+        ("DELETE", _) => &s.delete,
+        _ => return,
+    };
+    counter.fetch_add(1, Ordering::SeqCst);
+}
+
+fn serve(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    route: Route,
+    query: &HashMap<String, String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let registry = &shared.registry;
+    let Route { target, status } = route;
+    match (method.as_str(), target.name.is_some()) {
+        ("GET", false) if is_watch(query) => start_watch(shared, target, query),
+        ("GET", false) => list(shared, &target, query),
+        ("GET", true) => registry.get(&target).map(|o| object_response(StatusCode::OK, &o)),
+        ("POST", false) => {
+            registry.create(&target, &body).map(|o| object_response(StatusCode::CREATED, &o))
+        }
+        ("PUT", true) => {
+            registry.update(&target, &body, status).map(|o| object_response(StatusCode::OK, &o))
+        }
+        ("PATCH", true) => {
+            let content_type =
+                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let kind = PatchType::from_content_type(content_type).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
+                )
+            })?;
+            registry
+                .patch(&target, kind, &body, status)
+                .map(|o| object_response(StatusCode::OK, &o))
+        }
+        ("DELETE", true) => {
+            registry.delete(&target, &body).map(|o| object_response(StatusCode::OK, &o))
+        }
+        ("DELETE", false) => delete_collection(shared, &target, query, &body),
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// The selectors of a list or watch.
+fn selectors(
+    shared: &Shared,
+    target: &Target,
+    query: &HashMap<String, String>,
+) -> ApiResult<(LabelSelector, FieldSelector)> {
+    let pods = shared.registry.rt(target).is_pod();
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), pods)?;
+    Ok((labels, fields))
+}
+
+fn parse_rv(rv: &str) -> ApiResult<u64> {
+    rv.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Invalid value: {rv:?}: resourceVersion must be a decimal integer"
+        ))
+    })
+}
+
+/// A continue token: base64 of the JSON the real server uses, `{"v", "rv", "start"}`.
+fn encode_continue(rv: u64, last_key: &str) -> String {
+    let token = json!({ "v": "meta.k8s.io/v1", "rv": rv, "start": format!("{last_key}\u{0}") });
+    URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    let raw = URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = value["rv"].as_u64().ok_or_else(bad)?;
+    let start = value["start"].as_str().ok_or_else(bad)?;
+    Ok((rv, start.trim_end_matches('\u{0}').to_owned()))
+}
+
+fn list(shared: &Shared, target: &Target, query: &HashMap<String, String>) -> ApiResult<Response> {
+    let store = &shared.registry.store;
+    let rt = shared.registry.rt(target);
+    let (labels, fields) = selectors(shared, target, query)?;
+    let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
+    let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
+    let mut limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let (at, after) = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            if rv.is_some_and(|rv| rv != "0") {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            let (at, start) = decode_continue(token)?;
+            (Some(at), Some(start))
+        }
+        None => {
+            let current = store.current_rv();
+            match (rv.map(String::as_str), rv_match.map(String::as_str)) {
+                (None, Some(_)) => {
+                    return Err(ApiError::bad_request(
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                (Some(rv), Some("Exact")) => {
+                    let rv = parse_rv(rv)?;
+                    if rv > current {
+                        return Err(too_large(rv, current));
+                    }
+                    (Some(rv), None)
+                }
+                (Some(rv), None | Some("NotOlderThan")) => {
+                    let n = parse_rv(rv)?;
+                    if n > current {
+                        return Err(too_large(n, current));
+                    }
+                    if n == 0 {
+                        // Served from the watch cache: the real server ignores limit here.
+                        limit = None;
+                    }
+                    (None, None)
+                }
+                (None, None) => (None, None),
+                (_, Some(other)) => {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown resourceVersionMatch {other:?}"
+                    )));
+                }
+            }
+        }
+    };
+    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
+    let page = store
+        .list_page(target.resource, target.namespace.as_deref(), at, after.as_deref(), limit, &keep)
+        .map_err(|e| {
+            if after.is_some() {
+                ApiError::expired(format!(
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter. ({})",
+                    e.message
+                ))
+            } else {
+                e
+            }
+        })?;
+    let mut out =
+        Vec::with_capacity(page.items.iter().map(|o| o.json.len() + 1).sum::<usize>() + 256);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
+            rt.kind,
+            rt.api_version(),
+            page.rv
+        )
+        .as_bytes(),
+    );
+    if let Some(last) = &page.continue_after {
+        out.extend_from_slice(
+            format!(",\"continue\":\"{}\"", encode_continue(page.rv, last)).as_bytes(),
+        );
+        if labels.is_empty() && fields.is_empty() {
+            out.extend_from_slice(format!(",\"remainingItemCount\":{}", page.remaining).as_bytes());
+        }
+    }
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&item.json);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(StatusCode::OK, out))
+}
+
+fn too_large(rv: u64, current: u64) -> ApiError {
+    let mut e = ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "Timeout",
+        format!("Too large resource version: {rv}, current: {current}"),
+    );
+    e.retry_after = Some(1);
+    e
+}
+
+fn start_watch(
+    shared: &Arc<Shared>,
+    target: Target,
+    query: &HashMap<String, String>,
+) -> ApiResult<Response> {
+    let (labels, fields) = selectors(shared, &target, query)?;
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let initial = query.get("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
+    let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
+    let start = if initial {
+        watch::check_streaming_list(
+            query.get("resourceVersionMatch").map(String::as_str),
+            bookmarks,
+        )?;
+        Start::Initial { end_bookmark: true }
+    } else {
+        match rv.map(String::as_str) {
+            None | Some("0") => Start::Initial { end_bookmark: false },
+            Some(rv) => Start::After(parse_rv(rv)?),
+        }
+    };
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+        .map(Duration::from_secs);
+    let request = WatchRequest {
+        resource: target.resource,
+        namespace: target.namespace,
+        labels,
+        fields,
+        start,
+        bookmarks,
+        timeout,
+    };
+    Ok(watch::serve(shared.clone(), request))
+}
+
+fn delete_collection(
+    shared: &Shared,
+    target: &Target,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let (labels, fields) = selectors(shared, target, query)?;
+    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
+    let page = shared.registry.store.list_page(
+        target.resource,
+        target.namespace.as_deref(),
+        None,
+        None,
+        None,
+        &keep,
+    )?;
+    let rt = shared.registry.rt(target);
+    let mut deleted = Vec::new();
+    for object in page.items {
+        let one = Target {
+            resource: target.resource,
+            namespace: target
+                .namespace
+                .clone()
+                .or_else(|| rt.namespaced.then(|| object.fields.namespace.clone())),
+            name: Some(object.fields.name.clone()),
+        };
+        match shared.registry.delete(&one, body) {
+            Ok(o) => deleted.push(o.value()),
+            Err(e) if e.code == StatusCode::NOT_FOUND => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let list = json!({
+        "kind": format!("{}List", rt.kind),
+        "apiVersion": rt.api_version(),
+        "metadata": { "resourceVersion": shared.registry.store.current_rv().to_string() },
+        "items": deleted,
+    });
+    Ok(value_response(StatusCode::OK, &list))
+}

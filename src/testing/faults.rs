@@ -1,0 +1,127 @@
+//! Fault injection, for tests of a client's recovery: drop watches, fail requests, compact the
+//! history, slow responses down, corrupt watch streams.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::server::Shared;
+use super::status::ApiError;
+use super::watch::WatchSignal;
+
+/// How an injected failure answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// 500 InternalError.
+    InternalError,
+    /// 429 TooManyRequests with a `Retry-After` header of this many seconds.
+    TooManyRequests {
+        /// The `Retry-After` seconds.
+        retry_after_seconds: u64,
+    },
+}
+
+/// The faults armed on a server.
+#[derive(Debug)]
+pub(crate) struct FaultState {
+    fail_remaining: AtomicUsize,
+    failure: Mutex<Failure>,
+    latency: Mutex<Duration>,
+}
+
+impl Default for FaultState {
+    fn default() -> Self {
+        Self {
+            fail_remaining: AtomicUsize::new(0),
+            failure: Mutex::new(Failure::InternalError),
+            latency: Mutex::new(Duration::ZERO),
+        }
+    }
+}
+
+impl FaultState {
+    /// The error for this request, if a failure is armed (and counts it down).
+    pub(crate) fn take_failure(&self) -> Option<ApiError> {
+        self.fail_remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()?;
+        let failure = *self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(match failure {
+            Failure::InternalError => ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "Internal error occurred: injected by ctrlkit's fault injection",
+            ),
+            Failure::TooManyRequests { retry_after_seconds } => {
+                let mut e = ApiError::new(
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    "TooManyRequests",
+                    "the server has received too many requests and has asked us to try again later",
+                );
+                e.retry_after = Some(retry_after_seconds);
+                e
+            }
+        })
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        *self.latency.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A handle on a running server's faults; see [`ApiServer::faults`](super::ApiServer::faults).
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults").finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    /// Ends every open watch now, as a restarting apiserver or a dropped connection would.
+    /// Clients see their stream end cleanly and may resume from their last resourceVersion.
+    pub fn close_watches(&self) {
+        self.shared.signal(WatchSignal::Close);
+    }
+
+    /// Fails the next `n` API requests (discovery and health checks excepted) with `failure`.
+    pub fn fail_next(&self, n: usize, failure: Failure) {
+        *self.shared.faults.failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+        self.shared.faults.fail_remaining.store(n, Ordering::SeqCst);
+    }
+
+    /// Compacts the history: watches from, and list continuations at, any resourceVersion
+    /// before now get 410 Expired.
+    pub fn compact(&self) {
+        self.shared.registry.store.compact();
+    }
+
+    /// Delays every response by `latency` (zero turns it off).
+    pub fn set_latency(&self, latency: Duration) {
+        *self.shared.faults.latency.lock().unwrap_or_else(PoisonError::into_inner) = latency;
+    }
+
+    /// Writes a line that is not JSON into every open watch.
+    pub fn send_malformed_line(&self) {
+        self.shared.signal(WatchSignal::Malformed);
+    }
+
+    /// Writes an `ERROR` event carrying a `Status` with `code`, `reason` and `message` into
+    /// every open watch, then ends them, as the real server does.
+    pub fn send_error_event(&self, code: u16, reason: &str, message: &str) {
+        let status = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code,
+        });
+        self.shared.signal(WatchSignal::Error(Arc::new(status)));
+    }
+}
+
+/// Keeps `Value` in the public-facing signal cheap to clone.
+pub(crate) type SharedStatus = Arc<Value>;

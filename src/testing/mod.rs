@@ -1,0 +1,81 @@
+//! An in-process Kubernetes API server for tests: the real REST protocol over HTTP on
+//! loopback, so controllers are tested through kube-client exactly as they run against a
+//! cluster. ctrlkit's own tests use it, and `cargo run --example pods` runs on it when no
+//! cluster is configured. Enabled by the `testing` cargo feature.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ctrlkit::testing::ApiServer;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube_client::{Api, api::PostParams};
+//!
+//! let server = ApiServer::start().await?;
+//! let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+//! let pod = serde_json::from_value(serde_json::json!({
+//!     "metadata": { "name": "web-0" },
+//!     "spec": { "containers": [{ "name": "web", "image": "nginx" }] }
+//! }))?;
+//! pods.create(&PostParams::default(), &pod).await?;
+//! server.faults().close_watches(); // test how your controller recovers
+//! # Ok(()) }
+//! ```
+//!
+//! ## What it serves
+//! - Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`), enough
+//!   for kubectl's `get`, `get -w`, `create`, `apply --validate=false`, `label`, `annotate`,
+//!   `patch`, `delete`, `api-resources`, `-n` and `-A`.
+//! - core/v1 pods, namespaces, configmaps, secrets, services, events;
+//!   coordination.k8s.io/v1 leases; events.k8s.io/v1 events; and any type registered with
+//!   [`ApiServerBuilder::resource`]. Objects are stored as JSON, so any kind works.
+//! - create (201; uid, creationTimestamp, resourceVersion, generation 1; `generateName`; 409
+//!   AlreadyExists; 404 for a missing namespace; 422 for an invalid name), get (404 NotFound),
+//!   update (409 Conflict on a stale resourceVersion; generation grows only when something
+//!   outside metadata and status changes), patch (merge, JSON, strategic merge), delete
+//!   (finalizers hold an object with a deletionTimestamp until they are removed), delete
+//!   collection, the `/status` subresource. Errors are `metav1.Status` objects.
+//! - list with one global resourceVersion counter shared by all kinds, `limit` + `continue`
+//!   (a continued list is a consistent snapshot at the first page's resourceVersion, even
+//!   under concurrent writes), `remainingItemCount`, 410 for an expired `continue`, label and
+//!   field selectors, `resourceVersion` / `resourceVersionMatch`.
+//! - watch from a resourceVersion (every change after it, then live ones; 410 as an `ERROR`
+//!   event when it is older than the history), bookmarks, `timeoutSeconds`, selector
+//!   transitions as `ADDED` / `DELETED`, and streaming lists (`sendInitialEvents`).
+//! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
+//!   history, add latency, corrupt watch streams.
+//!
+//! ## Known gaps, against a real kube-apiserver
+//! - No authentication or authorization; no admission; no validation beyond names and
+//!   types. Pod specs are not validated nor made immutable.
+//! - No controllers: deleting a namespace removes it and its objects at once (the real one
+//!   stays `Terminating` until its finalizer is removed); a pod with `spec.nodeName` is deleted
+//!   at once (the real one gets a 30 s grace period); a new pod's status is reset to
+//!   `Pending`, as on a real server with no scheduler.
+//! - `generation` is kept for every kind (the real server leaves it unset for kinds without a
+//!   spec, such as ConfigMaps).
+//! - `managedFields` are stored as sent, not computed; server-side apply
+//!   (`application/apply-patch+yaml`) answers 415.
+//! - Strategic merge ignores `$setElementOrder` and `$retainKeys`; its merge keys come from a
+//!   table of the common built-in fields, not from the OpenAPI schema.
+//! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
+//!   kinds); clients decode either.
+//! - Only JSON: no protobuf, no CBOR, no `as=Table` (kubectl prints its client-side
+//!   columns). No OpenAPI documents (`kubectl apply` needs `--validate=false`).
+//! - Bookmarks come every bookmark interval whether or not anything changed.
+//! - A list at a resourceVersion newer than the store answers 504 at once (the real server
+//!   waits a few seconds first).
+
+mod api;
+mod discovery;
+mod faults;
+mod patch;
+mod registry;
+mod resources;
+mod selectors;
+mod server;
+mod status;
+mod store;
+mod watch;
+
+pub use faults::{Failure, Faults};
+pub use resources::ResourceType;
+pub use server::{ApiServer, ApiServerBuilder, ApiServerError, RequestCounts};

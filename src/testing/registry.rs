@@ -1,0 +1,428 @@
+//! REST semantics on top of the store, as kube-apiserver's generic registry applies them:
+//! metadata on create, optimistic concurrency on update, generation, the status
+//! subresource, finalizers on delete.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::http::StatusCode;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::patch::{self, PatchType};
+use super::resources::ResourceType;
+use super::status::{ApiError, ApiResult};
+use super::store::{Store, StoredObject, Txn, object_key};
+
+/// Where a request points: a resource type, and a namespace and name where given.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) resource: usize,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+}
+
+/// Preconditions and options of a delete.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeleteOptions {
+    #[serde(default)]
+    preconditions: Option<Preconditions>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Preconditions {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// The current time as Kubernetes writes it: RFC 3339, whole seconds, UTC.
+pub(crate) fn now() -> String {
+    Timestamp::from_second(Timestamp::now().as_second()).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// A random-looking, unique UUID-shaped uid.
+fn new_uid() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let seed = {
+        use std::hash::{BuildHasher, RandomState};
+        RandomState::new().hash_one(n)
+    };
+    let hi = seed ^ (n.rotate_left(17));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+        (hi >> 32) as u32,
+        (hi >> 16) as u16,
+        (hi & 0xfff) as u16,
+        (n >> 48) as u16 & 0xfff,
+        n & 0xffff_ffff_ffff
+    )
+}
+
+/// Five characters from the alphabet Kubernetes uses for `generateName` suffixes.
+fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    use std::hash::{BuildHasher, RandomState};
+    let mut x = RandomState::new().hash_one(Timestamp::now().as_nanosecond());
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case \
+    alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+
+/// Why `name` is not a valid name for `rt`, if it is not.
+fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ends_ok = name.starts_with(alnum) && name.ends_with(alnum);
+    if rt.name_is_label() {
+        if name.len() > 63 {
+            return Some("must be no more than 63 characters".into());
+        }
+        if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-') {
+            return Some(DNS1123_LABEL_MSG.into());
+        }
+    } else {
+        if name.len() > 253 {
+            return Some("must be no more than 253 characters".into());
+        }
+        if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-' || c == '.') {
+            return Some(DNS1123_SUBDOMAIN_MSG.into());
+        }
+    }
+    None
+}
+
+fn parse_body(body: &[u8]) -> ApiResult<Value> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// Sets kind and apiVersion, refusing a body that names another type.
+fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
+    let api_version = rt.api_version();
+    if let Some(v) = value.get("apiVersion").and_then(Value::as_str)
+        && v != api_version
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({v}) does not match the expected API version ({api_version})"
+        )));
+    }
+    if let Some(k) = value.get("kind").and_then(Value::as_str)
+        && k != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    value["apiVersion"] = json!(api_version);
+    value["kind"] = json!(rt.kind);
+    if !value["metadata"].is_object() {
+        value["metadata"] = json!({});
+    }
+    Ok(())
+}
+
+/// Everything but metadata and status: what a change must touch to bump `generation`.
+fn spec_of(value: &Value) -> Vec<(&String, &Value)> {
+    value
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "kind" | "apiVersion")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn has_finalizers(value: &Value) -> bool {
+    value["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty())
+}
+
+/// The registry: REST verbs over the store.
+pub(crate) struct Registry {
+    pub(crate) store: Store,
+}
+
+impl Registry {
+    pub(crate) fn rt(&self, target: &Target) -> &ResourceType {
+        &self.store.resources[target.resource]
+    }
+
+    fn namespace_id(&self) -> usize {
+        self.store.resource("", "v1", "namespaces").expect("namespaces are built in")
+    }
+
+    fn key(target: &Target, name: &str) -> String {
+        object_key(target.namespace.as_deref(), name)
+    }
+
+    /// POST: creates the object in `body`.
+    pub(crate) fn create(&self, target: &Target, body: &[u8]) -> ApiResult<Arc<StoredObject>> {
+        let rt = self.rt(target).clone();
+        let mut value = parse_body(body)?;
+        check_type(&rt, &mut value)?;
+        let meta = &mut value["metadata"];
+        match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
+            (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(path_ns), _) => meta["namespace"] = json!(path_ns),
+            (None, _) => {
+                if let Some(m) = meta.as_object_mut() {
+                    m.remove("namespace");
+                }
+            }
+        }
+        let mut name = meta["name"].as_str().unwrap_or_default().to_owned();
+        if name.is_empty() {
+            let prefix = meta["generateName"].as_str().unwrap_or_default();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    "",
+                    &rt.plural,
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            }
+            name = format!("{prefix}{}", name_suffix());
+            meta["name"] = json!(name);
+        }
+        if let Some(why) = invalid_name(&rt, &name) {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                &name,
+                &rt.plural,
+                &format!("metadata.name: Invalid value: \"{name}\": {why}"),
+            ));
+        }
+        let meta = meta.as_object_mut().expect("metadata is an object");
+        for field in
+            ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"]
+        {
+            meta.remove(field);
+        }
+        meta.insert("uid".into(), json!(new_uid()));
+        meta.insert("creationTimestamp".into(), json!(now()));
+        meta.insert("generation".into(), json!(1));
+        if rt.is_pod() {
+            // No scheduler or kubelet here: a new pod is Pending, as on a bare apiserver.
+            value["status"] = json!({ "phase": "Pending" });
+        } else if rt.is_namespace() {
+            value["status"] = json!({ "phase": "Active" });
+        }
+        let key = Self::key(target, &name);
+        let ns_id = self.namespace_id();
+        self.store.write(|txn| {
+            if let Some(ns) = &target.namespace
+                && txn.get(ns_id, ns).is_none()
+            {
+                return Err(ApiError::not_found("namespaces", ns));
+            }
+            if txn.get(target.resource, &key).is_some() {
+                return Err(ApiError::already_exists(&rt.plural, &name));
+            }
+            Ok(txn.put(target.resource, &key, value))
+        })
+    }
+
+    /// GET of one object.
+    pub(crate) fn get(&self, target: &Target) -> ApiResult<Arc<StoredObject>> {
+        let name = target.name.as_deref().unwrap_or_default();
+        let key = Self::key(target, name);
+        self.store
+            .read(|txn| txn.get(target.resource, &key))
+            .ok_or_else(|| ApiError::not_found(&self.rt(target).plural, name))
+    }
+
+    /// PUT: replaces the object (or, with `status`, its status only).
+    pub(crate) fn update(
+        &self,
+        target: &Target,
+        body: &[u8],
+        status: bool,
+    ) -> ApiResult<Arc<StoredObject>> {
+        let value = parse_body(body)?;
+        self.modify(target, status, |_| Ok(value))
+    }
+
+    /// PATCH: applies a patch to the object (or, with `status`, keeps only its status change).
+    pub(crate) fn patch(
+        &self,
+        target: &Target,
+        kind: PatchType,
+        body: &[u8],
+        status: bool,
+    ) -> ApiResult<Arc<StoredObject>> {
+        let rt = self.rt(target);
+        if kind == PatchType::Strategic && !rt.group.is_empty() && !is_builtin_group(&rt.group) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
+        self.modify(target, status, |current| {
+            let mut value = current.clone();
+            patch::apply(&mut value, kind, body)?;
+            if !value.is_object() {
+                return Err(ApiError::bad_request("a patch must leave an object"));
+            }
+            Ok(value)
+        })
+    }
+
+    /// The shared read-modify-write of update and patch.
+    fn modify(
+        &self,
+        target: &Target,
+        status: bool,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Arc<StoredObject>> {
+        let rt = self.rt(target).clone();
+        let name = target.name.clone().unwrap_or_default();
+        let key = Self::key(target, &name);
+        self.store.write(|txn| {
+            let current = txn.get(target.resource, &key).ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
+            let old = current.value();
+            let mut new = change(&old)?;
+            check_type(&rt, &mut new)?;
+            let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
+            if !body_name.is_empty() && body_name != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
+            if let Some(rv) = new["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty())
+                && rv.parse::<u64>().ok() != Some(current.rv)
+            {
+                return Err(ApiError::conflict(&rt.plural, &name));
+            }
+            if status {
+                // The status subresource changes status and nothing else.
+                let mut only_status = old.clone();
+                only_status["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                new = only_status;
+            } else if rt.status_subresource {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            // Fields the server owns.
+            for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name", "generation"] {
+                match old["metadata"].get(field) {
+                    Some(v) => new["metadata"][field] = v.clone(),
+                    None => {
+                        if let Some(m) = new["metadata"].as_object_mut() {
+                            m.remove(field);
+                        }
+                    }
+                }
+            }
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            if new == old {
+                return Ok(current); // a no-op writes nothing and keeps the version
+            }
+            if spec_of(&new) != spec_of(&old) {
+                let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
+                new["metadata"]["generation"] = json!(generation + 1);
+            }
+            if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
+                return Ok(txn.remove(target.resource, &key, new));
+            }
+            Ok(txn.put(target.resource, &key, new))
+        })
+    }
+
+    /// DELETE of one object: marks it for deletion while it has finalizers, removes it
+    /// otherwise. Deleting a namespace deletes what it holds.
+    pub(crate) fn delete(&self, target: &Target, body: &[u8]) -> ApiResult<Arc<StoredObject>> {
+        let options: DeleteOptions = if body.iter().all(u8::is_ascii_whitespace) {
+            DeleteOptions::default()
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the body of the request was in an unknown format: {e}"
+                ))
+            })?
+        };
+        let rt = self.rt(target).clone();
+        let name = target.name.clone().unwrap_or_default();
+        let key = Self::key(target, &name);
+        self.store.write(|txn| {
+            let current = txn
+                .get(target.resource, &key)
+                .ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
+            let mut value = current.value();
+            if let Some(pre) = &options.preconditions {
+                let uid_ok = pre
+                    .uid
+                    .as_ref()
+                    .is_none_or(|u| value["metadata"]["uid"].as_str() == Some(u.as_str()));
+                let rv_ok = pre
+                    .resource_version
+                    .as_ref()
+                    .is_none_or(|rv| rv.parse::<u64>().ok() == Some(current.rv));
+                if !uid_ok || !rv_ok {
+                    return Err(ApiError::conflict(&rt.plural, &name));
+                }
+            }
+            if has_finalizers(&value) {
+                if value["metadata"].get("deletionTimestamp").is_some() {
+                    return Ok(current);
+                }
+                value["metadata"]["deletionTimestamp"] = json!(now());
+                value["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                let generation = value["metadata"]["generation"].as_i64().unwrap_or(0);
+                value["metadata"]["generation"] = json!(generation + 1);
+                return Ok(txn.put(target.resource, &key, value));
+            }
+            if rt.is_namespace() {
+                delete_namespace_contents(txn, &self.store, &name);
+            }
+            Ok(txn.remove(target.resource, &key, value))
+        })
+    }
+}
+
+fn is_builtin_group(group: &str) -> bool {
+    group.ends_with(".k8s.io") || matches!(group, "apps" | "batch" | "policy" | "autoscaling")
+}
+
+/// Removes every namespaced object in namespace `ns` (there is no namespace controller here).
+fn delete_namespace_contents(txn: &mut Txn<'_>, store: &Store, ns: &str) {
+    for (id, rt) in store.resources.iter().enumerate() {
+        if !rt.namespaced {
+            continue;
+        }
+        for object in txn.list(id, Some(ns)) {
+            let key = object_key(Some(ns), &object.fields.name);
+            txn.remove(id, &key, object.value());
+        }
+    }
+}

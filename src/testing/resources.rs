@@ -1,0 +1,97 @@
+//! The resource types the server serves: group, version, kind, plural, scope.
+
+/// One kind of object the embedded API server stores and serves.
+///
+/// Objects are stored as JSON, so any kind works: register custom resources with
+/// [`ApiServerBuilder::resource`](super::ApiServerBuilder::resource).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceType {
+    /// API group; empty for the core group (`/api/v1`).
+    pub group: String,
+    /// API version, such as `v1`.
+    pub version: String,
+    /// Kind, such as `Pod`.
+    pub kind: String,
+    /// Plural resource name used in paths, such as `pods`.
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether `/status` is a subresource: then the main endpoint ignores status changes and
+    /// `/status` changes nothing but status.
+    pub status_subresource: bool,
+    /// Short names for kubectl, such as `po`.
+    pub short_names: Vec<String>,
+}
+
+impl ResourceType {
+    /// A resource type with no status subresource and no short names.
+    pub fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        Self {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            plural: plural.to_owned(),
+            namespaced,
+            status_subresource: false,
+            short_names: Vec::new(),
+        }
+    }
+
+    /// Gives the type a `/status` subresource.
+    pub fn with_status(mut self) -> Self {
+        self.status_subresource = true;
+        self
+    }
+
+    /// Adds short names (for `kubectl get po`).
+    pub fn with_short_names(mut self, names: &[&str]) -> Self {
+        self.short_names = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+
+    /// `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The kind's name in lower case, as discovery's `singularName`.
+    pub(crate) fn singular(&self) -> String {
+        self.kind.to_lowercase()
+    }
+
+    /// Whether names must be DNS-1123 labels (63 characters, no dots) rather than subdomains.
+    pub(crate) fn name_is_label(&self) -> bool {
+        self.group.is_empty() && matches!(self.plural.as_str(), "namespaces" | "services")
+    }
+
+    pub(crate) fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.plural == "namespaces"
+    }
+
+    pub(crate) fn is_pod(&self) -> bool {
+        self.group.is_empty() && self.plural == "pods"
+    }
+}
+
+/// The types every server has: core/v1 pods, namespaces, configmaps, secrets, services,
+/// events; coordination.k8s.io/v1 leases; events.k8s.io/v1 events.
+pub(crate) fn builtin() -> Vec<ResourceType> {
+    vec![
+        ResourceType::new("", "v1", "Pod", "pods", true).with_status().with_short_names(&["po"]),
+        ResourceType::new("", "v1", "Namespace", "namespaces", false)
+            .with_status()
+            .with_short_names(&["ns"]),
+        ResourceType::new("", "v1", "ConfigMap", "configmaps", true).with_short_names(&["cm"]),
+        ResourceType::new("", "v1", "Secret", "secrets", true),
+        ResourceType::new("", "v1", "Service", "services", true)
+            .with_status()
+            .with_short_names(&["svc"]),
+        ResourceType::new("", "v1", "Event", "events", true).with_short_names(&["ev"]),
+        ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
+        ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
+    ]
+}

@@ -1,0 +1,329 @@
+//! [`ApiServer`]: binds loopback, serves the API over HTTP, and hands out clients,
+//! kubeconfigs and fault handles.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube_client::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+use super::faults::{FaultState, Faults};
+use super::registry::{Registry, Target};
+use super::resources::{self, ResourceType};
+use super::store::Store;
+use super::watch::WatchSignal;
+
+/// Why the server could not start or hand out a client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiServerError {
+    /// The loopback port could not be bound.
+    #[error("binding 127.0.0.1:{port}: {source}")]
+    Bind {
+        /// The port asked for (0: any).
+        port: u16,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The kubeconfig for the server could not be made or loaded.
+    #[error("building a kubeconfig for the embedded API server: {0}")]
+    Kubeconfig(String),
+    /// kube-client refused the configuration.
+    #[error("building a kube client for the embedded API server: {0}")]
+    Client(#[from] kube_client::Error),
+    /// Writing the kubeconfig file failed.
+    #[error("writing the kubeconfig to {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Requests the server has answered, by verb (fault-injected failures included).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// `GET` of a collection without `watch`.
+    pub list: u64,
+    /// `GET` of a collection with `watch`.
+    pub watch: u64,
+    /// `GET` of one object.
+    pub get: u64,
+    /// `POST`.
+    pub create: u64,
+    /// `PUT`.
+    pub update: u64,
+    /// `PATCH`.
+    pub patch: u64,
+    /// `DELETE` of one object or of a collection.
+    pub delete: u64,
+}
+
+/// Counters behind [`RequestCounts`].
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) list: AtomicU64,
+    pub(crate) watch: AtomicU64,
+    pub(crate) get: AtomicU64,
+    pub(crate) create: AtomicU64,
+    pub(crate) update: AtomicU64,
+    pub(crate) patch: AtomicU64,
+    pub(crate) delete: AtomicU64,
+}
+
+/// State shared by every request handler.
+pub(crate) struct Shared {
+    pub(crate) registry: Registry,
+    pub(crate) control: broadcast::Sender<WatchSignal>,
+    pub(crate) faults: FaultState,
+    pub(crate) stats: Stats,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) address: String,
+}
+
+impl Shared {
+    pub(crate) fn signal(&self, signal: WatchSignal) {
+        // No open watch is fine.
+        let _ = self.control.send(signal);
+    }
+}
+
+/// Configures an [`ApiServer`] before it starts.
+#[derive(Debug, Clone)]
+pub struct ApiServerBuilder {
+    resources: Vec<ResourceType>,
+    port: u16,
+    bookmark_interval: Duration,
+    history_limit: usize,
+}
+
+impl Default for ApiServerBuilder {
+    fn default() -> Self {
+        Self {
+            resources: resources::builtin(),
+            port: 0,
+            bookmark_interval: Duration::from_secs(60),
+            history_limit: 100_000,
+        }
+    }
+}
+
+impl ApiServerBuilder {
+    /// Serves one more resource type, such as a custom resource.
+    pub fn resource(mut self, resource: ResourceType) -> Self {
+        self.resources.retain(|r| {
+            !(r.group == resource.group
+                && r.version == resource.version
+                && r.plural == resource.plural)
+        });
+        self.resources.push(resource);
+        self
+    }
+
+    /// The loopback port to bind; 0 (the default) picks a free one.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// How often watches with `allowWatchBookmarks` get a `BOOKMARK` (default 60 s, as the
+    /// real server). Tests make it short.
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How many changes the history keeps for watches and list continuations (default
+    /// 100,000); older resourceVersions get 410 Expired.
+    pub fn history_limit(mut self, changes: usize) -> Self {
+        self.history_limit = changes;
+        self
+    }
+
+    /// Binds `127.0.0.1` and starts serving, with the `default` and `kube-system` namespaces.
+    pub async fn start(self) -> Result<ApiServer, ApiServerError> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
+        let (control, _) = broadcast::channel(64);
+        let shared = Arc::new(Shared {
+            registry: Registry { store: Store::new(self.resources, self.history_limit) },
+            control,
+            faults: FaultState::default(),
+            stats: Stats::default(),
+            bookmark_interval: self.bookmark_interval,
+            address: addr.to_string(),
+        });
+        let ns = shared.registry.store.resource("", "v1", "namespaces").expect("built in");
+        for name in ["default", "kube-system"] {
+            let target = Target { resource: ns, namespace: None, name: None };
+            let body = serde_json::json!({ "metadata": { "name": name } }).to_string();
+            shared
+                .registry
+                .create(&target, body.as_bytes())
+                .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
+        }
+        let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::error!(%err, "embedded API server stopped");
+            }
+        });
+        let kubeconfig = kubeconfig_yaml(addr);
+        let config = kube_client::Config::from_custom_kubeconfig(
+            Kubeconfig::from_yaml(&kubeconfig)
+                .map_err(|e| ApiServerError::Kubeconfig(e.to_string()))?,
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| ApiServerError::Kubeconfig(e.to_string()))?;
+        let client = kube_client::Client::try_from(config)?;
+        tracing::debug!(%addr, "embedded API server listening");
+        Ok(ApiServer { addr, shared, client, kubeconfig, stop: Some(stop), task: Some(task) })
+    }
+}
+
+fn kubeconfig_yaml(addr: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: ctrlkit
+  cluster:
+    server: http://{addr}
+contexts:
+- name: ctrlkit
+  context:
+    cluster: ctrlkit
+    user: ctrlkit
+    namespace: default
+current-context: ctrlkit
+users:
+- name: ctrlkit
+  user: {{}}
+"
+    )
+}
+
+/// An in-process Kubernetes API server on loopback; see the [module docs](super).
+///
+/// Dropping it stops it; [`shutdown`](Self::shutdown) also waits for it to stop.
+pub struct ApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    client: kube_client::Client,
+    kubeconfig: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    /// Starts a server with the built-in resource types on a free loopback port.
+    pub async fn start() -> Result<Self, ApiServerError> {
+        Self::builder().start().await
+    }
+
+    /// A builder for custom resources, a fixed port, bookmark period and history size.
+    pub fn builder() -> ApiServerBuilder {
+        ApiServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kube client for this server (default namespace `default`).
+    pub fn client(&self) -> kube_client::Client {
+        self.client.clone()
+    }
+
+    /// A kubeconfig for this server, usable with `Config::from_custom_kubeconfig`.
+    pub fn kubeconfig(&self) -> Kubeconfig {
+        Kubeconfig::from_yaml(&self.kubeconfig).expect("the server's own kubeconfig parses")
+    }
+
+    /// Writes the kubeconfig to `path`, for kubectl (`kubectl --kubeconfig PATH`) or a
+    /// controller run as a process.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), ApiServerError> {
+        let path = path.as_ref();
+        std::fs::write(path, &self.kubeconfig)
+            .map_err(|source| ApiServerError::Write { path: path.display().to_string(), source })
+    }
+
+    /// Fault injection for this server.
+    pub fn faults(&self) -> Faults {
+        Faults { shared: self.shared.clone() }
+    }
+
+    /// Requests answered so far, by verb.
+    pub fn requests(&self) -> RequestCounts {
+        let s = &self.shared.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        RequestCounts {
+            list: get(&s.list),
+            watch: get(&s.watch),
+            get: get(&s.get),
+            create: get(&s.create),
+            update: get(&s.update),
+            patch: get(&s.patch),
+            delete: get(&s.delete),
+        }
+    }
+
+    /// The newest resourceVersion of the store.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.registry.store.current_rv()
+    }
+
+    /// Objects stored, over all types.
+    pub fn object_count(&self) -> usize {
+        self.shared.registry.store.len()
+    }
+
+    /// Stops serving: ends open watches, closes connections, and waits for the server task.
+    pub async fn shutdown(mut self) {
+        self.stop_serving();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+
+    fn stop_serving(&mut self) {
+        self.shared.signal(WatchSignal::Close);
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop_serving();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! API errors as `metav1.Status` objects, with the codes, reasons and messages a real
+//! kube-apiserver sends.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+/// A failed request: HTTP code, Kubernetes reason, message, and the object it concerns.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) code: StatusCode,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+    /// (resource plural, name) for `details`.
+    pub(crate) details: Option<(String, String)>,
+    /// Seconds for a `Retry-After` header.
+    pub(crate) retry_after: Option<u64>,
+}
+
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub(crate) fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        Self { code, reason, message: message.into(), details: None, retry_after: None }
+    }
+
+    fn about(mut self, plural: &str, name: &str) -> Self {
+        self.details = Some((plural.to_owned(), name.to_owned()));
+        self
+    }
+
+    pub(crate) fn not_found(plural: &str, name: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NotFound", format!("{plural} \"{name}\" not found"))
+            .about(plural, name)
+    }
+
+    pub(crate) fn already_exists(plural: &str, name: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!("{plural} \"{name}\" already exists"),
+        )
+        .about(plural, name)
+    }
+
+    pub(crate) fn conflict(plural: &str, name: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been \
+                 modified; please apply your changes to the latest version and try again"
+            ),
+        )
+        .about(plural, name)
+    }
+
+    pub(crate) fn invalid(kind: &str, name: &str, plural: &str, cause: &str) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {cause}"),
+        )
+        .about(plural, name)
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    pub(crate) fn expired(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, "Expired", message)
+    }
+
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    }
+
+    /// The `metav1.Status` body.
+    pub(crate) fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code.as_u16(),
+        });
+        if let Some((kind, name)) = &self.details {
+            status["details"] = json!({ "name": name, "kind": kind });
+        }
+        if let Some(secs) = self.retry_after {
+            status["details"]["retryAfterSeconds"] = json!(secs);
+        }
+        status
+    }
+}

@@ -1,0 +1,389 @@
+//! The versioned object store: one global resourceVersion counter shared by every kind (like
+//! etcd's revision), the objects of each resource type, and a bounded history of changes that
+//! serves watches from a past resourceVersion and consistent snapshots for paginated lists.
+//!
+//! Every write happens in a [`Txn`] under one lock; its changes enter the history and the
+//! broadcast to open watches in resourceVersion order before the lock is released, so a
+//! watcher never sees changes out of order and a list never sees half a write.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::body::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::resources::ResourceType;
+use super::selectors::Fields;
+use super::status::{ApiError, ApiResult};
+
+/// Live changes, as a watch receives them.
+pub(crate) type ChangeReceiver = broadcast::Receiver<Arc<Change>>;
+
+/// One version of one object, serialized once and shared by the store, the history and every
+/// watcher that sends it.
+#[derive(Debug)]
+pub(crate) struct StoredObject {
+    pub(crate) rv: u64,
+    /// The whole object as JSON, `metadata.resourceVersion` included.
+    pub(crate) json: Bytes,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) fields: Fields,
+}
+
+impl StoredObject {
+    /// Serializes `value` (whose resourceVersion is already `rv`).
+    fn new(rv: u64, value: &Value) -> Self {
+        let meta = &value["metadata"];
+        let labels = meta["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()
+            })
+            .unwrap_or_default();
+        let fields = Fields {
+            name: meta["name"].as_str().unwrap_or_default().to_owned(),
+            namespace: meta["namespace"].as_str().unwrap_or_default().to_owned(),
+            node_name: value["spec"]["nodeName"].as_str().map(str::to_owned),
+            phase: value["status"]["phase"].as_str().map(str::to_owned),
+        };
+        let json = Bytes::from(serde_json::to_vec(value).expect("a JSON value serializes"));
+        Self { rv, json, labels, fields }
+    }
+
+    /// The object as a JSON tree, for updates and patches.
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("the store holds valid JSON")
+    }
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChangeType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write to one object.
+#[derive(Debug)]
+pub(crate) struct Change {
+    pub(crate) rv: u64,
+    pub(crate) resource: usize,
+    pub(crate) kind: ChangeType,
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    pub(crate) key: String,
+    /// The object after the change (for a delete: its last state, at the delete's version).
+    pub(crate) object: Arc<StoredObject>,
+    /// The object before the change, `None` for an add.
+    pub(crate) prev: Option<Arc<StoredObject>>,
+}
+
+struct State {
+    rv: u64,
+    objects: Vec<BTreeMap<String, Arc<StoredObject>>>,
+    /// Every change with `rv > compacted`, oldest first.
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    compacted: u64,
+}
+
+/// The store; see the module docs.
+pub(crate) struct Store {
+    pub(crate) resources: Vec<ResourceType>,
+    state: Mutex<State>,
+    changes: broadcast::Sender<Arc<Change>>,
+}
+
+/// The storage key of an object.
+pub(crate) fn object_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// The key range of a namespace: keys from `ns/` up to, not including, `ns0` ('0' follows '/').
+fn namespace_range(ns: &str) -> (Bound<String>, Bound<String>) {
+    (Bound::Included(format!("{ns}/")), Bound::Excluded(format!("{ns}0")))
+}
+
+/// A write transaction; see [`Store::write`].
+pub(crate) struct Txn<'a> {
+    state: &'a mut State,
+    changes: Vec<Arc<Change>>,
+}
+
+impl Txn<'_> {
+    pub(crate) fn get(&self, resource: usize, key: &str) -> Option<Arc<StoredObject>> {
+        self.state.objects[resource].get(key).cloned()
+    }
+
+    /// Stores `value` under `key` at a new resourceVersion, which it writes into the object.
+    pub(crate) fn put(
+        &mut self,
+        resource: usize,
+        key: &str,
+        mut value: Value,
+    ) -> Arc<StoredObject> {
+        self.state.rv += 1;
+        let rv = self.state.rv;
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let object = Arc::new(StoredObject::new(rv, &value));
+        let prev = self.state.objects[resource].insert(key.to_owned(), object.clone());
+        let kind = if prev.is_some() { ChangeType::Modified } else { ChangeType::Added };
+        self.record(Change {
+            rv,
+            resource,
+            kind,
+            key: key.to_owned(),
+            object: object.clone(),
+            prev,
+        });
+        object
+    }
+
+    /// Removes `key`; `last` is the object's final state, stored at the delete's version.
+    pub(crate) fn remove(
+        &mut self,
+        resource: usize,
+        key: &str,
+        mut last: Value,
+    ) -> Arc<StoredObject> {
+        self.state.rv += 1;
+        let rv = self.state.rv;
+        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let object = Arc::new(StoredObject::new(rv, &last));
+        let prev = self.state.objects[resource].remove(key);
+        let kind = ChangeType::Deleted;
+        self.record(Change {
+            rv,
+            resource,
+            kind,
+            key: key.to_owned(),
+            object: object.clone(),
+            prev,
+        });
+        object
+    }
+
+    /// Objects of `resource` (in `namespace`, if given), in key order.
+    pub(crate) fn list(&self, resource: usize, namespace: Option<&str>) -> Vec<Arc<StoredObject>> {
+        let objects = &self.state.objects[resource];
+        match namespace {
+            Some(ns) => objects.range(namespace_range(ns)).map(|(_, o)| o.clone()).collect(),
+            None => objects.values().cloned().collect(),
+        }
+    }
+
+    fn record(&mut self, change: Change) {
+        self.changes.push(Arc::new(change));
+    }
+}
+
+/// One page of a list.
+pub(crate) struct Page {
+    pub(crate) items: Vec<Arc<StoredObject>>,
+    /// The resourceVersion the list is consistent at.
+    pub(crate) rv: u64,
+    /// The key of the last item, when more matching items follow.
+    pub(crate) continue_after: Option<String>,
+    /// How many matching items follow this page.
+    pub(crate) remaining: usize,
+}
+
+impl Store {
+    pub(crate) fn new(resources: Vec<ResourceType>, history_limit: usize) -> Self {
+        let objects = resources.iter().map(|_| BTreeMap::new()).collect();
+        // Watchers that fall this far behind are closed and resume from their last version.
+        let (changes, _) = broadcast::channel(16_384);
+        Self {
+            resources,
+            state: Mutex::new(State {
+                rv: 1,
+                objects,
+                history: VecDeque::new(),
+                history_limit: history_limit.max(1),
+                compacted: 1,
+            }),
+            changes,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` as one transaction: its changes get consecutive resourceVersions, enter the
+    /// history and reach the watchers before any other request sees the store.
+    pub(crate) fn write<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
+        let mut state = self.lock();
+        let mut txn = Txn { state: &mut state, changes: Vec::new() };
+        let result = f(&mut txn);
+        let changes = std::mem::take(&mut txn.changes);
+        for change in changes {
+            state.history.push_back(change.clone());
+            // No receivers is fine: nobody watches.
+            let _ = self.changes.send(change);
+        }
+        while state.history.len() > state.history_limit {
+            if let Some(oldest) = state.history.pop_front() {
+                state.compacted = oldest.rv;
+            }
+        }
+        result
+    }
+
+    /// Reads within the same lock as writes.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Txn<'_>) -> R) -> R {
+        let mut state = self.lock();
+        let txn = Txn { state: &mut state, changes: Vec::new() };
+        f(&txn)
+    }
+
+    pub(crate) fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Forgets the history: every resourceVersion before now becomes too old to watch from or
+    /// to continue a list at.
+    pub(crate) fn compact(&self) {
+        let mut state = self.lock();
+        state.history.clear();
+        state.compacted = state.rv;
+    }
+
+    fn expired(rv: u64, compacted: u64) -> ApiError {
+        ApiError::expired(format!("too old resource version: {rv} ({compacted})"))
+    }
+
+    /// A page of `resource` objects that satisfy `keep`, consistent at `at` (default: now),
+    /// starting after key `after`. `at` older than the history → 410 Expired.
+    pub(crate) fn list_page(
+        &self,
+        resource: usize,
+        namespace: Option<&str>,
+        at: Option<u64>,
+        after: Option<&str>,
+        limit: Option<usize>,
+        keep: &dyn Fn(&StoredObject) -> bool,
+    ) -> ApiResult<Page> {
+        let state = self.lock();
+        let rv = at.unwrap_or(state.rv);
+        if rv < state.compacted {
+            return Err(Self::expired(rv, state.compacted));
+        }
+        let current = &state.objects[resource];
+        let range = match namespace {
+            Some(ns) => namespace_range(ns),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
+        let in_range = |key: &str| match namespace {
+            Some(ns) => {
+                key.len() > ns.len() && key.starts_with(ns) && key.as_bytes()[ns.len()] == b'/'
+            }
+            None => true,
+        };
+        // Undo, newest first, the changes made after `rv`.
+        let mut reverted: BTreeMap<&str, Option<Arc<StoredObject>>> = BTreeMap::new();
+        for change in state.history.iter().rev().take_while(|c| c.rv > rv) {
+            if change.resource == resource && in_range(&change.key) {
+                reverted.insert(&change.key, change.prev.clone());
+            }
+        }
+        let start = match after {
+            Some(key) => Bound::Excluded(key.to_owned()),
+            None => range.0,
+        };
+        let end = range.1;
+        let mut snapshot: Box<dyn Iterator<Item = (&str, Arc<StoredObject>)>> =
+            if reverted.is_empty() {
+                Box::new(current.range((start, end)).map(|(k, o)| (k.as_str(), o.clone())))
+            } else {
+                let mut merged: BTreeMap<&str, Arc<StoredObject>> = current
+                    .range((start.clone(), end.clone()))
+                    .map(|(k, o)| (k.as_str(), o.clone()))
+                    .collect();
+                for (key, prev) in reverted {
+                    let past = match &start {
+                        Bound::Excluded(s) => key > s.as_str(),
+                        Bound::Included(s) => key >= s.as_str(),
+                        Bound::Unbounded => true,
+                    };
+                    if !past {
+                        continue;
+                    }
+                    match prev {
+                        Some(o) => merged.insert(key, o),
+                        None => merged.remove(key),
+                    };
+                }
+                Box::new(merged.into_iter())
+            };
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last_key = None;
+        for (key, object) in snapshot.by_ref() {
+            if keep(&object) {
+                items.push(object);
+                last_key = Some(key.to_owned());
+                if items.len() == limit {
+                    break;
+                }
+            }
+        }
+        let remaining = snapshot.filter(|(_, o)| keep(o)).count();
+        let continue_after = if remaining > 0 { last_key } else { None };
+        Ok(Page { items, rv, continue_after, remaining })
+    }
+
+    /// Every change after `rv` still in the history, and a receiver for the changes to come,
+    /// with no gap between them. `rv` older than the history → 410 Expired.
+    pub(crate) fn watch_from(&self, rv: u64) -> ApiResult<(Vec<Arc<Change>>, ChangeReceiver)> {
+        let state = self.lock();
+        if rv < state.compacted {
+            return Err(Self::expired(rv, state.compacted));
+        }
+        let past = state.history.iter().skip_while(|c| c.rv <= rv).cloned().collect();
+        Ok((past, self.changes.subscribe()))
+    }
+
+    /// The current objects of `resource` (in `namespace`, if given), the resourceVersion
+    /// they are at, and a receiver for the changes after it.
+    pub(crate) fn snapshot_and_subscribe(
+        &self,
+        resource: usize,
+        namespace: Option<&str>,
+    ) -> (u64, Vec<Arc<StoredObject>>, ChangeReceiver) {
+        let state = self.lock();
+        let objects = &state.objects[resource];
+        let snapshot = match namespace {
+            Some(ns) => objects.range(namespace_range(ns)).map(|(_, o)| o.clone()).collect(),
+            None => objects.values().cloned().collect(),
+        };
+        (state.rv, snapshot, self.changes.subscribe())
+    }
+
+    /// The index of a resource type, by group, version and plural.
+    pub(crate) fn resource(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
+        self.resources
+            .iter()
+            .position(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// Objects held, over all types (for the memory benchmark).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().objects.iter().map(BTreeMap::len).sum()
+    }
+}

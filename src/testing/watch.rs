@@ -1,0 +1,228 @@
+//! Watch streams: past changes from the history, then live ones, as newline-delimited JSON
+//! events, filtered by namespace and selectors, with bookmarks, timeouts, streaming lists
+//! (`sendInitialEvents`), and the injected faults.
+//!
+//! Each watch runs as its own task writing into a bounded channel that is the response body,
+//! so a client that stops reading slows only its own watch; one that falls more than the
+//! broadcast's capacity behind is closed and must resume from its last resourceVersion, as
+//! the real server closes slow watchers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::response::Response;
+use futures::SinkExt;
+use futures::channel::mpsc;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use super::faults::SharedStatus;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::server::Shared;
+use super::status::ApiError;
+use super::store::{Change, ChangeType, StoredObject};
+
+/// A signal to every open watch (fault injection and shutdown).
+#[derive(Debug, Clone)]
+pub(crate) enum WatchSignal {
+    Close,
+    Malformed,
+    Error(SharedStatus),
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Start {
+    /// After this resourceVersion.
+    After(u64),
+    /// With `ADDED` for every current object; with `end_bookmark`, then a bookmark annotated
+    /// `k8s.io/initial-events-end` (a streaming list).
+    Initial { end_bookmark: bool },
+}
+
+/// A parsed watch request.
+pub(crate) struct WatchRequest {
+    pub(crate) resource: usize,
+    pub(crate) namespace: Option<String>,
+    pub(crate) labels: LabelSelector,
+    pub(crate) fields: FieldSelector,
+    pub(crate) start: Start,
+    pub(crate) bookmarks: bool,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl WatchRequest {
+    fn matches(&self, object: &StoredObject) -> bool {
+        self.namespace.as_ref().is_none_or(|ns| object.fields.namespace == *ns)
+            && self.labels.matches(&object.labels)
+            && self.fields.matches(&object.fields)
+    }
+
+    /// The event a change becomes for this watch: selector transitions turn a modify into an
+    /// add (starts matching) or a delete (stops matching).
+    fn event<'c>(&self, change: &'c Change) -> Option<(ChangeType, &'c StoredObject)> {
+        if change.resource != self.resource {
+            return None;
+        }
+        let now = self.matches(&change.object);
+        let before = change.prev.as_deref().is_some_and(|p| self.matches(p));
+        let kind = match (change.kind, before, now) {
+            (ChangeType::Added, _, true) => ChangeType::Added,
+            (ChangeType::Modified, true, true) => ChangeType::Modified,
+            (ChangeType::Modified, false, true) => ChangeType::Added,
+            // Stopped matching: for this watcher the object is gone.
+            (ChangeType::Modified, true, false) => ChangeType::Deleted,
+            (ChangeType::Deleted, true, _) => ChangeType::Deleted,
+            _ => return None,
+        };
+        Some((kind, &change.object))
+    }
+}
+
+fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
+fn bookmark_line(shared: &Shared, resource: usize, rv: u64, initial_end: bool) -> Bytes {
+    let rt = &shared.registry.store.resources[resource];
+    let mut metadata = json!({ "resourceVersion": rv.to_string() });
+    if initial_end {
+        metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+    }
+    let object = json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata });
+    event_line("BOOKMARK", object.to_string().as_bytes())
+}
+
+fn error_line(status: &Value) -> Bytes {
+    event_line("ERROR", status.to_string().as_bytes())
+}
+
+/// Starts the watch and returns the streaming response.
+pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
+    let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
+    let mut control = shared.control.subscribe();
+    let store = &shared.registry.store;
+    // The initial state, the history and the subscription come from one lock, so nothing is
+    // missed or sent twice between them.
+    let setup = match req.start {
+        Start::After(rv) => store.watch_from(rv).map(|(past, rx)| (Vec::new(), past, rv, rx)),
+        Start::Initial { .. } => {
+            let (rv, objects, rx) =
+                store.snapshot_and_subscribe(req.resource, req.namespace.as_deref());
+            Ok((objects, Vec::new(), rv, rx))
+        }
+    };
+    let response =
+        Response::builder().status(StatusCode::OK).header("content-type", "application/json");
+    let (initial, past, start_rv, mut changes) = match setup {
+        Ok(setup) => setup,
+        Err(err) => {
+            // A watch from a compacted version: HTTP 200 and one ERROR event, as the real
+            // server answers.
+            let line = error_line(&err.to_status());
+            return response
+                .body(Body::from(line))
+                .unwrap_or_else(|_| Response::new(Body::empty()));
+        }
+    };
+    let shared2 = shared.clone();
+    tokio::spawn(async move {
+        let shared = shared2;
+        let deadline = req.timeout.map(|t| Instant::now() + t);
+        let mut last_rv = start_rv;
+        for object in initial.iter().filter(|o| req.matches(o)) {
+            if tx.send(Ok(event_line("ADDED", &object.json))).await.is_err() {
+                return;
+            }
+        }
+        if let Start::Initial { end_bookmark: true } = req.start
+            && tx.send(Ok(bookmark_line(&shared, req.resource, start_rv, true))).await.is_err()
+        {
+            return;
+        }
+        for change in &past {
+            last_rv = change.rv;
+            if let Some((kind, object)) = req.event(change)
+                && tx.send(Ok(event_line(kind.as_str(), &object.json))).await.is_err()
+            {
+                return;
+            }
+        }
+        let period = shared.bookmark_interval;
+        let mut bookmarks = tokio::time::interval_at(Instant::now() + period, period);
+        loop {
+            let timeout = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let line = tokio::select! {
+                change = changes.recv() => match change {
+                    Ok(change) => {
+                        if change.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = change.rv;
+                        if tx.is_closed() {
+                            return;
+                        }
+                        match req.event(&change) {
+                            Some((kind, object)) => event_line(kind.as_str(), &object.json),
+                            None => continue,
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                },
+                _ = bookmarks.tick(), if req.bookmarks => bookmark_line(&shared, req.resource, last_rv, false),
+                signal = control.recv() => match signal {
+                    Ok(WatchSignal::Close) | Err(_) => return,
+                    Ok(WatchSignal::Malformed) => Bytes::from_static(b"{this is not json\n"),
+                    Ok(WatchSignal::Error(status)) => {
+                        let _ = tx.send(Ok(error_line(&status))).await;
+                        return;
+                    }
+                },
+                _ = timeout => return,
+            };
+            if tx.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+    });
+    response.body(Body::from_stream(rx)).unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// Checks the parameters of a streaming list, as the real server does.
+pub(crate) fn check_streaming_list(
+    rv_match: Option<&str>,
+    bookmarks: bool,
+) -> Result<(), ApiError> {
+    if rv_match != Some("NotOlderThan") {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents \
+             requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !bookmarks {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: allowWatchBookmarks: Forbidden: \
+             sendInitialEvents requires setting allowWatchBookmarks to true",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! kubectl as a real client of the embedded server.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ctrlkit::testing::ApiServer;
+
+/// Runs kubectl against `kubeconfig`; `None` when kubectl is not installed.
+fn kubectl(kubeconfig: &PathBuf, args: &[&str], stdin: Option<&str>) -> Option<(bool, String)> {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("running kubectl: {e}"),
+    };
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Some((out.status.success(), text))
+}
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-0
+  labels: {app: web}
+spec:
+  containers:
+  - name: web
+    image: nginx:1.25
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_creates_gets_labels_patches_watches_and_deletes() {
+    let server = ApiServer::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ctrlkit-kubectl-{}", server.addr().port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, args, stdin)).await.unwrap()
+        }
+    };
+    let Some((ok, out)) = k(&["api-resources"], None).await else {
+        eprintln!(
+            "kubectl is not on PATH: skipped kubectl_creates_gets_labels_patches_watches_and_deletes"
+        );
+        return;
+    };
+    assert!(
+        ok && out.contains("pods")
+            && out.contains("leases")
+            && out.contains("coordination.k8s.io/v1"),
+        "{out}"
+    );
+
+    // `get -w` in the background, for the whole session.
+    let watch_config = kubeconfig.clone();
+    let watcher = std::thread::spawn(move || {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&watch_config)
+            .args(["get", "pods", "-w", "--request-timeout=6s"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (ok, out) = k(&["create", "-f", "-", "--validate=false"], Some(POD)).await.unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) = k(&["get", "pods"], None).await.unwrap();
+    assert!(ok && out.contains("web-0"), "{out}");
+    let (ok, out) = k(&["label", "pod", "web-0", "tier=front"], None).await.unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) = k(&["annotate", "pod", "web-0", "note=hello"], None).await.unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) = k(
+        &[
+            "patch",
+            "pod",
+            "web-0",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"web","image":"nginx:1.26"}]}}"#,
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) = k(&["get", "pod", "web-0", "-o", "jsonpath={.metadata.labels.tier} {.metadata.annotations.note} {.spec.containers[0].image}"], None).await.unwrap();
+    assert!(ok && out.contains("front hello nginx:1.26"), "{out}");
+    let (ok, out) = k(&["apply", "-f", "-", "--validate=false"], Some(POD)).await.unwrap();
+    assert!(ok && out.contains("configured"), "{out}");
+    let (ok, out) = k(&["get", "pods", "-A", "-l", "app=web"], None).await.unwrap();
+    assert!(ok && out.contains("default") && out.contains("web-0"), "{out}");
+    let (ok, out) = k(&["get", "pods", "-n", "kube-system"], None).await.unwrap();
+    assert!(ok && !out.contains("web-0"), "{out}");
+    let (ok, out) = k(&["delete", "pod", "web-0"], None).await.unwrap();
+    assert!(ok && out.contains("deleted"), "{out}");
+    let (_, out) = k(&["get", "pod", "web-0"], None).await.unwrap();
+    assert!(out.contains("NotFound"), "{out}");
+
+    let watched = tokio::task::spawn_blocking(move || watcher.join().unwrap()).await.unwrap();
+    assert!(watched.matches("web-0").count() >= 3, "get -w saw the pod's changes:\n{watched}");
+    let _ = std::fs::remove_dir_all(dir);
+}

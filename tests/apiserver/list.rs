@@ -1,0 +1,168 @@
+//! Lists: the global resourceVersion, pagination with consistent snapshots, selectors,
+//! resourceVersion semantics.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_client::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
+use kube_client::{Api, ResourceExt};
+use serde_json::json;
+
+use super::common::*;
+
+fn names(list: &kube_client::api::ObjectList<Pod>) -> Vec<String> {
+    list.items.iter().map(|p| p.name_any()).collect()
+}
+
+#[tokio::test]
+async fn one_resource_version_counter_is_shared_by_all_kinds() {
+    let (_s, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let p = pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
+    let c = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let c_rv: u64 = c.metadata.resource_version.unwrap().parse().unwrap();
+    assert_eq!(c_rv, rv(&p) + 1);
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
+    assert_eq!(list_rv, c_rv, "a list is at the store's revision, not its newest item's");
+}
+
+#[tokio::test]
+async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes() {
+    let (_s, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    create_pods(&pods, (0..10).map(|i| format!("p{i:02}"))).await;
+    let first = pods.list(&ListParams::default().limit(4)).await.unwrap();
+    assert_eq!(names(&first), ["p00", "p01", "p02", "p03"]);
+    assert_eq!(first.metadata.remaining_item_count, Some(6));
+    let snapshot_rv = first.metadata.resource_version.clone();
+
+    // Writes between pages: delete one not yet seen, add one, relabel one.
+    pods.delete("p05", &DeleteParams::default()).await.unwrap();
+    create_pods(&pods, ["p04a".to_owned(), "p99".to_owned()]).await;
+    pods.patch(
+        "p06",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"late": "yes"}}})),
+    )
+    .await
+    .unwrap();
+
+    let mut seen = names(&first);
+    let mut token = first.metadata.continue_.clone();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = pods.list(&ListParams::default().limit(4).continue_token(&t)).await.unwrap();
+        assert_eq!(
+            page.metadata.resource_version, snapshot_rv,
+            "every page is at the first page's version"
+        );
+        for p in &page.items {
+            if p.name_any() == "p06" {
+                assert!(!p.labels().contains_key("late"), "p06 as it was at the snapshot");
+            }
+        }
+        seen.extend(names(&page));
+        token = page.metadata.continue_.clone();
+    }
+    let expected: Vec<String> = (0..10).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(seen, expected);
+    let now = pods.list(&ListParams::default()).await.unwrap();
+    assert!(names(&now).contains(&"p99".to_owned()) && !names(&now).contains(&"p05".to_owned()));
+}
+
+#[tokio::test]
+async fn an_expired_continue_token_gets_410() {
+    let (server, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    create_pods(&pods, (0..5).map(|i| format!("p{i}"))).await;
+    let first = pods.list(&ListParams::default().limit(2)).await.unwrap();
+    create_pods(&pods, ["later".to_owned()]).await;
+    server.faults().compact();
+    let token = first.metadata.continue_.unwrap();
+    assert_eq!(
+        api_error(pods.list(&ListParams::default().limit(2).continue_token(&token)).await),
+        (410, "Expired".into())
+    );
+}
+
+#[tokio::test]
+async fn label_and_field_selectors_filter_lists() {
+    let (_s, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, labels) in [
+        ("a", json!({"app": "web", "tier": "front"})),
+        ("b", json!({"app": "web"})),
+        ("c", json!({"app": "db"})),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, labels)).await.unwrap();
+    }
+    pods.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    let cases = [
+        ("app=web", vec!["a", "b"]),
+        ("app==web,tier", vec!["a"]),
+        ("app!=web", vec!["c"]),
+        ("app in (db, cache)", vec!["c"]),
+        ("app notin (web)", vec!["c"]),
+        ("!tier", vec!["b", "c"]),
+    ];
+    for (selector, want) in cases {
+        let got = names(&pods.list(&ListParams::default().labels(selector)).await.unwrap());
+        assert_eq!(got, want, "{selector}");
+    }
+    let fields = [
+        ("metadata.name=b", vec!["b"]),
+        ("status.phase=Running", vec!["c"]),
+        ("status.phase!=Running,metadata.name!=a", vec!["b"]),
+    ];
+    for (selector, want) in fields {
+        let got = names(&pods.list(&ListParams::default().fields(selector)).await.unwrap());
+        assert_eq!(got, want, "{selector}");
+    }
+    assert_eq!(api_error(pods.list(&ListParams::default().fields("spec.bogus=1")).await).0, 400);
+    assert_eq!(api_error(pods.list(&ListParams::default().labels("app in web")).await).0, 400);
+    let all: Api<Pod> = Api::all(client);
+    let everywhere =
+        all.list(&ListParams::default().fields("metadata.namespace=default")).await.unwrap();
+    assert_eq!(everywhere.items.len(), 3);
+}
+
+#[tokio::test]
+async fn resource_version_semantics_of_lists() {
+    let (server, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
+    create_pods(&pods, ["b".to_owned()]).await;
+    let exact = ListParams::default().at(&rv(&a).to_string()).matching(VersionMatch::Exact);
+    let then = pods.list(&exact).await.unwrap();
+    assert_eq!(names(&then), ["a"], "Exact serves the past");
+    // kube-client drops resourceVersion=0 when a limit is set, so ask over plain HTTP.
+    let any = raw_get(&server, "/api/v1/namespaces/default/pods?resourceVersion=0&limit=1").await;
+    let any: serde_json::Value = serde_json::from_str(&any.body).unwrap();
+    assert_eq!(
+        any["items"].as_array().unwrap().len(),
+        2,
+        "resourceVersion=0 is served whole, as from the watch cache"
+    );
+    assert!(any["metadata"].get("continue").is_none());
+    // kube-client retries 504s by default, so ask over plain HTTP.
+    let future = raw_get(
+        &server,
+        "/api/v1/namespaces/default/pods?resourceVersion=999999&resourceVersionMatch=NotOlderThan",
+    )
+    .await;
+    assert_eq!(future.status, 504);
+    assert!(future.body.contains("Too large resource version"), "{}", future.body);
+    server.faults().compact();
+    assert_eq!(api_error(pods.list(&exact).await), (410, "Expired".into()));
+}
