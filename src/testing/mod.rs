@@ -67,6 +67,7 @@
 mod api;
 mod discovery;
 mod faults;
+pub mod fixtures;
 mod patch;
 mod registry;
 mod resources;
