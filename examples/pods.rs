@@ -1,96 +1,212 @@
-//! The seed article's pod controller, on the workqueue alone (the informer lands next).
+//! The seed article's pod controller (client-go's `examples/workqueue`), in Rust.
 //!
-//! A producer task stands in for the informer's event handlers: it adds pod keys the way
-//! `AddFunc`/`UpdateFunc`/`DeleteFunc` do, a burst of updates to one pod included. Workers run
-//! the seed's `processNextItem` loop: `get`, sync, `done`, and `handleErr`'s
-//! `forget` / `add_rate_limited` / drop-after-5-retries. One pod fails its first two syncs to
-//! show the retry path. Ctrl-C stops it early.
+//! It watches pods and prints `Sync/Add/Update for Pod NAME` while a pod exists and
+//! `Pod NAMESPACE/NAME does not exist anymore` once it is gone, as the seed does. It uses
+//! your cluster when one is configured (KUBECONFIG, `~/.kube/config`, in-cluster); otherwise
+//! it starts ctrlkit's embedded API server and plays a short demo on it.
 //!
-//! `cargo run --example pods [-- --workers N]`
+//! ```text
+//! cargo run --example pods -- [--namespace NS | --all-namespaces] [--workers N] [--embedded]
+//! ```
+//! Ctrl-C or SIGTERM stops it cleanly (exit code 0).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use ctrlkit::cache::{
+    Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
+    meta_namespace_key_func,
+};
+use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::testing::ApiServer;
 use ctrlkit::workqueue::WorkQueue;
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube_client::{Api, Client, Config};
 
-const MAX_RETRIES: u32 = 5;
+struct Args {
+    namespace: String,
+    all_namespaces: bool,
+    workers: usize,
+    embedded: bool,
+}
 
-/// The pods that "exist", standing in for the informer's indexer.
-type Store = Arc<Mutex<HashMap<String, String>>>;
-
-fn sync_to_stdout(store: &Store, key: &str, failures: &Mutex<u32>) -> Result<(), String> {
-    if key == "default/flaky" {
-        let mut f = failures.lock().unwrap();
-        if *f < 2 {
-            *f += 1;
-            return Err(format!("simulated failure {} of 2", *f));
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { namespace: "default".into(), all_namespaces: false, workers: 1, embedded: false };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--namespace" | "-n" => args.namespace = it.next().ok_or("--namespace needs a value")?,
+            "--all-namespaces" | "-A" => args.all_namespaces = true,
+            "--workers" => {
+                let n = it.next().ok_or("--workers needs a value")?;
+                args.workers = n.parse().map_err(|_| format!("--workers {n}: not a number"))?;
+            }
+            "--embedded" => args.embedded = true,
+            "--help" | "-h" => {
+                return Err("usage: pods [--namespace NS | --all-namespaces] [--workers N] [--embedded]".into());
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
-    match store.lock().unwrap().get(key) {
-        None => println!("Pod {key} does not exist anymore"),
-        Some(name) => println!("Sync/Add/Update for Pod {name}"),
+    Ok(args)
+}
+
+/// The seed's `syncToStdout`.
+struct PodPrinter;
+
+#[async_trait]
+impl Reconciler for PodPrinter {
+    type Object = Pod;
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, key: &ObjectKey, pod: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+        match pod {
+            Some(pod) => println!("Sync/Add/Update for Pod {}", pod.metadata.name.as_deref().unwrap_or_default()),
+            None => println!("Pod {key} does not exist anymore"),
+        }
+        Ok(Action::done())
     }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A few pods created, one updated, one deleted, over a few seconds.
+async fn demo(client: Client, namespace: &str) -> Result<(), kube_client::Error> {
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    let step = Duration::from_millis(700);
+    for name in ["web-0", "web-1", "db-0"] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { "app": name.split('-').next() } },
+            "spec": { "containers": [{ "name": "main", "image": "busybox:1.36" }] }
+        }))
+        .expect("a valid pod");
+        pods.create(&PostParams::default(), &pod).await?;
+        tokio::time::sleep(step).await;
+    }
+    let relabel = Patch::Merge(serde_json::json!({ "metadata": { "labels": { "version": "2" } } }));
+    pods.patch("web-1", &PatchParams::default(), &relabel).await?;
+    tokio::time::sleep(step).await;
+    pods.delete("db-0", &DeleteParams::default()).await?;
+    tokio::time::sleep(step).await;
     Ok(())
 }
 
-async fn run_worker(queue: WorkQueue<String>, store: Store, failures: Arc<Mutex<u32>>) {
-    while let Some(key) = queue.get().await {
-        match sync_to_stdout(&store, &key, &failures) {
-            Ok(()) => queue.forget(&key),
-            Err(err) if queue.num_requeues(&key) < MAX_RETRIES => {
-                eprintln!("Error syncing pod {key}: {err}");
-                queue.add_rate_limited(key.clone());
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let cluster = if args.embedded { None } else { Config::infer().await.ok() };
+    let (client, server) = match cluster {
+        Some(config) => match Client::try_from(config) {
+            Ok(client) => (client, None),
+            Err(err) => {
+                eprintln!("error: cannot build a client for the configured cluster: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match ApiServer::start().await {
+            Ok(server) => {
+                println!("No cluster configured: running on ctrlkit's embedded API server at {}", server.url());
+                (server.client(), Some(server))
             }
             Err(err) => {
-                queue.forget(&key);
-                eprintln!("Dropping pod {key:?} out of the queue: {err}");
+                eprintln!("error: cannot start the embedded API server: {err}");
+                return ExitCode::FAILURE;
             }
-        }
-        queue.done(&key);
-    }
-}
-
-async fn produce(queue: WorkQueue<String>, store: Store) {
-    let put = |name: &str| {
-        store.lock().unwrap().insert(format!("default/{name}"), name.to_owned());
-        queue.add(format!("default/{name}"));
+        },
     };
-    for name in ["web-0", "web-1", "db-0", "flaky"] {
-        put(name);
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // A burst of updates to one pod: the queue hands its key out once.
-    for _ in 0..10 {
-        put("web-1");
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    store.lock().unwrap().remove("default/db-0");
-    queue.add("default/db-0".to_owned());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-}
 
-#[tokio::main]
-async fn main() {
-    let workers = std::env::args()
-        .skip_while(|a| a != "--workers")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1usize);
-    let queue = WorkQueue::builder().name("pods").build();
-    let store: Store = Arc::default();
-    let failures = Arc::new(Mutex::new(0));
+    let api: Api<Pod> =
+        if args.all_namespaces { Api::all(client.clone()) } else { Api::namespaced(client.clone(), &args.namespace) };
+
+    // The seed's wiring: a rate-limited queue, an informer whose handlers put keys in it,
+    // and a controller over both.
+    let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("pods").build();
+    let informer = Informer::new(ListWatch::new(api));
+    let (q_add, q_update, q_delete) = (queue.clone(), queue.clone(), queue.clone());
+    informer.add_event_handler(
+        ResourceEventHandlerFuncs::new()
+            .on_add(move |pod: &Arc<Pod>| {
+                if let Ok(key) = meta_namespace_key_func(pod.as_ref()) {
+                    q_add.add(key);
+                }
+            })
+            .on_update(move |_old, new: &Arc<Pod>| {
+                if let Ok(key) = meta_namespace_key_func(new.as_ref()) {
+                    q_update.add(key);
+                }
+            })
+            .on_delete(move |deleted| {
+                // The informer may hand over a tombstone: this key function handles both.
+                if let Ok(key) = deletion_handling_meta_namespace_key_func(deleted) {
+                    q_delete.add(key);
+                }
+            }),
+    );
+    let controller = Controller::new(queue, informer.indexer(), informer);
+
+    let shutdown = async {
+        match &server {
+            Some(_) => {
+                let namespace = if args.all_namespaces { "default" } else { args.namespace.as_str() };
+                tokio::select! {
+                    result = demo(client.clone(), namespace) => match result {
+                        Ok(()) => println!("Demo finished; stopping (run against a cluster to keep watching)."),
+                        Err(err) => eprintln!("demo failed: {err}"),
+                    },
+                    _ = signalled() => {}
+                }
+            }
+            None => signalled().await,
+        }
+    };
     println!("Starting Pod controller");
-    let handles: Vec<_> = (0..workers)
-        .map(|_| tokio::spawn(run_worker(queue.clone(), store.clone(), failures.clone())))
-        .collect();
-    tokio::select! {
-        _ = produce(queue.clone(), store) => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    let result = controller.run(PodPrinter, args.workers.max(1), shutdown).await;
     println!("Stopping Pod controller");
-    queue.shut_down_with_drain().await;
-    for h in handles {
-        let _ = h.await;
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -20,6 +20,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cache;
+pub mod controller;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod workqueue;

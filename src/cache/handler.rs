@@ -1,0 +1,143 @@
+//! Event handlers: what an informer tells the code that registered with it.
+
+use std::sync::Arc;
+
+use super::ObjectKey;
+
+/// client-go's `DeletedFinalStateUnknown`: an object deleted while the watch was down, so its
+/// final state is unknown. It carries the last state the cache held.
+#[derive(Debug, Clone)]
+pub struct DeletedFinalStateUnknown<K> {
+    /// The object's key.
+    pub key: ObjectKey,
+    /// The last state the cache saw.
+    pub object: Arc<K>,
+}
+
+/// What `on_delete` receives: the deleted object as the watch reported it, or a tombstone
+/// for a delete that was missed and found by a relist.
+#[derive(Debug, Clone)]
+pub enum Deleted<K> {
+    /// The object, as the watch's `DELETED` event carried it.
+    Object(Arc<K>),
+    /// A delete missed while disconnected.
+    Tombstone(DeletedFinalStateUnknown<K>),
+}
+
+impl<K> Deleted<K> {
+    /// The object: the deleted one, or the tombstone's last known state.
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Deleted::Object(o) => o,
+            Deleted::Tombstone(t) => &t.object,
+        }
+    }
+}
+
+/// Receives an informer's notifications: client-go's `ResourceEventHandler`.
+///
+/// Each handler runs on its own task with its own unbounded buffer, so a slow handler delays
+/// only itself. A panic inside a handler is caught and logged; the handler keeps receiving.
+pub trait ResourceEventHandler<K>: Send + Sync + 'static {
+    /// An object appeared (or was in the cache when the handler was added).
+    fn on_add(&self, object: &Arc<K>);
+    /// An object changed; on resync, `old` and `new` are the same object.
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>);
+    /// An object went away.
+    fn on_delete(&self, deleted: &Deleted<K>);
+}
+
+type AddFn<K> = Box<dyn Fn(&Arc<K>) + Send + Sync>;
+type UpdateFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) + Send + Sync>;
+type DeleteFn<K> = Box<dyn Fn(&Deleted<K>) + Send + Sync>;
+
+/// A handler made of closures, any of them optional: client-go's
+/// `ResourceEventHandlerFuncs`.
+pub struct ResourceEventHandlerFuncs<K> {
+    add: Option<AddFn<K>>,
+    update: Option<UpdateFn<K>>,
+    delete: Option<DeleteFn<K>>,
+}
+
+impl<K> Default for ResourceEventHandlerFuncs<K> {
+    fn default() -> Self {
+        Self { add: None, update: None, delete: None }
+    }
+}
+
+impl<K> std::fmt::Debug for ResourceEventHandlerFuncs<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceEventHandlerFuncs")
+            .field("add", &self.add.is_some())
+            .field("update", &self.update.is_some())
+            .field("delete", &self.delete.is_some())
+            .finish()
+    }
+}
+
+impl<K> ResourceEventHandlerFuncs<K> {
+    /// No closures yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `AddFunc`.
+    pub fn on_add(mut self, f: impl Fn(&Arc<K>) + Send + Sync + 'static) -> Self {
+        self.add = Some(Box::new(f));
+        self
+    }
+
+    /// `UpdateFunc`.
+    pub fn on_update(mut self, f: impl Fn(&Arc<K>, &Arc<K>) + Send + Sync + 'static) -> Self {
+        self.update = Some(Box::new(f));
+        self
+    }
+
+    /// `DeleteFunc`.
+    pub fn on_delete(mut self, f: impl Fn(&Deleted<K>) + Send + Sync + 'static) -> Self {
+        self.delete = Some(Box::new(f));
+        self
+    }
+}
+
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
+    fn on_add(&self, object: &Arc<K>) {
+        if let Some(f) = &self.add {
+            f(object)
+        }
+    }
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        if let Some(f) = &self.update {
+            f(old, new)
+        }
+    }
+    fn on_delete(&self, deleted: &Deleted<K>) {
+        if let Some(f) = &self.delete {
+            f(deleted)
+        }
+    }
+}
+
+/// One notification for one handler.
+#[derive(Debug)]
+pub(crate) enum Notification<K> {
+    Add(Arc<K>),
+    Update(Arc<K>, Arc<K>),
+    Delete(Deleted<K>),
+}
+
+impl<K> Clone for Notification<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Add(o) => Self::Add(o.clone()),
+            Self::Update(a, b) => Self::Update(a.clone(), b.clone()),
+            Self::Delete(d) => Self::Delete(match d {
+                Deleted::Object(o) => Deleted::Object(o.clone()),
+                Deleted::Tombstone(t) => Deleted::Tombstone(DeletedFinalStateUnknown {
+                    key: t.key.clone(),
+                    object: t.object.clone(),
+                }),
+            }),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The informer and its cache: client-go's `tools/cache` in async Rust.
+//!
+//! - [`ObjectKey`] names objects as client-go does (`namespace/name`);
+//!   [`meta_namespace_key_func`] and [`deletion_handling_meta_namespace_key_func`] make keys.
+//! - [`Indexer`] is the cache: `Arc<K>` by key, named indexes, cheap clones for readers.
+//! - [`ListWatch`] says what to list and watch; [`Informer`] keeps the indexer in step with
+//!   the API server and tells [`ResourceEventHandler`]s what changed, tombstones
+//!   ([`DeletedFinalStateUnknown`]) included for deletes missed while disconnected.
+//! - [`wait_for_cache_sync`] waits for informers to hold their first list.
+//!
+//! Contract:
+//! - The store changes before handlers hear of the change; a handler sees every change after
+//!   the store content it was first given, in order, none twice.
+//! - A dropped watch resumes from the last resourceVersion seen without a relist; 410 Expired
+//!   relists; a relist replaces the store atomically and reports the difference.
+//! - Failures back off (800 ms doubling to 30 s, jittered, reset after 2 healthy minutes)
+//!   and are logged once each, with their cause.
+
+mod backoff;
+mod handler;
+mod indexer;
+mod informer;
+mod list_watch;
+mod object_key;
+
+pub use backoff::BackoffConfig;
+pub use handler::{Deleted, DeletedFinalStateUnknown, ResourceEventHandler, ResourceEventHandlerFuncs};
+pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
+pub use informer::{HasSynced, Informer, InformerBuilder, InformerError, InformerObject, Transform, wait_for_cache_sync};
+pub use list_watch::ListWatch;
+pub use object_key::{
+    InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
+};
+
+pub(crate) use informer::panic_message;

@@ -1,0 +1,47 @@
+//! [`Reconciler`]: the user's business logic, and [`Action`]: what to do with a key after.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::cache::ObjectKey;
+
+/// What the controller does with a key after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Nothing more: the key comes back only when its object changes.
+    pub fn done() -> Self {
+        Self { requeue_after: None }
+    }
+
+    /// Reconcile the key again after `delay`, even if nothing changes.
+    pub fn requeue_after(delay: Duration) -> Self {
+        Self { requeue_after: Some(delay) }
+    }
+
+    /// The requested delay, if any.
+    pub fn requeue_delay(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+}
+
+/// Brings the world in line with one object: the seed article's `syncToStdout`.
+///
+/// `reconcile` receives the key and the object as the cache holds it now, `None` when it no
+/// longer exists. An error is retried with the queue's rate limiter up to the controller's
+/// retry limit; a panic is caught and handled as an error.
+#[async_trait]
+pub trait Reconciler: Send + Sync + 'static {
+    /// The kind reconciled.
+    type Object: Send + Sync + 'static;
+    /// What a failed reconcile returns.
+    type Error: std::fmt::Display + Send + Sync + 'static;
+
+    /// Reconciles the object under `key`.
+    async fn reconcile(&self, key: &ObjectKey, object: Option<Arc<Self::Object>>) -> Result<Action, Self::Error>;
+}
