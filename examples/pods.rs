@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::{
-    Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
-    meta_namespace_key_func,
+    Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs,
+    deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
 };
 use ctrlkit::controller::{Action, Controller, Reconciler};
 use ctrlkit::testing::ApiServer;
@@ -34,11 +34,14 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { namespace: "default".into(), all_namespaces: false, workers: 1, embedded: false };
+    let mut args =
+        Args { namespace: "default".into(), all_namespaces: false, workers: 1, embedded: false };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--namespace" | "-n" => args.namespace = it.next().ok_or("--namespace needs a value")?,
+            "--namespace" | "-n" => {
+                args.namespace = it.next().ok_or("--namespace needs a value")?
+            }
             "--all-namespaces" | "-A" => args.all_namespaces = true,
             "--workers" => {
                 let n = it.next().ok_or("--workers needs a value")?;
@@ -46,7 +49,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "--embedded" => args.embedded = true,
             "--help" | "-h" => {
-                return Err("usage: pods [--namespace NS | --all-namespaces] [--workers N] [--embedded]".into());
+                return Err(
+                    "usage: pods [--namespace NS | --all-namespaces] [--workers N] [--embedded]"
+                        .into(),
+                );
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -62,9 +68,16 @@ impl Reconciler for PodPrinter {
     type Object = Pod;
     type Error = std::convert::Infallible;
 
-    async fn reconcile(&self, key: &ObjectKey, pod: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        pod: Option<Arc<Pod>>,
+    ) -> Result<Action, Self::Error> {
         match pod {
-            Some(pod) => println!("Sync/Add/Update for Pod {}", pod.metadata.name.as_deref().unwrap_or_default()),
+            Some(pod) => println!(
+                "Sync/Add/Update for Pod {}",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            ),
             None => println!("Pod {key} does not exist anymore"),
         }
         Ok(Action::done())
@@ -142,7 +155,10 @@ async fn main() -> ExitCode {
         },
         None => match ApiServer::start().await {
             Ok(server) => {
-                println!("No cluster configured: running on ctrlkit's embedded API server at {}", server.url());
+                println!(
+                    "No cluster configured: running on ctrlkit's embedded API server at {}",
+                    server.url()
+                );
                 (server.client(), Some(server))
             }
             Err(err) => {
@@ -152,8 +168,11 @@ async fn main() -> ExitCode {
         },
     };
 
-    let api: Api<Pod> =
-        if args.all_namespaces { Api::all(client.clone()) } else { Api::namespaced(client.clone(), &args.namespace) };
+    let api: Api<Pod> = if args.all_namespaces {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), &args.namespace)
+    };
 
     // The seed's wiring: a rate-limited queue, an informer whose handlers put keys in it,
     // and a controller over both.
@@ -184,7 +203,8 @@ async fn main() -> ExitCode {
     let shutdown = async {
         match &server {
             Some(_) => {
-                let namespace = if args.all_namespaces { "default" } else { args.namespace.as_str() };
+                let namespace =
+                    if args.all_namespaces { "default" } else { args.namespace.as_str() };
                 tokio::select! {
                     result = demo(client.clone(), namespace) => match result {
                         Ok(()) => println!("Demo finished; stopping (run against a cluster to keep watching)."),

@@ -40,7 +40,13 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     pub(crate) fn new(config: BackoffConfig) -> Self {
-        Self { config, next: config.initial, last_failure: None, random: RandomState::new(), draws: 0 }
+        Self {
+            config,
+            next: config.initial,
+            last_failure: None,
+            random: RandomState::new(),
+            draws: 0,
+        }
     }
 
     /// The wait after a failure now: the current step plus up to 100% jitter.
@@ -68,7 +74,9 @@ mod tests {
         let mut bases = Vec::new();
         for _ in 0..8 {
             let d = b.next_delay();
-            let base = bases.last().map_or(Duration::from_millis(800), |p: &Duration| (*p * 2).min(Duration::from_secs(30)));
+            let base = bases.last().map_or(Duration::from_millis(800), |p: &Duration| {
+                (*p * 2).min(Duration::from_secs(30))
+            });
             assert!(d >= base && d < base * 2, "{d:?} not in [{base:?}, 2x)");
             bases.push(base);
         }

@@ -105,7 +105,8 @@ impl<K> Indexer<K> {
     /// The objects indexed under `value` by index `name`.
     pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
         let state = self.read();
-        let index = state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
+        let index =
+            state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
         Ok(index
             .get(value)
             .map(|keys| keys.iter().filter_map(|k| state.items.get(k).cloned()).collect())
@@ -115,15 +116,18 @@ impl<K> Indexer<K> {
     /// The keys indexed under `value` by index `name`.
     pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
         let state = self.read();
-        let index = state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
+        let index =
+            state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
         Ok(index.get(value).map(|keys| keys.iter().cloned().collect()).unwrap_or_default())
     }
 
     /// Every value index `name` holds objects under, sorted.
     pub fn list_index_func_values(&self, name: &str) -> Result<Vec<String>, IndexError> {
         let state = self.read();
-        let index = state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
-        let values: BTreeSet<&String> = index.iter().filter(|(_, k)| !k.is_empty()).map(|(v, _)| v).collect();
+        let index =
+            state.indices.get(name).ok_or_else(|| IndexError::NoSuchIndex(name.to_owned()))?;
+        let values: BTreeSet<&String> =
+            index.iter().filter(|(_, k)| !k.is_empty()).map(|(v, _)| v).collect();
         Ok(values.into_iter().cloned().collect())
     }
 

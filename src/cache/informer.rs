@@ -38,7 +38,10 @@ use super::handler::{Deleted, DeletedFinalStateUnknown, Notification, ResourceEv
 use super::{Indexer, ListWatch, ObjectKey, meta_namespace_key_func};
 
 /// The bound of every object an informer can cache.
-pub trait InformerObject: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+pub trait InformerObject:
+    Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
 impl<K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static> InformerObject for K {}
 
 /// An optional step between the server and the store, such as dropping `managedFields`.
@@ -102,10 +105,14 @@ enum WatchEnd {
     Failed(Option<String>, InformerError),
 }
 
+/// A handler registered before `run`, with the notifications queued for it.
+type PendingListener<K> =
+    (Arc<dyn ResourceEventHandler<K>>, mpsc::UnboundedReceiver<Notification<K>>);
+
 struct Listeners<K> {
     active: Vec<mpsc::UnboundedSender<Notification<K>>>,
     /// Handlers added before `run`: their tasks start with it.
-    pending: Vec<(Arc<dyn ResourceEventHandler<K>>, mpsc::UnboundedReceiver<Notification<K>>)>,
+    pending: Vec<PendingListener<K>>,
     runtime: Option<tokio::runtime::Handle>,
 }
 
@@ -147,7 +154,9 @@ impl<K> Clone for Informer<K> {
 
 impl<K> Debug for Informer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Informer").field("list_watch", &self.inner.list_watch).finish_non_exhaustive()
+        f.debug_struct("Informer")
+            .field("list_watch", &self.inner.list_watch)
+            .finish_non_exhaustive()
     }
 }
 
@@ -198,7 +207,11 @@ impl<K: InformerObject> InformerBuilder<K> {
             inner: Arc::new(Inner {
                 list_watch: self.list_watch,
                 indexer: self.indexer.unwrap_or_default(),
-                listeners: Mutex::new(Listeners { active: Vec::new(), pending: Vec::new(), runtime: None }),
+                listeners: Mutex::new(Listeners {
+                    active: Vec::new(),
+                    pending: Vec::new(),
+                    runtime: None,
+                }),
                 synced,
                 config: self.config,
                 running: AtomicBool::new(false),
@@ -222,7 +235,10 @@ impl<K: InformerObject> HasSynced for Informer<K> {
 
 /// Waits until every informer has synced (true) or `shutdown` completes first (false), as
 /// client-go's `WaitForCacheSync`, polling every 100 ms.
-pub async fn wait_for_cache_sync(informers: &[&dyn HasSynced], shutdown: impl Future<Output = ()>) -> bool {
+pub async fn wait_for_cache_sync(
+    informers: &[&dyn HasSynced],
+    shutdown: impl Future<Output = ()>,
+) -> bool {
     tokio::pin!(shutdown);
     loop {
         if informers.iter().all(|i| i.has_synced()) {
@@ -247,7 +263,12 @@ impl<K: InformerObject> Informer<K> {
         InformerBuilder {
             list_watch,
             indexer: None,
-            config: Config { resync: None, transform: None, backoff: BackoffConfig::default(), streaming_list: false },
+            config: Config {
+                resync: None,
+                transform: None,
+                backoff: BackoffConfig::default(),
+                streaming_list: false,
+            },
         }
     }
 
@@ -315,7 +336,9 @@ impl<K: InformerObject> Informer<K> {
         loop {
             state = match state {
                 State::Relist if streaming => match self.streaming_list().await {
-                    Ok((rv, stream)) => self.after_watch(self.consume(stream, rv).await, &mut backoff),
+                    Ok((rv, stream)) => {
+                        self.after_watch(self.consume(stream, rv).await, &mut backoff)
+                    }
                     Err(StreamingError::Refused(why)) => {
                         tracing::info!(%why, "server refused a streaming list; falling back to list + watch");
                         streaming = false;
@@ -334,18 +357,22 @@ impl<K: InformerObject> Informer<K> {
                         State::Backoff(backoff.next_delay(), Box::new(State::Relist))
                     }
                 },
-                State::Watch(rv) => match self.inner.list_watch.watch(&rv, self.watch_timeout(), false).await {
-                    Ok(stream) => self.after_watch(self.consume(stream, rv).await, &mut backoff),
-                    Err(err) if is_expired(&err) => {
-                        tracing::info!(%rv, "resourceVersion expired; relisting");
-                        State::Relist
+                State::Watch(rv) => {
+                    match self.inner.list_watch.watch(&rv, self.watch_timeout(), false).await {
+                        Ok(stream) => {
+                            self.after_watch(self.consume(stream, rv).await, &mut backoff)
+                        }
+                        Err(err) if is_expired(&err) => {
+                            tracing::info!(%rv, "resourceVersion expired; relisting");
+                            State::Relist
+                        }
+                        Err(source) => {
+                            let err = InformerError::Watch { rv: rv.clone(), source };
+                            tracing::warn!(error = %err, "watch failed");
+                            State::Backoff(backoff.next_delay(), Box::new(State::Watch(rv)))
+                        }
                     }
-                    Err(source) => {
-                        let err = InformerError::Watch { rv: rv.clone(), source };
-                        tracing::warn!(error = %err, "watch failed");
-                        State::Backoff(backoff.next_delay(), Box::new(State::Watch(rv)))
-                    }
-                },
+                }
                 State::Backoff(delay, next) => {
                     tracing::debug!(?delay, "backing off");
                     tokio::time::sleep(delay).await;
@@ -373,7 +400,9 @@ impl<K: InformerObject> Informer<K> {
 
     /// A server-side watch timeout between 5 and 10 minutes, so watchers spread out.
     fn watch_timeout(&self) -> u32 {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         300 + (self.inner.random.hash_one(nanos) % 301) as u32
     }
 
@@ -411,10 +440,11 @@ impl<K: InformerObject> Informer<K> {
     /// replaces the store. Returns the bookmark's version and the open stream.
     async fn streaming_list(
         &self,
-    ) -> Result<(String, impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K>), StreamingError> {
-        let refused = |err: &kube_client::Error| {
-            matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429)
-        };
+    ) -> Result<
+        (String, impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K>),
+        StreamingError,
+    > {
+        let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
         let mut stream = match self.inner.list_watch.watch("", self.watch_timeout(), true).await {
             Ok(stream) => stream.boxed(),
             Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
@@ -434,20 +464,29 @@ impl<K: InformerObject> Informer<K> {
                     }
                 }
                 Ok(WatchEvent::Bookmark(b)) => {
-                    if b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str) == Some("true") {
+                    if b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str)
+                        == Some("true")
+                    {
                         self.replace(items.into_values().collect());
                         return Ok((b.metadata.resource_version, stream));
                     }
                 }
-                Ok(WatchEvent::Error(status)) if status.code == 410 => return Err(StreamingError::Expired),
+                Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                    return Err(StreamingError::Expired);
+                }
                 Ok(WatchEvent::Error(status)) if (400..500).contains(&status.code) => {
                     return Err(StreamingError::Refused(describe_status(&status)));
                 }
                 Ok(WatchEvent::Error(status)) => {
-                    return Err(StreamingError::Failed(InformerError::Event(describe_status(&status))));
+                    return Err(StreamingError::Failed(InformerError::Event(describe_status(
+                        &status,
+                    ))));
                 }
                 Err(source) => {
-                    return Err(StreamingError::Failed(InformerError::Stream { rv: String::new(), source }));
+                    return Err(StreamingError::Failed(InformerError::Stream {
+                        rv: String::new(),
+                        source,
+                    }));
                 }
             }
         }
@@ -455,7 +494,11 @@ impl<K: InformerObject> Informer<K> {
     }
 
     /// Applies a watch stream's events until it ends.
-    async fn consume(&self, stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>, mut rv: String) -> WatchEnd {
+    async fn consume(
+        &self,
+        stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
+        mut rv: String,
+    ) -> WatchEnd {
         tokio::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {
@@ -473,7 +516,12 @@ impl<K: InformerObject> Informer<K> {
                     // client-go relists after any other error event.
                     return WatchEnd::Failed(None, InformerError::Event(describe_status(&status)));
                 }
-                Err(source) => return WatchEnd::Failed(Some(rv.clone()), InformerError::Stream { rv, source }),
+                Err(source) => {
+                    return WatchEnd::Failed(
+                        Some(rv.clone()),
+                        InformerError::Stream { rv, source },
+                    );
+                }
             }
         }
         WatchEnd::Closed(rv)
@@ -573,7 +621,10 @@ enum StreamingError {
 }
 
 /// Delivers notifications to one handler, catching its panics.
-async fn run_listener<K: Send + Sync + 'static>(handler: Arc<dyn ResourceEventHandler<K>>, mut rx: mpsc::UnboundedReceiver<Notification<K>>) {
+async fn run_listener<K: Send + Sync + 'static>(
+    handler: Arc<dyn ResourceEventHandler<K>>,
+    mut rx: mpsc::UnboundedReceiver<Notification<K>>,
+) {
     while let Some(notification) = rx.recv().await {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match &notification {
             Notification::Add(o) => handler.on_add(o),

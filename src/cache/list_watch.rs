@@ -56,10 +56,11 @@ where
     }
 
     fn list_params(&self) -> ListParams {
-        let mut lp = ListParams::default();
-        lp.label_selector = self.label_selector.clone();
-        lp.field_selector = self.field_selector.clone();
-        lp
+        ListParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            ..ListParams::default()
+        }
     }
 
     /// One page of a consistent, most-recent list; `paginate = false` asks for everything.
@@ -84,8 +85,10 @@ where
         resource_version: &str,
         timeout_seconds: u32,
         streaming_list: bool,
-    ) -> kube_client::Result<impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K>> {
-        let mut wp = if streaming_list { WatchParams::streaming_lists() } else { WatchParams::default() };
+    ) -> kube_client::Result<impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K>>
+    {
+        let mut wp =
+            if streaming_list { WatchParams::streaming_lists() } else { WatchParams::default() };
         wp.bookmarks = true;
         wp.label_selector = self.label_selector.clone();
         wp.field_selector = self.field_selector.clone();

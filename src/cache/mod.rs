@@ -24,12 +24,18 @@ mod list_watch;
 mod object_key;
 
 pub use backoff::BackoffConfig;
-pub use handler::{Deleted, DeletedFinalStateUnknown, ResourceEventHandler, ResourceEventHandlerFuncs};
+pub use handler::{
+    Deleted, DeletedFinalStateUnknown, ResourceEventHandler, ResourceEventHandlerFuncs,
+};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
-pub use informer::{HasSynced, Informer, InformerBuilder, InformerError, InformerObject, Transform, wait_for_cache_sync};
+pub use informer::{
+    HasSynced, Informer, InformerBuilder, InformerError, InformerObject, Transform,
+    wait_for_cache_sync,
+};
 pub use list_watch::ListWatch;
 pub use object_key::{
-    InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
+    InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
+    meta_namespace_key_func,
 };
 
 pub(crate) use informer::panic_message;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube_client::Api;
 
-use super::controller::{Controller, ControllerError, ReconcileFailure};
+use super::controller::{Controller, ControllerError, DroppedHook, ReconcileFailure};
 use super::reconciler::Reconciler;
 use crate::cache::{
     BackoffConfig, Informer, InformerObject, ListWatch, ObjectKey, ResourceEventHandlerFuncs,
@@ -15,7 +15,9 @@ use crate::cache::{
 use crate::workqueue::{RateLimiter, WorkQueue};
 
 /// The seed's handler funcs: every add, update and delete puts the object's key in `queue`.
-pub fn enqueue_handler<K: InformerObject>(queue: WorkQueue<ObjectKey>) -> ResourceEventHandlerFuncs<K> {
+pub fn enqueue_handler<K: InformerObject>(
+    queue: WorkQueue<ObjectKey>,
+) -> ResourceEventHandlerFuncs<K> {
     let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
     ResourceEventHandlerFuncs::new()
         .on_add(move |o: &std::sync::Arc<K>| {
@@ -47,7 +49,7 @@ pub struct ControllerBuilder<K> {
     transform: Option<Box<dyn Fn(K) -> K + Send + Sync>>,
     rate_limiter: Option<Box<dyn RateLimiter<ObjectKey>>>,
     name: String,
-    on_dropped: Option<Box<dyn Fn(&ObjectKey, &ReconcileFailure) + Send + Sync>>,
+    on_dropped: Option<DroppedHook>,
 }
 
 impl<K: InformerObject> Controller<K> {
@@ -137,8 +139,11 @@ impl<K: InformerObject> ControllerBuilder<K> {
     }
 
     /// Called for each key dropped after its last retry.
-    pub fn on_dropped(mut self, hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static) -> Self {
-        self.on_dropped = Some(Box::new(hook));
+    pub fn on_dropped(
+        mut self,
+        hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_dropped = Some(std::sync::Arc::new(hook));
         self
     }
 
@@ -161,15 +166,20 @@ impl<K: InformerObject> ControllerBuilder<K> {
         }
         let queue = queue.build();
         informer.add_event_handler(enqueue_handler(queue.clone()));
-        let mut controller = Controller::new(queue, informer.indexer(), informer).max_retries(self.max_retries);
+        let mut controller =
+            Controller::new(queue, informer.indexer(), informer).max_retries(self.max_retries);
         if let Some(hook) = self.on_dropped {
-            controller = controller.on_dropped(hook);
+            controller = controller.on_dropped(move |key, failure| hook(key, failure));
         }
         (controller, self.workers)
     }
 
     /// Builds the controller and runs it until `shutdown` completes.
-    pub async fn run<R>(self, reconciler: R, shutdown: impl Future<Output = ()> + Send) -> Result<(), ControllerError>
+    pub async fn run<R>(
+        self,
+        reconciler: R,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError>
     where
         R: Reconciler<Object = K>,
     {

@@ -9,14 +9,18 @@ use futures::FutureExt;
 use tokio::sync::watch;
 
 use super::reconciler::Reconciler;
-use crate::cache::{Indexer, Informer, InformerObject, ObjectKey, panic_message, wait_for_cache_sync};
+use crate::cache::{
+    Indexer, Informer, InformerObject, ObjectKey, panic_message, wait_for_cache_sync,
+};
 use crate::workqueue::WorkQueue;
 
 /// Why a controller stopped without running.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ControllerError {
     /// Shut down before the informer's first list reached the cache.
-    #[error("timed out waiting for caches to sync: shut down before the informer's first list completed")]
+    #[error(
+        "timed out waiting for caches to sync: shut down before the informer's first list completed"
+    )]
     CacheSync,
 }
 
@@ -95,7 +99,14 @@ impl<K: InformerObject> Controller<K> {
     /// The seed's `NewController(queue, indexer, informer)`: the caller wired the informer's
     /// handlers to put keys in `queue`.
     pub fn new(queue: WorkQueue<ObjectKey>, indexer: Indexer<K>, informer: Informer<K>) -> Self {
-        Self { queue, indexer, informer, max_retries: 5, on_dropped: None, counters: Arc::default() }
+        Self {
+            queue,
+            indexer,
+            informer,
+            max_retries: 5,
+            on_dropped: None,
+            counters: Arc::default(),
+        }
     }
 
     /// How many times a failing key is retried before it is dropped (default 5, as the seed).
@@ -105,7 +116,10 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// Called for each key dropped after its last retry, besides the error log.
-    pub fn on_dropped(mut self, hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static) -> Self {
+    pub fn on_dropped(
+        mut self,
+        hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
+    ) -> Self {
         self.on_dropped = Some(Arc::new(hook));
         self
     }
@@ -124,7 +138,12 @@ impl<K: InformerObject> Controller<K> {
     /// The seed's `Run`: starts the informer (unless it runs already), waits for its cache to
     /// sync, runs `workers` workers until `shutdown` completes, then stops taking keys, lets
     /// the reconciles in flight finish, and shuts the queue down.
-    pub async fn run<R>(&self, reconciler: R, workers: usize, shutdown: impl Future<Output = ()> + Send) -> Result<(), ControllerError>
+    pub async fn run<R>(
+        &self,
+        reconciler: R,
+        workers: usize,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError>
     where
         R: Reconciler<Object = K>,
     {
@@ -171,7 +190,11 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// The seed's `runWorker`: process keys until shut down.
-    async fn run_worker<R: Reconciler<Object = K>>(&self, reconciler: Arc<R>, mut stop: watch::Receiver<bool>) {
+    async fn run_worker<R: Reconciler<Object = K>>(
+        &self,
+        reconciler: Arc<R>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         loop {
             let key = tokio::select! {
                 biased;

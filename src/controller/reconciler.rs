@@ -43,5 +43,9 @@ pub trait Reconciler: Send + Sync + 'static {
     type Error: std::fmt::Display + Send + Sync + 'static;
 
     /// Reconciles the object under `key`.
-    async fn reconcile(&self, key: &ObjectKey, object: Option<Arc<Self::Object>>) -> Result<Action, Self::Error>;
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        object: Option<Arc<Self::Object>>,
+    ) -> Result<Action, Self::Error>;
 }

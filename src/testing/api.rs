@@ -89,7 +89,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let result = match route(&shared, group, version, rest) {
         Ok(route) => {
             count(&shared, &parts.method, &route, &query);
-            match shared.faults.take_failure() {
+            let watch =
+                parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
+            match shared.faults.take_failure(watch) {
                 Some(err) => Err(err),
                 None => serve(&shared, &parts.method, &parts.headers, route, &query, body),
             }

@@ -21,6 +21,9 @@ pub enum Failure {
         /// The `Retry-After` seconds.
         retry_after_seconds: u64,
     },
+    /// 422 Invalid, as a server refuses parameters it does not know (a Kubernetes 1.20
+    /// server refuses a streaming list so).
+    Invalid,
 }
 
 /// The faults armed on a server.
@@ -28,6 +31,8 @@ pub enum Failure {
 pub(crate) struct FaultState {
     fail_remaining: AtomicUsize,
     failure: Mutex<Failure>,
+    fail_watches_remaining: AtomicUsize,
+    watch_failure: Mutex<Failure>,
     latency: Mutex<Duration>,
 }
 
@@ -36,6 +41,8 @@ impl Default for FaultState {
         Self {
             fail_remaining: AtomicUsize::new(0),
             failure: Mutex::new(Failure::InternalError),
+            fail_watches_remaining: AtomicUsize::new(0),
+            watch_failure: Mutex::new(Failure::InternalError),
             latency: Mutex::new(Duration::ZERO),
         }
     }
@@ -43,12 +50,23 @@ impl Default for FaultState {
 
 impl FaultState {
     /// The error for this request, if a failure is armed (and counts it down).
-    pub(crate) fn take_failure(&self) -> Option<ApiError> {
-        self.fail_remaining
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .ok()?;
-        let failure = *self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn take_failure(&self, watch: bool) -> Option<ApiError> {
+        let take = |remaining: &AtomicUsize| {
+            remaining.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+        };
+        let failure = if watch && take(&self.fail_watches_remaining) {
+            *self.watch_failure.lock().unwrap_or_else(PoisonError::into_inner)
+        } else if take(&self.fail_remaining) {
+            *self.failure.lock().unwrap_or_else(PoisonError::into_inner)
+        } else {
+            return None;
+        };
         Some(match failure {
+            Failure::Invalid => ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                "the request is invalid: refused by ctrlkit's fault injection",
+            ),
             Failure::InternalError => ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
@@ -94,6 +112,14 @@ impl Faults {
     pub fn fail_next(&self, n: usize, failure: Failure) {
         *self.shared.faults.failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
         self.shared.faults.fail_remaining.store(n, Ordering::SeqCst);
+    }
+
+    /// Fails the next `n` watch requests with `failure`; other requests are served. Zero
+    /// disarms it. With [`close_watches`](Self::close_watches), this keeps clients
+    /// disconnected while the test changes objects behind their back.
+    pub fn fail_next_watches(&self, n: usize, failure: Failure) {
+        *self.shared.faults.watch_failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+        self.shared.faults.fail_watches_remaining.store(n, Ordering::SeqCst);
     }
 
     /// Compacts the history: watches from, and list continuations at, any resourceVersion

@@ -1,0 +1,304 @@
+//! The controller: retries, drops, requeues, panics, concurrency, shutdown.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ctrlkit::cache::{Informer, ListWatch, ObjectKey};
+use ctrlkit::controller::{
+    Action, Controller, ControllerError, ReconcileFailure, Reconciler, enqueue_handler,
+};
+use ctrlkit::testing::Failure;
+use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_client::Api;
+use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::common::*;
+
+/// Calls `f` for each reconcile and records when it happened.
+struct Scripted<F> {
+    calls: Arc<Mutex<Vec<(String, Instant)>>>,
+    f: F,
+}
+
+#[async_trait]
+impl<F> Reconciler for Scripted<F>
+where
+    F: Fn(&ObjectKey, usize) -> Result<Action, String> + Send + Sync + 'static,
+{
+    type Object = Pod;
+    type Error = String;
+
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+        let attempt = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push((key.to_string(), Instant::now()));
+            calls.iter().filter(|(k, _)| *k == key.to_string()).count()
+        };
+        (self.f)(key, attempt)
+    }
+}
+
+fn calls_for(calls: &Mutex<Vec<(String, Instant)>>, key: &str) -> Vec<Instant> {
+    calls.lock().unwrap().iter().filter(|(k, _)| k == key).map(|(_, t)| *t).collect()
+}
+
+fn fast_limiter() -> ItemExponentialFailureRateLimiter<ObjectKey> {
+    ItemExponentialFailureRateLimiter::new(Duration::from_millis(20), Duration::from_secs(5))
+}
+
+#[tokio::test]
+async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_dropped_and_reported() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["bad", "good"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let d = dropped.clone();
+    let (controller, workers) = Controller::builder(pods.clone())
+        .rate_limiter(fast_limiter())
+        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())))
+        .build();
+    let reconciler = Scripted {
+        calls: calls.clone(),
+        f: |key: &ObjectKey, attempt: usize| {
+            if key.name == "bad" {
+                Err(format!("attempt {attempt} failed"))
+            } else {
+                Ok(Action::done())
+            }
+        },
+    };
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn({
+        let controller = controller.clone();
+        async move { controller.run(reconciler, workers, stopped).await }
+    });
+    eventually("bad dropped", || !dropped.lock().unwrap().is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let attempts = calls_for(&calls, "default/bad");
+    assert_eq!(attempts.len(), 6, "one try and five retries, then no more");
+    let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    for (i, pair) in gaps.windows(2).enumerate() {
+        assert!(pair[1] > pair[0], "delays grow: gap {} {:?} then {:?}", i, pair[0], pair[1]);
+    }
+    assert!(
+        gaps[0] >= Duration::from_millis(20) && gaps[4] >= Duration::from_millis(320),
+        "{gaps:?}"
+    );
+    assert_eq!(
+        dropped.lock().unwrap().as_slice(),
+        [("default/bad".to_owned(), ReconcileFailure::Error("attempt 6 failed".into()))]
+    );
+    assert_eq!(calls_for(&calls, "default/good").len(), 1);
+    let stats = controller.stats();
+    assert_eq!((stats.failed, stats.dropped, stats.succeeded), (6, 1, 1));
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn requeue_after_brings_a_key_back_after_the_delay() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["p"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reconciler = Scripted {
+        calls: calls.clone(),
+        f: |_: &ObjectKey, attempt: usize| {
+            Ok(if attempt < 3 {
+                Action::requeue_after(Duration::from_millis(150))
+            } else {
+                Action::done()
+            })
+        },
+    };
+    let (_stop, stopped) = shutdown();
+    tokio::spawn(Controller::builder(pods).run(reconciler, stopped));
+    eventually("three reconciles", || calls_for(&calls, "default/p").len() == 3).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let times = calls_for(&calls, "default/p");
+    assert_eq!(times.len(), 3, "done() stops the requeues");
+    assert!(times[1] - times[0] >= Duration::from_millis(150));
+    assert!(times[2] - times[1] >= Duration::from_millis(150));
+}
+
+#[tokio::test]
+async fn a_panicking_reconcile_is_caught_counted_and_retried_and_the_worker_lives_on() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["boom", "fine"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reconciler = Scripted {
+        calls: calls.clone(),
+        f: |key: &ObjectKey, attempt: usize| {
+            if key.name == "boom" && attempt == 1 {
+                panic!("reconcile exploded");
+            }
+            Ok(Action::done())
+        },
+    };
+    let (controller, _) = Controller::builder(pods.clone()).rate_limiter(fast_limiter()).build();
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let controller = controller.clone();
+        // One worker: if the panic killed it, nothing else would be reconciled.
+        async move { controller.run(reconciler, 1, stopped).await }
+    });
+    eventually("boom retried after its panic", || calls_for(&calls, "default/boom").len() == 2)
+        .await;
+    create(&pods, &["later"]).await;
+    eventually("the worker still works", || calls_for(&calls, "default/later").len() == 1).await;
+    let stats = controller.stats();
+    assert_eq!(stats.panicked, 1);
+    assert_eq!(stats.dropped, 0);
+}
+
+/// Records, per key, the newest resourceVersion reconciled, and whether two workers ever held
+/// one key at once.
+#[derive(Default)]
+struct Tracker {
+    in_flight: Mutex<HashMap<String, bool>>,
+    newest: Mutex<HashMap<String, u64>>,
+    overlap: AtomicBool,
+    reconciles: AtomicUsize,
+}
+
+struct Tracking(Arc<Tracker>);
+
+#[async_trait]
+impl Reconciler for Tracking {
+    type Object = ConfigMap;
+    type Error = String;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        cm: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, String> {
+        let k = key.to_string();
+        if self.0.in_flight.lock().unwrap().insert(k.clone(), true) == Some(true) {
+            self.0.overlap.store(true, Ordering::SeqCst);
+        }
+        tokio::task::yield_now().await;
+        if let Some(cm) = cm {
+            let rv: u64 = cm.metadata.resource_version.as_deref().unwrap_or("0").parse().unwrap();
+            let mut newest = self.0.newest.lock().unwrap();
+            let entry = newest.entry(k.clone()).or_default();
+            *entry = (*entry).max(rv);
+        }
+        self.0.reconciles.fetch_add(1, Ordering::SeqCst);
+        self.0.in_flight.lock().unwrap().insert(k, false);
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_objects_under_many_updates_all_reach_their_newest_version_with_no_key_held_twice()
+ {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let names: Vec<String> = (0..1000).map(|i| format!("cm-{i:04}")).collect();
+    for name in &names {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}}))
+                .unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    // The seed's explicit wiring.
+    let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("configmaps").build();
+    let informer = Informer::new(ListWatch::new(cms.clone()));
+    informer.add_event_handler(enqueue_handler(queue.clone()));
+    let controller = Controller::new(queue, informer.indexer(), informer);
+    let tracker = Arc::new(Tracker::default());
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn({
+        let (controller, tracker) = (controller.clone(), tracker.clone());
+        async move { controller.run(Tracking(tracker), 2, stopped).await }
+    });
+    for round in 1..=3 {
+        for name in &names {
+            let patch = Patch::Merge(json!({"data": {"v": round.to_string()}}));
+            cms.patch(name, &PatchParams::default(), &patch).await.unwrap();
+        }
+    }
+    let finals: HashMap<String, u64> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|cm| {
+            (
+                format!("default/{}", cm.metadata.name.as_deref().unwrap()),
+                cm.metadata.resource_version.as_deref().unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(finals.len(), 1000);
+    eventually("every object reconciled at its newest version", || {
+        let newest = tracker.newest.lock().unwrap();
+        finals.iter().all(|(k, rv)| newest.get(k) == Some(rv))
+    })
+    .await;
+    assert!(!tracker.overlap.load(Ordering::SeqCst), "a key was reconciled by two workers at once");
+    let reconciles = tracker.reconciles.load(Ordering::SeqCst);
+    assert!((1000..=4000).contains(&reconciles), "{reconciles} reconciles for 4,000 versions");
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+struct Slow {
+    started: Arc<AtomicBool>,
+    finished: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Reconciler for Slow {
+    type Object = Pod;
+    type Error = String;
+
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+        self.started.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.finished.store(true, Ordering::SeqCst);
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn shutdown_stops_taking_keys_and_drains_the_reconciles_in_flight() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["p"]).await;
+    let (started, finished) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let reconciler = Slow { started: started.clone(), finished: finished.clone() };
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(Controller::builder(pods).run(reconciler, stopped));
+    eventually("a reconcile in flight", || started.load(Ordering::SeqCst)).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "run returned before the reconcile in flight finished"
+    );
+}
+
+#[tokio::test]
+async fn run_fails_clearly_when_the_cache_cannot_sync() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let reconciler =
+        Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Ok(Action::done()) };
+    let result = Controller::builder(pods)
+        .backoff(fast_backoff())
+        .run(reconciler, tokio::time::sleep(Duration::from_millis(300)))
+        .await;
+    assert_eq!(result, Err(ControllerError::CacheSync));
+    server.faults().fail_next(0, Failure::InternalError);
+}

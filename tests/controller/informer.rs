@@ -1,0 +1,303 @@
+//! The informer: sync, events, resume, relist with tombstones, resync, late handlers,
+//! transforms, streaming lists, failures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctrlkit::cache::{HasSynced, Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::testing::Failure;
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::Api;
+use kube_client::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::common::*;
+
+fn informer(pods: &Api<Pod>) -> Informer<Pod> {
+    Informer::builder(ListWatch::new(pods.clone()).page_size(2)).backoff(fast_backoff()).build()
+}
+
+#[tokio::test]
+async fn initial_sync_lists_page_by_page_and_fills_the_store() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b", "c", "d", "e"]).await;
+    let inf = informer(&pods);
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    assert!(!inf.has_synced());
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert_eq!(inf.indexer().len(), 5);
+    assert_eq!(server.requests().list, 3, "five pods in pages of two");
+    eventually("five adds", || rec.count(|s| matches!(s, Seen::Add(_))) == 5).await;
+    stop.send(()).unwrap();
+    run.await.unwrap();
+    assert!(!inf.is_running());
+}
+
+#[tokio::test]
+async fn adds_updates_and_deletes_reach_the_store_then_the_handlers() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    create(&pods, &["a"]).await;
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})),
+    )
+    .await
+    .unwrap();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    eventually("add, update, delete", || rec.seen().len() == 3).await;
+    assert_eq!(
+        rec.seen(),
+        [Seen::Add("a".into()), Seen::Update("a".into(), false), Seen::Delete("a".into())]
+    );
+    assert!(inf.indexer().get(&ObjectKey::namespaced("default", "a")).is_none());
+}
+
+#[tokio::test]
+async fn a_dropped_watch_resumes_from_the_last_version_without_a_relist() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let inf = informer(&pods);
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    eventually("a watch", || server.requests().watch == 1).await;
+    for round in 0..3 {
+        server.faults().close_watches();
+        let name = format!("after-{round}");
+        create(&pods, &[&name]).await;
+        eventually("the pod created after the drop", || {
+            inf.indexer().get_by_key(&format!("default/{name}")).is_some()
+        })
+        .await;
+    }
+    assert_eq!(server.requests().list, 1, "no relist");
+    assert!(server.requests().watch >= 4, "three resumed watches");
+    assert_eq!(
+        rec.count(|s| matches!(s, Seen::Add(_))),
+        4,
+        "each pod added once: nothing replayed twice"
+    );
+}
+
+#[tokio::test]
+async fn a_410_relists_and_delivers_tombstones_for_deletes_missed_while_disconnected() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b", "c"]).await;
+    let inf = informer(&pods);
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    let lists_before = server.requests().list;
+
+    // Disconnect and keep the informer out while the world changes behind its back.
+    server.faults().fail_next_watches(usize::MAX, Failure::InternalError);
+    server.faults().close_watches();
+    pods.delete("b", &DeleteParams::default()).await.unwrap();
+    pods.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"v": "2"}}})),
+    )
+    .await
+    .unwrap();
+    create(&pods, &["d"]).await;
+    server.faults().compact();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.faults().fail_next_watches(0, Failure::InternalError);
+
+    eventually("the tombstone for b", || rec.seen().contains(&Seen::Tombstone("default/b".into())))
+        .await;
+    assert!(server.requests().list > lists_before, "410 made it relist");
+    eventually("d added and c updated", || {
+        rec.seen().contains(&Seen::Add("d".into()))
+            && rec.seen().contains(&Seen::Update("c".into(), false))
+    })
+    .await;
+    let mut keys: Vec<String> = inf.indexer().list_keys().iter().map(|k| k.to_string()).collect();
+    keys.sort();
+    assert_eq!(keys, ["default/a", "default/c", "default/d"]);
+    assert!(
+        !rec.seen().contains(&Seen::Update("a".into(), false)),
+        "an unchanged object is not reported"
+    );
+}
+
+#[tokio::test]
+async fn resync_replays_the_cache_as_updates() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b"]).await;
+    let inf =
+        Informer::builder(ListWatch::new(pods.clone())).resync(Duration::from_millis(150)).build();
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    eventually("two resyncs of both pods", || {
+        rec.count(|s| matches!(s, Seen::Update(_, true))) >= 4
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_handler_added_late_first_receives_the_current_contents() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b"]).await;
+    let inf = informer(&pods);
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    let late = Recorder::default();
+    inf.add_event_handler(late.clone());
+    create(&pods, &["c"]).await;
+    eventually("three adds", || late.seen().len() == 3).await;
+    let mut adds = late.seen();
+    adds[..2].sort_by_key(|s| format!("{s:?}"));
+    assert_eq!(adds, [Seen::Add("a".into()), Seen::Add("b".into()), Seen::Add("c".into())]);
+}
+
+#[tokio::test]
+async fn a_panicking_handler_keeps_receiving() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let rec = Recorder::default();
+    let inner = rec.clone();
+    inf.add_event_handler(ctrlkit::cache::ResourceEventHandlerFuncs::new().on_add(
+        move |p: &Arc<Pod>| {
+            inner.0.lock().unwrap().push(Seen::Add(p.metadata.name.clone().unwrap()));
+            assert_ne!(p.metadata.name.as_deref(), Some("boom"), "handler panics on boom");
+        },
+    ));
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    create(&pods, &["boom", "after"]).await;
+    eventually("the add after the panic", || rec.seen().contains(&Seen::Add("after".into()))).await;
+}
+
+#[tokio::test]
+async fn transform_runs_before_objects_are_stored() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let inf = Informer::builder(ListWatch::new(pods.clone()))
+        .transform(|mut p: Pod| {
+            p.metadata.managed_fields = None;
+            p.metadata.labels.get_or_insert_default().insert("transformed".into(), "yes".into());
+            p
+        })
+        .build();
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    let cached = inf.indexer().get_by_key("default/a").unwrap();
+    assert_eq!(
+        cached.metadata.labels.as_ref().unwrap().get("transformed").map(String::as_str),
+        Some("yes")
+    );
+}
+
+#[tokio::test]
+async fn streaming_lists_sync_without_a_list_request_and_fall_back_when_refused() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b"]).await;
+    let streaming = Informer::builder(ListWatch::new(pods.clone()))
+        .streaming_list(true)
+        .backoff(fast_backoff())
+        .build();
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = streaming.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&streaming], std::future::pending()).await);
+    assert_eq!(streaming.indexer().len(), 2);
+    assert_eq!(server.requests().list, 0, "synced from the watch alone");
+    create(&pods, &["c"]).await;
+    eventually("c through the same stream", || streaming.indexer().len() == 3).await;
+
+    // A server that refuses streaming lists (as Kubernetes 1.20 does, with 422).
+    server.faults().fail_next_watches(1, Failure::Invalid);
+    let fallback = Informer::builder(ListWatch::new(pods.clone()))
+        .streaming_list(true)
+        .backoff(fast_backoff())
+        .build();
+    let (_stop2, stopped2) = shutdown();
+    tokio::spawn({
+        let inf = fallback.clone();
+        async move { inf.run(stopped2).await }
+    });
+    assert!(wait_for_cache_sync(&[&fallback], std::future::pending()).await);
+    assert_eq!(fallback.indexer().len(), 3);
+    assert_eq!(server.requests().list, 1, "fell back to list + watch");
+}
+
+#[tokio::test]
+async fn list_failures_back_off_and_recover() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    server.faults().fail_next(3, Failure::InternalError);
+    let inf = informer(&pods);
+    let (_stop, stopped) = shutdown();
+    tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(stopped).await }
+    });
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert_eq!(server.requests().list, 4, "three failed lists, then one that worked");
+    assert_eq!(inf.indexer().len(), 1);
+}
+
+#[tokio::test]
+async fn wait_for_cache_sync_gives_up_at_shutdown() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let synced: &dyn HasSynced = &inf;
+    assert!(!wait_for_cache_sync(&[synced], tokio::time::sleep(Duration::from_millis(50))).await);
+}

@@ -1,0 +1,10 @@
+//! Informer, indexer and controller against the embedded API server, through kube-client.
+//!
+//! These tests talk HTTP to a server in the same process, so they run on the real clock
+//! (a paused clock would jump ahead while requests are in flight); backoffs and rate limits
+//! are set to milliseconds so the suite stays fast.
+
+mod common;
+mod controller;
+mod indexer;
+mod informer;
