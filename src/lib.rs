@@ -6,8 +6,11 @@
 //!
 //! - [`workqueue`]: a fair, stingy, rate-limited work queue with client-go's
 //!   `Get`/`Done`/`Forget`/`NumRequeues` semantics, delays, rate limiters and metrics hooks.
-//! - `cache` (informer and indexer) and `controller` (the `Reconciler` trait and the worker
-//!   loop) follow in later releases.
+//! - [`cache`]: the informer (list, watch, resume, relist with tombstones, resync, backoff,
+//!   streaming lists, shared handlers) and the indexer it keeps current.
+//! - [`controller`]: the [`Reconciler`](controller::Reconciler) trait and the
+//!   [`Controller`](controller::Controller) that runs workers, retries, survives panics and
+//!   shuts down cleanly.
 //!
 //! ## Cargo features
 //!

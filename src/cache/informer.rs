@@ -18,7 +18,7 @@
 //! a handler, so a handler added late first receives the current contents as adds and then
 //! every change after them, none twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
@@ -28,10 +28,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube_client::api::WatchEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube_client::api::{ObjectList, WatchEvent};
 use kube_client::{Resource, core::Status};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::handler::{Deleted, DeletedFinalStateUnknown, Notification, ResourceEventHandler};
@@ -124,6 +126,7 @@ impl<K> Listeners<K> {
 
 /// Settings of an [`Informer`], set with [`InformerBuilder`].
 struct Config<K> {
+    keep_managed_fields: bool,
     resync: Option<Duration>,
     transform: Option<Transform<K>>,
     backoff: BackoffConfig,
@@ -175,7 +178,16 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
-    /// Runs `f` on every object before it is stored, such as to drop `managedFields`.
+    /// Keeps `metadata.managedFields` in cached objects. By default the informer drops them
+    /// before storing: decoded, they are half of a typical pod's memory and controllers
+    /// rarely read them (client-go keeps them; controller-runtime users strip them with a
+    /// cache transform).
+    pub fn keep_managed_fields(mut self, keep: bool) -> Self {
+        self.config.keep_managed_fields = keep;
+        self
+    }
+
+    /// Runs `f` on every object before it is stored (after `managedFields` are dropped).
     pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
         self.config.transform = Some(Arc::new(f));
         self
@@ -225,30 +237,38 @@ impl<K: InformerObject> InformerBuilder<K> {
 pub trait HasSynced: Send + Sync {
     /// Whether the first list is in the store.
     fn has_synced(&self) -> bool;
+    /// A receiver that sees `true` once the first list is in the store.
+    fn synced_receiver(&self) -> watch::Receiver<bool>;
 }
 
 impl<K: InformerObject> HasSynced for Informer<K> {
     fn has_synced(&self) -> bool {
         *self.inner.synced.borrow()
     }
+    fn synced_receiver(&self) -> watch::Receiver<bool> {
+        self.inner.synced.subscribe()
+    }
 }
 
 /// Waits until every informer has synced (true) or `shutdown` completes first (false), as
-/// client-go's `WaitForCacheSync`, polling every 100 ms.
+/// client-go's `WaitForCacheSync`; it wakes on the sync itself rather than polling.
 pub async fn wait_for_cache_sync(
     informers: &[&dyn HasSynced],
     shutdown: impl Future<Output = ()>,
 ) -> bool {
-    tokio::pin!(shutdown);
-    loop {
-        if informers.iter().all(|i| i.has_synced()) {
-            return true;
+    let receivers: Vec<_> = informers.iter().map(|i| i.synced_receiver()).collect();
+    let all_synced = async move {
+        for mut rx in receivers {
+            // An error means the informer is gone: it will never sync.
+            if rx.wait_for(|synced| *synced).await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => return false,
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-        }
+    };
+    tokio::select! {
+        biased;
+        _ = all_synced => true,
+        _ = shutdown => false,
     }
 }
 
@@ -264,6 +284,7 @@ impl<K: InformerObject> Informer<K> {
             list_watch,
             indexer: None,
             config: Config {
+                keep_managed_fields: false,
                 resync: None,
                 transform: None,
                 backoff: BackoffConfig::default(),
@@ -407,17 +428,28 @@ impl<K: InformerObject> Informer<K> {
     }
 
     /// Lists every object, page by page, and replaces the store. Returns the list's
-    /// resourceVersion. An expired continue token restarts the list in one page.
+    /// resourceVersion. An expired continue token restarts the list in one request.
+    ///
+    /// Pages are fetched as text and decoded on blocking threads, up to two at once, while
+    /// the next page is requested: decoding dominates a large list, and this spreads it over
+    /// the cores. Each page is transformed (managedFields dropped) as soon as it is decoded,
+    /// which keeps the peak memory of a large list down.
     async fn list(&self) -> Result<String, InformerError> {
-        let lw = &self.inner.list_watch;
+        let mut decoding: VecDeque<JoinHandle<Result<Vec<K>, serde_json::Error>>> = VecDeque::new();
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         let mut paginate = true;
+        let decode_failed =
+            |e: serde_json::Error| InformerError::List(kube_client::Error::SerdeError(e));
         let rv = loop {
-            let page = match lw.list_page(token.as_deref(), paginate).await {
-                Ok(page) => page,
+            let text = match self.inner.list_watch.list_page_text(token.as_deref(), paginate).await
+            {
+                Ok(text) => text,
                 Err(err) if is_expired(&err) && token.is_some() => {
                     tracing::info!("list continuation expired; listing again in one request");
+                    for task in decoding.drain(..) {
+                        task.abort();
+                    }
                     items.clear();
                     token = None;
                     paginate = false;
@@ -425,12 +457,25 @@ impl<K: InformerObject> Informer<K> {
                 }
                 Err(err) => return Err(InformerError::List(err)),
             };
-            items.extend(page.items);
-            match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            // Only the list's metadata; serde skips the items without building them.
+            let head: ListHead = serde_json::from_str(&text).map_err(decode_failed)?;
+            if decoding.len() >= 2 {
+                let oldest = decoding.pop_front().expect("two in flight");
+                items.extend(join_decode(oldest).await.map_err(decode_failed)?);
+            }
+            let this = self.clone();
+            decoding.push_back(tokio::task::spawn_blocking(move || {
+                let page: ObjectList<K> = serde_json::from_str(&text)?;
+                Ok(page.items.into_iter().map(|o| this.transformed(o)).collect())
+            }));
+            match head.metadata.continue_.filter(|t| !t.is_empty()) {
                 Some(next) => token = Some(next),
-                None => break page.metadata.resource_version.unwrap_or_default(),
+                None => break head.metadata.resource_version.unwrap_or_default(),
             }
         };
+        for task in decoding {
+            items.extend(join_decode(task).await.map_err(decode_failed)?);
+        }
         tracing::debug!(objects = items.len(), %rv, "listed");
         self.replace(items);
         Ok(rv)
@@ -455,7 +500,7 @@ impl<K: InformerObject> Informer<K> {
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     if let Ok(key) = meta_namespace_key_func(&o) {
-                        items.insert(key, o);
+                        items.insert(key, self.transformed(o));
                     }
                 }
                 Ok(WatchEvent::Deleted(o)) => {
@@ -527,7 +572,10 @@ impl<K: InformerObject> Informer<K> {
         WatchEnd::Closed(rv)
     }
 
-    fn transformed(&self, object: K) -> K {
+    fn transformed(&self, mut object: K) -> K {
+        if !self.inner.config.keep_managed_fields {
+            object.meta_mut().managed_fields = None;
+        }
         match &self.inner.config.transform {
             Some(f) => f(object),
             None => object,
@@ -560,11 +608,11 @@ impl<K: InformerObject> Informer<K> {
         listeners.distribute(Notification::Delete(Deleted::Object(Arc::new(object))));
     }
 
-    /// Replaces the store with `items` and tells the handlers the difference.
+    /// Replaces the store with `items` (transformed already) and tells the handlers the
+    /// difference.
     fn replace(&self, items: Vec<K>) {
         let mut fresh = HashMap::with_capacity(items.len());
         for object in items {
-            let object = self.transformed(object);
             match meta_namespace_key_func(&object) {
                 Ok(key) => {
                     fresh.insert(key, Arc::new(object));
@@ -611,6 +659,24 @@ impl<K: InformerObject> Informer<K> {
                 listeners.distribute(Notification::Update(object.clone(), object));
             }
         }
+    }
+}
+
+/// The metadata of a list response, read without decoding its items.
+#[derive(serde::Deserialize)]
+struct ListHead {
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+/// The objects of a page decoded on a blocking thread. A decoding thread that panicked
+/// (a bug in a transform) is reported as a decode error rather than tearing the informer down.
+async fn join_decode<K>(
+    task: JoinHandle<Result<Vec<K>, serde_json::Error>>,
+) -> Result<Vec<K>, serde_json::Error> {
+    match task.await {
+        Ok(result) => result,
+        Err(join) => Err(serde::de::Error::custom(format!("decoding a list page failed: {join}"))),
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt::Debug;
 
 use futures::Stream;
-use kube_client::api::{ListParams, ObjectList, WatchEvent, WatchParams};
+use kube_client::api::{ListParams, WatchEvent, WatchParams};
 use kube_client::{Api, Resource};
 use serde::de::DeserializeOwned;
 
@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 #[derive(Clone)]
 pub struct ListWatch<K> {
     api: Api<K>,
+    client: kube_client::Client,
     label_selector: Option<String>,
     field_selector: Option<String>,
     page_size: u32,
@@ -34,7 +35,8 @@ where
 {
     /// Lists and watches everything `api` reaches, in pages of 500 (client-go's default).
     pub fn new(api: Api<K>) -> Self {
-        Self { api, label_selector: None, field_selector: None, page_size: 500 }
+        let client = api.clone().into_client();
+        Self { api, client, label_selector: None, field_selector: None, page_size: 500 }
     }
 
     /// Only objects matching a label selector (`app=web,tier!=db`).
@@ -63,12 +65,13 @@ where
         }
     }
 
-    /// One page of a consistent, most-recent list; `paginate = false` asks for everything.
-    pub(crate) async fn list_page(
+    /// One page of a consistent, most-recent list as the server sent it, undecoded, so that
+    /// decoding can run beside the next page's request.
+    pub(crate) async fn list_page_text(
         &self,
         continue_token: Option<&str>,
         paginate: bool,
-    ) -> kube_client::Result<ObjectList<K>> {
+    ) -> kube_client::Result<String> {
         let mut lp = self.list_params();
         if paginate && self.page_size > 0 {
             lp = lp.limit(self.page_size);
@@ -76,7 +79,10 @@ where
         if let Some(token) = continue_token {
             lp = lp.continue_token(token);
         }
-        self.api.list(&lp).await
+        let request = kube_client::core::Request::new(self.api.resource_url())
+            .list(&lp)
+            .map_err(kube_client::Error::BuildRequest)?;
+        self.client.request_text(request).await
     }
 
     /// A watch from `resource_version` that the server ends after `timeout_seconds`.

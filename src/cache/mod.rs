@@ -8,6 +8,9 @@
 //!   ([`DeletedFinalStateUnknown`]) included for deletes missed while disconnected.
 //! - [`wait_for_cache_sync`] waits for informers to hold their first list.
 //!
+//! Informers drop `metadata.managedFields` before caching unless
+//! [`InformerBuilder::keep_managed_fields`] says otherwise; see there why.
+//!
 //! Contract:
 //! - The store changes before handlers hear of the change; a handler sees every change after
 //!   the store content it was first given, in order, none twice.

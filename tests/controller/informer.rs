@@ -301,3 +301,33 @@ async fn wait_for_cache_sync_gives_up_at_shutdown() {
     let synced: &dyn HasSynced = &inf;
     assert!(!wait_for_cache_sync(&[synced], tokio::time::sleep(Duration::from_millis(50))).await);
 }
+
+#[tokio::test]
+async fn managed_fields_are_dropped_unless_kept() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let with_fields: Pod =
+        serde_json::from_value(ctrlkit::testing::fixtures::realistic_pod("default", 1, true))
+            .unwrap();
+    pods.create(&Default::default(), &with_fields).await.unwrap();
+    assert!(
+        pods.get("web-000001").await.unwrap().metadata.managed_fields.is_some(),
+        "the server keeps them"
+    );
+    let lean = Informer::new(ListWatch::new(pods.clone()));
+    let full = Informer::builder(ListWatch::new(pods.clone())).keep_managed_fields(true).build();
+    for inf in [&lean, &full] {
+        let (_stop, stopped) = shutdown();
+        tokio::spawn({
+            let inf = inf.clone();
+            async move { inf.run(stopped).await }
+        });
+        assert!(wait_for_cache_sync(&[inf], std::future::pending()).await);
+    }
+    assert!(
+        lean.indexer().get_by_key("default/web-000001").unwrap().metadata.managed_fields.is_none()
+    );
+    assert!(
+        full.indexer().get_by_key("default/web-000001").unwrap().metadata.managed_fields.is_some()
+    );
+}

@@ -1,0 +1,255 @@
+//! Informer initial sync and reconcile-all, ctrlkit against kube-runtime 5, side by side.
+//!
+//! `cargo bench --bench informer --features testing [-- 10000 30000]`
+//!
+//! The parent process starts the embedded API server and fills it with realistic pods as a
+//! real apiserver serves them (`fixtures::realistic_pod` with `managedFields`: about 6 KB of
+//! JSON each). For each size it then runs one child process per measurement, alternating
+//! ctrlkit and kube-runtime, three runs each, so each peer's peak memory is its own process's
+//! high-water mark (VmHWM) and the server's memory is not counted. Each child:
+//! - ctrlkit: an `Informer` over all pods, the key-enqueuing handler, a `WorkQueue` and a
+//!   `Controller` with one worker and a no-op reconciler;
+//! - kube-runtime: `kube_runtime::Controller` (its reflector store and its scheduler) with the
+//!   same no-op reconciler;
+//!
+//! Each reports the time until its store holds the first list (`has_synced` / the reflector
+//! store holding all pods, polled every 2 ms), the time until every pod was reconciled once,
+//! and its peak RSS. Medians are printed at the end; the README records them.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
+use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
+use ctrlkit::workqueue::WorkQueue;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::{Api, Client, Config};
+use tokio::sync::Notify;
+
+const PEERS: [&str; 2] = ["ctrlkit", "kube-runtime"];
+const RUNS: usize = 3;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let (peer, url, n) = (&args[i + 1], &args[i + 2], args[i + 3].parse().unwrap());
+        return child(peer, url, n);
+    }
+    let sizes: Vec<usize> = args.iter().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let sizes = if sizes.is_empty() { vec![10_000, 30_000] } else { sizes };
+    parent(&sizes);
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    sync_s: f64,
+    all_s: f64,
+    peak_mib: f64,
+}
+
+fn parent(sizes: &[usize]) {
+    let rt = runtime();
+    let exe = std::env::current_exe().unwrap();
+    let mut results = Vec::new();
+    for &n in sizes {
+        let server = rt.block_on(async {
+            let server = ApiServer::start().await.unwrap();
+            fill(&server, n).await;
+            server
+        });
+        let mut samples: Vec<(&str, Sample)> = Vec::new();
+        for run in 0..RUNS {
+            for peer in PEERS {
+                let out = Command::new(&exe)
+                    .args(["--child", peer, &server.url(), &n.to_string()])
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout);
+                let line = text.lines().find(|l| l.starts_with("result ")).unwrap_or_else(|| {
+                    panic!("{peer} child failed: {text}{}", String::from_utf8_lossy(&out.stderr))
+                });
+                let v: Vec<f64> =
+                    line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+                let s = Sample { sync_s: v[0], all_s: v[1], peak_mib: v[2] };
+                eprintln!(
+                    "{n} pods, run {run}, {peer}: sync {:.2} s, all reconciled {:.2} s, peak {:.0} MiB",
+                    s.sync_s, s.all_s, s.peak_mib
+                );
+                samples.push((peer, s));
+            }
+        }
+        for peer in PEERS {
+            let mut of: Vec<Sample> =
+                samples.iter().filter(|(p, _)| *p == peer).map(|(_, s)| *s).collect();
+            let median = |f: fn(&Sample) -> f64, of: &mut Vec<Sample>| {
+                of.sort_by(|a, b| f(a).total_cmp(&f(b)));
+                f(&of[of.len() / 2])
+            };
+            let (sync, all, peak) = (
+                median(|s| s.sync_s, &mut of),
+                median(|s| s.all_s, &mut of),
+                median(|s| s.peak_mib, &mut of),
+            );
+            results.push(format!("| {n} | {peer} | {sync:.2} s | {peak:.0} MiB | {all:.2} s |"));
+        }
+        drop(server);
+    }
+    println!("| pods | peer | sync | peak RSS | all reconciled once |");
+    println!("|---|---|---|---|---|");
+    for r in results {
+        println!("{r}");
+    }
+}
+
+/// Creates `n` realistic pods with managedFields, 16 requests in flight.
+async fn fill(server: &ApiServer, n: usize) {
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let next = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (pods, next) = (pods.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return;
+                    }
+                    let pod: Pod =
+                        serde_json::from_value(realistic_pod("default", i, true)).unwrap();
+                    pods.create(&Default::default(), &pod).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// Counts reconciles and wakes the waiter when every pod had one.
+struct Counter {
+    seen: AtomicUsize,
+    want: usize,
+    done: Notify,
+}
+
+impl Counter {
+    fn hit(&self) {
+        if self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.want {
+            self.done.notify_one();
+        }
+    }
+}
+
+struct Noop(Arc<Counter>);
+
+#[async_trait]
+impl Reconciler for Noop {
+    type Object = Pod;
+    type Error = std::convert::Infallible;
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+        self.0.hit();
+        Ok(Action::done())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("never")]
+struct Never;
+
+fn child(peer: &str, url: &str, n: usize) {
+    if let Ok(filter) = std::env::var("CHILD_LOG") {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+    let rt = runtime();
+    let (sync, all) = rt.block_on(async {
+        let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
+        let api: Api<Pod> = Api::all(client);
+        let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
+        let start = Instant::now();
+        match peer {
+            "ctrlkit" => {
+                let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+                let informer = Informer::new(ListWatch::new(api));
+                informer.add_event_handler(enqueue_handler(queue.clone()));
+                let controller = Controller::new(queue, informer.indexer(), informer.clone());
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let run = tokio::spawn({
+                    let counter = counter.clone();
+                    async move {
+                        controller
+                            .run(Noop(counter), 1, async {
+                                let _ = stopped.await;
+                            })
+                            .await
+                    }
+                });
+                assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+                let sync = start.elapsed();
+                counter.done.notified().await;
+                let all = start.elapsed();
+                let _ = stop.send(());
+                let _ = run.await;
+                (sync, all)
+            }
+            _ => {
+                use kube_runtime::controller::{Action as KAction, Controller as KController};
+                let controller = KController::new(api, kube_runtime::watcher::Config::default());
+                let store = controller.store();
+                let ctx = counter.clone();
+                let done = counter.clone();
+                let runner = tokio::spawn(
+                    controller
+                        .run(
+                            |_pod: Arc<Pod>, ctx: Arc<Counter>| async move {
+                                ctx.hit();
+                                Ok::<_, Never>(KAction::await_change())
+                            },
+                            |_, _, _| KAction::await_change(),
+                            ctx,
+                        )
+                        .for_each(|_| async {}),
+                );
+                // The store fills at once when the first list is done. (Its `wait_until_ready`
+                // did not return in this setting, though the controller logged it ready.)
+                while store.state().len() < n {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let sync = start.elapsed();
+                let finished = tokio::time::timeout(Duration::from_secs(60), async {
+                    if done.seen.load(Ordering::SeqCst) < n {
+                        done.done.notified().await;
+                    }
+                });
+                assert!(
+                    finished.await.is_ok(),
+                    "kube-runtime reconciled {} of {n}",
+                    done.seen.load(Ordering::SeqCst)
+                );
+                let all = start.elapsed();
+                runner.abort();
+                (sync, all)
+            }
+        }
+    });
+    let peak = peak_rss_kib() as f64 / 1024.0;
+    println!("result {} {} {}", sync.as_secs_f64(), all.as_secs_f64(), peak);
+}
