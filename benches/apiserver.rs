@@ -13,16 +13,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use ctrlkit::testing::ApiServer;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
+mod support;
+use support::{create_pods, runtime};
 
 /// Resident memory of this process, in bytes.
 fn rss() -> usize {
@@ -34,37 +33,12 @@ fn rss() -> usize {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Creates `n` realistic pods in `namespace`, 16 requests in flight.
-async fn create_pods(server: &ApiServer, namespace: &str, n: usize) {
-    let pods: Api<Pod> = Api::namespaced(server.client(), namespace);
-    let next = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let (pods, next, namespace) = (pods.clone(), next.clone(), namespace.to_owned());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        return;
-                    }
-                    let pod: Pod =
-                        serde_json::from_value(realistic_pod(&namespace, i, false)).unwrap();
-                    pods.create(&PostParams::default(), &pod).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 fn memory_per_pod(rt: &tokio::runtime::Runtime) {
     rt.block_on(async {
         let server = ApiServer::start().await.unwrap();
         let before = rss();
         let started = Instant::now();
-        create_pods(&server, "default", 100_000).await;
+        create_pods(&server, "default", 100_000, false).await;
         let took = started.elapsed();
         let after = rss();
         assert!(server.object_count() >= 100_000, "the server holds 100,000 pods");
@@ -171,7 +145,7 @@ fn bench(c: &mut Criterion) {
 
     let server = rt.block_on(async {
         let server = ApiServer::start().await.unwrap();
-        create_pods(&server, "default", 10_000).await;
+        create_pods(&server, "default", 10_000, false).await;
         let cm: ConfigMap = serde_json::from_value(json!({
             "metadata": { "name": "bench", "labels": { "app": "bench" } },
             "data": { "counter": "0", "note": "a small object, changed 1,000 times" }

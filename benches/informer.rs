@@ -24,19 +24,18 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
 use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
-use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
+use ctrlkit::testing::ApiServer;
 use ctrlkit::workqueue::WorkQueue;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::{Api, Client, Config};
 use tokio::sync::Notify;
 
+mod support;
+use support::{create_pods, runtime};
+
 const PEERS: [&str; 2] = ["ctrlkit", "kube-runtime"];
 const RUNS: usize = 3;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
 
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -72,7 +71,7 @@ fn parent(sizes: &[usize]) {
     for &n in sizes {
         let server = rt.block_on(async {
             let server = ApiServer::start().await.unwrap();
-            fill(&server, n).await;
+            create_pods(&server, "default", n, true).await;
             server
         });
         let mut samples: Vec<(&str, Sample)> = Vec::new();
@@ -116,31 +115,6 @@ fn parent(sizes: &[usize]) {
     println!("|---|---|---|---|---|");
     for r in results {
         println!("{r}");
-    }
-}
-
-/// Creates `n` realistic pods with managedFields, 16 requests in flight.
-async fn fill(server: &ApiServer, n: usize) {
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    let next = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let (pods, next) = (pods.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        return;
-                    }
-                    let pod: Pod =
-                        serde_json::from_value(realistic_pod("default", i, true)).unwrap();
-                    pods.create(&Default::default(), &pod).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
     }
 }
 

@@ -119,6 +119,17 @@ fn namespace_range(ns: &str) -> (Bound<String>, Bound<String>) {
     (Bound::Included(format!("{ns}/")), Bound::Excluded(format!("{ns}0")))
 }
 
+/// The objects of one type (in `namespace`, if given), in key order.
+fn objects_in(
+    objects: &BTreeMap<String, Arc<StoredObject>>,
+    namespace: Option<&str>,
+) -> Vec<Arc<StoredObject>> {
+    match namespace {
+        Some(ns) => objects.range(namespace_range(ns)).map(|(_, o)| o.clone()).collect(),
+        None => objects.values().cloned().collect(),
+    }
+}
+
 /// A write transaction; see [`Store::write`].
 pub(crate) struct Txn<'a> {
     state: &'a mut State,
@@ -131,64 +142,45 @@ impl Txn<'_> {
     }
 
     /// Stores `value` under `key` at a new resourceVersion, which it writes into the object.
-    pub(crate) fn put(
+    pub(crate) fn put(&mut self, resource: usize, key: &str, value: Value) -> Arc<StoredObject> {
+        self.commit(resource, key, value, false)
+    }
+
+    /// Removes `key`; `last` is the object's final state, stored at the delete's version.
+    pub(crate) fn remove(&mut self, resource: usize, key: &str, last: Value) -> Arc<StoredObject> {
+        self.commit(resource, key, last, true)
+    }
+
+    /// One write at the next resourceVersion: the object's new (or, for a delete, final)
+    /// state, and the change that the history and the watchers receive.
+    fn commit(
         &mut self,
         resource: usize,
         key: &str,
         mut value: Value,
+        delete: bool,
     ) -> Arc<StoredObject> {
         self.state.rv += 1;
         let rv = self.state.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(StoredObject::new(rv, &value));
-        let prev = self.state.objects[resource].insert(key.to_owned(), object.clone());
-        let kind = if prev.is_some() { ChangeType::Modified } else { ChangeType::Added };
-        self.record(Change {
-            rv,
-            resource,
-            kind,
-            key: key.to_owned(),
-            object: object.clone(),
-            prev,
-        });
-        object
-    }
-
-    /// Removes `key`; `last` is the object's final state, stored at the delete's version.
-    pub(crate) fn remove(
-        &mut self,
-        resource: usize,
-        key: &str,
-        mut last: Value,
-    ) -> Arc<StoredObject> {
-        self.state.rv += 1;
-        let rv = self.state.rv;
-        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let object = Arc::new(StoredObject::new(rv, &last));
-        let prev = self.state.objects[resource].remove(key);
-        let kind = ChangeType::Deleted;
-        self.record(Change {
-            rv,
-            resource,
-            kind,
-            key: key.to_owned(),
-            object: object.clone(),
-            prev,
-        });
+        let objects = &mut self.state.objects[resource];
+        let (prev, kind) = if delete {
+            (objects.remove(key), ChangeType::Deleted)
+        } else {
+            let prev = objects.insert(key.to_owned(), object.clone());
+            let kind = if prev.is_some() { ChangeType::Modified } else { ChangeType::Added };
+            (prev, kind)
+        };
+        let change =
+            Change { rv, resource, kind, key: key.to_owned(), object: object.clone(), prev };
+        self.changes.push(Arc::new(change));
         object
     }
 
     /// Objects of `resource` (in `namespace`, if given), in key order.
     pub(crate) fn list(&self, resource: usize, namespace: Option<&str>) -> Vec<Arc<StoredObject>> {
-        let objects = &self.state.objects[resource];
-        match namespace {
-            Some(ns) => objects.range(namespace_range(ns)).map(|(_, o)| o.clone()).collect(),
-            None => objects.values().cloned().collect(),
-        }
-    }
-
-    fn record(&mut self, change: Change) {
-        self.changes.push(Arc::new(change));
+        objects_in(&self.state.objects[resource], namespace)
     }
 }
 
@@ -367,11 +359,7 @@ impl Store {
         namespace: Option<&str>,
     ) -> (u64, Vec<Arc<StoredObject>>, ChangeReceiver) {
         let state = self.lock();
-        let objects = &state.objects[resource];
-        let snapshot = match namespace {
-            Some(ns) => objects.range(namespace_range(ns)).map(|(_, o)| o.clone()).collect(),
-            None => objects.values().cloned().collect(),
-        };
+        let snapshot = objects_in(&state.objects[resource], namespace);
         (state.rv, snapshot, self.changes.subscribe())
     }
 

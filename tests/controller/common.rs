@@ -98,3 +98,12 @@ pub fn shutdown() -> (tokio::sync::oneshot::Sender<()>, impl std::future::Future
         let _ = rx.await;
     })
 }
+
+/// Runs `informer` on its own task until the returned guard is dropped (or fired).
+pub fn start<K: ctrlkit::cache::InformerObject>(
+    informer: &ctrlkit::cache::Informer<K>,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = shutdown();
+    let informer = informer.clone();
+    (stop, tokio::spawn(async move { informer.run(stopped).await }))
+}

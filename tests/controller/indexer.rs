@@ -32,11 +32,7 @@ async fn custom_and_namespace_indexes_answer_and_follow_changes() {
     let indexer = inf.indexer();
     indexer.add_index("by-app", app).unwrap();
     assert_eq!(indexer.add_index("by-app", app), Err(IndexError::Conflict("by-app".into())));
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     eventually("three pods cached", || indexer.len() == 3).await;
 
     let mut web: Vec<String> =

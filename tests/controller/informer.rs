@@ -26,11 +26,7 @@ async fn initial_sync_lists_page_by_page_and_fills_the_store() {
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
     assert!(!inf.has_synced());
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let (stop, run) = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     assert_eq!(inf.indexer().len(), 5);
     assert_eq!(server.requests().list, 3, "five pods in pages of two");
@@ -47,11 +43,7 @@ async fn adds_updates_and_deletes_reach_the_store_then_the_handlers() {
     let inf = informer(&pods);
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     create(&pods, &["a"]).await;
     pods.patch(
@@ -78,11 +70,7 @@ async fn a_dropped_watch_resumes_from_the_last_version_without_a_relist() {
     let inf = informer(&pods);
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     eventually("a watch", || server.requests().watch == 1).await;
     for round in 0..3 {
@@ -111,11 +99,7 @@ async fn a_410_relists_and_delivers_tombstones_for_deletes_missed_while_disconne
     let inf = informer(&pods);
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     let lists_before = server.requests().list;
 
@@ -161,11 +145,7 @@ async fn resync_replays_the_cache_as_updates() {
         Informer::builder(ListWatch::new(pods.clone())).resync(Duration::from_millis(150)).build();
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     eventually("two resyncs of both pods", || {
         rec.count(|s| matches!(s, Seen::Update(_, true))) >= 4
     })
@@ -178,11 +158,7 @@ async fn a_handler_added_late_first_receives_the_current_contents() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["a", "b"]).await;
     let inf = informer(&pods);
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     let late = Recorder::default();
     inf.add_event_handler(late.clone());
@@ -206,11 +182,7 @@ async fn a_panicking_handler_keeps_receiving() {
             assert_ne!(p.metadata.name.as_deref(), Some("boom"), "handler panics on boom");
         },
     ));
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     create(&pods, &["boom", "after"]).await;
     eventually("the add after the panic", || rec.seen().contains(&Seen::Add("after".into()))).await;
 }
@@ -227,11 +199,7 @@ async fn transform_runs_before_objects_are_stored() {
             p
         })
         .build();
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     let cached = inf.indexer().get_by_key("default/a").unwrap();
     assert_eq!(
@@ -249,11 +217,7 @@ async fn streaming_lists_sync_without_a_list_request_and_fall_back_when_refused(
         .streaming_list(true)
         .backoff(fast_backoff())
         .build();
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = streaming.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&streaming);
     assert!(wait_for_cache_sync(&[&streaming], std::future::pending()).await);
     assert_eq!(streaming.indexer().len(), 2);
     assert_eq!(server.requests().list, 0, "synced from the watch alone");
@@ -266,11 +230,7 @@ async fn streaming_lists_sync_without_a_list_request_and_fall_back_when_refused(
         .streaming_list(true)
         .backoff(fast_backoff())
         .build();
-    let (_stop2, stopped2) = shutdown();
-    tokio::spawn({
-        let inf = fallback.clone();
-        async move { inf.run(stopped2).await }
-    });
+    let _running = start(&fallback);
     assert!(wait_for_cache_sync(&[&fallback], std::future::pending()).await);
     assert_eq!(fallback.indexer().len(), 3);
     assert_eq!(server.requests().list, 1, "fell back to list + watch");
@@ -283,11 +243,7 @@ async fn list_failures_back_off_and_recover() {
     create(&pods, &["a"]).await;
     server.faults().fail_next(3, Failure::InternalError);
     let inf = informer(&pods);
-    let (_stop, stopped) = shutdown();
-    tokio::spawn({
-        let inf = inf.clone();
-        async move { inf.run(stopped).await }
-    });
+    let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     assert_eq!(server.requests().list, 4, "three failed lists, then one that worked");
     assert_eq!(inf.indexer().len(), 1);
@@ -316,14 +272,9 @@ async fn managed_fields_are_dropped_unless_kept() {
     );
     let lean = Informer::new(ListWatch::new(pods.clone()));
     let full = Informer::builder(ListWatch::new(pods.clone())).keep_managed_fields(true).build();
-    for inf in [&lean, &full] {
-        let (_stop, stopped) = shutdown();
-        tokio::spawn({
-            let inf = inf.clone();
-            async move { inf.run(stopped).await }
-        });
-        assert!(wait_for_cache_sync(&[inf], std::future::pending()).await);
-    }
+    let _lean = start(&lean);
+    let _full = start(&full);
+    assert!(wait_for_cache_sync(&[&lean, &full], std::future::pending()).await);
     assert!(
         lean.indexer().get_by_key("default/web-000001").unwrap().metadata.managed_fields.is_none()
     );

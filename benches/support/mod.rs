@@ -1,0 +1,40 @@
+//! What the API server benchmarks share: the runtime and filling a server with pods.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::Api;
+use kube_client::api::PostParams;
+
+/// Two worker threads: the machine has two cores, and the peers are measured that way.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// Creates `n` realistic pods in `namespace`, 16 requests in flight.
+pub async fn create_pods(server: &ApiServer, namespace: &str, n: usize, managed_fields: bool) {
+    let pods: Api<Pod> = Api::namespaced(server.client(), namespace);
+    let next = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (pods, next, namespace) = (pods.clone(), next.clone(), namespace.to_owned());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return;
+                    }
+                    let pod: Pod =
+                        serde_json::from_value(realistic_pod(&namespace, i, managed_fields))
+                            .unwrap();
+                    pods.create(&PostParams::default(), &pod).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
