@@ -37,6 +37,7 @@ use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::handler::{Deleted, DeletedFinalStateUnknown, Notification, ResourceEventHandler};
+use super::strip::strip_managed_fields;
 use super::{Indexer, ListWatch, ObjectKey, meta_namespace_key_func};
 
 /// The bound of every object an informer can cache.
@@ -76,6 +77,10 @@ pub enum InformerError {
     /// The server sent an `ERROR` event.
     #[error("watch returned an error event: {0}")]
     Event(String),
+    /// A watch ended within a second having delivered nothing: treated as a failure, as
+    /// client-go's reflector does, so a server that drops watches at once is not hammered.
+    #[error("watch from resourceVersion {0:?} closed within a second with no events")]
+    ShortWatch(String),
     /// A streaming list ended before its initial events did.
     #[error("streaming list ended before its initial events did")]
     StreamingListCut,
@@ -435,7 +440,8 @@ impl<K: InformerObject> Informer<K> {
     /// the cores. Each page is transformed (managedFields dropped) as soon as it is decoded,
     /// which keeps the peak memory of a large list down.
     async fn list(&self) -> Result<String, InformerError> {
-        let mut decoding: VecDeque<JoinHandle<Result<Vec<K>, serde_json::Error>>> = VecDeque::new();
+        let mut decoding: VecDeque<JoinHandle<Result<Vec<Arc<K>>, serde_json::Error>>> =
+            VecDeque::new();
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         let mut paginate = true;
@@ -465,8 +471,13 @@ impl<K: InformerObject> Informer<K> {
             }
             let this = self.clone();
             decoding.push_back(tokio::task::spawn_blocking(move || {
+                let text = match this.inner.config.keep_managed_fields {
+                    true => text,
+                    false => strip_managed_fields(&text).unwrap_or(text),
+                };
                 let page: ObjectList<K> = serde_json::from_str(&text)?;
-                Ok(page.items.into_iter().map(|o| this.transformed(o)).collect())
+                // Into an `Arc` on the decoding thread: the store's final allocation, made once.
+                Ok(page.items.into_iter().map(|o| Arc::new(this.transformed(o))).collect())
             }));
             match head.metadata.continue_.filter(|t| !t.is_empty()) {
                 Some(next) => token = Some(next),
@@ -495,12 +506,12 @@ impl<K: InformerObject> Informer<K> {
             Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
-        let mut items: HashMap<ObjectKey, K> = HashMap::new();
+        let mut items: HashMap<ObjectKey, Arc<K>> = HashMap::new();
         while let Some(event) = stream.next().await {
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     if let Ok(key) = meta_namespace_key_func(&o) {
-                        items.insert(key, self.transformed(o));
+                        items.insert(key, Arc::new(self.transformed(o)));
                     }
                 }
                 Ok(WatchEvent::Deleted(o)) => {
@@ -538,8 +549,31 @@ impl<K: InformerObject> Informer<K> {
         Err(StreamingError::Failed(InformerError::StreamingListCut))
     }
 
-    /// Applies a watch stream's events until it ends.
+    /// Applies a watch stream's events until it ends; a watch that closes within a second
+    /// with no events at all counts as a failure.
     async fn consume(
+        &self,
+        stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
+        rv: String,
+    ) -> WatchEnd {
+        let started = tokio::time::Instant::now();
+        let events = std::sync::atomic::AtomicUsize::new(0);
+        let counted = stream.inspect(|_| {
+            events.fetch_add(1, Ordering::Relaxed);
+        });
+        match self.consume_inner(counted, rv).await {
+            WatchEnd::Closed(rv)
+                if events.load(Ordering::Relaxed) == 0
+                    && started.elapsed() < Duration::from_secs(1) =>
+            {
+                WatchEnd::Failed(Some(rv.clone()), InformerError::ShortWatch(rv))
+            }
+            end => end,
+        }
+    }
+
+    /// Applies a watch stream's events until it ends.
+    async fn consume_inner(
         &self,
         stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
         mut rv: String,
@@ -610,12 +644,12 @@ impl<K: InformerObject> Informer<K> {
 
     /// Replaces the store with `items` (transformed already) and tells the handlers the
     /// difference.
-    fn replace(&self, items: Vec<K>) {
+    fn replace(&self, items: Vec<Arc<K>>) {
         let mut fresh = HashMap::with_capacity(items.len());
         for object in items {
-            match meta_namespace_key_func(&object) {
+            match meta_namespace_key_func(object.as_ref()) {
                 Ok(key) => {
-                    fresh.insert(key, Arc::new(object));
+                    fresh.insert(key, object);
                 }
                 Err(_) => tracing::warn!("ignoring a listed object without a name"),
             }
@@ -672,8 +706,8 @@ struct ListHead {
 /// The objects of a page decoded on a blocking thread. A decoding thread that panicked
 /// (a bug in a transform) is reported as a decode error rather than tearing the informer down.
 async fn join_decode<K>(
-    task: JoinHandle<Result<Vec<K>, serde_json::Error>>,
-) -> Result<Vec<K>, serde_json::Error> {
+    task: JoinHandle<Result<Vec<Arc<K>>, serde_json::Error>>,
+) -> Result<Vec<Arc<K>>, serde_json::Error> {
     match task.await {
         Ok(result) => result,
         Err(join) => Err(serde::de::Error::custom(format!("decoding a list page failed: {join}"))),

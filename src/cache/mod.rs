@@ -25,6 +25,7 @@ mod indexer;
 mod informer;
 mod list_watch;
 mod object_key;
+mod strip;
 
 pub use backoff::BackoffConfig;
 pub use handler::{
