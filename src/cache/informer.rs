@@ -149,7 +149,22 @@ struct Inner<K> {
     random: RandomState,
 }
 
-/// A shared informer for one kind; cheap to clone. See the [module docs](self).
+/// A shared informer for one kind; cheap to clone.
+///
+/// Its list/watch loop moves between three states:
+///
+/// - relist: a paginated, consistent list (or, in streaming mode, a watch with
+///   `sendInitialEvents`), then an atomic replace of the store, whose difference reaches the
+///   handlers as adds, updates and tombstones;
+/// - watch from the last resourceVersion seen (events and bookmarks alike), with bookmarks and
+///   a server timeout drawn between 5 and 10 minutes; a stream that ends resumes without a
+///   relist, and 410 Expired (an HTTP status or an `ERROR` event) relists;
+/// - back off after any other failure, logged once with its cause: 800 ms doubling to 30 s
+///   with jitter, reset after a healthy period.
+///
+/// The store is updated before the handlers hear of a change, under the lock that also adds
+/// handlers, so a handler added late first receives the current contents as adds, then every
+/// later change, none twice. See also the [`cache`](crate::cache) contract.
 pub struct Informer<K> {
     inner: Arc<Inner<K>>,
 }
