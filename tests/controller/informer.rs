@@ -282,3 +282,41 @@ async fn managed_fields_are_dropped_unless_kept() {
         full.indexer().get_by_key("default/web-000001").unwrap().metadata.managed_fields.is_some()
     );
 }
+
+#[tokio::test]
+async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
+    use ctrlkit::testing::{ApiServer, ResourceType};
+    use kube_client::api::{ApiResource, DynamicObject, PostParams};
+    let server = ApiServer::builder()
+        .resource(ResourceType::new("example.com", "v1", "Widget", "widgets", true))
+        .start()
+        .await
+        .unwrap();
+    let ar = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
+    widgets
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 1}})),
+        )
+        .await
+        .unwrap();
+    let inf = Informer::new(ListWatch::new(widgets.clone()));
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    widgets
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("w2", &ar).data(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
+    eventually("w2 cached", || inf.indexer().get_by_key("default/w2").is_some()).await;
+    assert_eq!(inf.indexer().get_by_key("default/w1").unwrap().data["spec"]["size"], 1);
+}
