@@ -437,11 +437,16 @@ fn start_watch(
             Some(rv) => Start::After(parse_rv(rv)?),
         }
     };
-    let timeout = query
+    let requested = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .filter(|t| *t > 0)
         .map(Duration::from_secs);
+    // An injected lifetime cuts every watch short, whatever the client asked for.
+    let timeout = match (requested, shared.faults.watch_lifetime()) {
+        (Some(t), Some(l)) => Some(t.min(l)),
+        (t, l) => t.or(l),
+    };
     let request = WatchRequest {
         resource: target.resource,
         namespace: target.namespace,

@@ -34,6 +34,7 @@ pub(crate) struct FaultState {
     fail_watches_remaining: AtomicUsize,
     watch_failure: Mutex<Failure>,
     latency: Mutex<Duration>,
+    watch_lifetime: Mutex<Option<Duration>>,
 }
 
 impl Default for FaultState {
@@ -44,6 +45,7 @@ impl Default for FaultState {
             fail_watches_remaining: AtomicUsize::new(0),
             watch_failure: Mutex::new(Failure::InternalError),
             latency: Mutex::new(Duration::ZERO),
+            watch_lifetime: Mutex::new(None),
         }
     }
 }
@@ -86,6 +88,10 @@ impl FaultState {
 
     pub(crate) fn latency(&self) -> Duration {
         *self.latency.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn watch_lifetime(&self) -> Option<Duration> {
+        *self.watch_lifetime.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -131,6 +137,13 @@ impl Faults {
     /// Delays every response by `latency` (zero turns it off).
     pub fn set_latency(&self, latency: Duration) {
         *self.shared.faults.latency.lock().unwrap_or_else(PoisonError::into_inner) = latency;
+    }
+
+    /// Ends every watch opened from now on after `lifetime` (zero: at once, before any
+    /// event), as an overloaded or restarting server does; `None` turns it off.
+    pub fn set_watch_lifetime(&self, lifetime: Option<Duration>) {
+        *self.shared.faults.watch_lifetime.lock().unwrap_or_else(PoisonError::into_inner) =
+            lifetime;
     }
 
     /// Writes a line that is not JSON into every open watch.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
@@ -173,6 +174,13 @@ impl ApiServerBuilder {
         let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
+            // Watch events are small writes: without TCP_NODELAY, Nagle's algorithm and delayed
+            // ACKs hold each back ~40 ms. Go's net package (so kube-apiserver) sets it too.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(err) = tcp.set_nodelay(true) {
+                    tracing::debug!(%err, "could not set TCP_NODELAY");
+                }
+            });
             let serve = axum::serve(listener, router).with_graceful_shutdown(async {
                 let _ = stopped.await;
             });

@@ -139,6 +139,9 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
     tokio::spawn(async move {
         let shared = shared2;
         let deadline = req.timeout.map(|t| Instant::now() + t);
+        if req.timeout.is_some_and(|t| t.is_zero()) {
+            return; // an injected zero lifetime: the watch ends before any event
+        }
         let mut last_rv = start_rv;
         for object in initial.iter().filter(|o| req.matches(o)) {
             if tx.send(Ok(event_line("ADDED", &object.json))).await.is_err() {

@@ -320,3 +320,23 @@ async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
     eventually("w2 cached", || inf.indexer().get_by_key("default/w2").is_some()).await;
     assert_eq!(inf.indexer().get_by_key("default/w1").unwrap().data["spec"]["size"], 1);
 }
+
+#[tokio::test]
+async fn watches_that_end_at_once_are_backed_off_not_hammered() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    server.faults().set_watch_lifetime(Some(Duration::ZERO));
+    let inf = informer(&pods);
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let watches = server.requests().watch;
+    // Backoff of 20 ms doubling to 100 ms allows about ten in 600 ms; a loop without it makes
+    // hundreds.
+    assert!((2..=20).contains(&watches), "{watches} watches in 600 ms");
+    assert_eq!(server.requests().list, 1, "a short watch resumes; it does not relist");
+    server.faults().set_watch_lifetime(None);
+    create(&pods, &["b"]).await;
+    eventually("b after watches recover", || inf.indexer().len() == 2).await;
+}
