@@ -6,14 +6,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
-use kube_client::api::PostParams;
+use kube_client::api::{Patch, PatchParams, PostParams};
 
 /// Two worker threads: the machine has two cores, and the peers are measured that way.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
-/// Creates `n` realistic pods in `namespace`, 16 requests in flight.
+/// Creates `n` realistic pods in `namespace`, 16 requests in flight. Each is created, then
+/// given its running status through `/status` (a server resets a new pod's status to
+/// Pending), so the stored pods are the fixture's full size.
 pub async fn create_pods(server: &ApiServer, namespace: &str, n: usize, managed_fields: bool) {
     let pods: Api<Pod> = Api::namespaced(server.client(), namespace);
     let next = Arc::new(AtomicUsize::new(0));
@@ -26,10 +28,12 @@ pub async fn create_pods(server: &ApiServer, namespace: &str, n: usize, managed_
                     if i >= n {
                         return;
                     }
-                    let pod: Pod =
-                        serde_json::from_value(realistic_pod(&namespace, i, managed_fields))
-                            .unwrap();
+                    let value = realistic_pod(&namespace, i, managed_fields);
+                    let pod: Pod = serde_json::from_value(value.clone()).unwrap();
+                    let name = pod.metadata.name.clone().unwrap();
                     pods.create(&PostParams::default(), &pod).await.unwrap();
+                    let status = Patch::Merge(serde_json::json!({ "status": value["status"] }));
+                    pods.patch_status(&name, &PatchParams::default(), &status).await.unwrap();
                 }
             })
         })
