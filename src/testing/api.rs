@@ -69,11 +69,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         return response;
     }
     let Some((group, version, rest)) = split_group_version(&segments) else {
-        return error_response(&ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-        ));
+        return error_response(&ApiError::no_route());
     };
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
@@ -128,13 +124,7 @@ fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Op
         return None;
     }
     let resources = &shared.registry.store.resources;
-    let not_found = || {
-        error_response(&ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-        ))
-    };
+    let not_found = || error_response(&ApiError::no_route());
     let found =
         |v: Option<Value>| v.map(|v| value_response(StatusCode::OK, &v)).unwrap_or_else(not_found);
     Some(match segments {
@@ -166,15 +156,8 @@ struct Route {
 
 fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Route> {
     let store = &shared.registry.store;
-    let lookup = |plural: &str| {
-        store.resource(group, version, plural).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                "the server could not find the requested resource",
-            )
-        })
-    };
+    let lookup =
+        |plural: &str| store.resource(group, version, plural).ok_or_else(ApiError::no_route);
     let (namespace, plural, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => {
             (Some(*ns), *plural, tail.first().copied(), tail.get(1).copied())
@@ -185,28 +168,16 @@ fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResul
     let resource = lookup(plural)?;
     let rt = &store.resources[resource];
     if namespace.is_some() && !rt.namespaced {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-        ));
+        return Err(ApiError::no_route());
     }
     if namespace.is_none() && rt.namespaced && name.is_some() {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-        ));
+        return Err(ApiError::no_route());
     }
     let status = match sub {
         None => false,
         Some("status") if rt.status_subresource => true,
         Some(_) => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                "the server could not find the requested resource",
-            ));
+            return Err(ApiError::no_route());
         }
     };
     let target =

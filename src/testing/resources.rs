@@ -58,6 +58,18 @@ impl ResourceType {
         }
     }
 
+    /// The `ApiResource` to reach this type as `DynamicObject`s through kube-client
+    /// (`Api::namespaced_with` / `Api::all_with`).
+    pub fn api_resource(&self) -> kube_client::api::ApiResource {
+        kube_client::api::ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
     /// The kind's name in lower case, as discovery's `singularName`.
     pub(crate) fn singular(&self) -> String {
         self.kind.to_lowercase()

@@ -33,6 +33,15 @@ impl ApiError {
             .about(plural, name)
     }
 
+    /// A path that names no resource this server serves.
+    pub(crate) fn no_route() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
     pub(crate) fn already_exists(plural: &str, name: &str) -> Self {
         Self::new(
             StatusCode::CONFLICT,

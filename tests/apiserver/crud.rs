@@ -3,7 +3,6 @@
 use ctrlkit::testing::{ApiServer, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube_client::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube_client::discovery::ApiResource;
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
@@ -298,18 +297,9 @@ async fn deleting_a_namespace_deletes_its_objects() {
 
 #[tokio::test]
 async fn custom_resources_work_with_dynamic_objects() {
-    let server = ApiServer::builder()
-        .resource(ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status())
-        .start()
-        .await
-        .unwrap();
-    let ar = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
+    let widget = ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status();
+    let ar = widget.api_resource();
+    let server = ApiServer::builder().resource(widget).start().await.unwrap();
     let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
     let w = DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 3}}));
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();

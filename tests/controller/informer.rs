@@ -286,19 +286,10 @@ async fn managed_fields_are_dropped_unless_kept() {
 #[tokio::test]
 async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
     use ctrlkit::testing::{ApiServer, ResourceType};
-    use kube_client::api::{ApiResource, DynamicObject, PostParams};
-    let server = ApiServer::builder()
-        .resource(ResourceType::new("example.com", "v1", "Widget", "widgets", true))
-        .start()
-        .await
-        .unwrap();
-    let ar = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
+    use kube_client::api::{DynamicObject, PostParams};
+    let widget = ResourceType::new("example.com", "v1", "Widget", "widgets", true);
+    let ar = widget.api_resource();
+    let server = ApiServer::builder().resource(widget).start().await.unwrap();
     let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
     widgets
         .create(
