@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::discovery;
 use super::patch::PatchType;
+use super::resources::ResourceType;
 use super::registry::Target;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
@@ -43,6 +44,24 @@ fn value_response(code: StatusCode, value: &Value) -> Response {
 
 fn object_response(code: StatusCode, object: &StoredObject) -> Response {
     json_response(code, object.json.clone())
+}
+
+/// The real server's answer to a completed delete of most kinds: a Status naming what went
+/// (its `kind` detail holds the resource, as the real one's does).
+fn deleted_status(rt: &ResourceType, object: &StoredObject) -> Value {
+    let value = object.value();
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": value["metadata"]["name"],
+            "group": rt.group,
+            "kind": rt.plural,
+            "uid": value["metadata"]["uid"],
+        }
+    })
 }
 
 fn error_response(err: &ApiError) -> Response {
@@ -239,7 +258,14 @@ fn serve(
                 .map(|o| object_response(StatusCode::OK, &o))
         }
         ("DELETE", true) => {
-            registry.delete(&target, &body).map(|o| object_response(StatusCode::OK, &o))
+            let rt = registry.rt(&target);
+            registry.delete(&target, &body).map(|deletion| {
+                if deletion.removed && !rt.returns_deleted_object() {
+                    value_response(StatusCode::OK, &deleted_status(rt, &deletion.object))
+                } else {
+                    object_response(StatusCode::OK, &deletion.object)
+                }
+            })
         }
         ("DELETE", false) => delete_collection(shared, &target, query, &body),
         _ => Err(ApiError::method_not_allowed()),
@@ -458,7 +484,7 @@ fn delete_collection(
             name: Some(object.fields.name.clone()),
         };
         match shared.registry.delete(&one, body) {
-            Ok(o) => deleted.push(o.value()),
+            Ok(deletion) => deleted.push(deletion.object.value()),
             Err(e) if e.code == StatusCode::NOT_FOUND => {}
             Err(e) => return Err(e),
         }

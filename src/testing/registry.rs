@@ -318,8 +318,23 @@ impl Registry {
             {
                 return Err(ApiError::conflict(&rt.plural, &name));
             }
-            if status {
-                // The status subresource changes status and nothing else.
+            if status && rt.status_keeps_metadata() {
+                // A built-in kind's status subresource keeps the old spec (everything but
+                // metadata and status) and owner references; labels and annotations change.
+                let mut kept = old.clone();
+                kept["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                kept["metadata"] = new["metadata"].clone();
+                match old["metadata"].get("ownerReferences") {
+                    Some(refs) => kept["metadata"]["ownerReferences"] = refs.clone(),
+                    None => {
+                        if let Some(m) = kept["metadata"].as_object_mut() {
+                            m.remove("ownerReferences");
+                        }
+                    }
+                }
+                new = kept;
+            } else if status {
+                // A custom resource's status subresource changes status and nothing else.
                 let mut only_status = old.clone();
                 only_status["status"] = new.get("status").cloned().unwrap_or(Value::Null);
                 new = only_status;
@@ -361,7 +376,7 @@ impl Registry {
 
     /// DELETE of one object: marks it for deletion while it has finalizers, removes it
     /// otherwise. Deleting a namespace deletes what it holds.
-    pub(crate) fn delete(&self, target: &Target, body: &[u8]) -> ApiResult<Arc<StoredObject>> {
+    pub(crate) fn delete(&self, target: &Target, body: &[u8]) -> ApiResult<Deletion> {
         let options: DeleteOptions = if body.iter().all(u8::is_ascii_whitespace) {
             DeleteOptions::default()
         } else {
@@ -392,22 +407,37 @@ impl Registry {
                     return Err(ApiError::conflict(&rt.plural, &name));
                 }
             }
-            if has_finalizers(&value) {
-                if value["metadata"].get("deletionTimestamp").is_some() {
-                    return Ok(current);
-                }
+            let marked = value["metadata"].get("deletionTimestamp").is_some();
+            // Pods are deleted gracefully: the real server first writes the deletion
+            // timestamp (grace period 0 for a pod no node runs), which watchers see as
+            // MODIFIED, then removes the pod. Objects with finalizers stay, marked.
+            if !marked && (has_finalizers(&value) || rt.is_pod()) {
                 value["metadata"]["deletionTimestamp"] = json!(now());
                 value["metadata"]["deletionGracePeriodSeconds"] = json!(0);
                 let generation = value["metadata"]["generation"].as_i64().unwrap_or(0);
                 value["metadata"]["generation"] = json!(generation + 1);
-                return Ok(txn.put(target.resource, &key, value));
+                let marked = txn.put(target.resource, &key, value.clone());
+                if has_finalizers(&value) {
+                    return Ok(Deletion { object: marked, removed: false });
+                }
+                value = marked.value();
+            } else if has_finalizers(&value) {
+                return Ok(Deletion { object: current, removed: false });
             }
             if rt.is_namespace() {
                 delete_namespace_contents(txn, &self.store, &name);
             }
-            Ok(txn.remove(target.resource, &key, value))
+            Ok(Deletion { object: txn.remove(target.resource, &key, value), removed: true })
         })
     }
+}
+
+/// What a DELETE did.
+pub(crate) struct Deletion {
+    /// The object: its final state if removed, else as marked for deletion.
+    pub(crate) object: Arc<StoredObject>,
+    /// Whether it is gone (rather than held by finalizers).
+    pub(crate) removed: bool,
 }
 
 fn is_builtin_group(group: &str) -> bool {

@@ -87,6 +87,35 @@ impl ResourceType {
     pub(crate) fn is_pod(&self) -> bool {
         self.group.is_empty() && self.plural == "pods"
     }
+
+    /// Whether a completed DELETE answers with the object (as the real server does for the
+    /// kinds below) rather than with a `Status`.
+    pub(crate) fn returns_deleted_object(&self) -> bool {
+        match self.group.as_str() {
+            "" => matches!(
+                self.plural.as_str(),
+                "pods"
+                    | "namespaces"
+                    | "services"
+                    | "serviceaccounts"
+                    | "persistentvolumes"
+                    | "persistentvolumeclaims"
+                    | "resourcequotas"
+                    | "podtemplates"
+            ),
+            "storage.k8s.io" => matches!(
+                self.plural.as_str(),
+                "storageclasses" | "csidrivers" | "csinodes" | "volumeattachments"
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether `/status` keeps metadata changes too, as built-in kinds' status strategies
+    /// do (custom resources keep nothing but status).
+    pub(crate) fn status_keeps_metadata(&self) -> bool {
+        self.group.is_empty() || self.group.ends_with(".k8s.io") || !self.group.contains('.')
+    }
 }
 
 /// The types every server has: core/v1 pods, namespaces, configmaps, secrets, services,

@@ -107,6 +107,18 @@ fn error_line(status: &Value) -> Bytes {
     event_line("ERROR", status.to_string().as_bytes())
 }
 
+/// When the next bookmark is due, as the real server's watch cache decides: every `period`,
+/// and 2 s before the watch's deadline; none once that has passed.
+fn next_bookmark_time(now: Instant, period: Duration, deadline: Option<Instant>) -> Option<Instant> {
+    let periodic = now + period;
+    let Some(deadline) = deadline else {
+        return Some(periodic);
+    };
+    let before_timeout = deadline.checked_sub(Duration::from_secs(2))?;
+    let at = periodic.min(before_timeout);
+    (at >= now).then_some(at)
+}
+
 /// Starts the watch and returns the streaming response.
 pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
     let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
@@ -162,8 +174,14 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
             }
         }
         let period = shared.bookmark_interval;
-        let mut bookmarks = tokio::time::interval_at(Instant::now() + period, period);
+        let mut next_bookmark = next_bookmark_time(Instant::now(), period, deadline);
         loop {
+            let bookmark_due = async {
+                match next_bookmark {
+                    Some(at) if req.bookmarks => tokio::time::sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
             let timeout = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -187,7 +205,15 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                     }
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
                 },
-                _ = bookmarks.tick(), if req.bookmarks => bookmark_line(&shared, req.resource, last_rv, false),
+                _ = bookmark_due => {
+                    next_bookmark = next_bookmark_time(Instant::now(), period, deadline);
+                    // As the real server: a bookmark only once something changed after the
+                    // watch's starting version.
+                    if last_rv <= start_rv {
+                        continue;
+                    }
+                    bookmark_line(&shared, req.resource, last_rv, false)
+                }
                 signal = control.recv() => match signal {
                     Ok(WatchSignal::Close) | Err(_) => return,
                     Ok(WatchSignal::Malformed) => Bytes::from_static(b"{this is not json\n"),

@@ -1,23 +1,22 @@
 //! create, get, update, patch, delete, status, finalizers, custom resources.
 
-use ctrlkit::testing::{ApiServer, ResourceType};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_client::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
+use crate::support::Target;
 
-#[tokio::test]
-async fn create_sets_server_fields_and_the_path_namespace() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+pub async fn create_sets_server_fields_and_the_path_namespace(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let created =
         pods.create(&PostParams::default(), &pod("web-0", json!({"app": "web"}))).await.unwrap();
-    assert_eq!(created.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(created.metadata.namespace.as_deref(), Some(t.ns.as_str()));
     assert!(created.metadata.uid.as_ref().is_some_and(|u| u.len() == 36));
     assert!(created.metadata.creation_timestamp.is_some());
-    assert_eq!(created.metadata.generation, Some(1));
     assert!(rv(&created) > 0);
     let got = pods.get("web-0").await.unwrap();
     assert_eq!(got.metadata.uid, created.metadata.uid);
@@ -32,10 +31,9 @@ async fn create_sets_server_fields_and_the_path_namespace() {
     assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 5, "{name}");
 }
 
-#[tokio::test]
-async fn create_refuses_duplicates_missing_namespaces_and_bad_names() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+pub async fn create_refuses_duplicates_missing_namespaces_and_bad_names(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
     assert_eq!(
         api_error(pods.create(&PostParams::default(), &pod("a", json!({}))).await),
@@ -62,10 +60,9 @@ async fn create_refuses_duplicates_missing_namespaces_and_bad_names() {
     );
 }
 
-#[tokio::test]
-async fn errors_are_status_objects_with_code_reason_and_message() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     match pods.get("missing").await {
         Err(kube_client::Error::Api(status)) => {
             assert_eq!(status.code, 404);
@@ -76,16 +73,16 @@ async fn errors_are_status_objects_with_code_reason_and_message() {
     }
 }
 
-#[tokio::test]
-async fn update_conflicts_on_a_stale_version_and_bumps_generation_only_for_spec() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource(
+    t: &Target,
+) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let v1 = pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
     let mut labelled = v1.clone();
     labelled.labels_mut().insert("tier".into(), "front".into());
     let v2 = pods.replace("p", &PostParams::default(), &labelled).await.unwrap();
     assert!(rv(&v2) > rv(&v1));
-    assert_eq!(v2.metadata.generation, Some(1), "a metadata change keeps generation");
     assert_eq!(
         api_error(pods.replace("p", &PostParams::default(), &v1).await),
         (409, "Conflict".into())
@@ -94,9 +91,9 @@ async fn update_conflicts_on_a_stale_version_and_bumps_generation_only_for_spec(
     let mut respec = v2.clone();
     respec.spec.as_mut().unwrap().containers[0].image = Some("busybox:1.37".into());
     let v3 = pods.replace("p", &PostParams::default(), &respec).await.unwrap();
-    assert_eq!(v3.metadata.generation, Some(2), "a spec change bumps generation");
+    assert_eq!(v3.spec.as_ref().unwrap().containers[0].image.as_deref(), Some("busybox:1.37"));
 
-    // Status goes through /status only, and keeps generation.
+    // Status goes through /status only.
     let mut with_status = v3.clone();
     with_status.status.as_mut().unwrap().phase = Some("Running".into());
     let v4 = pods.replace("p", &PostParams::default(), &with_status).await.unwrap();
@@ -105,14 +102,16 @@ async fn update_conflicts_on_a_stale_version_and_bumps_generation_only_for_spec(
         Some("Pending"),
         "the main endpoint ignores status"
     );
-    assert_eq!(rv(&v4), rv(&v3), "so nothing changed and nothing was written");
     let mut fresh = pods.get("p").await.unwrap();
     fresh.status.as_mut().unwrap().phase = Some("Running".into());
-    fresh.labels_mut().insert("ignored".into(), "by /status".into());
+    fresh.spec.as_mut().unwrap().containers[0].image = Some("ignored:by-status".into());
     let v6 = pods.replace_status("p", &PostParams::default(), &fresh).await.unwrap();
     assert_eq!(v6.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
-    assert!(!v6.labels().contains_key("ignored"), "/status changes nothing but status");
-    assert_eq!(v6.metadata.generation, Some(2));
+    assert_eq!(
+        v6.spec.as_ref().unwrap().containers[0].image.as_deref(),
+        Some("busybox:1.37"),
+        "/status leaves the spec alone"
+    );
     assert_eq!(
         api_error(pods.replace_status("p", &PostParams::default(), &fresh).await).0,
         409,
@@ -124,10 +123,9 @@ async fn update_conflicts_on_a_stale_version_and_bumps_generation_only_for_spec(
     assert_eq!(rv(&same), rv(&v6));
 }
 
-#[tokio::test]
-async fn patches_merge_json_and_strategic() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn patches_merge_json_and_strategic(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     pods.create(&PostParams::default(), &pod("p", json!({"a": "1"}))).await.unwrap();
     let pp = PatchParams::default();
     let p = pods
@@ -141,33 +139,67 @@ async fn patches_merge_json_and_strategic() {
     .unwrap();
     let p = pods.patch("p", &pp, &Patch::Json::<()>(ops)).await.unwrap();
     assert_eq!(p.annotations().get("x").map(String::as_str), Some("y"));
-    let p = pods
-        .patch(
-            "p",
-            &pp,
-            &Patch::Strategic(json!({"spec": {"containers": [
-                {"name": "main", "env": [{"name": "B", "value": "2"}]},
-                {"name": "sidecar", "image": "envoy"}
-            ]}})),
-        )
-        .await
-        .unwrap();
-    let containers = &p.spec.as_ref().unwrap().containers;
-    assert_eq!(containers.len(), 2, "containers merge by name");
-    let env: Vec<_> = containers[0].env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(env, ["A", "B"], "env merges by name");
-    assert_eq!(containers[0].image.as_deref(), Some("busybox:1.36"));
+    // Strategic merge: lists merge by their key, so naming one container changes it alone.
     let p = pods
         .patch(
             "p",
             &pp,
             &Patch::Strategic(
-                json!({"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}),
+                json!({"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}}),
             ),
         )
         .await
         .unwrap();
-    assert_eq!(p.spec.unwrap().containers.len(), 1);
+    let containers = &p.spec.as_ref().unwrap().containers;
+    assert_eq!(containers.len(), 1, "containers merge by name");
+    assert_eq!(containers[0].image.as_deref(), Some("busybox:1.37"));
+    let env: Vec<_> = containers[0].env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(env, ["A"], "the rest of the container is kept");
+    // A pod's container list cannot change; a service's ports can: they merge by port.
+    let services: Api<Service> = Api::namespaced(t.client.clone(), &t.ns);
+    let svc = serde_json::from_value(json!({
+        "metadata": {"name": "s"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let ports = |s: Service| -> Vec<(i32, String)> {
+        s.spec
+            .unwrap()
+            .ports
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let target = match p.target_port {
+                    Some(IntOrString::Int(i)) => i.to_string(),
+                    Some(IntOrString::String(s)) => s,
+                    None => String::new(),
+                };
+                (p.port, target)
+            })
+            .collect()
+    };
+    let s = services
+        .patch(
+            "s",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"ports": [
+                {"port": 80, "targetPort": 9090},
+                {"name": "https", "port": 443, "targetPort": 8443}
+            ]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ports(s), [(80, "9090".into()), (443, "8443".into())]);
+    let s = services
+        .patch(
+            "s",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"ports": [{"port": 443, "$patch": "delete"}]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ports(s), [(80, "9090".into())]);
     let stale = pods
         .patch(
             "p",
@@ -197,29 +229,32 @@ async fn patches_merge_json_and_strategic() {
     assert_eq!(api_error(bad).0, 422);
 }
 
-#[tokio::test]
-async fn status_patch_changes_only_status() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+/// A pod's status subresource takes status and metadata, never spec (the real server's pod
+/// status strategy); a custom resource's takes status alone (in the custom resource case).
+pub async fn status_patch_changes_status_and_labels_but_not_spec(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
     let p = pods
         .patch_status(
             "p",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}),
-            ),
+            &Patch::Merge(json!({
+                "status": {"phase": "Running"},
+                "metadata": {"labels": {"x": "y"}},
+                "spec": {"activeDeadlineSeconds": 60}
+            })),
         )
         .await
         .unwrap();
     assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"));
-    assert!(p.metadata.labels.unwrap_or_default().is_empty());
+    assert_eq!(p.metadata.labels.unwrap_or_default().get("x").map(String::as_str), Some("y"));
+    assert_eq!(p.spec.unwrap().active_deadline_seconds, None, "spec is not the status's");
 }
 
-#[tokio::test]
-async fn delete_with_finalizers_waits_for_them() {
-    let (_s, client) = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+pub async fn delete_with_finalizers_waits_for_them(t: &Target) {
+    let client = t.client.clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client, &t.ns);
     let cm: ConfigMap = serde_json::from_value(
         json!({"metadata": {"name": "c", "finalizers": ["example.com/hold"]}, "data": {"k": "v"}}),
     )
@@ -245,16 +280,22 @@ async fn delete_with_finalizers_waits_for_them() {
     )
     .await
     .unwrap();
-    let gone = cms.delete("d", &DeleteParams::default()).await.unwrap().left().expect("the object");
-    assert_eq!(gone.name_any(), "d");
+    // A completed delete answers with a Status for most kinds, with the object for pods.
+    let gone = cms.delete("d", &DeleteParams::default()).await.unwrap();
+    let status = gone.right().expect("a Status for a configmap");
+    assert_eq!(status.details.map(|d| d.name).as_deref(), Some("d"));
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create_pods(&pods, ["p".to_owned()]).await;
+    let pod = pods.delete("p", &DeleteParams::default()).await.unwrap().left().expect("a pod");
+    assert!(pod.metadata.deletion_timestamp.is_some(), "the pod as it was marked and removed");
+    assert_eq!(api_error(pods.get("p").await).0, 404);
     assert_eq!(api_error(cms.get("d").await).0, 404);
     assert_eq!(api_error(cms.delete("d", &DeleteParams::default()).await).0, 404);
 }
 
-#[tokio::test]
-async fn delete_preconditions_and_collections() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn delete_preconditions_and_collections(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, (0..3).map(|i| format!("p{i}"))).await;
     let dp = DeleteParams {
         preconditions: Some(kube_client::api::Preconditions {
@@ -278,37 +319,53 @@ async fn delete_preconditions_and_collections() {
     assert_eq!(left, ["p0", "p2"]);
 }
 
-#[tokio::test]
-async fn deleting_a_namespace_deletes_its_objects() {
-    let (_s, client) = server().await;
+/// Embedded only: a real server deletes a namespace's objects through the namespace
+/// controller of kube-controller-manager, which the e2e server does not run (the namespace
+/// stays `Terminating`).
+pub async fn deleting_a_namespace_deletes_its_objects(t: &Target) {
+    let client = t.client.clone();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     create_pods(&pods, ["a".to_owned()]).await;
-    namespaces.delete("team", &DeleteParams::default()).await.unwrap();
+    namespaces.delete(&t.ns, &DeleteParams::default()).await.unwrap();
     assert_eq!(api_error(pods.get("a").await).0, 404);
 }
 
-#[tokio::test]
-async fn custom_resources_work_with_dynamic_objects() {
-    let widget = ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status();
-    let ar = widget.api_resource();
-    let server = ApiServer::builder().resource(widget).start().await.unwrap();
-    let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
+pub async fn custom_resources_work_with_dynamic_objects_and_count_generations(t: &Target) {
+    let ar = t.widgets().await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
     let w = DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 3}}));
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();
     assert_eq!(created.data["spec"]["size"], 3);
+    assert_eq!(created.metadata.generation, Some(1));
+    let labelled = widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(1), "a metadata change keeps generation");
+    let with_status = widgets
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}, "metadata": {"labels": {"c": "d"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.data["status"]["ready"], true);
+    assert!(
+        !with_status.metadata.labels.unwrap_or_default().contains_key("c"),
+        "a custom resource's /status takes nothing but status"
+    );
+    assert_eq!(with_status.metadata.generation, Some(1), "a status change keeps generation");
     let patched = widgets
         .patch("w1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 4}})))
         .await
         .unwrap();
-    assert_eq!(patched.metadata.generation, Some(2));
+    assert_eq!(patched.metadata.generation, Some(2), "a spec change bumps generation");
     let strategic = widgets
         .patch("w1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"size": 5}})))
         .await;

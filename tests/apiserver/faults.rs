@@ -9,58 +9,55 @@ use kube_client::Api;
 use kube_client::api::{ListParams, WatchEvent, WatchParams};
 
 use super::common::*;
+use crate::support::Target;
 
-#[tokio::test]
-async fn close_watches_ends_open_streams() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn close_watches_ends_open_streams(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let mut stream = pods.watch(&WatchParams::default(), "1").await.unwrap().boxed();
-    server.faults().close_watches();
+    t.embedded().faults().close_watches();
     assert!(next(&mut stream).await.is_none());
 }
 
-#[tokio::test]
-async fn fail_next_fails_that_many_requests_with_500_or_429() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    server.faults().fail_next(2, Failure::InternalError);
+pub async fn fail_next_fails_that_many_requests_with_500_or_429(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
+    t.embedded().faults().fail_next(2, Failure::InternalError);
     assert_eq!(api_error(pods.list(&ListParams::default()).await), (500, "InternalError".into()));
     assert_eq!(api_error(pods.get("x").await).0, 500);
     assert_eq!(api_error(pods.get("x").await).0, 404, "only two failed");
 
-    server.faults().fail_next(1, Failure::TooManyRequests { retry_after_seconds: 7 });
-    let response = raw_get(&server, "/api/v1/namespaces/default/pods").await;
+    t.embedded().faults().fail_next(1, Failure::TooManyRequests { retry_after_seconds: 7 });
+    let response = t.raw_get(&format!("/api/v1/namespaces/{}/pods", t.ns)).await;
     assert_eq!(response.status, 429);
     assert_eq!(response.header("retry-after"), Some("7"));
     assert!(response.body.contains("\"reason\":\"TooManyRequests\""), "{}", response.body);
-    let counts = server.requests();
+    let counts = t.embedded().requests();
     assert_eq!((counts.list, counts.get), (2, 2));
 }
 
-#[tokio::test]
-async fn latency_delays_responses() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    server.faults().set_latency(Duration::from_millis(300));
+pub async fn latency_delays_responses(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
+    t.embedded().faults().set_latency(Duration::from_millis(300));
     let started = Instant::now();
     pods.list(&ListParams::default()).await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
-    server.faults().set_latency(Duration::ZERO);
+    t.embedded().faults().set_latency(Duration::ZERO);
 }
 
-#[tokio::test]
-async fn malformed_lines_and_error_events_reach_open_watches() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+pub async fn malformed_lines_and_error_events_reach_open_watches(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let mut stream = pods.watch(&WatchParams::default(), "1").await.unwrap().boxed();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    server.faults().send_malformed_line();
+    t.embedded().faults().send_malformed_line();
     assert!(next(&mut stream).await.unwrap().is_err(), "a line that is not JSON is a decode error");
     create_pods(&pods, ["after".to_owned()]).await;
     let event = next(&mut stream).await.unwrap().unwrap();
     assert_eq!(describe(&event), ("ADDED".into(), "after".into()), "the stream goes on after it");
 
-    server.faults().send_error_event(410, "Expired", "injected");
+    t.embedded().faults().send_error_event(410, "Expired", "injected");
     match next(&mut stream).await.unwrap().unwrap() {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.message.as_str()), (410, "injected"))

@@ -1,15 +1,24 @@
-//! kubectl as a real client of the embedded server.
+//! kubectl as a real client of the server.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ctrlkit::testing::ApiServer;
+use crate::support::Target;
 
-/// Runs kubectl against `kubeconfig`; `None` when kubectl is not installed.
-fn kubectl(kubeconfig: &PathBuf, args: &[&str], stdin: Option<&str>) -> Option<(bool, String)> {
+/// Runs kubectl against `kubeconfig` in `namespace` (unless the arguments name one);
+/// `None` when kubectl is not installed.
+fn kubectl(
+    kubeconfig: &Path,
+    namespace: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Option<(bool, String)> {
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    if !args.iter().any(|a| *a == "-A" || *a == "-n") {
+        cmd.args(["-n", namespace]);
+    }
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(child) => child,
@@ -37,17 +46,14 @@ spec:
     image: nginx:1.25
 ";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_creates_gets_labels_patches_watches_and_deletes() {
-    let server = ApiServer::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("ctrlkit-kubectl-{}", server.addr().port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).unwrap();
+pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target) {
     let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
-        let kubeconfig = kubeconfig.clone();
+        let kubeconfig = t.kubeconfig().to_owned();
+        let ns = t.ns.clone();
         async move {
-            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, args, stdin)).await.unwrap()
+            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, &ns, args, stdin))
+                .await
+                .unwrap()
         }
     };
     let Some((ok, out)) = k(&["api-resources"], None).await else {
@@ -64,12 +70,13 @@ async fn kubectl_creates_gets_labels_patches_watches_and_deletes() {
     );
 
     // `get -w` in the background, for the whole session.
-    let watch_config = kubeconfig.clone();
+    let watch_config = t.kubeconfig().to_owned();
+    let watch_ns = t.ns.clone();
     let watcher = std::thread::spawn(move || {
         let out = Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&watch_config)
-            .args(["get", "pods", "-w", "--request-timeout=6s"])
+            .args(["get", "pods", "-n", &watch_ns, "-w", "--request-timeout=6s"])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -102,7 +109,7 @@ async fn kubectl_creates_gets_labels_patches_watches_and_deletes() {
     let (ok, out) = k(&["apply", "-f", "-", "--validate=false"], Some(POD)).await.unwrap();
     assert!(ok && out.contains("configured"), "{out}");
     let (ok, out) = k(&["get", "pods", "-A", "-l", "app=web"], None).await.unwrap();
-    assert!(ok && out.contains("default") && out.contains("web-0"), "{out}");
+    assert!(ok && out.contains(&t.ns) && out.contains("web-0"), "{out}");
     let (ok, out) = k(&["get", "pods", "-n", "kube-system"], None).await.unwrap();
     assert!(ok && !out.contains("web-0"), "{out}");
     let (ok, out) = k(&["delete", "pod", "web-0"], None).await.unwrap();
@@ -112,5 +119,4 @@ async fn kubectl_creates_gets_labels_patches_watches_and_deletes() {
 
     let watched = tokio::task::spawn_blocking(move || watcher.join().unwrap()).await.unwrap();
     assert!(watched.matches("web-0").count() >= 3, "get -w saw the pod's changes:\n{watched}");
-    let _ = std::fs::remove_dir_all(dir);
 }

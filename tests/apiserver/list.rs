@@ -7,16 +7,16 @@ use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
+use crate::support::Target;
 
 fn names(list: &kube_client::api::ObjectList<Pod>) -> Vec<String> {
     list.items.iter().map(|p| p.name_any()).collect()
 }
 
-#[tokio::test]
-async fn one_resource_version_counter_is_shared_by_all_kinds() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+pub async fn one_resource_version_sequence_is_shared_by_all_kinds(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client, &t.ns);
     let p = pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
     let c = cms
         .create(
@@ -26,16 +26,15 @@ async fn one_resource_version_counter_is_shared_by_all_kinds() {
         .await
         .unwrap();
     let c_rv: u64 = c.metadata.resource_version.unwrap().parse().unwrap();
-    assert_eq!(c_rv, rv(&p) + 1);
+    assert!(c_rv > rv(&p), "a later write of another kind has a later version");
     let list = pods.list(&ListParams::default()).await.unwrap();
     let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
-    assert_eq!(list_rv, c_rv, "a list is at the store's revision, not its newest item's");
+    assert!(list_rv >= c_rv, "a list is at the store's revision, not its newest item's");
 }
 
-#[tokio::test]
-async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, (0..10).map(|i| format!("p{i:02}"))).await;
     let first = pods.list(&ListParams::default().limit(4)).await.unwrap();
     assert_eq!(names(&first), ["p00", "p01", "p02", "p03"]);
@@ -75,14 +74,13 @@ async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes() {
     assert!(names(&now).contains(&"p99".to_owned()) && !names(&now).contains(&"p05".to_owned()));
 }
 
-#[tokio::test]
-async fn an_expired_continue_token_gets_410() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn an_expired_continue_token_gets_410(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, (0..5).map(|i| format!("p{i}"))).await;
     let first = pods.list(&ListParams::default().limit(2)).await.unwrap();
     create_pods(&pods, ["later".to_owned()]).await;
-    server.faults().compact();
+    t.compact().await;
     let token = first.metadata.continue_.unwrap();
     assert_eq!(
         api_error(pods.list(&ListParams::default().limit(2).continue_token(&token)).await),
@@ -90,10 +88,9 @@ async fn an_expired_continue_token_gets_410() {
     );
 }
 
-#[tokio::test]
-async fn label_and_field_selectors_filter_lists() {
-    let (_s, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+pub async fn label_and_field_selectors_filter_lists(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     for (name, labels) in [
         ("a", json!({"app": "web", "tier": "front"})),
         ("b", json!({"app": "web"})),
@@ -133,21 +130,21 @@ async fn label_and_field_selectors_filter_lists() {
     assert_eq!(api_error(pods.list(&ListParams::default().labels("app in web")).await).0, 400);
     let all: Api<Pod> = Api::all(client);
     let everywhere =
-        all.list(&ListParams::default().fields("metadata.namespace=default")).await.unwrap();
+        all.list(&ListParams::default().fields(&format!("metadata.namespace={}", t.ns))).await.unwrap();
     assert_eq!(everywhere.items.len(), 3);
+    assert!(everywhere.items.iter().all(|p| p.metadata.namespace.as_deref() == Some(t.ns.as_str())));
 }
 
-#[tokio::test]
-async fn resource_version_semantics_of_lists() {
-    let (server, client) = server().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+pub async fn resource_version_semantics_of_lists(t: &Target) {
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
     create_pods(&pods, ["b".to_owned()]).await;
     let exact = ListParams::default().at(&rv(&a).to_string()).matching(VersionMatch::Exact);
     let then = pods.list(&exact).await.unwrap();
     assert_eq!(names(&then), ["a"], "Exact serves the past");
-    // kube-client drops resourceVersion=0 when a limit is set, so ask over plain HTTP.
-    let any = raw_get(&server, "/api/v1/namespaces/default/pods?resourceVersion=0&limit=1").await;
+    // kube-client drops resourceVersion=0 when a limit is set, so ask without it.
+    let any = t.raw_get(&format!("/api/v1/namespaces/{}/pods?resourceVersion=0&limit=1", t.ns)).await;
     let any: serde_json::Value = serde_json::from_str(&any.body).unwrap();
     assert_eq!(
         any["items"].as_array().unwrap().len(),
@@ -155,14 +152,22 @@ async fn resource_version_semantics_of_lists() {
         "resourceVersion=0 is served whole, as from the watch cache"
     );
     assert!(any["metadata"].get("continue").is_none());
-    // kube-client retries 504s by default, so ask over plain HTTP.
-    let future = raw_get(
-        &server,
-        "/api/v1/namespaces/default/pods?resourceVersion=999999&resourceVersionMatch=NotOlderThan",
-    )
-    .await;
+    // kube-client retries 504s by default, so ask without retries.
+    let future = t
+        .raw_get(&format!(
+            "/api/v1/namespaces/{}/pods?resourceVersion=999999999&resourceVersionMatch=NotOlderThan",
+            t.ns
+        ))
+        .await;
     assert_eq!(future.status, 504);
     assert!(future.body.contains("Too large resource version"), "{}", future.body);
-    server.faults().compact();
+}
+
+pub async fn a_list_at_a_compacted_version_gets_410(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
+    create_pods(&pods, ["b".to_owned()]).await;
+    let exact = ListParams::default().at(&rv(&a).to_string()).matching(VersionMatch::Exact);
+    t.compact().await;
     assert_eq!(api_error(pods.list(&exact).await), (410, "Expired".into()));
 }

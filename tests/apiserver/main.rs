@@ -1,8 +1,55 @@
-//! The embedded API server's protocol, checked through kube-client as controllers use it.
+//! The API server protocol, checked through kube-client as controllers use it: one suite,
+//! run against the embedded server and, when one is configured, a real kube-apiserver
+//! (see `tests/support`).
+
+use std::process::ExitCode;
+
+use support::Needs;
 
 mod common;
 mod crud;
 mod faults;
 mod kubectl;
 mod list;
+#[path = "../support/mod.rs"]
+mod support;
 mod watch;
+
+fn main() -> ExitCode {
+    let mut all = cases![Needs::Protocol;
+        crud::create_sets_server_fields_and_the_path_namespace,
+        crud::create_refuses_duplicates_missing_namespaces_and_bad_names,
+        crud::errors_are_status_objects_with_code_reason_and_message,
+        crud::update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource,
+        crud::patches_merge_json_and_strategic,
+        crud::status_patch_changes_status_and_labels_but_not_spec,
+        crud::delete_with_finalizers_waits_for_them,
+        crud::delete_preconditions_and_collections,
+        crud::custom_resources_work_with_dynamic_objects_and_count_generations,
+        list::one_resource_version_sequence_is_shared_by_all_kinds,
+        list::continued_pages_are_a_consistent_snapshot_under_concurrent_writes,
+        list::label_and_field_selectors_filter_lists,
+        list::resource_version_semantics_of_lists,
+        watch::a_watch_from_a_version_replays_every_later_change_in_order_then_live_ones,
+        watch::a_watch_without_a_version_starts_with_the_current_objects,
+        watch::bookmarks_come_before_the_timeout_and_carry_newer_versions,
+        watch::objects_that_stop_or_start_matching_arrive_as_deleted_or_added,
+        watch::field_selected_watches_see_only_their_object,
+        kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
+    ];
+    all.extend(cases![Needs::Compaction;
+        list::an_expired_continue_token_gets_410,
+        list::a_list_at_a_compacted_version_gets_410,
+        watch::a_watch_from_a_compacted_version_gets_an_error_event_with_410,
+    ]);
+    all.extend(cases![Needs::Embedded;
+        crud::deleting_a_namespace_deletes_its_objects,
+        watch::streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes,
+        watch::streaming_lists_without_not_older_than_are_refused,
+        faults::close_watches_ends_open_streams,
+        faults::fail_next_fails_that_many_requests_with_500_or_429,
+        faults::latency_delays_responses,
+        faults::malformed_lines_and_error_events_reach_open_watches,
+    ]);
+    support::harness::main(all)
+}

@@ -54,10 +54,17 @@ async fn adds_updates_and_deletes_reach_the_store_then_the_handlers() {
     .await
     .unwrap();
     pods.delete("a", &DeleteParams::default()).await.unwrap();
-    eventually("add, update, delete", || rec.seen().len() == 3).await;
+    // As from a real server, a pod's delete arrives as an update (its deletion timestamp)
+    // and then the delete.
+    eventually("add, update, delete", || rec.seen().len() == 4).await;
     assert_eq!(
         rec.seen(),
-        [Seen::Add("a".into()), Seen::Update("a".into(), false), Seen::Delete("a".into())]
+        [
+            Seen::Add("a".into()),
+            Seen::Update("a".into(), false),
+            Seen::Update("a".into(), false),
+            Seen::Delete("a".into())
+        ]
     );
     assert!(inf.indexer().get(&ObjectKey::namespaced("default", "a")).is_none());
 }

@@ -1,0 +1,15 @@
+//! One suite, two servers: the harness and the per-test [`Target`] shared by the protocol
+//! suite (`tests/apiserver`) and the end-to-end suite (`tests/e2e`).
+//!
+//! Every case runs against ctrlkit's embedded API server; a case marked for both servers
+//! runs against a real kube-apiserver too when `CTRLKIT_E2E_KUBECONFIG` names a kubeconfig
+//! (`scripts/e2e.sh` starts one and sets it). Without it, the real-server cases are listed
+//! as ignored, with a line that says why.
+#![allow(dead_code)] // each test binary uses part of the support code
+
+pub mod harness;
+pub mod proxy;
+pub mod target;
+
+pub use harness::{Case, Needs};
+pub use target::Target;

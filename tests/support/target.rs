@@ -1,0 +1,269 @@
+//! [`Target`]: the server one test case runs against, a namespace of its own there, and the
+//! few operations that differ between the embedded server and a real kube-apiserver.
+//!
+//! A real server is shared by every case of a run, so each case works in a namespace made
+//! for it and never assumes it is alone: cluster-wide lists filter by namespace, and
+//! resourceVersions are compared by order, never by exact distance.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ctrlkit::testing::{ApiServer, ResourceType};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube_client::config::{KubeConfigOptions, Kubeconfig};
+use kube_client::{Api, Client, Config};
+use serde_json::json;
+
+/// The kubeconfig of the real server; unset, real-server cases are skipped.
+pub const KUBECONFIG_ENV: &str = "CTRLKIT_E2E_KUBECONFIG";
+/// The real server's etcd client URL, for cases that compact its history.
+pub const ETCD_ENV: &str = "CTRLKIT_E2E_ETCD";
+
+/// Which server a case runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Embedded,
+    Real,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Embedded => "embedded",
+            Kind::Real => "real",
+        }
+    }
+}
+
+/// A case's server, client and namespace.
+pub struct Target {
+    /// A client whose requests go straight to the server.
+    pub client: Client,
+    /// The namespace made for this case.
+    pub ns: String,
+    kind: Kind,
+    embedded: Option<ApiServer>,
+    config: Config,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+}
+
+/// The custom resource the suites use: namespaced, with a status subresource.
+pub fn widget() -> ResourceType {
+    ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
+}
+
+impl Target {
+    /// Starts (embedded) or connects to (real) the server and makes the case's namespace.
+    pub async fn new(kind: Kind, case: &str) -> Target {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("ctrlkit-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let (embedded, kubeconfig) = match kind {
+            Kind::Embedded => {
+                let server = ApiServer::builder()
+                    .resource(widget())
+                    .start()
+                    .await
+                    .expect("the embedded server starts");
+                let path = dir.join("kubeconfig");
+                server.write_kubeconfig(&path).expect("the kubeconfig is written");
+                (Some(server), path)
+            }
+            Kind::Real => {
+                let path = std::env::var_os(KUBECONFIG_ENV).expect("a real server is configured");
+                (None, PathBuf::from(path))
+            }
+        };
+        let config = config_from(&kubeconfig).await;
+        let client = Client::try_from(config.clone()).expect("a client for the server");
+        let ns = namespace_name(case, n);
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace = serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        Target { client, ns, kind, embedded, config, kubeconfig, dir }
+    }
+
+    /// Whether this is a real kube-apiserver.
+    pub fn is_real(&self) -> bool {
+        self.kind == Kind::Real
+    }
+
+    /// The embedded server, for cases that inject faults (which run on it alone).
+    pub fn embedded(&self) -> &ApiServer {
+        self.embedded.as_ref().expect("an embedded-only case runs on the embedded server")
+    }
+
+    /// The client configuration, to build clients of one's own (through a proxy, say).
+    pub fn config(&self) -> Config {
+        self.config.clone()
+    }
+
+    /// A kubeconfig file for this server, for kubectl and processes.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A scratch directory, removed after the case.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Forgets the server's history up to now, so that older resourceVersions expire (410):
+    /// the embedded server compacts its history; the real one has etcd compacted.
+    ///
+    /// On the real server, lists at an old version and continue tokens expire for every
+    /// resource, watches only for resources served without the watch cache: secrets, as
+    /// `scripts/kube-apiserver.sh` starts it.
+    pub async fn compact(&self) {
+        if let Some(server) = &self.embedded {
+            server.faults().compact();
+            return;
+        }
+        // A write first, so that the compaction covers every version the case has seen (etcd
+        // keeps the revision it compacts at).
+        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        let marker = serde_json::from_value(json!({"metadata": {"generateName": "compaction-"}}))
+            .expect("a valid configmap");
+        configmaps.create(&PostParams::default(), &marker).await.expect("a write before compacting");
+        let etcd = std::env::var(ETCD_ENV).expect("compacting cases run only with etcd configured");
+        let status = etcdctl(&etcd, &["endpoint", "status", "-w", "json"]).await;
+        let status: serde_json::Value = serde_json::from_str(&status).expect("etcdctl's JSON");
+        let revision = status[0]["Status"]["header"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no revision in etcdctl's answer: {status}"));
+        etcdctl(&etcd, &["compact", &revision.to_string()]).await;
+    }
+
+    /// A GET of `path` as the server answered it: no retries of 429/503/504 and no
+    /// parameters dropped, as kube-client's typed calls would.
+    pub async fn raw_get(&self, path: &str) -> RawResponse {
+        let mut config = self.config.clone();
+        config.default_retry = false;
+        let client = Client::try_from(config).expect("a client");
+        let request =
+            http::Request::get(path).body(Vec::new().into()).expect("a valid request path");
+        let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
+            .await
+            .expect("an answer within 30 s")
+            .expect("the request reaches the server");
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
+            .collect();
+        let body = response.into_body().collect().await.expect("the whole body").to_bytes();
+        RawResponse { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+    }
+
+    /// The Widget custom resource, defined on the server if it is not yet.
+    pub async fn widgets(&self) -> ApiResource {
+        let ar = widget().api_resource();
+        if self.is_real() {
+            let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+            let crd = serde_json::from_value(json!({
+                "metadata": { "name": "widgets.example.com" },
+                "spec": {
+                    "group": "example.com",
+                    "scope": "Namespaced",
+                    "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+                    "versions": [{
+                        "name": "v1", "served": true, "storage": true,
+                        "subresources": { "status": {} },
+                        "schema": { "openAPIV3Schema": {
+                            "type": "object", "x-kubernetes-preserve-unknown-fields": true
+                        } }
+                    }]
+                }
+            }))
+            .expect("a valid CRD");
+            match crds.create(&PostParams::default(), &crd).await {
+                Ok(_) => {}
+                Err(kube_client::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => panic!("creating the Widget CRD: {e}"),
+            }
+            // Served once established: until then, requests for it are 404.
+            let widgets: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while widgets.list(&Default::default()).await.is_err() {
+                assert!(tokio::time::Instant::now() < deadline, "the Widget CRD was not served");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        ar
+    }
+
+    /// Deletes the case's namespace (real) or stops the server (embedded).
+    pub async fn cleanup(self) {
+        if self.is_real() {
+            let namespaces: Api<Namespace> = Api::all(self.client.clone());
+            let _ = namespaces.delete(&self.ns, &DeleteParams::background()).await;
+        }
+        if let Some(server) = self.embedded {
+            server.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A client configuration read from a kubeconfig file.
+pub async fn config_from(path: &Path) -> Config {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()));
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", path.display()))
+}
+
+/// `t-<case>-<n><random>`, a valid namespace name (a DNS label) unique to this run.
+fn namespace_name(case: &str, n: u32) -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let slug: String = case
+        .rsplit("::")
+        .next()
+        .unwrap_or(case)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .take(40)
+        .collect();
+    let random = RandomState::new().hash_one(n) % 0x100_0000;
+    format!("t-{}-{n}{random:06x}", slug.trim_matches('-'))
+}
+
+async fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let out = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(args)
+        .output()
+        .await
+        .expect("running etcdctl");
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A response as the server sent it.
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
