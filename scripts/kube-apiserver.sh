@@ -20,7 +20,8 @@
 # The server runs without controller-manager, scheduler or kubelet: pods stay Pending.
 # Secrets are served without the watch cache (`--watch-cache-sizes=secrets#0`), so that an
 # `etcdctl compact` makes their old resource versions expire (HTTP 410) as on a busy cluster;
-# every other resource has the watch cache, and with it bookmarks.
+# every other resource has the watch cache, and with it bookmarks. The server's own periodic
+# compaction is off (`--etcd-compaction-interval=0`): only the tests compact, when they choose.
 set -euo pipefail
 
 KUBE_VERSION=1.20.2
@@ -94,6 +95,8 @@ fetch_source() {
     fi
     local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$CACHE/apt/parts"
         -o "Dir::State::Lists=$CACHE/apt/lists")
+    # As root, apt's download sandbox user cannot write into the cache: download as root.
+    ((EUID != 0)) || opts+=(-o "APT::Sandbox::User=root")
     log "fetching Debian source package kubernetes"
     apt-get "${opts[@]}" update -qq
     (cd "$src" && apt-get "${opts[@]}" source --download-only -qq kubernetes)
@@ -205,6 +208,7 @@ cmd_start() {
         --api-audiences=https://kubernetes.default.svc.cluster.local \
         --service-cluster-ip-range=10.0.0.0/24 --disable-admission-plugins=ServiceAccount \
         --endpoint-reconciler-type=none --watch-cache-sizes=secrets#0 \
+        --etcd-compaction-interval=0 \
         >"$RUN/kube-apiserver.log" 2>&1 </dev/null &
     echo $! >"$RUN/kube-apiserver.pid"
 

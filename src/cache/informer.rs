@@ -147,6 +147,9 @@ struct Inner<K> {
     config: Config<K>,
     running: AtomicBool,
     random: RandomState,
+    /// The resourceVersion of the last list, event or bookmark applied; empty before the
+    /// first list.
+    last_sync_rv: Mutex<String>,
 }
 
 /// A shared informer for one kind; cheap to clone.
@@ -248,6 +251,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 config: self.config,
                 running: AtomicBool::new(false),
                 random: RandomState::new(),
+                last_sync_rv: Mutex::new(String::new()),
             }),
         }
     }
@@ -316,6 +320,19 @@ impl<K: InformerObject> Informer<K> {
     /// The store this informer keeps current.
     pub fn indexer(&self) -> Indexer<K> {
         self.inner.indexer.clone()
+    }
+
+    /// The resourceVersion the cache is at: that of the last list, event or bookmark it
+    /// applied (client-go's `LastSyncResourceVersion`); `None` before the first list. A
+    /// resumed watch starts from it.
+    pub fn last_sync_resource_version(&self) -> Option<String> {
+        let rv = self.inner.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
+        (!rv.is_empty()).then(|| rv.clone())
+    }
+
+    fn set_last_sync_resource_version(&self, rv: &str) {
+        let mut last = self.inner.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
+        rv.clone_into(&mut last);
     }
 
     /// Whether [`run`](Self::run) is running.
@@ -504,6 +521,7 @@ impl<K: InformerObject> Informer<K> {
         }
         tracing::debug!(objects = items.len(), %rv, "listed");
         self.replace(items);
+        self.set_last_sync_resource_version(&rv);
         Ok(rv)
     }
 
@@ -539,6 +557,7 @@ impl<K: InformerObject> Informer<K> {
                         == Some("true")
                     {
                         self.replace(items.into_values().collect());
+                        self.set_last_sync_resource_version(&b.metadata.resource_version);
                         return Ok((b.metadata.resource_version, stream));
                     }
                 }
@@ -599,12 +618,17 @@ impl<K: InformerObject> Informer<K> {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     rv = o.meta().resource_version.clone().unwrap_or(rv);
                     self.upsert(o);
+                    self.set_last_sync_resource_version(&rv);
                 }
                 Ok(WatchEvent::Deleted(o)) => {
                     rv = o.meta().resource_version.clone().unwrap_or(rv);
                     self.delete(o);
+                    self.set_last_sync_resource_version(&rv);
                 }
-                Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                Ok(WatchEvent::Bookmark(b)) => {
+                    rv = b.metadata.resource_version;
+                    self.set_last_sync_resource_version(&rv);
+                }
                 Ok(WatchEvent::Error(status)) if status.code == 410 => return WatchEnd::Expired,
                 Ok(WatchEvent::Error(status)) => {
                     // client-go relists after any other error event.

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use super::discovery;
 use super::patch::PatchType;
-use super::resources::ResourceType;
 use super::registry::Target;
+use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
 use super::status::{ApiError, ApiResult};

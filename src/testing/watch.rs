@@ -109,7 +109,11 @@ fn error_line(status: &Value) -> Bytes {
 
 /// When the next bookmark is due, as the real server's watch cache decides: every `period`,
 /// and 2 s before the watch's deadline; none once that has passed.
-fn next_bookmark_time(now: Instant, period: Duration, deadline: Option<Instant>) -> Option<Instant> {
+fn next_bookmark_time(
+    now: Instant,
+    period: Duration,
+    deadline: Option<Instant>,
+) -> Option<Instant> {
     let periodic = now + period;
     let Some(deadline) = deadline else {
         return Some(periodic);

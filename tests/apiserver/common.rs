@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube_client::api::{PostParams, WatchEvent};
 use kube_client::Api;
+use kube_client::api::{PostParams, WatchEvent};
 use serde_json::json;
 
 /// A pod named `name` with labels and one container.

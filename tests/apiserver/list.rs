@@ -129,10 +129,14 @@ pub async fn label_and_field_selectors_filter_lists(t: &Target) {
     assert_eq!(api_error(pods.list(&ListParams::default().fields("spec.bogus=1")).await).0, 400);
     assert_eq!(api_error(pods.list(&ListParams::default().labels("app in web")).await).0, 400);
     let all: Api<Pod> = Api::all(client);
-    let everywhere =
-        all.list(&ListParams::default().fields(&format!("metadata.namespace={}", t.ns))).await.unwrap();
+    let everywhere = all
+        .list(&ListParams::default().fields(&format!("metadata.namespace={}", t.ns)))
+        .await
+        .unwrap();
     assert_eq!(everywhere.items.len(), 3);
-    assert!(everywhere.items.iter().all(|p| p.metadata.namespace.as_deref() == Some(t.ns.as_str())));
+    assert!(
+        everywhere.items.iter().all(|p| p.metadata.namespace.as_deref() == Some(t.ns.as_str()))
+    );
 }
 
 pub async fn resource_version_semantics_of_lists(t: &Target) {
@@ -144,7 +148,8 @@ pub async fn resource_version_semantics_of_lists(t: &Target) {
     let then = pods.list(&exact).await.unwrap();
     assert_eq!(names(&then), ["a"], "Exact serves the past");
     // kube-client drops resourceVersion=0 when a limit is set, so ask without it.
-    let any = t.raw_get(&format!("/api/v1/namespaces/{}/pods?resourceVersion=0&limit=1", t.ns)).await;
+    let any =
+        t.raw_get(&format!("/api/v1/namespaces/{}/pods?resourceVersion=0&limit=1", t.ns)).await;
     let any: serde_json::Value = serde_json::from_str(&any.body).unwrap();
     assert_eq!(
         any["items"].as_array().unwrap().len(),

@@ -34,7 +34,8 @@ pub async fn a_watch_from_a_version_replays_every_later_change_in_order_then_liv
     create_pods(&pods, ["c".to_owned()]).await;
     got.push(describe(&next(&mut stream).await.unwrap().unwrap()));
     // A pod's delete is two writes: its deletion timestamp, then its removal.
-    let want = [("ADDED", "b"), ("MODIFIED", "a"), ("MODIFIED", "b"), ("DELETED", "b"), ("ADDED", "c")];
+    let want =
+        [("ADDED", "b"), ("MODIFIED", "a"), ("MODIFIED", "b"), ("DELETED", "b"), ("ADDED", "c")];
     assert_eq!(got, want.map(|(t, n)| (t.to_owned(), n.to_owned())));
 }
 
@@ -85,9 +86,8 @@ pub async fn bookmarks_come_before_the_timeout_and_carry_newer_versions(t: &Targ
     let mut bookmarks = Vec::new();
     while let Some(event) = next(&mut stream).await {
         match event.unwrap() {
-            WatchEvent::Bookmark(bm) => {
-                bookmarks.push((started.elapsed(), bm.metadata.resource_version.parse::<u64>().unwrap()))
-            }
+            WatchEvent::Bookmark(bm) => bookmarks
+                .push((started.elapsed(), bm.metadata.resource_version.parse::<u64>().unwrap())),
             other => panic!("only bookmarks expected, got {other:?}"),
         }
     }

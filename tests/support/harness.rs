@@ -7,6 +7,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::process::ExitCode;
+use std::sync::{PoisonError, RwLock};
 
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
@@ -79,11 +80,11 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
         for &kind in kinds {
             let skip = kind == Kind::Real && (!real || (case.needs == Needs::Compaction && !etcd));
             let name = format!("{}::{}", kind.name(), case.name);
-            let run = case.run;
+            let (run, needs) = (case.run, case.needs);
             let trial_name = name.clone();
             trials.push(
                 Trial::test(name, move || {
-                    run_case(kind, &trial_name, run);
+                    run_case(kind, &trial_name, run, needs);
                     Ok(())
                 })
                 .with_ignored_flag(skip),
@@ -93,7 +94,21 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     libtest_mimic::run(&args, trials).exit_code()
 }
 
-fn run_case(kind: Kind, name: &str, run: CaseFn) {
+/// Compacting a real server's history expires the continue tokens and old versions of every
+/// case running on it, so a compacting case runs alone: it takes this lock to write, every
+/// other real-server case to read. (The embedded server is one per case.)
+static REAL_SERVER: RwLock<()> = RwLock::new(());
+
+fn run_case(kind: Kind, name: &str, run: CaseFn, needs: Needs) {
+    let _shared;
+    let _exclusive;
+    if kind == Kind::Real {
+        if needs == Needs::Compaction {
+            _exclusive = REAL_SERVER.write().unwrap_or_else(PoisonError::into_inner);
+        } else {
+            _shared = REAL_SERVER.read().unwrap_or_else(PoisonError::into_inner);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

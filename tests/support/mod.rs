@@ -9,6 +9,7 @@
 
 pub mod harness;
 pub mod proxy;
+pub mod requests;
 pub mod target;
 
 pub use harness::{Case, Needs};

@@ -1,0 +1,123 @@
+//! A controller against a server: a reconcile that writes from a stale cache gets 409
+//! Conflict, is retried with backoff, and succeeds once the cache has caught up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::ObjectKey;
+use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::workqueue::ItemExponentialFailureRateLimiter;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::api::{Patch, PatchParams, PostParams};
+use kube_client::{Api, ResourceExt};
+use serde_json::json;
+
+use super::common::*;
+use crate::support::Target;
+
+/// Stamps each configmap with `reconciled: "yes"` by a full update of the cached object.
+/// Before its first update, another writer changes the object, so that update is stale.
+struct Stamper {
+    api: Api<ConfigMap>,
+    attempts: AtomicUsize,
+    conflicts: AtomicUsize,
+}
+
+#[async_trait]
+impl Reconciler for Stamper {
+    type Object = ConfigMap;
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        _key: &ObjectKey,
+        cached: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        let Some(cached) = cached else { return Ok(Action::done()) };
+        if cached.data.as_ref().is_some_and(|d| d.contains_key("reconciled")) {
+            return Ok(Action::done());
+        }
+        if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            let other =
+                Patch::Merge(json!({"metadata": {"labels": {"touched": "by-someone-else"}}}));
+            self.api.patch(&cached.name_any(), &PatchParams::default(), &other).await?;
+        }
+        let mut stamped = (*cached).clone();
+        stamped.data.get_or_insert_default().insert("reconciled".into(), "yes".into());
+        match self.api.replace(&cached.name_any(), &PostParams::default(), &stamped).await {
+            Ok(_) => Ok(Action::done()),
+            Err(err) => {
+                if matches!(&err, kube_client::Error::Api(s) if s.code == 409) {
+                    self.conflicts.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let cm = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"k": "v"}}))
+        .unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let (controller, workers) = Controller::builder(api.clone())
+        .rate_limiter(ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        ))
+        .backoff(fast_backoff())
+        .build();
+    let stamper = Arc::new(Stamper {
+        api: api.clone(),
+        attempts: AtomicUsize::new(0),
+        conflicts: AtomicUsize::new(0),
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let (controller, stamper) = (controller.clone(), stamper.clone());
+        tokio::spawn(async move {
+            controller
+                .run(Shared(stamper), workers, async move {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    };
+    let mut stamped = false;
+    for _ in 0..200 {
+        let now = api.get("settings").await.unwrap();
+        if now.data.as_ref().is_some_and(|d| d.get("reconciled").map(String::as_str) == Some("yes"))
+        {
+            stamped = true;
+            assert_eq!(now.labels().get("touched").map(String::as_str), Some("by-someone-else"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stamped, "the configmap was never stamped");
+    assert!(stamper.conflicts.load(Ordering::SeqCst) >= 1, "the stale update conflicted");
+    let stats = controller.stats();
+    assert!(stats.failed >= 1 && stats.succeeded >= 1 && stats.dropped == 0, "{stats:?}");
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+}
+
+/// Lends an `Arc`'d reconciler to the controller, so the case can read its counters.
+struct Shared(Arc<Stamper>);
+
+#[async_trait]
+impl Reconciler for Shared {
+    type Object = ConfigMap;
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        cached: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        self.0.reconcile(key, cached).await
+    }
+}

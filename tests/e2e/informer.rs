@@ -1,0 +1,175 @@
+//! The informer against a server: paginated lists, resumed watches, 410 and relists with
+//! tombstones, bookmarks, streaming lists and their fallback.
+
+use std::time::Duration;
+
+use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube_client::Api;
+use kube_client::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+use super::common::*;
+use crate::support::Target;
+
+/// 25 pods in pages of 10: three list requests, the last two continuing the first.
+pub async fn the_initial_list_is_paginated(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    let names: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    create(&pods, &refs, json!({})).await;
+    let (_proxy, client, log) = t.through_proxy().await;
+    let informer =
+        Informer::new(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)).page_size(10));
+    let _running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert_eq!(informer.indexer().len(), 25);
+    let lists = log.lists();
+    assert_eq!(lists.len(), 3, "{lists:#?}");
+    assert!(lists.iter().all(|l| l.contains("limit=10")), "{lists:#?}");
+    assert!(lists[1..].iter().all(|l| l.contains("continue=")), "{lists:#?}");
+    assert!(!lists[0].contains("continue="), "{lists:#?}");
+}
+
+/// Waits until the informer's watch delivers a change: only then is a cut connection sure to
+/// end a watch the server had started (a request still in flight is retried by the HTTP
+/// client itself, unseen).
+async fn watch_is_live(pods: &Api<Pod>, recorder: &Recorder) {
+    create(pods, &["live"], json!({})).await;
+    eventually("the watch is live", || recorder.saw(&Seen::Add("live".into()))).await;
+}
+
+/// Cut off mid-watch while a pod is deleted and another created: the informer watches again
+/// from the version it had and hears both as events, with no second list.
+pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create(&pods, &["a", "b"], json!({})).await;
+    let (proxy, client, log) = t.through_proxy().await;
+    let informer = Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)))
+        .backoff(fast_backoff())
+        .build();
+    let recorder = Recorder::default();
+    informer.add_event_handler(recorder.clone());
+    let _running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    watch_is_live(&pods, &recorder).await;
+    let synced_at = informer.last_sync_resource_version().expect("a version");
+
+    proxy.close();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    create(&pods, &["c"], json!({})).await;
+    proxy.open();
+
+    eventually("the delete and the add arrive", || {
+        recorder.saw(&Seen::Delete("a".into())) && recorder.saw(&Seen::Add("c".into()))
+    })
+    .await;
+    assert_eq!(log.lists().len(), 1, "no relist: {:#?}", log.all());
+    let watches = log.watches();
+    assert_eq!(watches.len(), 2, "{watches:#?}");
+    assert!(watches[1].contains(&format!("resourceVersion={synced_at}")), "{watches:#?}");
+    let key = |name: &str| ObjectKey::namespaced(&t.ns, name);
+    assert!(informer.indexer().get(&key("a")).is_none());
+    assert!(informer.indexer().get(&key("c")).is_some());
+    assert!(!recorder.seen().iter().any(|s| matches!(s, Seen::Tombstone(_))));
+}
+
+/// Cut off while a secret is deleted, then the history is compacted: the resumed watch gets
+/// 410, the informer relists, and the delete it missed arrives as a tombstone.
+///
+/// Secrets, because the real server under test serves them without a watch cache, so that
+/// compacting etcd expires their old versions for watches.
+pub async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    let secret = |name: &str| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}))
+            .unwrap()
+    };
+    for name in ["a", "b"] {
+        secrets.create(&PostParams::default(), &secret(name)).await.unwrap();
+    }
+    let (proxy, client, log) = t.through_proxy().await;
+    let informer = Informer::builder(ListWatch::new(Api::<Secret>::namespaced(client, &t.ns)))
+        .backoff(fast_backoff())
+        .build();
+    let recorder = Recorder::default();
+    informer.add_event_handler(recorder.clone());
+    let _running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    secrets.create(&PostParams::default(), &secret("live")).await.unwrap();
+    eventually("the watch is live", || recorder.saw(&Seen::Add("live".into()))).await;
+
+    proxy.close();
+    secrets.delete("a", &DeleteParams::default()).await.unwrap();
+    secrets.create(&PostParams::default(), &secret("c")).await.unwrap();
+    t.compact().await;
+    proxy.open();
+
+    let tombstone = Seen::Tombstone(format!("{}/a", t.ns));
+    eventually("a tombstone for the missed delete", || recorder.saw(&tombstone)).await;
+    eventually("the missed add", || recorder.saw(&Seen::Add("c".into()))).await;
+    assert_eq!(log.lists().len(), 2, "one relist: {:#?}", log.all());
+    assert!(!recorder.saw(&Seen::Delete("a".into())), "the delete was missed, not watched");
+    assert_eq!(informer.indexer().len(), 3);
+}
+
+/// A change the informer does not watch (another label) still moves its version on, through
+/// a bookmark, and a resumed watch starts there. The real server sends bookmarks about once
+/// a minute; the case waits up to 90 s for one.
+pub async fn bookmarks_move_the_resume_version_on(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create(&pods, &["web"], json!({"app": "web"})).await;
+    let (proxy, client, log) = t.through_proxy().await;
+    let informer =
+        Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)).labels("app=web"))
+            .backoff(fast_backoff())
+            .build();
+    let recorder = Recorder::default();
+    informer.add_event_handler(recorder.clone());
+    let _running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    eventually("the watch is open", || log.watches().len() == 1).await;
+
+    let db = pods.create(&PostParams::default(), &pod("db", json!({"app": "db"}))).await.unwrap();
+    let db_rv = rv_number(db.metadata.resource_version.as_deref().unwrap());
+    eventually_within(Duration::from_secs(90), "a bookmark past the unwatched change", || {
+        informer.last_sync_resource_version().is_some_and(|rv| rv_number(&rv) >= db_rv)
+    })
+    .await;
+    assert_eq!(recorder.seen(), [Seen::Add("web".into())], "a bookmark is no event");
+
+    let bookmarked = informer.last_sync_resource_version().unwrap();
+    proxy.cut();
+    eventually("a second watch", || log.watches().len() == 2).await;
+    let resumed = &log.watches()[1];
+    assert!(resumed.contains(&format!("resourceVersion={bookmarked}")), "{resumed}");
+    assert_eq!(log.lists().len(), 1, "no relist: {:#?}", log.all());
+}
+
+/// An informer asked for streaming lists syncs on either server: through
+/// `sendInitialEvents` where the server has it (the embedded one), through list + watch
+/// where it refuses it (the real one under test, Kubernetes 1.20).
+pub async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create(&pods, &["a", "b", "c"], json!({})).await;
+    let (_proxy, client, log) = t.through_proxy().await;
+    let informer = Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)))
+        .streaming_list(true)
+        .backoff(fast_backoff())
+        .build();
+    let recorder = Recorder::default();
+    informer.add_event_handler(recorder.clone());
+    let _running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert_eq!(informer.indexer().len(), 3);
+    let first = &log.all()[0];
+    assert!(first.contains("sendInitialEvents=true"), "a streaming list is tried first: {first}");
+    let lists = log.lists().len();
+    if t.is_real() {
+        assert_eq!(lists, 1, "1.20 refuses streaming lists; one list instead: {:#?}", log.all());
+    } else {
+        assert_eq!(lists, 0, "no list request: {:#?}", log.all());
+    }
+    create(&pods, &["d"], json!({})).await;
+    eventually("a change after the sync", || recorder.saw(&Seen::Add("d".into()))).await;
+}

@@ -1,0 +1,29 @@
+//! End to end: ctrlkit's informer, controller and the pod example against an API server,
+//! through kube-client and as a process. Every case runs on the embedded server and, when
+//! one is configured (`scripts/e2e.sh`), on a real kube-apiserver with etcd.
+
+use std::process::ExitCode;
+
+use support::Needs;
+
+mod common;
+mod controller;
+mod example;
+mod informer;
+#[path = "../support/mod.rs"]
+mod support;
+
+fn main() -> ExitCode {
+    let mut all = cases![Needs::Protocol;
+        informer::the_initial_list_is_paginated,
+        informer::a_cut_watch_resumes_from_its_version_without_a_relist,
+        informer::bookmarks_move_the_resume_version_on,
+        informer::streaming_lists_sync_or_fall_back_to_list_and_watch,
+        controller::a_stale_update_conflicts_and_the_retry_succeeds,
+        example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,
+    ];
+    all.extend(cases![Needs::Compaction;
+        informer::an_expired_version_relists_and_delivers_tombstones,
+    ]);
+    support::harness::main(all)
+}

@@ -1,0 +1,51 @@
+//! A client that records the requests it sends, so a case can tell a relist from a resumed
+//! watch, or count a list's pages, as a user reading the server's audit log would.
+
+use std::sync::{Arc, Mutex};
+
+use kube_client::client::{Body, ClientBuilder};
+use kube_client::{Client, Config};
+use tower::util::MapRequestLayer;
+
+/// The method and path-and-query of every request a [`recording_client`] sent, in order.
+#[derive(Clone, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<String>>>);
+
+impl RequestLog {
+    /// Every request so far, as `GET /api/v1/...?...`.
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The GETs of collections that are not watches: list requests, page by page.
+    pub fn lists(&self) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|r| {
+                r.starts_with("GET ") && !r.contains("watch=true") && !r.contains("watch=1")
+            })
+            .collect()
+    }
+
+    /// The watch requests.
+    pub fn watches(&self) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|r| r.contains("watch=true") || r.contains("watch=1"))
+            .collect()
+    }
+}
+
+/// A client for `config` whose requests land in the returned log.
+pub fn recording_client(config: Config) -> (Client, RequestLog) {
+    let log = RequestLog::default();
+    let entries = log.0.clone();
+    let layer = MapRequestLayer::new(move |request: http::Request<Body>| {
+        let target = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        entries.lock().unwrap().push(format!("{} {target}", request.method()));
+        request
+    });
+    let client =
+        ClientBuilder::try_from(config).expect("a client builder").with_layer(&layer).build();
+    (client, log)
+}
