@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::Target;
+use crate::support::{KUBECTL_POD, Target};
 
 /// Runs kubectl against `kubeconfig` in `namespace` (unless the arguments name one);
 /// `None` when kubectl is not installed.
@@ -34,17 +34,6 @@ fn kubectl(
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Some((out.status.success(), text))
 }
-
-const POD: &str = "apiVersion: v1
-kind: Pod
-metadata:
-  name: web-0
-  labels: {app: web}
-spec:
-  containers:
-  - name: web
-    image: nginx:1.25
-";
 
 pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target) {
     let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
@@ -83,7 +72,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let (ok, out) = k(&["create", "-f", "-", "--validate=false"], Some(POD)).await.unwrap();
+    let (ok, out) = k(&["create", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) = k(&["get", "pods"], None).await.unwrap();
     assert!(ok && out.contains("web-0"), "{out}");
@@ -106,7 +95,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     assert!(ok, "{out}");
     let (ok, out) = k(&["get", "pod", "web-0", "-o", "jsonpath={.metadata.labels.tier} {.metadata.annotations.note} {.spec.containers[0].image}"], None).await.unwrap();
     assert!(ok && out.contains("front hello nginx:1.26"), "{out}");
-    let (ok, out) = k(&["apply", "-f", "-", "--validate=false"], Some(POD)).await.unwrap();
+    let (ok, out) = k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await.unwrap();
     assert!(ok && out.contains("configured"), "{out}");
     let (ok, out) = k(&["get", "pods", "-A", "-l", "app=web"], None).await.unwrap();
     assert!(ok && out.contains(&t.ns) && out.contains("web-0"), "{out}");

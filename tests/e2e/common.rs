@@ -3,11 +3,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctrlkit::cache::{BackoffConfig, Deleted, Informer, InformerObject, ResourceEventHandler};
+use ctrlkit::cache::{
+    BackoffConfig, Deleted, Informer, InformerBuilder, InformerObject, ListWatch,
+    ResourceEventHandler, wait_for_cache_sync,
+};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::PostParams;
-use kube_client::{Api, ResourceExt};
+use kube_client::{Api, Resource, ResourceExt};
 use serde_json::json;
+
+use crate::support::Target;
+use crate::support::proxy::Proxy;
+use crate::support::requests::RequestLog;
 
 pub fn pod(name: &str, labels: serde_json::Value) -> Pod {
     serde_json::from_value(json!({
@@ -86,6 +94,37 @@ impl<K: InformerObject> ResourceEventHandler<K> for Recorder {
         };
         self.0.lock().unwrap().push(seen);
     }
+}
+
+/// An informer running through a proxy, synced, with a recorder of what it told handlers
+/// and a log of its requests. Dropping it stops the informer.
+pub struct Synced<K> {
+    pub informer: Informer<K>,
+    pub recorder: Recorder,
+    pub proxy: Proxy,
+    pub log: RequestLog,
+    _running: (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>),
+}
+
+/// Starts an informer for `K` in the case's namespace, its connections through a proxy,
+/// shaped by `configure`, and waits for its cache to sync.
+pub async fn synced_informer<K>(
+    t: &Target,
+    configure: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K>,
+    list_watch: impl FnOnce(ListWatch<K>) -> ListWatch<K>,
+) -> Synced<K>
+where
+    K: InformerObject + Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    let (proxy, client, log) = t.through_proxy().await;
+    let list_watch = list_watch(ListWatch::new(Api::namespaced(client, &t.ns)));
+    let informer = configure(Informer::builder(list_watch).backoff(fast_backoff())).build();
+    let recorder = Recorder::default();
+    informer.add_event_handler(recorder.clone());
+    let running = start(&informer);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    Synced { informer, recorder, proxy, log, _running: running }
 }
 
 /// Runs `informer` on its own task until the returned sender is dropped or fired.

@@ -21,6 +21,12 @@ use crate::support::Target;
 /// Before its first update, another writer changes the object, so that update is stale.
 struct Stamper {
     api: Api<ConfigMap>,
+    counts: Arc<Counts>,
+}
+
+/// What the stamper did, read by the case while the controller owns the stamper.
+#[derive(Default)]
+struct Counts {
     attempts: AtomicUsize,
     conflicts: AtomicUsize,
 }
@@ -39,7 +45,7 @@ impl Reconciler for Stamper {
         if cached.data.as_ref().is_some_and(|d| d.contains_key("reconciled")) {
             return Ok(Action::done());
         }
-        if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+        if self.counts.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
             let other =
                 Patch::Merge(json!({"metadata": {"labels": {"touched": "by-someone-else"}}}));
             self.api.patch(&cached.name_any(), &PatchParams::default(), &other).await?;
@@ -50,7 +56,7 @@ impl Reconciler for Stamper {
             Ok(_) => Ok(Action::done()),
             Err(err) => {
                 if matches!(&err, kube_client::Error::Api(s) if s.code == 409) {
-                    self.conflicts.fetch_add(1, Ordering::SeqCst);
+                    self.counts.conflicts.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(err)
             }
@@ -70,17 +76,14 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
         ))
         .backoff(fast_backoff())
         .build();
-    let stamper = Arc::new(Stamper {
-        api: api.clone(),
-        attempts: AtomicUsize::new(0),
-        conflicts: AtomicUsize::new(0),
-    });
+    let counts = Arc::new(Counts::default());
+    let stamper = Stamper { api: api.clone(), counts: counts.clone() };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = {
-        let (controller, stamper) = (controller.clone(), stamper.clone());
+        let controller = controller.clone();
         tokio::spawn(async move {
             controller
-                .run(Shared(stamper), workers, async move {
+                .run(stamper, workers, async move {
                     let _ = stopped.await;
                 })
                 .await
@@ -98,26 +101,9 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(stamped, "the configmap was never stamped");
-    assert!(stamper.conflicts.load(Ordering::SeqCst) >= 1, "the stale update conflicted");
+    assert!(counts.conflicts.load(Ordering::SeqCst) >= 1, "the stale update conflicted");
     let stats = controller.stats();
     assert!(stats.failed >= 1 && stats.succeeded >= 1 && stats.dropped == 0, "{stats:?}");
     let _ = stop.send(());
     running.await.unwrap().unwrap();
-}
-
-/// Lends an `Arc`'d reconciler to the controller, so the case can read its counters.
-struct Shared(Arc<Stamper>);
-
-#[async_trait]
-impl Reconciler for Shared {
-    type Object = ConfigMap;
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        key: &ObjectKey,
-        cached: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, Self::Error> {
-        self.0.reconcile(key, cached).await
-    }
 }

@@ -11,18 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use super::common::*;
-use crate::support::Target;
-
-const POD: &str = "apiVersion: v1
-kind: Pod
-metadata:
-  name: web-0
-  labels: {app: web}
-spec:
-  containers:
-  - name: web
-    image: nginx:1.25
-";
+use crate::support::{KUBECTL_POD, Target};
 
 /// The example's binary, built by `cargo test` (or `cargo build --examples`) beside this
 /// test's.
@@ -88,7 +77,7 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
     // Give the example time to list before the first change; a pod created before its list
     // would be printed too, so this only keeps the count of lines predictable.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    kubectl(t, &["create", "-f", "-", "--validate=false"], Some(POD)).await;
+    kubectl(t, &["create", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await;
     eventually("the add is printed", || printed(sync) >= 1).await;
     let after_add = printed(sync);
     kubectl(t, &["label", "pod", "web-0", "tier=front"], None).await;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::cache::ObjectKey;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams};
@@ -18,13 +18,9 @@ pub async fn the_initial_list_is_paginated(t: &Target) {
     let names: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     create(&pods, &refs, json!({})).await;
-    let (_proxy, client, log) = t.through_proxy().await;
-    let informer =
-        Informer::new(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)).page_size(10));
-    let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
-    assert_eq!(informer.indexer().len(), 25);
-    let lists = log.lists();
+    let synced = synced_informer::<Pod>(t, |b| b, |lw| lw.page_size(10)).await;
+    assert_eq!(synced.informer.indexer().len(), 25);
+    let lists = synced.log.lists();
     assert_eq!(lists.len(), 3, "{lists:#?}");
     assert!(lists.iter().all(|l| l.contains("limit=10")), "{lists:#?}");
     assert!(lists[1..].iter().all(|l| l.contains("continue=")), "{lists:#?}");
@@ -34,8 +30,8 @@ pub async fn the_initial_list_is_paginated(t: &Target) {
 /// Waits until the informer's watch delivers a change: only then is a cut connection sure to
 /// end a watch the server had started (a request still in flight is retried by the HTTP
 /// client itself, unseen).
-async fn watch_is_live(pods: &Api<Pod>, recorder: &Recorder) {
-    create(pods, &["live"], json!({})).await;
+async fn watch_is_live(create_one: impl Future<Output = ()>, recorder: &Recorder) {
+    create_one.await;
     eventually("the watch is live", || recorder.saw(&Seen::Add("live".into()))).await;
 }
 
@@ -44,15 +40,9 @@ async fn watch_is_live(pods: &Api<Pod>, recorder: &Recorder) {
 pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b"], json!({})).await;
-    let (proxy, client, log) = t.through_proxy().await;
-    let informer = Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)))
-        .backoff(fast_backoff())
-        .build();
-    let recorder = Recorder::default();
-    informer.add_event_handler(recorder.clone());
-    let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
-    watch_is_live(&pods, &recorder).await;
+    let Synced { informer, recorder, proxy, log, .. } =
+        &synced_informer::<Pod>(t, |b| b, |lw| lw).await;
+    watch_is_live(create(&pods, &["live"], json!({})), recorder).await;
     let synced_at = informer.last_sync_resource_version().expect("a version");
 
     proxy.close();
@@ -81,27 +71,25 @@ pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
 /// compacting etcd expires their old versions for watches.
 pub async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
-    let secret = |name: &str| -> Secret {
-        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}))
-            .unwrap()
+    let create_secret = |name: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            let secret: Secret = serde_json::from_value(
+                json!({"metadata": {"name": name}, "stringData": {"k": "v"}}),
+            )
+            .unwrap();
+            secrets.create(&PostParams::default(), &secret).await.unwrap();
+        }
     };
-    for name in ["a", "b"] {
-        secrets.create(&PostParams::default(), &secret(name)).await.unwrap();
-    }
-    let (proxy, client, log) = t.through_proxy().await;
-    let informer = Informer::builder(ListWatch::new(Api::<Secret>::namespaced(client, &t.ns)))
-        .backoff(fast_backoff())
-        .build();
-    let recorder = Recorder::default();
-    informer.add_event_handler(recorder.clone());
-    let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
-    secrets.create(&PostParams::default(), &secret("live")).await.unwrap();
-    eventually("the watch is live", || recorder.saw(&Seen::Add("live".into()))).await;
+    create_secret("a").await;
+    create_secret("b").await;
+    let Synced { informer, recorder, proxy, log, .. } =
+        &synced_informer::<Secret>(t, |b| b, |lw| lw).await;
+    watch_is_live(create_secret("live"), recorder).await;
 
     proxy.close();
     secrets.delete("a", &DeleteParams::default()).await.unwrap();
-    secrets.create(&PostParams::default(), &secret("c")).await.unwrap();
+    create_secret("c").await;
     t.compact().await;
     proxy.open();
 
@@ -119,15 +107,8 @@ pub async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
 pub async fn bookmarks_move_the_resume_version_on(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["web"], json!({"app": "web"})).await;
-    let (proxy, client, log) = t.through_proxy().await;
-    let informer =
-        Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)).labels("app=web"))
-            .backoff(fast_backoff())
-            .build();
-    let recorder = Recorder::default();
-    informer.add_event_handler(recorder.clone());
-    let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    let Synced { informer, recorder, proxy, log, .. } =
+        &synced_informer::<Pod>(t, |b| b, |lw| lw.labels("app=web")).await;
     eventually("the watch is open", || log.watches().len() == 1).await;
 
     let db = pods.create(&PostParams::default(), &pod("db", json!({"app": "db"}))).await.unwrap();
@@ -152,15 +133,8 @@ pub async fn bookmarks_move_the_resume_version_on(t: &Target) {
 pub async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b", "c"], json!({})).await;
-    let (_proxy, client, log) = t.through_proxy().await;
-    let informer = Informer::builder(ListWatch::new(Api::<Pod>::namespaced(client, &t.ns)))
-        .streaming_list(true)
-        .backoff(fast_backoff())
-        .build();
-    let recorder = Recorder::default();
-    informer.add_event_handler(recorder.clone());
-    let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    let Synced { informer, recorder, log, .. } =
+        &synced_informer::<Pod>(t, |b| b.streaming_list(true), |lw| lw).await;
     assert_eq!(informer.indexer().len(), 3);
     let first = &log.all()[0];
     assert!(first.contains("sendInitialEvents=true"), "a streaming list is tried first: {first}");

@@ -14,3 +14,15 @@ pub mod target;
 
 pub use harness::{Case, Needs};
 pub use target::Target;
+
+/// A pod manifest for `kubectl create -f -` / `apply -f -`.
+pub const KUBECTL_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-0
+  labels: {app: web}
+spec:
+  containers:
+  - name: web
+    image: nginx:1.25
+";

@@ -83,7 +83,9 @@ impl Target {
                 (Some(server), path)
             }
             Kind::Real => {
-                let path = std::env::var_os(KUBECONFIG_ENV).expect("a real server is configured");
+                let path = std::env::var_os(KUBECONFIG_ENV).unwrap_or_else(|| {
+                    panic!("{KUBECONFIG_ENV} is not set: no real server to run on")
+                });
                 (None, PathBuf::from(path))
             }
         };
