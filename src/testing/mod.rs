@@ -43,8 +43,8 @@
 //!   field selectors, `resourceVersion` / `resourceVersionMatch`.
 //! - watch from a resourceVersion (every change after it, then live ones; 410 as an `ERROR`
 //!   event when it is older than the history), bookmarks (every bookmark interval and 2 s
-//!   before the watch's timeout, once something changed after its start), `timeoutSeconds`, selector
-//!   transitions as `ADDED` / `DELETED`, and streaming lists (`sendInitialEvents`).
+//!   before the watch's timeout, once something changed after its start), `timeoutSeconds`,
+//!   selector transitions as `ADDED` / `DELETED`, and streaming lists (`sendInitialEvents`).
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!

@@ -274,7 +274,7 @@ impl Registry {
         status: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target);
-        if kind == PatchType::Strategic && !rt.group.is_empty() && !is_builtin_group(&rt.group) {
+        if kind == PatchType::Strategic && !rt.is_builtin() {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
@@ -318,7 +318,7 @@ impl Registry {
             {
                 return Err(ApiError::conflict(&rt.plural, &name));
             }
-            if status && rt.status_keeps_metadata() {
+            if status && rt.is_builtin() {
                 // A built-in kind's status subresource keeps the old spec (everything but
                 // metadata and status) and owner references; labels and annotations change.
                 let mut kept = old.clone();
@@ -438,10 +438,6 @@ pub(crate) struct Deletion {
     pub(crate) object: Arc<StoredObject>,
     /// Whether it is gone (rather than held by finalizers).
     pub(crate) removed: bool,
-}
-
-fn is_builtin_group(group: &str) -> bool {
-    group.ends_with(".k8s.io") || matches!(group, "apps" | "batch" | "policy" | "autoscaling")
 }
 
 /// Removes every namespaced object in namespace `ns` (there is no namespace controller here).

@@ -111,10 +111,12 @@ impl ResourceType {
         }
     }
 
-    /// Whether `/status` keeps metadata changes too, as built-in kinds' status strategies
-    /// do (custom resources keep nothing but status).
-    pub(crate) fn status_keeps_metadata(&self) -> bool {
-        self.group.is_empty() || self.group.ends_with(".k8s.io") || !self.group.contains('.')
+    /// Whether this is one of Kubernetes' own kinds rather than a custom resource: their
+    /// `/status` takes metadata changes too, and they accept strategic merge patches.
+    pub(crate) fn is_builtin(&self) -> bool {
+        self.group.is_empty()
+            || self.group.ends_with(".k8s.io")
+            || matches!(self.group.as_str(), "apps" | "batch" | "policy" | "autoscaling")
     }
 }
 
