@@ -26,7 +26,7 @@ set -euo pipefail
 
 KUBE_VERSION=1.20.2
 GO_VERSION=1.21.13
-CACHE=${CTRLKIT_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ctrlkit/kube-apiserver}
+CACHE=${CTRLKIT_KUBE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ctrlkit/kube-apiserver}
 RUN=${CTRLKIT_KUBE_RUN:-${TMPDIR:-/tmp}/ctrlkit-kube-apiserver}
 PORT=${CTRLKIT_KUBE_PORT:-6443}
 ETCD_PORT=${CTRLKIT_ETCD_PORT:-2379}
