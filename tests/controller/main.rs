@@ -8,3 +8,5 @@ mod common;
 mod controller;
 mod indexer;
 mod informer;
+#[path = "../support/mod.rs"]
+mod support;

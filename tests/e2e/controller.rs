@@ -78,16 +78,10 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
         .build();
     let counts = Arc::new(Counts::default());
     let stamper = Stamper { api: api.clone(), counts: counts.clone() };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = shutdown();
     let running = {
         let controller = controller.clone();
-        tokio::spawn(async move {
-            controller
-                .run(stamper, workers, async move {
-                    let _ = stopped.await;
-                })
-                .await
-        })
+        tokio::spawn(async move { controller.run(stamper, workers, stopped).await })
     };
     let mut stamped = false;
     for _ in 0..200 {

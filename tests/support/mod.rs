@@ -1,5 +1,6 @@
 //! One suite, two servers: the harness and the per-test [`Target`] shared by the protocol
-//! suite (`tests/apiserver`) and the end-to-end suite (`tests/e2e`).
+//! suite (`tests/apiserver`) and the end-to-end suite (`tests/e2e`); `observe` also serves
+//! the informer and controller tests (`tests/controller`).
 //!
 //! Every case runs against ctrlkit's embedded API server; a case marked for both servers
 //! runs against a real kube-apiserver too when `CTRLKIT_E2E_KUBECONFIG` names a kubeconfig
@@ -8,11 +9,14 @@
 #![allow(dead_code)] // each test binary uses part of the support code
 
 pub mod harness;
+pub mod observe;
 pub mod proxy;
 pub mod requests;
 pub mod target;
 
+#[allow(unused_imports)] // the harness binaries use them, tests/controller does not
 pub use harness::{Case, Needs};
+#[allow(unused_imports)]
 pub use target::Target;
 
 /// A pod manifest for `kubectl create -f -` / `apply -f -`.

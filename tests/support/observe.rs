@@ -1,0 +1,101 @@
+//! What informer and controller cases share: a pod, millisecond backoffs, polling with a
+//! deadline, a handler that records what it was told, and running an informer on a task.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctrlkit::cache::{BackoffConfig, Deleted, Informer, InformerObject, ResourceEventHandler};
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::ResourceExt;
+use serde_json::json;
+
+/// A pod named `name` with `labels` and one container.
+pub fn pod(name: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": labels },
+        "spec": { "containers": [{ "name": "main", "image": "busybox:1.36" }] }
+    }))
+    .expect("a valid pod")
+}
+
+/// Milliseconds, so that failure cases do not wait for client-go's 800 ms.
+pub fn fast_backoff() -> BackoffConfig {
+    BackoffConfig {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(100),
+        reset_after: Duration::from_secs(60),
+    }
+}
+
+/// Waits up to `limit` for `check` to hold.
+pub async fn eventually_within(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// What a handler was told, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Add(String),
+    /// An update, and whether old and new were the same object (a resync).
+    Update(String, bool),
+    Delete(String),
+    /// A delete learnt from a relist, by key.
+    Tombstone(String),
+}
+
+/// A handler that records every notification, for any kind.
+#[derive(Clone, Default)]
+pub struct Recorder(Arc<Mutex<Vec<Seen>>>);
+
+impl Recorder {
+    pub fn seen(&self) -> Vec<Seen> {
+        self.0.lock().unwrap().clone()
+    }
+    pub fn saw(&self, seen: &Seen) -> bool {
+        self.0.lock().unwrap().contains(seen)
+    }
+    pub fn count(&self, f: impl Fn(&Seen) -> bool) -> usize {
+        self.0.lock().unwrap().iter().filter(|s| f(s)).count()
+    }
+}
+
+impl<K: InformerObject> ResourceEventHandler<K> for Recorder {
+    fn on_add(&self, o: &Arc<K>) {
+        self.0.lock().unwrap().push(Seen::Add(o.name_any()));
+    }
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        self.0.lock().unwrap().push(Seen::Update(new.name_any(), Arc::ptr_eq(old, new)));
+    }
+    fn on_delete(&self, d: &Deleted<K>) {
+        let seen = match d {
+            Deleted::Object(o) => Seen::Delete(o.name_any()),
+            Deleted::Tombstone(t) => Seen::Tombstone(t.key.to_string()),
+        };
+        self.0.lock().unwrap().push(seen);
+    }
+}
+
+/// A shutdown signal and the means to fire it.
+pub fn shutdown() -> (tokio::sync::oneshot::Sender<()>, impl Future<Output = ()> + Send) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    (tx, async move {
+        let _ = rx.await;
+    })
+}
+
+/// Runs `informer` on its own task until the returned sender is dropped or fired.
+pub fn start<K: InformerObject>(
+    informer: &Informer<K>,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = shutdown();
+    let informer = informer.clone();
+    (stop, tokio::spawn(async move { informer.run(stopped).await }))
+}
