@@ -420,7 +420,7 @@ impl Registry {
                 if has_finalizers(&value) {
                     return Ok(Deletion { object: marked, removed: false });
                 }
-                value = marked.value();
+                // `value` is the marked state; the removal stamps its own resourceVersion.
             } else if has_finalizers(&value) {
                 return Ok(Deletion { object: current, removed: false });
             }
