@@ -170,7 +170,7 @@ fn child(peer: &str, url: &str, n: usize) {
                     let counter = counter.clone();
                     async move {
                         controller
-                            .run(Noop(counter), 1, async {
+                            .run(Noop(counter), async {
                                 let _ = stopped.await;
                             })
                             .await

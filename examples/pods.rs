@@ -198,7 +198,7 @@ async fn main() -> ExitCode {
                 }
             }),
     );
-    let controller = Controller::new(queue, informer.indexer(), informer);
+    let controller = Controller::new(queue, informer.indexer(), informer).workers(args.workers);
 
     let shutdown = async {
         match &server {
@@ -217,7 +217,7 @@ async fn main() -> ExitCode {
         }
     };
     println!("Starting Pod controller");
-    let result = controller.run(PodPrinter, args.workers.max(1), shutdown).await;
+    let result = controller.run(PodPrinter, shutdown).await;
     println!("Stopping Pod controller");
     if let Some(server) = server {
         server.shutdown().await;

@@ -25,6 +25,7 @@
 
 pub mod cache;
 pub mod controller;
+mod panic;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod workqueue;

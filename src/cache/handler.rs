@@ -118,6 +118,13 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for ResourceEventHandlerF
     }
 }
 
+/// What [`Informer::add_event_handler`](super::Informer::add_event_handler) returns: the
+/// handle to remove the handler with (client-go's `ResourceEventHandlerRegistration`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct HandlerRegistration {
+    pub(crate) id: u64,
+}
+
 /// One notification for one handler.
 #[derive(Debug)]
 pub(crate) enum Notification<K> {

@@ -184,9 +184,9 @@ impl<K> Indexer<K> {
         std::mem::replace(&mut state.items, items)
     }
 
-    /// Runs `f` on the content under the read lock (a consistent view for many lookups).
-    pub(crate) fn with_items<R>(&self, f: impl FnOnce(&HashMap<ObjectKey, Arc<K>>) -> R) -> R {
-        f(&self.read().items)
+    /// Whether `self` and `other` are handles on the same store.
+    pub fn same_store(&self, other: &Indexer<K>) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
     }
 }
 

@@ -1,27 +1,83 @@
-//! [`ListWatch`]: how an informer lists and watches one kind, over `kube_client::Api<K>`.
+//! [`ListWatch`]: what one informer lists and watches: a kind, a namespace (or all), label and
+//! field selectors, and the page size of lists. Its requests go through kube-client, so they
+//! carry the client's authentication, timeouts and retries.
+//!
+//! A `ListWatch` of [`PartialObjectMeta<K>`](kube_client::core::PartialObjectMeta) lists and
+//! watches metadata only: its requests ask for
+//! `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (lists) and
+//! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (watches), so the server
+//! sends each object's `metadata` and nothing else.
 
-use std::fmt::Debug;
+use std::fmt;
+use std::marker::PhantomData;
 
 use futures::Stream;
-use kube_client::api::{ListParams, WatchEvent, WatchParams};
-use kube_client::{Api, Resource};
+use kube_client::api::{ApiResource, ListParams, WatchEvent, WatchParams};
+use kube_client::core::{
+    ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope, Request,
+    SubResourceScope,
+};
+use kube_client::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-/// The list and watch requests of one informer: an `Api<K>` (namespaced or not), optional
-/// label and field selectors, and the page size of lists. Works for typed objects and
-/// `DynamicObject` alike.
-#[derive(Clone)]
+/// Whether a kind lives in namespaces, as its type tells: `Some(true)` for namespaced kinds,
+/// `Some(false)` for cluster-scoped ones, `None` where only the run time knows
+/// (`DynamicObject`). Implemented for every scope type of k8s-openapi and kube.
+pub trait KindScope {
+    /// The scope, when the type knows it.
+    const NAMESPACED: Option<bool>;
+}
+
+impl KindScope for NamespaceResourceScope {
+    const NAMESPACED: Option<bool> = Some(true);
+}
+impl KindScope for ClusterResourceScope {
+    const NAMESPACED: Option<bool> = Some(false);
+}
+impl KindScope for DynamicResourceScope {
+    const NAMESPACED: Option<bool> = None;
+}
+impl KindScope for SubResourceScope {
+    const NAMESPACED: Option<bool> = None;
+}
+
+/// The list and watch requests of one informer; see the module docs.
 pub struct ListWatch<K> {
-    api: Api<K>,
-    client: kube_client::Client,
+    client: Client,
+    /// The collection's path: `/api/v1/namespaces/default/pods`, `/apis/apps/v1/deployments`.
+    url: String,
+    namespace: Option<String>,
+    resource: ApiResource,
+    namespaced: Option<bool>,
+    metadata_only: bool,
     label_selector: Option<String>,
     field_selector: Option<String>,
     page_size: u32,
+    _kind: PhantomData<fn() -> K>,
 }
 
-impl<K> Debug for ListWatch<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<K> Clone for ListWatch<K> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            namespace: self.namespace.clone(),
+            resource: self.resource.clone(),
+            namespaced: self.namespaced,
+            metadata_only: self.metadata_only,
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            page_size: self.page_size,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for ListWatch<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ListWatch")
+            .field("url", &self.url)
+            .field("metadata_only", &self.metadata_only)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
             .field("page_size", &self.page_size)
@@ -29,32 +85,158 @@ impl<K> Debug for ListWatch<K> {
     }
 }
 
+/// Names what is listed and watched, for logs and errors: `pods in namespace default with
+/// labels app=web`, `configmapsets.ctrlkit.example.com (metadata only) in all namespaces`.
+impl<K> fmt::Display for ListWatch<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.resource.plural)?;
+        if !self.resource.group.is_empty() {
+            write!(f, ".{}", self.resource.group)?;
+        }
+        if self.metadata_only {
+            f.write_str(" (metadata only)")?;
+        }
+        match (&self.namespace, self.namespaced) {
+            (Some(ns), _) => write!(f, " in namespace {ns}")?,
+            (None, Some(false)) => {}
+            (None, _) => f.write_str(" in all namespaces")?,
+        }
+        if let Some(labels) = &self.label_selector {
+            write!(f, " with labels {labels}")?;
+        }
+        if let Some(fields) = &self.field_selector {
+            write!(f, " with fields {fields}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<K> From<Api<K>> for ListWatch<K>
+where
+    K: Resource<Scope: KindScope> + Clone + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    fn from(api: Api<K>) -> Self {
+        Self::new(api)
+    }
+}
+
 impl<K> ListWatch<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<Scope: KindScope> + Clone + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Lists and watches everything `api` reaches, in pages of 500 (client-go's default).
-    pub fn new(api: Api<K>) -> Self {
-        let client = api.clone().into_client();
-        Self { api, client, label_selector: None, field_selector: None, page_size: 500 }
+    /// Lists and watches everything `api` reaches (its namespace, or all), in pages of 500
+    /// (client-go's default).
+    pub fn new(api: Api<K>) -> Self
+    where
+        K::DynamicType: Default,
+    {
+        Self::new_with(api, &K::DynamicType::default())
+    }
+
+    /// As [`new`](Self::new), for kinds known at run time (`DynamicObject` with its
+    /// `ApiResource`).
+    pub fn new_with(api: Api<K>, dyntype: &K::DynamicType) -> Self {
+        let namespace = api.namespace().map(str::to_owned);
+        let url = api.resource_url().to_owned();
+        // A dynamic kind reached through a namespace is namespaced; reached across all
+        // namespaces, it may be either.
+        let namespaced = K::Scope::NAMESPACED.or(namespace.as_ref().map(|_| true));
+        Self::from_parts(api.into_client(), url, namespace, namespaced, dyntype)
+    }
+
+    /// The objects of `K` in `namespace` (when `K` is namespaced) or everywhere.
+    pub(crate) fn for_client(
+        client: Client,
+        dyntype: &K::DynamicType,
+        namespace: Option<&str>,
+        namespaced: Option<bool>,
+    ) -> Self {
+        let namespace = namespace.filter(|_| namespaced == Some(true));
+        let url = K::url_path(dyntype, namespace);
+        Self::from_parts(client, url, namespace.map(str::to_owned), namespaced, dyntype)
+    }
+
+    fn from_parts(
+        client: Client,
+        url: String,
+        namespace: Option<String>,
+        namespaced: Option<bool>,
+        dyntype: &K::DynamicType,
+    ) -> Self {
+        Self {
+            client,
+            url,
+            namespace,
+            resource: ApiResource::erase::<K>(dyntype),
+            namespaced,
+            metadata_only: K::metadata_api(),
+            label_selector: None,
+            field_selector: None,
+            page_size: 500,
+            _kind: PhantomData,
+        }
     }
 
     /// Only objects matching a label selector (`app=web,tier!=db`).
+    #[must_use]
     pub fn labels(mut self, selector: &str) -> Self {
-        self.label_selector = Some(selector.to_owned());
+        self.label_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
         self
     }
 
     /// Only objects matching a field selector (`metadata.name=web-0`).
+    #[must_use]
     pub fn fields(mut self, selector: &str) -> Self {
-        self.field_selector = Some(selector.to_owned());
+        self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
         self
     }
 
     /// Objects per list page; 0 lists everything in one response.
+    #[must_use]
     pub fn page_size(mut self, page_size: u32) -> Self {
         self.page_size = page_size;
         self
+    }
+
+    /// The client the requests go through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The collection's URL path.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The namespace listed, or `None` for all namespaces (or a cluster-scoped kind).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The kind's group, version, kind and plural.
+    pub fn api_resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// Whether the kind is namespaced, where known (see [`KindScope`]).
+    pub fn namespaced(&self) -> Option<bool> {
+        self.namespaced
+    }
+
+    /// Whether only metadata is listed and watched (`K` is a `PartialObjectMeta`).
+    pub fn metadata_only(&self) -> bool {
+        self.metadata_only
+    }
+
+    /// The label selector, if any.
+    pub fn label_selector(&self) -> Option<&str> {
+        self.label_selector.as_deref()
+    }
+
+    /// The field selector, if any.
+    pub fn field_selector(&self) -> Option<&str> {
+        self.field_selector.as_deref()
     }
 
     fn list_params(&self) -> ListParams {
@@ -79,8 +261,8 @@ where
         if let Some(token) = continue_token {
             lp = lp.continue_token(token);
         }
-        let request = kube_client::core::Request::new(self.api.resource_url())
-            .list(&lp)
+        let request = Request::new(&self.url);
+        let request = if self.metadata_only { request.list_metadata(&lp) } else { request.list(&lp) }
             .map_err(kube_client::Error::BuildRequest)?;
         self.client.request_text(request).await
     }
@@ -99,6 +281,15 @@ where
         wp.label_selector = self.label_selector.clone();
         wp.field_selector = self.field_selector.clone();
         wp.timeout = Some(timeout_seconds);
-        self.api.watch(&wp, resource_version).await
+        let request = Request::new(&self.url);
+        let mut request = if self.metadata_only {
+            request.watch_metadata(&wp, resource_version)
+        } else {
+            request.watch(&wp, resource_version)
+        }
+        .map_err(kube_client::Error::BuildRequest)?;
+        // kube-client marks watches so that its read timeout does not cut them.
+        request.extensions_mut().insert("watch");
+        self.client.request_events::<K>(request).await
     }
 }

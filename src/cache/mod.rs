@@ -6,6 +6,11 @@
 //! - [`ListWatch`] says what to list and watch; [`Informer`] keeps the indexer in step with
 //!   the API server and tells [`ResourceEventHandler`]s what changed, tombstones
 //!   ([`DeletedFinalStateUnknown`]) included for deletes missed while disconnected.
+//! - [`SharedInformerFactory`] hands out one informer per kind, namespace and selector to
+//!   everyone who asks, and owns their lifetime.
+//! - Metadata-only informers cache
+//!   [`PartialObjectMeta<K>`](kube_client::core::PartialObjectMeta): see
+//!   [`SharedInformerFactory::metadata_informer`].
 //! - [`wait_for_cache_sync`] waits for informers to hold their first list.
 //!
 //! Informers drop `metadata.managedFields` before caching unless
@@ -17,29 +22,39 @@
 //! - A dropped watch resumes from the last resourceVersion seen without a relist; 410 Expired
 //!   relists; a relist replaces the store atomically and reports the difference.
 //! - Failures back off (800 ms doubling to 30 s, jittered, reset after 2 healthy minutes)
-//!   and are logged once each, with their cause.
+//!   and are logged once each, with their cause, inside the informer's span (kind, group,
+//!   namespace, selectors).
+//! - Code the user hands in never takes an informer down: a panicking handler keeps
+//!   receiving; a panicking transform fails that list or watch, which is retried.
+//! - An informer has one owner, whoever runs it; when its run ends it is marked stopped.
 
 mod backoff;
+mod factory;
 mod handler;
 mod indexer;
 mod informer;
 mod list_watch;
 mod object_key;
+mod processor;
+mod reflector;
 mod strip;
+mod sync;
 
 pub use backoff::BackoffConfig;
+pub use factory::{CacheSyncError, SharedInformerFactory, SharedInformerFactoryBuilder};
 pub use handler::{
-    Deleted, DeletedFinalStateUnknown, ResourceEventHandler, ResourceEventHandlerFuncs,
+    Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
+    ResourceEventHandlerFuncs,
 };
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
-pub use informer::{
-    HasSynced, Informer, InformerBuilder, InformerError, InformerObject, Transform,
-    wait_for_cache_sync,
-};
-pub use list_watch::ListWatch;
+pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig, InformerObject};
+pub use list_watch::{KindScope, ListWatch};
 pub use object_key::{
     InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
     meta_namespace_key_func,
 };
+pub use reflector::{InformerError, Transform};
+pub use sync::wait_for_cache_sync;
 
-pub(crate) use informer::panic_message;
+pub(crate) use informer::{InformerHandle, RunState};
+pub(crate) use sync::{SyncFailure, wait_for_informers};

@@ -1,189 +1,239 @@
-//! [`ControllerBuilder`]: the common case wired in one expression: an informer over an
-//! `Api<K>`, a queue, the standard key-enqueuing handler, and the workers.
+//! [`ControllerBuilder`]: a controller over a primary kind, the secondary kinds it owns or
+//! watches, external triggers and predicates, wired to shared informers.
+//!
+//! One path configures each part, and takes the lower layers whole: what to list and watch is
+//! a [`ListWatch`] (or an `Api`); the primary informer's settings are a function of its
+//! [`InformerBuilder`]; the queue is a [`WorkQueueBuilder`]; informers come from a
+//! [`SharedInformerFactory`]. The controller's own settings (workers, retries, the dropped-key
+//! hook) are set on the [`Controller`] it builds.
 
-use std::future::Future;
-use std::time::Duration;
+use futures::stream::{BoxStream, Stream, StreamExt};
 
-use kube_client::Api;
-
-use super::controller::{Controller, ControllerError, DroppedHook, ReconcileFailure};
-use super::reconciler::Reconciler;
+use super::controller::{Controller, Informers, Source};
+use super::predicate::Predicate;
+use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
 use crate::cache::{
-    BackoffConfig, Informer, InformerObject, ListWatch, ObjectKey, ResourceEventHandlerFuncs,
-    deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
+    InformerBuilder, InformerHandle, InformerObject, ListWatch, ObjectKey, SharedInformerFactory,
 };
-use crate::workqueue::{RateLimiter, WorkQueue};
+use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 
-/// The seed's handler funcs: every add, update and delete puts the object's key in `queue`.
-pub fn enqueue_handler<K: InformerObject>(
-    queue: WorkQueue<ObjectKey>,
-) -> ResourceEventHandlerFuncs<K> {
-    let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
-    ResourceEventHandlerFuncs::new()
-        .on_add(move |o: &std::sync::Arc<K>| {
-            if let Ok(key) = meta_namespace_key_func(o.as_ref()) {
-                q1.add(key);
-            }
-        })
-        .on_update(move |_, new: &std::sync::Arc<K>| {
-            if let Ok(key) = meta_namespace_key_func(new.as_ref()) {
-                q2.add(key);
-            }
-        })
-        .on_delete(move |deleted| {
-            // Tombstones carry their key: client-go's DeletionHandlingMetaNamespaceKeyFunc.
-            if let Ok(key) = deletion_handling_meta_namespace_key_func(deleted) {
-                q3.add(key);
-            }
-        })
+type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
+
+/// Registers one secondary source on the factory's informer, once the queue exists.
+type AddSource =
+    Box<dyn FnOnce(&SharedInformerFactory, &WorkQueue<ObjectKey>, &OwnerKind) -> Source + Send>;
+
+/// Builds a [`Controller`]; see [`Controller::builder`].
+pub struct ControllerBuilder<K> {
+    primary: ListWatch<K>,
+    name: Option<String>,
+    factory: Option<SharedInformerFactory>,
+    informer: Option<ShapeInformer<K>>,
+    queue: Option<WorkQueueBuilder<ObjectKey>>,
+    predicate: Option<Predicate<K>>,
+    sources: Vec<AddSource>,
+    triggers: Vec<BoxStream<'static, ObjectKey>>,
 }
 
-/// Builds a [`Controller`] over an `Api<K>`; see [`Controller::builder`].
-pub struct ControllerBuilder<K> {
-    list_watch: ListWatch<K>,
-    workers: usize,
-    max_retries: u32,
-    resync: Option<Duration>,
-    backoff: Option<BackoffConfig>,
-    streaming_list: bool,
-    transform: Option<Box<dyn Fn(K) -> K + Send + Sync>>,
-    rate_limiter: Option<Box<dyn RateLimiter<ObjectKey>>>,
-    name: String,
-    on_dropped: Option<DroppedHook>,
+impl<K> std::fmt::Debug for ControllerBuilder<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerBuilder")
+            .field("primary", &self.primary)
+            .field("name", &self.name)
+            .field("shared_factory", &self.factory.is_some())
+            .field("secondary_sources", &self.sources.len())
+            .field("triggers", &self.triggers.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<K: InformerObject> Controller<K> {
-    /// A builder for the common case: `Controller::builder(api).workers(2).run(reconciler,
-    /// shutdown)`.
-    pub fn builder(api: Api<K>) -> ControllerBuilder<K> {
+    /// A controller of the objects `primary` lists and watches (an `Api<K>`, or a
+    /// [`ListWatch`] with selectors): `Controller::builder(api).owns(pods).build()`.
+    pub fn builder(primary: impl Into<ListWatch<K>>) -> ControllerBuilder<K> {
         ControllerBuilder {
-            list_watch: ListWatch::new(api),
-            workers: 1,
-            max_retries: 5,
-            resync: None,
-            backoff: None,
-            streaming_list: false,
-            transform: None,
-            rate_limiter: None,
-            name: String::new(),
-            on_dropped: None,
+            primary: primary.into(),
+            name: None,
+            factory: None,
+            informer: None,
+            queue: None,
+            predicate: None,
+            sources: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 }
 
 impl<K: InformerObject> ControllerBuilder<K> {
-    /// Worker tasks (default 1).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers.max(1);
-        self
-    }
-
-    /// Retries before a failing key is dropped (default 5).
-    pub fn max_retries(mut self, retries: u32) -> Self {
-        self.max_retries = retries;
-        self
-    }
-
-    /// Only objects matching a label selector.
-    pub fn labels(mut self, selector: &str) -> Self {
-        self.list_watch = self.list_watch.labels(selector);
-        self
-    }
-
-    /// Only objects matching a field selector.
-    pub fn fields(mut self, selector: &str) -> Self {
-        self.list_watch = self.list_watch.fields(selector);
-        self
-    }
-
-    /// List page size (default 500).
-    pub fn page_size(mut self, page_size: u32) -> Self {
-        self.list_watch = self.list_watch.page_size(page_size);
-        self
-    }
-
-    /// Reconcile every cached object again every `period`.
-    pub fn resync(mut self, period: Duration) -> Self {
-        self.resync = Some(period);
-        self
-    }
-
-    /// The informer's backoff after failures.
-    pub fn backoff(mut self, backoff: BackoffConfig) -> Self {
-        self.backoff = Some(backoff);
-        self
-    }
-
-    /// Build the cache from a streaming list where the server allows it.
-    pub fn streaming_list(mut self, on: bool) -> Self {
-        self.streaming_list = on;
-        self
-    }
-
-    /// Transform objects before they are cached.
-    pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
-        self.transform = Some(Box::new(f));
-        self
-    }
-
-    /// The queue's rate limiter (default: client-go's default controller rate limiter).
-    pub fn rate_limiter(mut self, limiter: impl RateLimiter<ObjectKey> + 'static) -> Self {
-        self.rate_limiter = Some(Box::new(limiter));
-        self
-    }
-
-    /// The queue's name, for metrics.
+    /// Names the controller, for its logs and its queue (default: the primary kind's
+    /// plural, as `configmapsets`).
+    #[must_use]
     pub fn name(mut self, name: &str) -> Self {
-        self.name = name.to_owned();
+        self.name = Some(name.to_owned());
         self
     }
 
-    /// Called for each key dropped after its last retry.
-    pub fn on_dropped(
+    /// Takes informers from `factory`, shared with every other user of it; the factory's
+    /// owner starts and stops them. Without it, the controller makes a factory of its own and
+    /// runs it for as long as it runs.
+    #[must_use]
+    pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
+        self.factory = Some(factory.clone());
+        self
+    }
+
+    /// Shapes the primary informer (a transform, an indexer with indexes, a resync, a
+    /// backoff) when the factory makes it; an informer the factory already had keeps its
+    /// shape.
+    #[must_use]
+    pub fn informer(
         mut self,
-        hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
+        shape: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send + 'static,
     ) -> Self {
-        self.on_dropped = Some(std::sync::Arc::new(hook));
+        self.informer = Some(Box::new(shape));
         self
     }
 
-    /// The controller, its informer wired to its queue; run it with [`Controller::run`].
-    pub fn build(self) -> (Controller<K>, usize) {
-        let mut informer = Informer::builder(self.list_watch).streaming_list(self.streaming_list);
-        if let Some(period) = self.resync {
-            informer = informer.resync(period);
-        }
-        if let Some(backoff) = self.backoff {
-            informer = informer.backoff(backoff);
-        }
-        if let Some(transform) = self.transform {
-            informer = informer.transform(transform);
-        }
-        let informer = informer.build();
-        let mut queue = WorkQueue::builder().name(&self.name);
-        if let Some(limiter) = self.rate_limiter {
-            queue = queue.rate_limiter(limiter);
+    /// The queue (its rate limiter, its metrics). Default: client-go's default controller
+    /// rate limiter, no metrics, named after the controller.
+    #[must_use]
+    pub fn queue(mut self, queue: WorkQueueBuilder<ObjectKey>) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Enqueues a primary object's event only if `predicate` passes it. Several calls combine
+    /// with `and`.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<K>) -> Self {
+        self.predicate = Some(match self.predicate.take() {
+            Some(previous) => previous.and(predicate),
+            None => predicate,
+        });
+        self
+    }
+
+    /// Reconciles an owner when an object it controls changes or goes: objects of `owned`
+    /// whose `ownerReferences` name a controller (`controller: true`) of the primary kind
+    /// enqueue that owner's key (controller-runtime's `Owns`).
+    #[must_use]
+    pub fn owns<S: InformerObject>(self, owned: impl Into<ListWatch<S>>) -> Self {
+        self.add_source(owned.into(), None, None)
+    }
+
+    /// As [`owns`](Self::owns), enqueuing only the events of owned objects that pass
+    /// `predicate`.
+    #[must_use]
+    pub fn owns_with<S: InformerObject>(
+        self,
+        owned: impl Into<ListWatch<S>>,
+        predicate: Predicate<S>,
+    ) -> Self {
+        self.add_source(owned.into(), Some(predicate), None)
+    }
+
+    /// Reconciles the keys `mapper` returns for each changed object of `watched` (for an
+    /// update, the keys of the old and the new object): controller-runtime's `Watches` with
+    /// `EnqueueRequestsFromMapFunc`, kube-runtime's `watches`.
+    #[must_use]
+    pub fn watches<S, I>(
+        self,
+        watched: impl Into<ListWatch<S>>,
+        mapper: impl Fn(&S) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: InformerObject,
+        I: IntoIterator<Item = ObjectKey>,
+    {
+        let map: MapFn<S> = std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect());
+        self.add_source(watched.into(), None, Some(map))
+    }
+
+    /// As [`watches`](Self::watches), mapping only the events that pass `predicate`.
+    #[must_use]
+    pub fn watches_with<S, I>(
+        self,
+        watched: impl Into<ListWatch<S>>,
+        predicate: Predicate<S>,
+        mapper: impl Fn(&S) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: InformerObject,
+        I: IntoIterator<Item = ObjectKey>,
+    {
+        let map: MapFn<S> = std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect());
+        self.add_source(watched.into(), Some(predicate), Some(map))
+    }
+
+    /// Reconciles every key `trigger` yields, from the start of `run` until the stream ends
+    /// (a webhook, a timer, a message queue: kube-runtime's `reconcile_on`). A channel's
+    /// receiver is a stream: `futures::channel::mpsc::unbounded()`.
+    #[must_use]
+    pub fn trigger(mut self, trigger: impl Stream<Item = ObjectKey> + Send + 'static) -> Self {
+        self.triggers.push(trigger.boxed());
+        self
+    }
+
+    fn add_source<S: InformerObject>(
+        mut self,
+        list_watch: ListWatch<S>,
+        predicate: Option<Predicate<S>>,
+        map: Option<MapFn<S>>,
+    ) -> Self {
+        self.sources.push(Box::new(move |factory, queue, owner| {
+            let informer = factory.informer_for(list_watch);
+            let mapper = match map {
+                Some(map) => Mapper::Map(map),
+                None => Mapper::Owner(owner.clone()),
+            };
+            let handler = EnqueueHandler { queue: queue.clone(), predicate, mapper };
+            let registration = informer.add_event_handler(handler);
+            let handle: std::sync::Arc<dyn InformerHandle> = std::sync::Arc::new(informer.clone());
+            Source {
+                informer: handle,
+                remove: Box::new(move |r| informer.remove_event_handler(r)),
+                registration,
+            }
+        }));
+        self
+    }
+
+    /// The controller, its handlers registered on the informers; run it with
+    /// [`Controller::run`].
+    pub fn build(self) -> Controller<K> {
+        let resource = self.primary.api_resource().clone();
+        let owner = OwnerKind {
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
+            namespaced: self.primary.namespaced(),
+        };
+        let name = self.name.unwrap_or_else(|| resource.plural.clone());
+        let (factory, informers) = match self.factory {
+            Some(factory) => (factory, Informers::Shared),
+            None => {
+                let factory = SharedInformerFactory::new(self.primary.client().clone());
+                (factory.clone(), Informers::OwnFactory(factory))
+            }
+        };
+        let mut queue = self.queue.unwrap_or_else(WorkQueue::builder);
+        if !queue.has_name() {
+            queue = queue.name(&name);
         }
         let queue = queue.build();
-        informer.add_event_handler(enqueue_handler(queue.clone()));
-        let mut controller =
-            Controller::new(queue, informer.indexer(), informer).max_retries(self.max_retries);
-        if let Some(hook) = self.on_dropped {
-            controller = controller.on_dropped(move |key, failure| hook(key, failure));
-        }
-        (controller, self.workers)
-    }
-
-    /// Builds the controller and runs it until `shutdown` completes.
-    pub async fn run<R>(
-        self,
-        reconciler: R,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), ControllerError>
-    where
-        R: Reconciler<Object = K>,
-    {
-        let (controller, workers) = self.build();
-        controller.run(reconciler, workers, shutdown).await
+        let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
+        let informer = factory.informer_with(self.primary, shape);
+        let primary = EnqueueHandler { queue: queue.clone(), predicate: self.predicate, mapper: Mapper::Own };
+        let registration = informer.add_event_handler(primary);
+        let mut sources = vec![Source {
+            informer: std::sync::Arc::new(informer.clone()),
+            remove: Box::new({
+                let informer = informer.clone();
+                move |r| informer.remove_event_handler(r)
+            }),
+            registration,
+        }];
+        sources.extend(self.sources.into_iter().map(|add| add(&factory, &queue, &owner)));
+        let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
+        Controller::from_parts(name, queue, informer, secondary, informers, sources, self.triggers)
     }
 }

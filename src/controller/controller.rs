@@ -1,31 +1,63 @@
-//! [`Controller`]: the seed article's `Run`, `runWorker`, `processNextItem` and `handleErr`.
+//! [`Controller`]: the seed article's `Run`, `runWorker`, `processNextItem` and `handleErr`,
+//! with the informers it needs, the sources of its keys, and a clean stop.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::FutureExt;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::reconciler::Reconciler;
 use crate::cache::{
-    Indexer, Informer, InformerObject, ObjectKey, panic_message, wait_for_cache_sync,
+    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
+    SharedInformerFactory, SyncFailure, wait_for_informers,
 };
+use crate::panic::panic_message;
 use crate::workqueue::WorkQueue;
 
-/// Why a controller stopped without running.
+/// Why a controller stopped with an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControllerError {
-    /// Shut down before the informer's first list reached the cache.
-    #[error(
-        "timed out waiting for caches to sync: shut down before the informer's first list completed"
-    )]
-    CacheSync,
+    /// Shut down before every informer's first list reached its cache.
+    #[error("timed out waiting for caches to sync: shut down before these caches synced: {}", .unsynced.join("; "))]
+    CacheSync {
+        /// What the informers that had not synced list and watch.
+        unsynced: Vec<String>,
+    },
+    /// An informer the controller reads stopped (its owner shut it down, or its run ended),
+    /// so its cache would no longer change.
+    #[error("the informer for {informer} stopped; the controller's cache would no longer change")]
+    InformerStopped {
+        /// What the informer lists and watches.
+        informer: String,
+    },
+    /// [`Controller::new`] was given an indexer that is not its informer's store.
+    #[error("the indexer given to Controller::new is not the informer's store (pass informer.indexer())")]
+    IndexerMismatch,
+    /// `run` was called on a controller that ran already (its queue is shut down).
+    #[error("this controller has run already; build a new one to run again")]
+    AlreadyRun,
+}
+
+impl From<SyncFailure> for ControllerError {
+    fn from(failure: SyncFailure) -> Self {
+        match failure {
+            SyncFailure::Shutdown(unsynced) => Self::CacheSync { unsynced },
+            SyncFailure::Stopped(informer) => Self::InformerStopped { informer },
+        }
+    }
 }
 
 /// Why a key was given up on, as the `on_dropped` hook receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReconcileFailure {
     /// The reconciler returned this error (as text).
     Error(String),
@@ -47,6 +79,7 @@ pub type DroppedHook = Arc<dyn Fn(&ObjectKey, &ReconcileFailure) + Send + Sync>;
 
 /// Counts of what the workers did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ControllerStats {
     /// Reconciles that returned `Ok`.
     pub succeeded: u64,
@@ -66,56 +99,161 @@ struct Counters {
     dropped: AtomicU64,
 }
 
+/// Who runs the informers a controller reads.
+pub(crate) enum Informers {
+    /// The seed's wiring: the controller runs its informer, unless it already runs (then
+    /// whoever runs it owns it).
+    Seed,
+    /// A factory the controller made for itself: it starts it and shuts it down.
+    OwnFactory(SharedInformerFactory),
+    /// A factory someone else owns (a Manager, the user): never started or stopped here.
+    Shared,
+}
+
+/// A handler a controller put on an informer, removed when the controller stops.
+pub(crate) struct Source {
+    pub(crate) informer: Arc<dyn InformerHandle>,
+    pub(crate) remove: Box<dyn Fn(&HandlerRegistration) -> bool + Send + Sync>,
+    pub(crate) registration: HandlerRegistration,
+}
+
+/// What the clones of one controller share.
+struct Shared {
+    counters: Counters,
+    /// Keys being reconciled now.
+    in_flight: Mutex<BTreeSet<ObjectKey>>,
+    /// Handlers to remove at stop.
+    sources: Mutex<Vec<Source>>,
+    /// External triggers, taken by `run`.
+    triggers: Mutex<Vec<BoxStream<'static, ObjectKey>>>,
+    ran: AtomicBool,
+}
+
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
 pub struct Controller<K> {
+    name: String,
     queue: WorkQueue<ObjectKey>,
-    indexer: Indexer<K>,
     informer: Informer<K>,
+    /// Informers besides the primary one whose caches must sync before workers start.
+    secondary: Vec<Arc<dyn InformerHandle>>,
+    informers: Arc<Informers>,
+    indexer_mismatch: bool,
+    workers: usize,
     max_retries: u32,
     on_dropped: Option<DroppedHook>,
-    counters: Arc<Counters>,
+    shared: Arc<Shared>,
 }
 
 impl<K> Clone for Controller<K> {
     fn clone(&self) -> Self {
         Self {
+            name: self.name.clone(),
             queue: self.queue.clone(),
-            indexer: self.indexer.clone(),
             informer: self.informer.clone(),
+            secondary: self.secondary.clone(),
+            informers: self.informers.clone(),
+            indexer_mismatch: self.indexer_mismatch,
+            workers: self.workers,
             max_retries: self.max_retries,
             on_dropped: self.on_dropped.clone(),
-            counters: self.counters.clone(),
+            shared: self.shared.clone(),
         }
     }
 }
 
 impl<K> std::fmt::Debug for Controller<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Controller").field("max_retries", &self.max_retries).finish_non_exhaustive()
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("workers", &self.workers)
+            .field("max_retries", &self.max_retries)
+            .finish_non_exhaustive()
     }
+}
+
+/// Sends the stop signal when dropped, so that a `run` that is dropped (a Manager abandoning
+/// it after its shutdown timeout) still stops what it started.
+struct StopOnDrop(watch::Sender<bool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 impl<K: InformerObject> Controller<K> {
     /// The seed's `NewController(queue, indexer, informer)`: the caller wired the informer's
-    /// handlers to put keys in `queue`.
+    /// handlers to put keys in `queue` (see [`enqueue_handler`](super::enqueue_handler)).
+    /// `indexer` must be `informer.indexer()`; `run` refuses anything else.
+    ///
+    /// The controller runs the informer unless it already runs, and then stops it when it
+    /// stops, as the seed does. To share an informer among controllers, take it from a
+    /// [`SharedInformerFactory`] and build with [`Controller::builder`].
     pub fn new(queue: WorkQueue<ObjectKey>, indexer: Indexer<K>, informer: Informer<K>) -> Self {
+        let indexer_mismatch = !indexer.same_store(&informer.indexer());
+        let name = match queue.name() {
+            "" => informer.list_watch().api_resource().plural.clone(),
+            name => name.to_owned(),
+        };
+        Self::from_parts(name, queue, informer, Vec::new(), Informers::Seed, Vec::new(), Vec::new())
+            .with_mismatch(indexer_mismatch)
+    }
+
+    fn with_mismatch(mut self, mismatch: bool) -> Self {
+        self.indexer_mismatch = mismatch;
+        self
+    }
+
+    pub(crate) fn from_parts(
+        name: String,
+        queue: WorkQueue<ObjectKey>,
+        informer: Informer<K>,
+        secondary: Vec<Arc<dyn InformerHandle>>,
+        informers: Informers,
+        sources: Vec<Source>,
+        triggers: Vec<BoxStream<'static, ObjectKey>>,
+    ) -> Self {
         Self {
+            name,
             queue,
-            indexer,
             informer,
+            secondary,
+            informers: Arc::new(informers),
+            indexer_mismatch: false,
+            workers: 1,
             max_retries: 5,
             on_dropped: None,
-            counters: Arc::default(),
+            shared: Arc::new(Shared {
+                counters: Counters::default(),
+                in_flight: Mutex::new(BTreeSet::new()),
+                sources: Mutex::new(sources),
+                triggers: Mutex::new(triggers),
+                ran: AtomicBool::new(false),
+            }),
         }
     }
 
+    /// Worker tasks, each reconciling one key at a time (default 1; the seed's `threadiness`).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
     /// How many times a failing key is retried before it is dropped (default 5, as the seed).
+    #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
         self
     }
 
     /// Called for each key dropped after its last retry, besides the error log.
+    #[must_use]
     pub fn on_dropped(
         mut self,
         hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
@@ -124,9 +262,29 @@ impl<K: InformerObject> Controller<K> {
         self
     }
 
+    /// The controller's name: in its logs' spans, and its queue's name unless that has one.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cache the reconciler reads: the primary informer's store.
+    pub fn indexer(&self) -> Indexer<K> {
+        self.informer.indexer()
+    }
+
+    /// The primary informer.
+    pub fn informer(&self) -> &Informer<K> {
+        &self.informer
+    }
+
+    /// The queue of keys.
+    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+        &self.queue
+    }
+
     /// What the workers did so far.
     pub fn stats(&self) -> ControllerStats {
-        let c = &self.counters;
+        let c = &self.shared.counters;
         ControllerStats {
             succeeded: c.succeeded.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),
@@ -135,58 +293,130 @@ impl<K: InformerObject> Controller<K> {
         }
     }
 
-    /// The seed's `Run`: starts the informer (unless it runs already), waits for its cache to
-    /// sync, runs `workers` workers until `shutdown` completes, then stops taking keys, lets
-    /// the reconciles in flight finish, and shuts the queue down.
+    /// The keys being reconciled now.
+    pub fn in_flight(&self) -> Vec<ObjectKey> {
+        self.lock_in_flight().iter().cloned().collect()
+    }
+
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<ObjectKey>> {
+        self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every informer the controller reads, erased.
+    fn informer_handles(&self) -> Vec<Arc<dyn InformerHandle>> {
+        let primary: Arc<dyn InformerHandle> = Arc::new(self.informer.clone());
+        std::iter::once(primary).chain(self.secondary.iter().cloned()).collect()
+    }
+
+    /// The seed's `Run`: starts the informers the controller owns, waits for every cache it
+    /// reads to sync, runs the workers until `shutdown` completes, then stops taking keys,
+    /// lets the reconciles in flight finish, shuts the queue down, removes its handlers from
+    /// shared informers and stops the informers it started.
+    ///
+    /// Fails with [`ControllerError::CacheSync`] (naming the caches) when shut down before
+    /// they synced, and with [`ControllerError::InformerStopped`] when an informer it reads
+    /// stops under it. A controller runs once.
     pub async fn run<R>(
         &self,
         reconciler: R,
-        workers: usize,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError>
+    where
+        R: Reconciler<Object = K>,
+    {
+        if self.indexer_mismatch {
+            return Err(ControllerError::IndexerMismatch);
+        }
+        if self.shared.ran.swap(true, Ordering::SeqCst) {
+            return Err(ControllerError::AlreadyRun);
+        }
+        let span = tracing::info_span!("controller", name = %self.name);
+        self.run_inner(Arc::new(reconciler), shutdown).instrument(span).await
+    }
+
+    async fn run_inner<R>(
+        &self,
+        reconciler: Arc<R>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ControllerError>
     where
         R: Reconciler<Object = K>,
     {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let stopped = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
+        let stop = StopOnDrop(stop_tx);
+        let mut tasks = JoinSet::new();
+        tracing::info!(workers = self.workers, "starting controller");
+        let owned_informer = match self.informers.as_ref() {
+            Informers::Seed if !self.informer.is_running() => {
+                let informer = self.informer.clone();
+                let stop = stopped(stop_rx.clone());
+                Some(tokio::spawn(async move { informer.run(stop).await }))
+            }
+            Informers::OwnFactory(factory) => {
+                factory.start(stopped(stop_rx.clone()));
+                None
+            }
+            _ => None,
         };
-        tracing::info!("starting controller");
-        let informer_task = (!self.informer.is_running()).then(|| {
-            let informer = self.informer.clone();
-            let rx = stop_rx.clone();
-            tokio::spawn(async move { informer.run(stopped(rx)).await })
-        });
         tokio::pin!(shutdown);
-        let informers: [&dyn crate::cache::HasSynced; 1] = [&self.informer];
+        let handles = self.informer_handles();
         let synced = tokio::select! {
-            synced = wait_for_cache_sync(&informers, stopped(stop_rx.clone())) => synced,
-            _ = &mut shutdown => false,
+            synced = wait_for_informers(&handles, std::future::pending()) => synced,
+            _ = &mut shutdown => Err(SyncFailure::Shutdown(
+                handles.iter().filter(|h| !*h.synced_receiver().borrow()).map(|h| h.describe()).collect(),
+            )),
         };
-        if !synced {
-            let _ = stop_tx.send(true);
-            self.queue.shut_down();
-            tracing::error!("timed out waiting for caches to sync");
-            return Err(ControllerError::CacheSync);
-        }
-        let reconciler = Arc::new(reconciler);
-        let handles: Vec<_> = (0..workers.max(1))
-            .map(|_| {
-                let (this, reconciler, rx) = (self.clone(), reconciler.clone(), stop_rx.clone());
-                tokio::spawn(async move { this.run_worker(reconciler, rx).await })
-            })
-            .collect();
-        shutdown.await;
+        let outcome = match synced {
+            Err(failure) => {
+                let err = ControllerError::from(failure);
+                tracing::error!(error = %err, "controller cannot start");
+                Err(err)
+            }
+            Ok(()) => {
+                let triggers = std::mem::take(
+                    &mut *self.shared.triggers.lock().unwrap_or_else(PoisonError::into_inner),
+                );
+                for trigger in triggers {
+                    let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
+                    tasks.spawn(forward(trigger, queue, stop));
+                }
+                for _ in 0..self.workers {
+                    let (this, reconciler, rx) = (self.clone(), reconciler.clone(), stop_rx.clone());
+                    tasks.spawn(async move { this.run_worker(reconciler, rx).await }.in_current_span());
+                }
+                tokio::select! {
+                    _ = &mut shutdown => Ok(()),
+                    informer = first_stopped(&handles) => {
+                        let err = ControllerError::InformerStopped { informer };
+                        tracing::error!(error = %err, "stopping controller");
+                        Err(err)
+                    }
+                }
+            }
+        };
         tracing::info!("stopping controller");
-        let _ = stop_tx.send(true);
-        for handle in handles {
-            let _ = handle.await;
-        }
+        drop(stop);
+        while tasks.join_next().await.is_some() {}
         self.queue.shut_down();
-        if let Some(task) = informer_task {
-            let _ = task.await;
+        self.remove_handlers();
+        match self.informers.as_ref() {
+            Informers::OwnFactory(factory) => factory.shutdown().await,
+            _ => {
+                if let Some(task) = owned_informer {
+                    let _ = task.await;
+                }
+            }
         }
-        Ok(())
+        tracing::info!("controller stopped");
+        outcome
+    }
+
+    fn remove_handlers(&self) {
+        let sources =
+            std::mem::take(&mut *self.shared.sources.lock().unwrap_or_else(PoisonError::into_inner));
+        for source in sources {
+            (source.remove)(&source.registration);
+        }
     }
 
     /// The seed's `runWorker`: process keys until shut down.
@@ -204,33 +434,36 @@ impl<K: InformerObject> Controller<K> {
                     None => return,
                 },
             };
-            self.process_item(reconciler.as_ref(), key).await;
+            let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+            self.process_item(reconciler.as_ref(), key).instrument(span).await;
         }
     }
 
     /// The seed's `processNextItem` after `Get`: reconcile, handle the outcome, `Done`.
     async fn process_item<R: Reconciler<Object = K>>(&self, reconciler: &R, key: ObjectKey) {
-        let object = self.indexer.get(&key);
+        self.lock_in_flight().insert(key.clone());
+        let object = self.informer.indexer().get(&key);
         let outcome = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind().await;
         match outcome {
             Ok(Ok(action)) => {
-                self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(&key);
                 if let Some(delay) = action.requeue_delay() {
                     self.queue.add_after(key.clone(), delay);
                 }
             }
             Ok(Err(err)) => {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.handle_err(&key, ReconcileFailure::Error(err.to_string()));
             }
             Err(panic) => {
-                self.counters.panicked.fetch_add(1, Ordering::Relaxed);
-                let message = panic_message(&panic);
-                tracing::error!(%key, panic = %message, "reconcile panicked");
+                self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
+                let message = panic_message(&*panic);
+                tracing::error!(panic = %message, "reconcile panicked");
                 self.handle_err(&key, ReconcileFailure::Panic(message));
             }
         }
+        self.lock_in_flight().remove(&key);
         self.queue.done(&key);
     }
 
@@ -238,15 +471,48 @@ impl<K: InformerObject> Controller<K> {
     fn handle_err(&self, key: &ObjectKey, failure: ReconcileFailure) {
         let attempt = self.queue.num_requeues(key);
         if attempt < self.max_retries {
-            tracing::info!(%key, attempt, error = %failure, "error syncing; will retry");
+            tracing::info!(attempt, error = %failure, "error syncing; will retry");
             self.queue.add_rate_limited(key.clone());
             return;
         }
         self.queue.forget(key);
-        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(%key, error = %failure, "dropping key out of the queue after {} retries", self.max_retries);
+        self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.max_retries);
         if let Some(hook) = &self.on_dropped {
             hook(key, &failure);
         }
     }
+}
+
+/// Puts every key of a trigger stream in the queue until the stream ends or `stop`.
+async fn forward(
+    mut trigger: BoxStream<'static, ObjectKey>,
+    queue: WorkQueue<ObjectKey>,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            key = trigger.next() => match key {
+                Some(key) => queue.add(key),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Resolves with the description of the first informer whose run ends.
+async fn first_stopped(handles: &[Arc<dyn InformerHandle>]) -> String {
+    let each = handles.iter().map(|handle| {
+        let mut state = handle.state_receiver();
+        let name = handle.describe();
+        Box::pin(async move {
+            // Sure to be running now (it synced); wait for that to end.
+            let _ = state.wait_for(|s| *s == RunState::Stopped).await;
+            name
+        })
+    });
+    futures::future::select_all(each).await.0
 }

@@ -1,7 +1,9 @@
-//! Reconcilers and the controller that runs them: the seed article's `Controller` in Rust.
+//! Reconcilers and the controller that runs them: the seed article's `Controller` in Rust,
+//! grown to operators over several kinds.
 //!
-//! A [`Controller`] runs N workers; each takes a key from the [`WorkQueue`](crate::workqueue::WorkQueue),
-//! reads the object from the cache, calls [`Reconciler::reconcile`], and then:
+//! A [`Controller`] runs N workers; each takes a key from the
+//! [`WorkQueue`](crate::workqueue::WorkQueue), reads the object from the cache, calls
+//! [`Reconciler::reconcile`] inside a span naming the controller and the key, and then:
 //!
 //! - `Ok(action)`: `forget`s the key (resetting its backoff), and re-adds it after
 //!   [`Action::requeue_after`]'s delay if one was asked for;
@@ -10,19 +12,34 @@
 //!   it and reports it (an error log and the optional `on_dropped` hook);
 //! - `done` in every case.
 //!
-//! `run` starts the informer if it is not running, waits for the cache to sync (and fails
-//! with [`ControllerError::CacheSync`] if shut down first), and on shutdown stops taking keys
-//! and waits for the reconciles in flight.
+//! Keys come from the primary kind's events, and, with [`Controller::builder`], from owned
+//! objects ([`owns`](ControllerBuilder::owns)), watched objects through a mapper
+//! ([`watches`](ControllerBuilder::watches)) and external streams
+//! ([`trigger`](ControllerBuilder::trigger)), each filtered by [`Predicate`]s.
+//!
+//! `run` waits for every cache the controller reads to sync (failing with
+//! [`ControllerError::CacheSync`], naming them, if shut down first), runs the workers, and on
+//! shutdown stops taking keys and waits for the reconciles in flight. If an informer it reads
+//! stops under it, it stops too, with [`ControllerError::InformerStopped`].
+//!
+//! Informers have one owner. A controller built on a [`SharedInformerFactory`](crate::cache::SharedInformerFactory)
+//! never starts or stops its informers (the factory's owner does); one built without makes a
+//! factory of its own and owns it; the seed's wiring ([`Controller::new`]) runs its informer
+//! unless someone else already does.
 //!
 //! Two ways to build one: the seed's explicit wiring ([`Controller::new`] with a queue, an
 //! indexer and an informer whose handlers enqueue keys, such as [`enqueue_handler`]), or
-//! [`Controller::builder`] for the common case.
+//! [`Controller::builder`].
 
 mod builder;
 #[allow(clippy::module_inception)]
 mod controller;
+mod predicate;
 mod reconciler;
+mod source;
 
-pub use builder::{ControllerBuilder, enqueue_handler};
+pub use builder::ControllerBuilder;
 pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
+pub use predicate::{Event, Predicate};
 pub use reconciler::{Action, Reconciler};
+pub use source::enqueue_handler;

@@ -40,6 +40,11 @@ where
         self
     }
 
+    /// Whether a name was set.
+    pub(crate) fn has_name(&self) -> bool {
+        !self.name.is_empty()
+    }
+
     /// The limiter `add_rate_limited` consults (default: `default_controller_rate_limiter`).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
         self.rate_limiter = Some(Box::new(limiter));

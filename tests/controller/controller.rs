@@ -59,10 +59,10 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
     let calls = Arc::new(Mutex::new(Vec::new()));
     let dropped = Arc::new(Mutex::new(Vec::new()));
     let d = dropped.clone();
-    let (controller, workers) = Controller::builder(pods.clone())
-        .rate_limiter(fast_limiter())
-        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())))
-        .build();
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .build()
+        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
     let reconciler = Scripted {
         calls: calls.clone(),
         f: |key: &ObjectKey, attempt: usize| {
@@ -76,7 +76,7 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
     let (stop, stopped) = shutdown();
     let run = tokio::spawn({
         let controller = controller.clone();
-        async move { controller.run(reconciler, workers, stopped).await }
+        async move { controller.run(reconciler, stopped).await }
     });
     eventually("bad dropped", || !dropped.lock().unwrap().is_empty()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -118,7 +118,8 @@ async fn requeue_after_brings_a_key_back_after_the_delay() {
         },
     };
     let (_stop, stopped) = shutdown();
-    tokio::spawn(Controller::builder(pods).run(reconciler, stopped));
+    let controller = Controller::builder(pods).build();
+    tokio::spawn(async move { controller.run(reconciler, stopped).await });
     eventually("three reconciles", || calls_for(&calls, "default/p").len() == 3).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let times = calls_for(&calls, "default/p");
@@ -142,12 +143,14 @@ async fn a_panicking_reconcile_is_caught_counted_and_retried_and_the_worker_live
             Ok(Action::done())
         },
     };
-    let (controller, _) = Controller::builder(pods.clone()).rate_limiter(fast_limiter()).build();
+    // One worker (the default): if the panic killed it, nothing else would be reconciled.
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .build();
     let (_stop, stopped) = shutdown();
     tokio::spawn({
         let controller = controller.clone();
-        // One worker: if the panic killed it, nothing else would be reconciled.
-        async move { controller.run(reconciler, 1, stopped).await }
+        async move { controller.run(reconciler, stopped).await }
     });
     eventually("boom retried after its panic", || calls_for(&calls, "default/boom").len() == 2)
         .await;
@@ -213,12 +216,12 @@ async fn a_thousand_objects_under_many_updates_all_reach_their_newest_version_wi
     let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("configmaps").build();
     let informer = Informer::new(ListWatch::new(cms.clone()));
     informer.add_event_handler(enqueue_handler(queue.clone()));
-    let controller = Controller::new(queue, informer.indexer(), informer);
+    let controller = Controller::new(queue, informer.indexer(), informer).workers(2);
     let tracker = Arc::new(Tracker::default());
     let (stop, stopped) = shutdown();
     let run = tokio::spawn({
         let (controller, tracker) = (controller.clone(), tracker.clone());
-        async move { controller.run(Tracking(tracker), 2, stopped).await }
+        async move { controller.run(Tracking(tracker), stopped).await }
     });
     for round in 1..=3 {
         for name in &names {
@@ -278,7 +281,8 @@ async fn shutdown_stops_taking_keys_and_drains_the_reconciles_in_flight() {
     let (started, finished) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let reconciler = Slow { started: started.clone(), finished: finished.clone() };
     let (stop, stopped) = shutdown();
-    let run = tokio::spawn(Controller::builder(pods).run(reconciler, stopped));
+    let controller = Controller::builder(pods).build();
+    let run = tokio::spawn(async move { controller.run(reconciler, stopped).await });
     eventually("a reconcile in flight", || started.load(Ordering::SeqCst)).await;
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
@@ -296,9 +300,13 @@ async fn run_fails_clearly_when_the_cache_cannot_sync() {
     let reconciler =
         Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Ok(Action::done()) };
     let result = Controller::builder(pods)
-        .backoff(fast_backoff())
+        .informer(|informer| informer.backoff(fast_backoff()))
+        .build()
         .run(reconciler, tokio::time::sleep(Duration::from_millis(300)))
         .await;
-    assert_eq!(result, Err(ControllerError::CacheSync));
+    assert_eq!(
+        result,
+        Err(ControllerError::CacheSync { unsynced: vec!["pods in namespace default".into()] })
+    );
     server.faults().fail_next(0, Failure::InternalError);
 }

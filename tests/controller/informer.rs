@@ -307,7 +307,7 @@ async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
         )
         .await
         .unwrap();
-    let inf = Informer::new(ListWatch::new(widgets.clone()));
+    let inf = Informer::new(ListWatch::new_with(widgets.clone(), &ar));
     let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     widgets

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Controller, Reconciler};
-use ctrlkit::workqueue::ItemExponentialFailureRateLimiter;
+use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
@@ -69,19 +69,19 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
     let cm = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"k": "v"}}))
         .unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let (controller, workers) = Controller::builder(api.clone())
-        .rate_limiter(ItemExponentialFailureRateLimiter::new(
+    let controller = Controller::builder(api.clone())
+        .queue(WorkQueue::builder().rate_limiter(ItemExponentialFailureRateLimiter::new(
             Duration::from_millis(50),
             Duration::from_secs(1),
-        ))
-        .backoff(fast_backoff())
+        )))
+        .informer(|informer| informer.backoff(fast_backoff()))
         .build();
     let counts = Arc::new(Counts::default());
     let stamper = Stamper { api: api.clone(), counts: counts.clone() };
     let (stop, stopped) = shutdown();
     let running = {
         let controller = controller.clone();
-        tokio::spawn(async move { controller.run(stamper, workers, stopped).await })
+        tokio::spawn(async move { controller.run(stamper, stopped).await })
     };
     let mut stamped = false;
     for _ in 0..200 {

@@ -1,0 +1,465 @@
+//! The list/watch loop of one informer: client-go's `Reflector`, as an explicit state machine
+//! ([`State`]) with one function per transition, in the manner of kube-runtime's watcher.
+//!
+//! - `Relist`: a paginated, consistent list (or, in streaming mode, a watch with
+//!   `sendInitialEvents`), then the whole content handed to the [`Sink`] at once. →
+//!   `Watch(rv)`.
+//! - `Watch(rv)`: a watch from `rv`, with bookmarks, and a server timeout drawn between 5 and
+//!   10 minutes. A stream that ends resumes from the last resourceVersion seen (events and
+//!   bookmarks alike) without a relist; 410 Expired, as an HTTP status or an `ERROR` event,
+//!   → `Relist`.
+//! - `Backoff(delay, next)`: after any other failure, logged once with its cause; 800 ms
+//!   doubling to 30 s with jitter, reset after a healthy period.
+//!
+//! Every object passes through [`Prepare`] (managedFields dropped, the user's transform) on
+//! its way in. A transform that panics fails the list or watch it came in, like any other
+//! failure: logged with the object's key, backed off, retried (a watch resumes from the
+//! version before the object, a list starts over), on the list, watch and streaming-list
+//! paths alike. Nothing is skipped, so the cache never silently lacks an object.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube_client::api::{ObjectList, WatchEvent};
+use kube_client::core::Status;
+use tokio::task::JoinHandle;
+
+use super::backoff::{Backoff, BackoffConfig};
+use super::strip::strip_managed_fields;
+use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
+use crate::panic::catch;
+
+/// An optional step between the server and the store, such as dropping fields a controller
+/// never reads. It runs on every object listed or watched.
+pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
+
+/// A list or watch failure, as the informer logs it before it retries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InformerError {
+    /// A list request failed, or its answer could not be decoded.
+    #[error("listing failed: {0}")]
+    List(#[source] kube_client::Error),
+    /// A watch request failed.
+    #[error("starting a watch from resourceVersion {rv:?} failed: {source}")]
+    Watch {
+        /// Where the watch was to start.
+        rv: String,
+        /// The cause.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// An open watch broke: a transport or decoding error.
+    #[error("watch from resourceVersion {rv:?} broke: {source}")]
+    Stream {
+        /// The last resourceVersion seen.
+        rv: String,
+        /// The cause.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// The server sent an `ERROR` event.
+    #[error("watch returned an error event: {0}")]
+    Event(String),
+    /// A watch ended within a second having delivered nothing: treated as a failure, as
+    /// client-go's reflector does, so a server that drops watches at once is not hammered.
+    #[error("watch from resourceVersion {0:?} closed within a second with no events")]
+    ShortWatch(String),
+    /// A streaming list ended before its initial events did.
+    #[error("streaming list ended before its initial events did")]
+    StreamingListCut,
+    /// The user's transform panicked on an object.
+    #[error("the informer's transform panicked on {key}: {panic}")]
+    Transform {
+        /// The object's key (or `<no name>`).
+        key: String,
+        /// The panic's message.
+        panic: String,
+    },
+}
+
+/// Where a reflector puts what it learns: the informer's store, and through it the handlers.
+pub(crate) trait Sink<K>: Send + Sync {
+    /// A list's whole content, at its resourceVersion `rv`.
+    fn replace(&self, items: Vec<Arc<K>>, rv: &str);
+    /// An object added or modified, by an event at `rv`.
+    fn upsert(&self, object: Arc<K>, rv: &str);
+    /// An object deleted, by an event at `rv`.
+    fn delete(&self, object: Arc<K>, rv: &str);
+    /// A bookmark: the cache is current up to `rv`.
+    fn bookmark(&self, rv: &str);
+}
+
+/// What happens to each object between the server and the store.
+pub(crate) struct Prepare<K> {
+    pub(crate) keep_managed_fields: bool,
+    pub(crate) transform: Option<Transform<K>>,
+}
+
+impl<K> Clone for Prepare<K> {
+    fn clone(&self) -> Self {
+        Self { keep_managed_fields: self.keep_managed_fields, transform: self.transform.clone() }
+    }
+}
+
+impl<K: InformerObject> Prepare<K> {
+    /// Drops managedFields (unless kept) and runs the transform, catching its panic.
+    fn apply(&self, mut object: K) -> Result<K, InformerError> {
+        if !self.keep_managed_fields {
+            object.meta_mut().managed_fields = None;
+        }
+        let Some(transform) = &self.transform else { return Ok(object) };
+        let key = meta_namespace_key_func(&object)
+            .map_or_else(|_| "<no name>".to_owned(), |k| k.to_string());
+        catch(|| transform(object)).map_err(|panic| InformerError::Transform { key, panic })
+    }
+}
+
+/// The reflector's settings.
+pub(crate) struct ReflectorConfig<K> {
+    pub(crate) prepare: Prepare<K>,
+    pub(crate) backoff: BackoffConfig,
+    pub(crate) streaming_list: bool,
+}
+
+/// Lists and watches one [`ListWatch`] into a [`Sink`]; see the module docs.
+pub(crate) struct Reflector<K> {
+    pub(crate) list_watch: ListWatch<K>,
+    config: ReflectorConfig<K>,
+    random: RandomState,
+}
+
+fn is_expired(err: &kube_client::Error) -> bool {
+    matches!(err, kube_client::Error::Api(s) if s.code == 410)
+}
+
+fn describe_status(status: &Status) -> String {
+    format!("{} {}: {}", status.code, status.reason, status.message)
+}
+
+/// Where the list/watch loop stands.
+#[derive(Debug)]
+enum State {
+    Relist,
+    Watch(String),
+    Backoff(Duration, Box<State>),
+}
+
+/// How a watch stream ended.
+enum WatchEnd {
+    /// The server closed it (timeout, restart): resume from `rv`.
+    Closed(String),
+    /// 410: the cache must be rebuilt.
+    Expired,
+    /// Anything else: back off, then resume from `rv` (or relist if `rv` is `None`).
+    Failed(Option<String>, InformerError),
+}
+
+enum StreamingError {
+    Refused(String),
+    Expired,
+    Failed(InformerError),
+}
+
+/// The metadata of a list response, read without decoding its items.
+#[derive(serde::Deserialize)]
+struct ListHead {
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+type DecodedPage<K> = Result<Vec<Arc<K>>, InformerError>;
+
+impl<K: InformerObject> Reflector<K> {
+    pub(crate) fn new(list_watch: ListWatch<K>, config: ReflectorConfig<K>) -> Self {
+        Self { list_watch, config, random: RandomState::new() }
+    }
+
+    /// Lists and watches forever; the caller ends it by dropping the future.
+    pub(crate) async fn run(&self, sink: &impl Sink<K>) {
+        let mut backoff = Backoff::new(self.config.backoff);
+        let mut streaming = self.config.streaming_list;
+        let mut state = State::Relist;
+        loop {
+            state = match state {
+                State::Relist if streaming => match self.streaming_list(sink).await {
+                    Ok((rv, stream)) => {
+                        self.after_watch(self.consume(stream, rv, sink).await, &mut backoff)
+                    }
+                    Err(StreamingError::Refused(why)) => {
+                        tracing::info!(%why, "server refused a streaming list; falling back to list + watch");
+                        streaming = false;
+                        State::Relist
+                    }
+                    Err(StreamingError::Expired) => State::Relist,
+                    Err(StreamingError::Failed(err)) => {
+                        tracing::warn!(error = %err, "streaming list failed");
+                        State::Backoff(backoff.next_delay(), Box::new(State::Relist))
+                    }
+                },
+                State::Relist => match self.list(sink).await {
+                    Ok(rv) => State::Watch(rv),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "list failed");
+                        State::Backoff(backoff.next_delay(), Box::new(State::Relist))
+                    }
+                },
+                State::Watch(rv) => {
+                    match self.list_watch.watch(&rv, self.watch_timeout(), false).await {
+                        Ok(stream) => {
+                            self.after_watch(self.consume(stream, rv, sink).await, &mut backoff)
+                        }
+                        Err(err) if is_expired(&err) => {
+                            tracing::info!(%rv, "resourceVersion expired; relisting");
+                            State::Relist
+                        }
+                        Err(source) => {
+                            let err = InformerError::Watch { rv: rv.clone(), source };
+                            tracing::warn!(error = %err, "watch failed");
+                            State::Backoff(backoff.next_delay(), Box::new(State::Watch(rv)))
+                        }
+                    }
+                }
+                State::Backoff(delay, next) => {
+                    tracing::debug!(?delay, "backing off");
+                    tokio::time::sleep(delay).await;
+                    *next
+                }
+            };
+        }
+    }
+
+    /// The state after a watch ended.
+    fn after_watch(&self, end: WatchEnd, backoff: &mut Backoff) -> State {
+        match end {
+            WatchEnd::Closed(rv) => State::Watch(rv),
+            WatchEnd::Expired => {
+                tracing::info!("watch expired (410); relisting");
+                State::Relist
+            }
+            WatchEnd::Failed(rv, err) => {
+                tracing::warn!(error = %err, "watch failed");
+                let next = rv.map_or(State::Relist, State::Watch);
+                State::Backoff(backoff.next_delay(), Box::new(next))
+            }
+        }
+    }
+
+    /// A server-side watch timeout between 5 and 10 minutes, so watchers spread out.
+    fn watch_timeout(&self) -> u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        300 + (self.random.hash_one(nanos) % 301) as u32
+    }
+
+    /// Lists every object, page by page, and replaces the store. Returns the list's
+    /// resourceVersion. An expired continue token restarts the list in one request.
+    ///
+    /// Pages are fetched as text and decoded on blocking threads, up to two at once, while
+    /// the next page is requested: decoding dominates a large list, and this spreads it over
+    /// the cores. Each page is prepared (managedFields dropped, transformed) as soon as it is
+    /// decoded, which keeps the peak memory of a large list down.
+    async fn list(&self, sink: &impl Sink<K>) -> Result<String, InformerError> {
+        let mut decoding: VecDeque<JoinHandle<DecodedPage<K>>> = VecDeque::new();
+        let mut items = Vec::new();
+        let mut token: Option<String> = None;
+        let mut paginate = true;
+        let rv = loop {
+            let text = match self.list_watch.list_page_text(token.as_deref(), paginate).await {
+                Ok(text) => text,
+                Err(err) if is_expired(&err) && token.is_some() => {
+                    tracing::info!("list continuation expired; listing again in one request");
+                    for task in decoding.drain(..) {
+                        task.abort();
+                    }
+                    items.clear();
+                    token = None;
+                    paginate = false;
+                    continue;
+                }
+                Err(err) => return Err(InformerError::List(err)),
+            };
+            // Only the list's metadata; serde skips the items without building them.
+            let head: ListHead = serde_json::from_str(&text).map_err(decode_failed)?;
+            if decoding.len() >= 2 {
+                let oldest = decoding.pop_front().expect("two in flight");
+                items.extend(join_decode(oldest).await?);
+            }
+            let prepare = self.config.prepare.clone();
+            decoding.push_back(tokio::task::spawn_blocking(move || decode_page(text, &prepare)));
+            match head.metadata.continue_.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => break head.metadata.resource_version.unwrap_or_default(),
+            }
+        };
+        for task in decoding {
+            items.extend(join_decode(task).await?);
+        }
+        tracing::debug!(objects = items.len(), %rv, "listed");
+        sink.replace(items, &rv);
+        Ok(rv)
+    }
+
+    /// Opens a streaming list and reads it up to the initial-events-end bookmark, then
+    /// replaces the store. Returns the bookmark's version and the open stream.
+    async fn streaming_list(
+        &self,
+        sink: &impl Sink<K>,
+    ) -> Result<(String, BoxStream<'static, kube_client::Result<WatchEvent<K>>>), StreamingError>
+    {
+        let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
+        let mut stream = match self.list_watch.watch("", self.watch_timeout(), true).await {
+            Ok(stream) => stream.boxed(),
+            Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
+            Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
+        };
+        let mut items: HashMap<ObjectKey, Arc<K>> = HashMap::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
+                    if let Ok(key) = meta_namespace_key_func(&o) {
+                        let o = self.config.prepare.apply(o).map_err(StreamingError::Failed)?;
+                        items.insert(key, Arc::new(o));
+                    }
+                }
+                Ok(WatchEvent::Deleted(o)) => {
+                    if let Ok(key) = meta_namespace_key_func(&o) {
+                        items.remove(&key);
+                    }
+                }
+                Ok(WatchEvent::Bookmark(b)) => {
+                    if b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str)
+                        == Some("true")
+                    {
+                        let rv = b.metadata.resource_version;
+                        sink.replace(items.into_values().collect(), &rv);
+                        return Ok((rv, stream));
+                    }
+                }
+                Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                    return Err(StreamingError::Expired);
+                }
+                Ok(WatchEvent::Error(status)) if (400..500).contains(&status.code) => {
+                    return Err(StreamingError::Refused(describe_status(&status)));
+                }
+                Ok(WatchEvent::Error(status)) => {
+                    return Err(StreamingError::Failed(InformerError::Event(describe_status(
+                        &status,
+                    ))));
+                }
+                Err(source) => {
+                    return Err(StreamingError::Failed(InformerError::Stream {
+                        rv: String::new(),
+                        source,
+                    }));
+                }
+            }
+        }
+        Err(StreamingError::Failed(InformerError::StreamingListCut))
+    }
+
+    /// Applies a watch stream's events until it ends; a watch that closes within a second
+    /// with no events at all counts as a failure.
+    async fn consume(
+        &self,
+        stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
+        rv: String,
+        sink: &impl Sink<K>,
+    ) -> WatchEnd {
+        let started = tokio::time::Instant::now();
+        let events = AtomicUsize::new(0);
+        let counted = stream.inspect(|_| {
+            events.fetch_add(1, Ordering::Relaxed);
+        });
+        match self.consume_events(counted, rv, sink).await {
+            WatchEnd::Closed(rv)
+                if events.load(Ordering::Relaxed) == 0
+                    && started.elapsed() < Duration::from_secs(1) =>
+            {
+                WatchEnd::Failed(Some(rv.clone()), InformerError::ShortWatch(rv))
+            }
+            end => end,
+        }
+    }
+
+    /// Applies a watch stream's events until it ends.
+    async fn consume_events(
+        &self,
+        stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
+        mut rv: String,
+        sink: &impl Sink<K>,
+    ) -> WatchEnd {
+        tokio::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
+                    let event_rv = o.meta().resource_version.clone().unwrap_or_else(|| rv.clone());
+                    match self.config.prepare.apply(o) {
+                        Ok(o) => sink.upsert(Arc::new(o), &event_rv),
+                        // Resume from before this event, so that it comes again.
+                        Err(err) => return WatchEnd::Failed(Some(rv), err),
+                    }
+                    rv = event_rv;
+                }
+                Ok(WatchEvent::Deleted(o)) => {
+                    let event_rv = o.meta().resource_version.clone().unwrap_or_else(|| rv.clone());
+                    match self.config.prepare.apply(o) {
+                        Ok(o) => sink.delete(Arc::new(o), &event_rv),
+                        Err(err) => return WatchEnd::Failed(Some(rv), err),
+                    }
+                    rv = event_rv;
+                }
+                Ok(WatchEvent::Bookmark(b)) => {
+                    rv = b.metadata.resource_version;
+                    sink.bookmark(&rv);
+                }
+                Ok(WatchEvent::Error(status)) if status.code == 410 => return WatchEnd::Expired,
+                Ok(WatchEvent::Error(status)) => {
+                    // client-go relists after any other error event.
+                    return WatchEnd::Failed(None, InformerError::Event(describe_status(&status)));
+                }
+                Err(source) => {
+                    return WatchEnd::Failed(
+                        Some(rv.clone()),
+                        InformerError::Stream { rv, source },
+                    );
+                }
+            }
+        }
+        WatchEnd::Closed(rv)
+    }
+}
+
+fn decode_failed(err: serde_json::Error) -> InformerError {
+    InformerError::List(kube_client::Error::SerdeError(err))
+}
+
+/// Decodes one list page (managedFields cut out of the text first, unless kept) and prepares
+/// its objects, each into the `Arc` the store keeps: the final allocation, made once, on the
+/// decoding thread.
+fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> DecodedPage<K> {
+    let text = match prepare.keep_managed_fields {
+        true => text,
+        false => strip_managed_fields(&text).unwrap_or(text),
+    };
+    let page: ObjectList<K> = serde_json::from_str(&text).map_err(decode_failed)?;
+    page.items.into_iter().map(|o| prepare.apply(o).map(Arc::new)).collect()
+}
+
+/// The objects of a page decoded on a blocking thread. A decoding thread that panicked is
+/// reported as a list failure rather than tearing the informer down.
+async fn join_decode<K>(task: JoinHandle<DecodedPage<K>>) -> DecodedPage<K> {
+    match task.await {
+        Ok(result) => result,
+        Err(join) => Err(decode_failed(serde::de::Error::custom(format!(
+            "decoding a list page failed: {join}"
+        )))),
+    }
+}

@@ -1,0 +1,212 @@
+//! Where a controller's keys come from: handlers on informers that turn each event that passes
+//! the predicate into keys of the primary kind, and put them in the queue.
+//!
+//! - the primary kind: the object's own key ([`enqueue_handler`], the seed's handler);
+//! - owned objects (`owns`): the key of the owner their `ownerReferences` name as controller
+//!   (`controller: true`), of the primary's group and kind, in the owned object's namespace
+//!   (or none, for a cluster-scoped primary); an update that moves an object from one owner
+//!   to another enqueues both, as controller-runtime's `EnqueueRequestForOwner` does;
+//! - watched objects (`watches`): whatever keys the user's mapper returns, for the old and the
+//!   new object of an update.
+//!
+//! A mapper or predicate that panics is logged with the object's key; a predicate's panic
+//! counts as passed.
+
+use std::sync::Arc;
+
+use kube_client::Resource;
+
+use super::predicate::{Event, Predicate};
+use crate::cache::{
+    Deleted, InformerObject, ObjectKey, ResourceEventHandler, ResourceEventHandlerFuncs,
+    deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
+};
+use crate::panic::catch;
+use crate::workqueue::WorkQueue;
+
+/// The seed's handler funcs: every add, update and delete puts the object's key in `queue`.
+pub fn enqueue_handler<K: InformerObject>(
+    queue: WorkQueue<ObjectKey>,
+) -> ResourceEventHandlerFuncs<K> {
+    let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |o: &Arc<K>| {
+            if let Ok(key) = meta_namespace_key_func(o.as_ref()) {
+                q1.add(key);
+            }
+        })
+        .on_update(move |_, new: &Arc<K>| {
+            if let Ok(key) = meta_namespace_key_func(new.as_ref()) {
+                q2.add(key);
+            }
+        })
+        .on_delete(move |deleted| {
+            // Tombstones carry their key: client-go's DeletionHandlingMetaNamespaceKeyFunc.
+            if let Ok(key) = deletion_handling_meta_namespace_key_func(deleted) {
+                q3.add(key);
+            }
+        })
+}
+
+/// The primary kind, as owner references name it.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnerKind {
+    pub(crate) group: String,
+    pub(crate) kind: String,
+    /// `Some(false)` for a cluster-scoped primary, whose keys have no namespace.
+    pub(crate) namespaced: Option<bool>,
+}
+
+/// A user's mapper from a secondary object to primary keys.
+pub(crate) type MapFn<S> = Arc<dyn Fn(&S) -> Vec<ObjectKey> + Send + Sync>;
+
+/// How an event's object becomes keys.
+pub(crate) enum Mapper<S> {
+    /// The object's own key (the primary kind).
+    Own,
+    /// The key of its controlling owner of this kind.
+    Owner(OwnerKind),
+    /// The user's function.
+    Map(MapFn<S>),
+}
+
+/// Enqueues the keys of every event that passes the predicate.
+pub(crate) struct EnqueueHandler<S> {
+    pub(crate) queue: WorkQueue<ObjectKey>,
+    pub(crate) predicate: Option<Predicate<S>>,
+    pub(crate) mapper: Mapper<S>,
+}
+
+impl<S: InformerObject> EnqueueHandler<S> {
+    fn passes(&self, event: &Event<'_, S>, object: &S) -> bool {
+        let Some(predicate) = &self.predicate else { return true };
+        catch(|| predicate.evaluate(event)).unwrap_or_else(|panic| {
+            tracing::error!(object = %describe(object), %panic, "a predicate panicked; the event passes");
+            true
+        })
+    }
+
+    fn keys(&self, object: &S) -> Vec<ObjectKey> {
+        match &self.mapper {
+            Mapper::Own => meta_namespace_key_func(object).into_iter().collect(),
+            Mapper::Owner(owner) => owner_keys(object, owner),
+            Mapper::Map(f) => catch(|| f(object)).unwrap_or_else(|panic| {
+                tracing::error!(object = %describe(object), %panic, "a watch mapper panicked; no keys from this event");
+                Vec::new()
+            }),
+        }
+    }
+
+    fn enqueue(&self, keys: impl IntoIterator<Item = ObjectKey>) {
+        for key in keys {
+            self.queue.add(key);
+        }
+    }
+}
+
+impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
+    fn on_add(&self, object: &Arc<S>) {
+        if self.passes(&Event::Add(object), object) {
+            self.enqueue(self.keys(object));
+        }
+    }
+
+    fn on_update(&self, old: &Arc<S>, new: &Arc<S>) {
+        if !self.passes(&Event::Update { old, new }, new) {
+            return;
+        }
+        let mut keys = self.keys(new);
+        if !matches!(self.mapper, Mapper::Own) && !Arc::ptr_eq(old, new) {
+            // The old object may have pointed elsewhere: both need a look.
+            keys.extend(self.keys(old));
+        }
+        self.enqueue(keys);
+    }
+
+    fn on_delete(&self, deleted: &Deleted<S>) {
+        let object = deleted.object();
+        if !self.passes(&Event::Delete(object), object) {
+            return;
+        }
+        match self.mapper {
+            // A tombstone carries its key: client-go's DeletionHandlingMetaNamespaceKeyFunc.
+            Mapper::Own => self.enqueue(deletion_handling_meta_namespace_key_func(deleted).ok()),
+            _ => self.enqueue(self.keys(object)),
+        }
+    }
+}
+
+/// The keys of `object`'s controlling owners of kind `owner` (there is at most one in a valid
+/// object; all are taken).
+fn owner_keys<S: Resource>(object: &S, owner: &OwnerKind) -> Vec<ObjectKey> {
+    let meta = object.meta();
+    let Some(references) = &meta.owner_references else { return Vec::new() };
+    references
+        .iter()
+        .filter(|r| r.controller == Some(true) && r.kind == owner.kind)
+        .filter(|r| group_of(&r.api_version) == owner.group)
+        .filter_map(|r| match (owner.namespaced, meta.namespace.as_deref()) {
+            (Some(false), _) | (None, None) => Some(ObjectKey::cluster(&r.name)),
+            (_, Some(ns)) => Some(ObjectKey::namespaced(ns, &r.name)),
+            // A cluster-scoped object cannot have a namespaced owner.
+            (Some(true), None) => None,
+        })
+        .collect()
+}
+
+/// The group of an `apiVersion`: `apps` of `apps/v1`, empty for the core `v1`.
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+fn describe<S: Resource>(object: &S) -> String {
+    meta_namespace_key_func(object).map_or_else(|_| "<no name>".to_owned(), |k| k.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+
+    fn owned(ns: Option<&str>, refs: serde_json::Value) -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {
+            "name": "cm", "namespace": ns, "ownerReferences": refs,
+        }}))
+        .unwrap()
+    }
+
+    fn reference(api_version: &str, kind: &str, name: &str, controller: bool) -> serde_json::Value {
+        json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": "u", "controller": controller})
+    }
+
+    #[test]
+    fn only_controlling_owners_of_the_primary_group_and_kind_count() {
+        let sets =
+            OwnerKind { group: "ctrlkit.example.com".into(), kind: "ConfigMapSet".into(), namespaced: Some(true) };
+        let cm = owned(
+            Some("ns"),
+            json!([
+                reference("ctrlkit.example.com/v1", "ConfigMapSet", "mine", true),
+                reference("ctrlkit.example.com/v1", "ConfigMapSet", "not-controller", false),
+                reference("other.example.com/v1", "ConfigMapSet", "other-group", true),
+                reference("ctrlkit.example.com/v1", "Other", "other-kind", true),
+                reference("ctrlkit.example.com/v2", "ConfigMapSet", "any-version", true),
+            ]),
+        );
+        assert_eq!(
+            owner_keys(&cm, &sets),
+            [ObjectKey::namespaced("ns", "mine"), ObjectKey::namespaced("ns", "any-version")]
+        );
+        let core = OwnerKind { group: String::new(), kind: "Pod".into(), namespaced: Some(true) };
+        let by_pod = owned(Some("ns"), json!([reference("v1", "Pod", "p", true)]));
+        assert_eq!(owner_keys(&by_pod, &core), [ObjectKey::namespaced("ns", "p")]);
+        let cluster = OwnerKind { namespaced: Some(false), ..sets };
+        assert_eq!(
+            owner_keys(&cm, &cluster)[0],
+            ObjectKey::cluster("mine"),
+            "a cluster-scoped owner's key has no namespace"
+        );
+    }
+}
