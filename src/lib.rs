@@ -25,6 +25,7 @@
 
 pub mod cache;
 pub mod controller;
+pub mod manager;
 mod panic;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -18,6 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::discovery;
+use super::negotiate::{Form, Reading, negotiate};
 use super::patch::PatchType;
 use super::registry::Target;
 use super::resources::ResourceType;
@@ -42,8 +43,8 @@ fn value_response(code: StatusCode, value: &Value) -> Response {
     json_response(code, value.to_string())
 }
 
-fn object_response(code: StatusCode, object: &StoredObject) -> Response {
-    json_response(code, object.json.clone())
+fn object_response(code: StatusCode, object: &StoredObject, metadata: Option<&str>) -> Response {
+    json_response(code, object.json_as(metadata))
 }
 
 /// The real server's answer to a completed delete of most kinds: a Status naming what went
@@ -142,7 +143,9 @@ fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Op
     if method != Method::GET {
         return None;
     }
-    let resources = &shared.registry.store.resources;
+    let served = shared.registry.store.served_types();
+    let resources: Vec<Arc<ResourceType>> = served.into_iter().map(|(_, rt)| rt).collect();
+    let resources = resources.as_slice();
     let not_found = || error_response(&ApiError::no_route());
     let found =
         |v: Option<Value>| v.map(|v| value_response(StatusCode::OK, &v)).unwrap_or_else(not_found);
@@ -185,7 +188,7 @@ fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResul
         [] => return Err(ApiError::bad_request("no resource in path")),
     };
     let resource = lookup(plural)?;
-    let rt = &store.resources[resource];
+    let rt = store.resource_type(resource);
     if namespace.is_some() && !rt.namespaced {
         return Err(ApiError::no_route());
     }
@@ -233,16 +236,28 @@ fn serve(
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
     let Route { target, status } = route;
+    let reading = match (method.as_str(), target.name.is_some()) {
+        ("GET", false) if is_watch(query) => Reading::Watch,
+        ("GET" | "DELETE", false) => Reading::List,
+        _ => Reading::Object,
+    };
+    let form = negotiate(headers, reading, &registry.rt(&target).kind)?;
+    let metadata = match form {
+        Form::Full => None,
+        Form::Metadata(version) | Form::MetadataList(version) => Some(version),
+    };
     match (method.as_str(), target.name.is_some()) {
-        ("GET", false) if is_watch(query) => start_watch(shared, target, query),
-        ("GET", false) => list(shared, &target, query),
-        ("GET", true) => registry.get(&target).map(|o| object_response(StatusCode::OK, &o)),
-        ("POST", false) => {
-            registry.create(&target, &body).map(|o| object_response(StatusCode::CREATED, &o))
+        ("GET", false) if is_watch(query) => start_watch(shared, target, query, form),
+        ("GET", false) => list(shared, &target, query, metadata),
+        ("GET", true) => {
+            registry.get(&target).map(|o| object_response(StatusCode::OK, &o, metadata))
         }
-        ("PUT", true) => {
-            registry.update(&target, &body, status).map(|o| object_response(StatusCode::OK, &o))
-        }
+        ("POST", false) => registry
+            .create(&target, &body)
+            .map(|o| object_response(StatusCode::CREATED, &o, metadata)),
+        ("PUT", true) => registry
+            .update(&target, &body, status)
+            .map(|o| object_response(StatusCode::OK, &o, metadata)),
         ("PATCH", true) => {
             let content_type =
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -255,19 +270,19 @@ fn serve(
             })?;
             registry
                 .patch(&target, kind, &body, status)
-                .map(|o| object_response(StatusCode::OK, &o))
+                .map(|o| object_response(StatusCode::OK, &o, metadata))
         }
         ("DELETE", true) => {
             let rt = registry.rt(&target);
             registry.delete(&target, &body).map(|deletion| {
                 if deletion.removed && !rt.returns_deleted_object() {
-                    value_response(StatusCode::OK, &deleted_status(rt, &deletion.object))
+                    value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
                 } else {
-                    object_response(StatusCode::OK, &deletion.object)
+                    object_response(StatusCode::OK, &deletion.object, metadata)
                 }
             })
         }
-        ("DELETE", false) => delete_collection(shared, &target, query, &body),
+        ("DELETE", false) => delete_collection(shared, &target, query, &body, metadata),
         _ => Err(ApiError::method_not_allowed()),
     }
 }
@@ -307,7 +322,12 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
     Ok((rv, start.trim_end_matches('\u{0}').to_owned()))
 }
 
-fn list(shared: &Shared, target: &Target, query: &HashMap<String, String>) -> ApiResult<Response> {
+fn list(
+    shared: &Shared,
+    target: &Target,
+    query: &HashMap<String, String>,
+    metadata: Option<&str>,
+) -> ApiResult<Response> {
     let store = &shared.registry.store;
     let rt = shared.registry.rt(target);
     let (labels, fields) = selectors(shared, target, query)?;
@@ -373,13 +393,15 @@ fn list(shared: &Shared, target: &Target, query: &HashMap<String, String>) -> Ap
                 e
             }
         })?;
-    let mut out =
-        Vec::with_capacity(page.items.iter().map(|o| o.json.len() + 1).sum::<usize>() + 256);
+    let items: Vec<Bytes> = page.items.iter().map(|o| o.json_as(metadata)).collect();
+    let mut out = Vec::with_capacity(items.iter().map(|o| o.len() + 1).sum::<usize>() + 256);
+    let (kind, api_version) = match metadata {
+        None => (format!("{}List", rt.kind), rt.api_version()),
+        Some(version) => ("PartialObjectMetadataList".to_owned(), format!("meta.k8s.io/{version}")),
+    };
     out.extend_from_slice(
         format!(
-            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
-            rt.kind,
-            rt.api_version(),
+            "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
             page.rv
         )
         .as_bytes(),
@@ -393,11 +415,11 @@ fn list(shared: &Shared, target: &Target, query: &HashMap<String, String>) -> Ap
         }
     }
     out.extend_from_slice(b"},\"items\":[");
-    for (i, item) in page.items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&item.json);
+        out.extend_from_slice(item);
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(StatusCode::OK, out))
@@ -417,6 +439,7 @@ fn start_watch(
     shared: &Arc<Shared>,
     target: Target,
     query: &HashMap<String, String>,
+    form: Form,
 ) -> ApiResult<Response> {
     let (labels, fields) = selectors(shared, &target, query)?;
     let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
@@ -452,6 +475,7 @@ fn start_watch(
         start,
         bookmarks,
         timeout,
+        form,
     };
     Ok(watch::serve(shared.clone(), request))
 }
@@ -461,6 +485,7 @@ fn delete_collection(
     target: &Target,
     query: &HashMap<String, String>,
     body: &[u8],
+    metadata: Option<&str>,
 ) -> ApiResult<Response> {
     let (labels, fields) = selectors(shared, target, query)?;
     let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
@@ -484,14 +509,22 @@ fn delete_collection(
             name: Some(object.fields.name.clone()),
         };
         match shared.registry.delete(&one, body) {
-            Ok(deletion) => deleted.push(deletion.object.value()),
+            Ok(deletion) => deleted.push(match metadata {
+                None => deletion.object.value(),
+                Some(version) => serde_json::from_slice(&deletion.object.json_as(Some(version)))
+                    .unwrap_or(Value::Null),
+            }),
             Err(e) if e.code == StatusCode::NOT_FOUND => {}
             Err(e) => return Err(e),
         }
     }
+    let (kind, api_version) = match metadata {
+        None => (format!("{}List", rt.kind), rt.api_version()),
+        Some(version) => ("PartialObjectMetadataList".to_owned(), format!("meta.k8s.io/{version}")),
+    };
     let list = json!({
-        "kind": format!("{}List", rt.kind),
-        "apiVersion": rt.api_version(),
+        "kind": kind,
+        "apiVersion": api_version,
         "metadata": { "resourceVersion": shared.registry.store.current_rv().to_string() },
         "items": deleted,
     });

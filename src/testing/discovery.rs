@@ -1,6 +1,8 @@
 //! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
 //! `/apis/{group}/{version}`, enough for kubectl and kube-client's discovery.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::resources::ResourceType;
@@ -32,7 +34,7 @@ pub(crate) fn core_versions(address: &str) -> Value {
 }
 
 /// The groups other than core, each with its versions, in registration order.
-fn groups(resources: &[ResourceType]) -> Vec<(String, Vec<String>)> {
+fn groups(resources: &[Arc<ResourceType>]) -> Vec<(String, Vec<String>)> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for r in resources.iter().filter(|r| !r.group.is_empty()) {
         match groups.iter_mut().find(|(g, _)| *g == r.group) {
@@ -59,12 +61,12 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     })
 }
 
-pub(crate) fn group_list(resources: &[ResourceType]) -> Value {
+pub(crate) fn group_list(resources: &[Arc<ResourceType>]) -> Value {
     let groups: Vec<Value> = groups(resources).iter().map(|(g, v)| group_json(g, v)).collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
 }
 
-pub(crate) fn group(resources: &[ResourceType], name: &str) -> Option<Value> {
+pub(crate) fn group(resources: &[Arc<ResourceType>], name: &str) -> Option<Value> {
     let (name, versions) = groups(resources).into_iter().find(|(g, _)| g == name)?;
     let mut g = group_json(&name, &versions);
     g["kind"] = json!("APIGroup");
@@ -74,11 +76,11 @@ pub(crate) fn group(resources: &[ResourceType], name: &str) -> Option<Value> {
 
 /// The `APIResourceList` of one group version, or `None` if nothing is served there.
 pub(crate) fn resource_list(
-    resources: &[ResourceType],
+    resources: &[Arc<ResourceType>],
     group: &str,
     version: &str,
 ) -> Option<Value> {
-    let served: Vec<&ResourceType> =
+    let served: Vec<&Arc<ResourceType>> =
         resources.iter().filter(|r| r.group == group && r.version == version).collect();
     if served.is_empty() {
         return None;

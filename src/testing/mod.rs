@@ -80,8 +80,10 @@
 //!   waits a few seconds first).
 
 mod api;
+mod crd;
 mod discovery;
 mod faults;
+mod negotiate;
 pub mod fixtures;
 mod patch;
 mod registry;

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::crd;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::status::{ApiError, ApiResult};
@@ -162,8 +163,8 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn rt(&self, target: &Target) -> &ResourceType {
-        &self.store.resources[target.resource]
+    pub(crate) fn rt(&self, target: &Target) -> Arc<ResourceType> {
+        self.store.resource_type(target.resource)
     }
 
     fn namespace_id(&self) -> usize {
@@ -230,9 +231,12 @@ impl Registry {
         } else if rt.is_namespace() {
             value["status"] = json!({ "phase": "Active" });
         }
+        if rt.is_definition() {
+            crd::validate(&value)?;
+        }
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();
-        self.store.write(|txn| {
+        let created = self.store.write(|txn| {
             if let Some(ns) = &target.namespace
                 && txn.get(ns_id, ns).is_none()
             {
@@ -242,7 +246,11 @@ impl Registry {
                 return Err(ApiError::already_exists(&rt.plural, &name));
             }
             Ok(txn.put(target.resource, &key, value))
-        })
+        })?;
+        if rt.is_definition() {
+            crd::serve(&self.store, target.resource, &created.value());
+        }
+        Ok(created)
     }
 
     /// GET of one object.
@@ -302,7 +310,7 @@ impl Registry {
         let rt = self.rt(target).clone();
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
-        self.store.write(|txn| {
+        let modified = self.store.write(|txn| {
             let current = txn.get(target.resource, &key).ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
             let old = current.value();
             let mut new = change(&old)?;
@@ -361,17 +369,28 @@ impl Registry {
             }
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
             if new == old {
-                return Ok(current); // a no-op writes nothing and keeps the version
+                return Ok((current, false)); // a no-op writes nothing and keeps the version
             }
             if spec_of(&new) != spec_of(&old) {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
                 new["metadata"]["generation"] = json!(generation + 1);
             }
-            if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
-                return Ok(txn.remove(target.resource, &key, new));
+            if rt.is_definition() && !status {
+                crd::validate(&new)?;
             }
-            Ok(txn.put(target.resource, &key, new))
-        })
+            if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
+                return Ok((txn.remove(target.resource, &key, new), true));
+            }
+            Ok((txn.put(target.resource, &key, new), false))
+        });
+        let (object, removed) = modified?;
+        if rt.is_definition() {
+            match removed {
+                true => crd::unserve(&self.store, &object.value()),
+                false => crd::serve(&self.store, target.resource, &object.value()),
+            }
+        }
+        Ok(object)
     }
 
     /// DELETE of one object: marks it for deletion while it has finalizers, removes it
@@ -389,7 +408,7 @@ impl Registry {
         let rt = self.rt(target).clone();
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
-        self.store.write(|txn| {
+        let deletion = self.store.write(|txn| {
             let current = txn
                 .get(target.resource, &key)
                 .ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
@@ -428,7 +447,11 @@ impl Registry {
                 delete_namespace_contents(txn, &self.store, &name);
             }
             Ok(Deletion { object: txn.remove(target.resource, &key, value), removed: true })
-        })
+        })?;
+        if deletion.removed && rt.is_definition() {
+            crd::unserve(&self.store, &deletion.object.value());
+        }
+        Ok(deletion)
     }
 }
 
@@ -442,7 +465,7 @@ pub(crate) struct Deletion {
 
 /// Removes every namespaced object in namespace `ns` (there is no namespace controller here).
 fn delete_namespace_contents(txn: &mut Txn<'_>, store: &Store, ns: &str) {
-    for (id, rt) in store.resources.iter().enumerate() {
+    for (id, rt) in store.served_types() {
         if !rt.namespaced {
             continue;
         }

@@ -84,6 +84,11 @@ impl ResourceType {
         self.group.is_empty() && self.plural == "namespaces"
     }
 
+    /// Whether this is `CustomResourceDefinition`, whose objects define served types.
+    pub(crate) fn is_definition(&self) -> bool {
+        self.group == "apiextensions.k8s.io" && self.plural == "customresourcedefinitions"
+    }
+
     pub(crate) fn is_pod(&self) -> bool {
         self.group.is_empty() && self.plural == "pods"
     }
@@ -121,7 +126,8 @@ impl ResourceType {
 }
 
 /// The types every server has: core/v1 pods, namespaces, configmaps, secrets, services,
-/// events; coordination.k8s.io/v1 leases; events.k8s.io/v1 events.
+/// events; coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+/// apiextensions.k8s.io/v1 customresourcedefinitions.
 pub(crate) fn builtin() -> Vec<ResourceType> {
     vec![
         ResourceType::new("", "v1", "Pod", "pods", true).with_status().with_short_names(&["po"]),
@@ -136,5 +142,6 @@ pub(crate) fn builtin() -> Vec<ResourceType> {
         ResourceType::new("", "v1", "Event", "events", true).with_short_names(&["ev"]),
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
         ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
+        super::crd::definition_type(),
     ]
 }

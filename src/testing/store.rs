@@ -8,12 +8,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 
 use axum::body::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::negotiate::partial_object_metadata;
 use super::resources::ResourceType;
 use super::selectors::Fields;
 use super::status::{ApiError, ApiResult};
@@ -30,6 +31,8 @@ pub(crate) struct StoredObject {
     pub(crate) json: Bytes,
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) fields: Fields,
+    /// The object as `meta.k8s.io/v1` `PartialObjectMetadata`, made when first asked for.
+    partial: OnceLock<Bytes>,
 }
 
 impl StoredObject {
@@ -49,7 +52,19 @@ impl StoredObject {
             phase: value["status"]["phase"].as_str().map(str::to_owned),
         };
         let json = Bytes::from(serde_json::to_vec(value).expect("a JSON value serializes"));
-        Self { rv, json, labels, fields }
+        Self { rv, json, labels, fields, partial: OnceLock::new() }
+    }
+
+    /// The object as JSON, whole or (for `Some(version)`) as `PartialObjectMetadata` at
+    /// `meta.k8s.io/<version>`.
+    pub(crate) fn json_as(&self, metadata: Option<&str>) -> Bytes {
+        match metadata {
+            None => self.json.clone(),
+            Some("v1") => {
+                self.partial.get_or_init(|| partial_object_metadata(&self.json, "v1")).clone()
+            }
+            Some(version) => partial_object_metadata(&self.json, version),
+        }
     }
 
     /// The object as a JSON tree, for updates and patches.
@@ -90,18 +105,31 @@ pub(crate) struct Change {
     pub(crate) prev: Option<Arc<StoredObject>>,
 }
 
+/// The objects of one resource type, by key.
+type Objects = BTreeMap<String, Arc<StoredObject>>;
+
 struct State {
     rv: u64,
-    objects: Vec<BTreeMap<String, Arc<StoredObject>>>,
+    /// By resource type index; grown when a type first stores an object.
+    objects: Vec<Objects>,
     /// Every change with `rv > compacted`, oldest first.
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
     compacted: u64,
 }
 
+/// One resource type, and whether it is served: a type whose CRD was deleted keeps its
+/// index, unserved, so indexes never move.
+struct Registered {
+    rt: Arc<ResourceType>,
+    served: bool,
+}
+
 /// The store; see the module docs.
 pub(crate) struct Store {
-    pub(crate) resources: Vec<ResourceType>,
+    /// Every type ever served, by index. Lock order: this lock is never taken to write while
+    /// `state` is held.
+    resources: RwLock<Vec<Registered>>,
     state: Mutex<State>,
     changes: broadcast::Sender<Arc<Change>>,
 }
@@ -136,9 +164,23 @@ pub(crate) struct Txn<'a> {
     changes: Vec<Arc<Change>>,
 }
 
+impl State {
+    fn objects(&self, resource: usize) -> &Objects {
+        static EMPTY: Objects = BTreeMap::new();
+        self.objects.get(resource).unwrap_or(&EMPTY)
+    }
+
+    fn objects_mut(&mut self, resource: usize) -> &mut Objects {
+        if self.objects.len() <= resource {
+            self.objects.resize_with(resource + 1, BTreeMap::new);
+        }
+        &mut self.objects[resource]
+    }
+}
+
 impl Txn<'_> {
     pub(crate) fn get(&self, resource: usize, key: &str) -> Option<Arc<StoredObject>> {
-        self.state.objects[resource].get(key).cloned()
+        self.state.objects(resource).get(key).cloned()
     }
 
     /// Stores `value` under `key` at a new resourceVersion, which it writes into the object.
@@ -164,7 +206,7 @@ impl Txn<'_> {
         let rv = self.state.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(StoredObject::new(rv, &value));
-        let objects = &mut self.state.objects[resource];
+        let objects = self.state.objects_mut(resource);
         let (prev, kind) = if delete {
             (objects.remove(key), ChangeType::Deleted)
         } else {
@@ -180,7 +222,7 @@ impl Txn<'_> {
 
     /// Objects of `resource` (in `namespace`, if given), in key order.
     pub(crate) fn list(&self, resource: usize, namespace: Option<&str>) -> Vec<Arc<StoredObject>> {
-        objects_in(&self.state.objects[resource], namespace)
+        objects_in(self.state.objects(resource), namespace)
     }
 }
 
@@ -197,20 +239,65 @@ pub(crate) struct Page {
 
 impl Store {
     pub(crate) fn new(resources: Vec<ResourceType>, history_limit: usize) -> Self {
-        let objects = resources.iter().map(|_| BTreeMap::new()).collect();
+        let resources =
+            resources.into_iter().map(|rt| Registered { rt: Arc::new(rt), served: true }).collect();
         // Watchers that fall this far behind are closed and resume from their last version.
         let (changes, _) = broadcast::channel(16_384);
         Self {
-            resources,
+            resources: RwLock::new(resources),
             state: Mutex::new(State {
                 rv: 1,
-                objects,
+                objects: Vec::new(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 compacted: 1,
             }),
             changes,
         }
+    }
+
+    fn types(&self) -> RwLockReadGuard<'_, Vec<Registered>> {
+        self.resources.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The type at index `resource` (served or not).
+    pub(crate) fn resource_type(&self, resource: usize) -> Arc<ResourceType> {
+        self.types()[resource].rt.clone()
+    }
+
+    /// Every served type, with its index, in registration order.
+    pub(crate) fn served_types(&self) -> Vec<(usize, Arc<ResourceType>)> {
+        self.types()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.served)
+            .map(|(i, r)| (i, r.rt.clone()))
+            .collect()
+    }
+
+    /// Serves `rt` (a custom resource's version), replacing the definition of a type with its
+    /// group, version and plural; returns its index.
+    pub(crate) fn register(&self, rt: ResourceType) -> usize {
+        let mut types = self.resources.write().unwrap_or_else(PoisonError::into_inner);
+        let same = |r: &Registered| {
+            r.rt.group == rt.group && r.rt.version == rt.version && r.rt.plural == rt.plural
+        };
+        match types.iter().position(same) {
+            Some(i) => {
+                types[i] = Registered { rt: Arc::new(rt), served: true };
+                i
+            }
+            None => {
+                types.push(Registered { rt: Arc::new(rt), served: true });
+                types.len() - 1
+            }
+        }
+    }
+
+    /// Stops serving the type at `resource`.
+    pub(crate) fn unregister(&self, resource: usize) {
+        let mut types = self.resources.write().unwrap_or_else(PoisonError::into_inner);
+        types[resource].served = false;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -276,7 +363,7 @@ impl Store {
         if rv < state.compacted {
             return Err(Self::expired(rv, state.compacted));
         }
-        let current = &state.objects[resource];
+        let current = state.objects(resource);
         let range = match namespace {
             Some(ns) => namespace_range(ns),
             None => (Bound::Unbounded, Bound::Unbounded),
@@ -359,15 +446,15 @@ impl Store {
         namespace: Option<&str>,
     ) -> (u64, Vec<Arc<StoredObject>>, ChangeReceiver) {
         let state = self.lock();
-        let snapshot = objects_in(&state.objects[resource], namespace);
+        let snapshot = objects_in(state.objects(resource), namespace);
         (state.rv, snapshot, self.changes.subscribe())
     }
 
-    /// The index of a resource type, by group, version and plural.
+    /// The index of a served resource type, by group, version and plural.
     pub(crate) fn resource(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
-        self.resources
-            .iter()
-            .position(|r| r.group == group && r.version == version && r.plural == plural)
+        self.types().iter().position(|r| {
+            r.served && r.rt.group == group && r.rt.version == version && r.rt.plural == plural
+        })
     }
 
     /// Objects held, over all types (for the memory benchmark).

@@ -21,6 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::faults::SharedStatus;
+use super::negotiate::Form;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
 use super::status::ApiError;
@@ -53,6 +54,8 @@ pub(crate) struct WatchRequest {
     pub(crate) start: Start,
     pub(crate) bookmarks: bool,
     pub(crate) timeout: Option<Duration>,
+    /// The form of the events' objects (whole, or metadata only).
+    pub(crate) form: Form,
 }
 
 impl WatchRequest {
@@ -93,13 +96,24 @@ fn event_line(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark_line(shared: &Shared, resource: usize, rv: u64, initial_end: bool) -> Bytes {
-    let rt = &shared.registry.store.resources[resource];
+fn bookmark_line(shared: &Shared, req: &WatchRequest, rv: u64, initial_end: bool) -> Bytes {
+    let rt = shared.registry.store.resource_type(req.resource);
     let mut metadata = json!({ "resourceVersion": rv.to_string() });
     if initial_end {
         metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
-    let object = json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata });
+    let object = match req.form {
+        Form::Metadata(version) => {
+            // As the real server writes it: an empty object's metadata, transformed.
+            metadata["creationTimestamp"] = Value::Null;
+            json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": format!("meta.k8s.io/{version}"),
+                "metadata": metadata,
+            })
+        }
+        _ => json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata }),
+    };
     event_line("BOOKMARK", object.to_string().as_bytes())
 }
 
@@ -158,21 +172,27 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
         if req.timeout.is_some_and(|t| t.is_zero()) {
             return; // an injected zero lifetime: the watch ends before any event
         }
+        let metadata = match req.form {
+            Form::Full => None,
+            Form::Metadata(version) => Some(version),
+            // The real server cannot turn an event's object into a list: it sends nothing.
+            Form::MetadataList(_) => return,
+        };
         let mut last_rv = start_rv;
         for object in initial.iter().filter(|o| req.matches(o)) {
-            if tx.send(Ok(event_line("ADDED", &object.json))).await.is_err() {
+            if tx.send(Ok(event_line("ADDED", &object.json_as(metadata)))).await.is_err() {
                 return;
             }
         }
         if let Start::Initial { end_bookmark: true } = req.start
-            && tx.send(Ok(bookmark_line(&shared, req.resource, start_rv, true))).await.is_err()
+            && tx.send(Ok(bookmark_line(&shared, &req, start_rv, true))).await.is_err()
         {
             return;
         }
         for change in &past {
             last_rv = change.rv;
             if let Some((kind, object)) = req.event(change)
-                && tx.send(Ok(event_line(kind.as_str(), &object.json))).await.is_err()
+                && tx.send(Ok(event_line(kind.as_str(), &object.json_as(metadata)))).await.is_err()
             {
                 return;
             }
@@ -203,7 +223,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                             return;
                         }
                         match req.event(&change) {
-                            Some((kind, object)) => event_line(kind.as_str(), &object.json),
+                            Some((kind, object)) => event_line(kind.as_str(), &object.json_as(metadata)),
                             None => continue,
                         }
                     }
@@ -216,7 +236,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                     if last_rv <= start_rv {
                         continue;
                     }
-                    bookmark_line(&shared, req.resource, last_rv, false)
+                    bookmark_line(&shared, &req, last_rv, false)
                 }
                 signal = control.recv() => match signal {
                     Ok(WatchSignal::Close) | Err(_) => return,

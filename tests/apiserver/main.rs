@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use support::Needs;
 
 mod common;
+mod crd;
 mod crud;
 mod faults;
 mod kubectl;
 mod list;
+mod metadata;
 #[path = "../support/mod.rs"]
 mod support;
 mod watch;
@@ -36,6 +38,11 @@ fn main() -> ExitCode {
         watch::objects_that_stop_or_start_matching_arrive_as_deleted_or_added,
         watch::field_selected_watches_see_only_their_object,
         kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
+        crd::a_created_definition_serves_its_kind_until_it_is_deleted,
+        metadata::metadata_lists_and_gets_carry_only_metadata,
+        metadata::metadata_forms_that_do_not_fit_the_request_are_refused,
+        metadata::metadata_watches_send_partial_objects_and_bookmarks,
+        metadata::a_watch_asked_for_as_a_list_ends_without_events,
     ];
     all.extend(cases![Needs::Compaction;
         list::an_expired_continue_token_gets_410,

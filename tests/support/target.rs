@@ -184,11 +184,19 @@ impl Target {
     /// A GET of `path` as the server answered it: no retries of 429/503/504 and no
     /// parameters dropped, as kube-client's typed calls would.
     pub async fn raw_get(&self, path: &str) -> RawResponse {
+        self.raw_get_with(path, &[]).await
+    }
+
+    /// As [`raw_get`](Self::raw_get), with request headers (`Accept`, say).
+    pub async fn raw_get_with(&self, path: &str, headers: &[(&str, &str)]) -> RawResponse {
         let mut config = self.config.clone();
         config.default_retry = false;
         let client = Client::try_from(config).expect("a client");
-        let request =
-            http::Request::get(path).body(Vec::new().into()).expect("a valid request path");
+        let mut request = http::Request::get(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Vec::new().into()).expect("a valid request path");
         let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
             .await
             .expect("an answer within 30 s")

@@ -1,0 +1,366 @@
+//! [`Manager`]: several controllers (and other [`Runnable`]s) in one process, over one
+//! [`SharedInformerFactory`], with one start and one graceful stop.
+
+use std::future::{Future, IntoFuture};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use kube_client::Client;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::runnable::{Runnable, RunnableError, Stop};
+use super::signal::shutdown_signal;
+use crate::cache::{CacheSyncError, InformerConfig, InformerObject, SharedInformerFactory};
+use crate::controller::{Controller, Reconciler};
+
+/// What the graceful-shutdown timeout made the manager give up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Abandoned {
+    /// The runnable's name.
+    pub runnable: String,
+    /// What it was doing (a controller: the keys being reconciled).
+    pub in_flight: Vec<String>,
+}
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.in_flight.as_slice() {
+            [] => write!(f, "{}", self.runnable),
+            keys => write!(f, "{} (in flight: {})", self.runnable, keys.join(", ")),
+        }
+    }
+}
+
+/// Why a manager stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagerError {
+    /// The informers' caches did not sync before the manager was stopped, or an informer
+    /// stopped first.
+    #[error("the manager's caches did not sync: {0}")]
+    CacheSync(#[from] CacheSyncError),
+    /// A runnable failed (or panicked); the manager stopped the others.
+    #[error("{runnable} failed: {source}")]
+    Runnable {
+        /// Its name.
+        runnable: String,
+        /// Its error.
+        #[source]
+        source: RunnableError,
+    },
+    /// Runnables still running when the graceful-shutdown timeout ran out were abandoned.
+    #[error(
+        "graceful shutdown timed out after {timeout:?}; abandoned: {}",
+        abandoned.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    ShutdownTimeout {
+        /// The timeout.
+        timeout: Duration,
+        /// What was abandoned.
+        abandoned: Vec<Abandoned>,
+    },
+}
+
+/// Builds a [`Manager`]; see [`Manager::builder`].
+pub struct ManagerBuilder {
+    client: Client,
+    namespace: Option<String>,
+    informer_config: InformerConfig,
+    graceful_shutdown_timeout: Duration,
+}
+
+impl std::fmt::Debug for ManagerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerBuilder")
+            .field("namespace", &self.namespace)
+            .field("informer_config", &self.informer_config)
+            .field("graceful_shutdown_timeout", &self.graceful_shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagerBuilder {
+    /// Limits the factory's typed informers of namespaced kinds to `namespace` (see
+    /// [`SharedInformerFactoryBuilder::namespace`](crate::cache::SharedInformerFactoryBuilder::namespace)).
+    #[must_use]
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// The settings of every informer the manager's factory makes.
+    #[must_use]
+    pub fn informer_config(mut self, config: InformerConfig) -> Self {
+        self.informer_config = config;
+        self
+    }
+
+    /// How long a stop waits for runnables to finish before abandoning them (default 30 s,
+    /// as controller-runtime's `GracefulShutdownTimeout`).
+    #[must_use]
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// The manager.
+    pub fn build(self) -> Manager {
+        let mut factory =
+            SharedInformerFactory::builder(self.client.clone()).informer_config(self.informer_config);
+        if let Some(namespace) = &self.namespace {
+            factory = factory.namespace(namespace);
+        }
+        Manager {
+            client: self.client,
+            factory: factory.build(),
+            runnables: Vec::new(),
+            graceful_shutdown_timeout: self.graceful_shutdown_timeout,
+        }
+    }
+}
+
+/// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
+/// `Manager`).
+///
+/// [`run`](Self::run) starts the informers of its [`factory`](Self::factory), waits for their
+/// caches, starts every runnable, and runs until SIGTERM or Ctrl-C (or, with
+/// [`run_until`](Self::run_until), a future of the caller's) or until a runnable fails. Then it
+/// stops: runnables stop taking new work and finish what they hold, for at most the
+/// graceful-shutdown timeout; what is still running then is abandoned and reported; the
+/// informers stop last.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use ctrlkit::cache::ObjectKey;
+/// # use ctrlkit::controller::{Action, Controller, Reconciler};
+/// # struct Printer;
+/// # #[async_trait::async_trait]
+/// # impl Reconciler for Printer {
+/// #     type Object = k8s_openapi::api::apps::v1::Deployment;
+/// #     type Error = std::convert::Infallible;
+/// #     async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Self::Object>>) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// # }
+/// # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::manager::ManagerError> {
+/// use ctrlkit::manager::Manager;
+/// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+/// use kube_client::Api;
+///
+/// let mut manager = Manager::new(client.clone());
+/// let deployments = Controller::builder(Api::<Deployment>::all(client.clone()))
+///     .owns(Api::<ReplicaSet>::all(client))
+///     .factory(manager.factory())
+///     .build()
+///     .workers(2);
+/// manager.add_controller(deployments, Printer);
+/// manager.run().await // until SIGTERM or Ctrl-C
+/// # }
+/// ```
+pub struct Manager {
+    client: Client,
+    factory: SharedInformerFactory,
+    runnables: Vec<Arc<dyn Runnable>>,
+    graceful_shutdown_timeout: Duration,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("factory", &self.factory)
+            .field("runnables", &self.runnables.iter().map(|r| r.name()).collect::<Vec<_>>())
+            .field("graceful_shutdown_timeout", &self.graceful_shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// A manager over all namespaces with default settings.
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder for a namespace, informer settings and the graceful-shutdown timeout.
+    pub fn builder(client: Client) -> ManagerBuilder {
+        ManagerBuilder {
+            client,
+            namespace: None,
+            informer_config: InformerConfig::default(),
+            graceful_shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The client the manager was made with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The informer factory every controller of this manager should take its informers from
+    /// ([`ControllerBuilder::factory`](crate::controller::ControllerBuilder::factory)); the
+    /// manager starts and stops it.
+    pub fn factory(&self) -> &SharedInformerFactory {
+        &self.factory
+    }
+
+    /// Adds a runnable, started by [`run`](Self::run).
+    pub fn add(&mut self, runnable: impl Runnable) {
+        self.runnables.push(Arc::new(runnable));
+    }
+
+    /// Adds a controller with its reconciler.
+    pub fn add_controller<K, R>(&mut self, controller: Controller<K>, reconciler: R)
+    where
+        K: InformerObject,
+        R: Reconciler<Object = K>,
+    {
+        self.add(ControllerRunnable { controller, reconciler: Mutex::new(Some(reconciler)) });
+    }
+
+    /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
+    pub async fn run(self) -> Result<(), ManagerError> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Runs until `shutdown` completes, or until a runnable fails; see the type's docs.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
+        let span = tracing::info_span!("manager");
+        self.run_inner(shutdown).instrument(span).await
+    }
+
+    async fn run_inner(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ManagerError> {
+        tokio::pin!(shutdown);
+        tracing::info!(runnables = self.runnables.len(), "starting manager");
+        self.factory.start(std::future::pending());
+        if let Err(err) = self.factory.wait_for_cache_sync(&mut shutdown).await {
+            tracing::error!(error = %err, "caches did not sync; stopping");
+            self.factory.shutdown().await;
+            return Err(err.into());
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        for (index, runnable) in self.runnables.iter().enumerate() {
+            let (runnable, stop) = (runnable.clone(), Stop::new(stop_rx.clone()));
+            let span = tracing::info_span!("runnable", name = %runnable.name());
+            let run = async move {
+                let result = AssertUnwindSafe(runnable.start(stop)).catch_unwind().await;
+                // A panic is the runnable's failure, reported as such.
+                (index, result.unwrap_or_else(|panic| Err(panicked(&*panic))))
+            };
+            tasks.spawn(run.instrument(span));
+        }
+        let mut running = vec![true; self.runnables.len()];
+        let mut failure: Option<ManagerError> = None;
+        // Run until the shutdown or the first failure.
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                joined = tasks.join_next(), if !tasks.is_empty() => match joined {
+                    Some(joined) => {
+                        if let Some(err) = self.finished(joined, &mut running) {
+                            tracing::error!(error = %err, "a runnable failed; stopping the manager");
+                            failure = Some(err);
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+        tracing::info!("stopping manager");
+        stop_tx.send_replace(true);
+        let drained = tokio::time::timeout(self.graceful_shutdown_timeout, async {
+            while let Some(joined) = tasks.join_next().await {
+                if let Some(err) = self.finished(joined, &mut running) {
+                    tracing::error!(error = %err, "a runnable failed while stopping");
+                    failure.get_or_insert(err);
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            let abandoned: Vec<Abandoned> = self
+                .runnables
+                .iter()
+                .zip(&running)
+                .filter(|(_, running)| **running)
+                .map(|(r, _)| Abandoned { runnable: r.name(), in_flight: r.in_flight() })
+                .collect();
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            let err = ManagerError::ShutdownTimeout {
+                timeout: self.graceful_shutdown_timeout,
+                abandoned,
+            };
+            tracing::error!(error = %err, "graceful shutdown timed out");
+            failure.get_or_insert(err);
+        }
+        self.factory.shutdown().await;
+        tracing::info!("manager stopped");
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Records a runnable's end; returns its failure, if it failed.
+    fn finished(
+        &self,
+        joined: Result<(usize, Result<(), RunnableError>), tokio::task::JoinError>,
+        running: &mut [bool],
+    ) -> Option<ManagerError> {
+        let (index, result) = match joined {
+            Ok(finished) => finished,
+            // Only an abort (after the timeout) ends a task without its index.
+            Err(_) => return None,
+        };
+        running[index] = false;
+        let name = self.runnables[index].name();
+        match result {
+            Ok(()) => {
+                tracing::info!(runnable = %name, "runnable finished");
+                None
+            }
+            Err(source) => Some(ManagerError::Runnable { runnable: name, source }),
+        }
+    }
+}
+
+fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {
+    format!("panicked: {}", crate::panic::panic_message(panic)).into()
+}
+
+/// A controller and its reconciler, as a [`Runnable`].
+struct ControllerRunnable<K, R> {
+    controller: Controller<K>,
+    /// Taken by the one `start`.
+    reconciler: Mutex<Option<R>>,
+}
+
+#[async_trait]
+impl<K, R> Runnable for ControllerRunnable<K, R>
+where
+    K: InformerObject,
+    R: Reconciler<Object = K>,
+{
+    fn name(&self) -> String {
+        format!("controller {}", self.controller.name())
+    }
+
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        let reconciler = self
+            .reconciler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or("the controller was started already")?;
+        self.controller.run(reconciler, stop.into_future()).await.map_err(Into::into)
+    }
+
+    fn in_flight(&self) -> Vec<String> {
+        self.controller.in_flight().iter().map(ToString::to_string).collect()
+    }
+}

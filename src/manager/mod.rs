@@ -1,0 +1,27 @@
+//! Operators in one process: the [`Manager`] (controller-runtime's) hosts several controllers
+//! and other [`Runnable`]s over one [`SharedInformerFactory`](crate::cache::SharedInformerFactory).
+//!
+//! Contract:
+//! - **One set of caches**: every controller built on [`Manager::factory`] shares its
+//!   informers: one list and one watch per kind, namespace and selector.
+//! - **Start in order**: the informers first; their caches synced; then every runnable.
+//! - **Stop on a signal** ([`Manager::run`]: SIGTERM or Ctrl-C) or a future
+//!   ([`Manager::run_until`]), or when a runnable fails: runnables stop taking new work and
+//!   finish what they hold, for at most the graceful-shutdown timeout (30 s by default); what
+//!   is still running then is abandoned and reported
+//!   ([`ManagerError::ShutdownTimeout`], each runnable with the keys it was reconciling); the
+//!   informers stop last.
+//! - **Failures name who failed**: a runnable's error or panic stops the manager and comes back
+//!   as [`ManagerError::Runnable`] with the runnable's name.
+//!
+//! Leader election, a metrics registry and health endpoints are to plug in at the builder,
+//! leaving what users write (controllers, `add_controller`, `run`) as it is.
+
+#[allow(clippy::module_inception)]
+mod manager;
+mod runnable;
+mod signal;
+
+pub use manager::{Abandoned, Manager, ManagerBuilder, ManagerError};
+pub use runnable::{Runnable, RunnableError, Stop};
+pub use signal::shutdown_signal;

@@ -1,0 +1,62 @@
+//! [`Runnable`]: anything a [`Manager`](super::Manager) runs for the life of the process
+//! (controller-runtime's `manager.Runnable`), and [`Stop`], the signal it gets to stop.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+/// The error a runnable ends with.
+pub type RunnableError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Something a [`Manager`](super::Manager) runs: a [`Controller`](crate::controller::Controller)
+/// with its reconciler (see [`Manager::add_controller`](super::Manager::add_controller)), or
+/// any task of the operator's own (a webhook server, a periodic job).
+///
+/// `start` runs until `stop` completes, then finishes what it is doing and returns. An error
+/// stops the whole manager, which reports it.
+#[async_trait]
+pub trait Runnable: Send + Sync + 'static {
+    /// Its name, in logs and in the manager's reports.
+    fn name(&self) -> String;
+
+    /// Runs until `stop` completes.
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError>;
+
+    /// What it is doing now (a controller: the keys it is reconciling). The manager reports it
+    /// when the graceful-shutdown timeout makes it abandon the runnable.
+    fn in_flight(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The signal to stop: cheap to clone, and a future (`stop.await`) that completes once the
+/// manager stops (or is dropped).
+#[derive(Debug, Clone)]
+pub struct Stop {
+    rx: watch::Receiver<bool>,
+}
+
+impl Stop {
+    pub(crate) fn new(rx: watch::Receiver<bool>) -> Self {
+        Self { rx }
+    }
+
+    /// Whether the stop was signalled.
+    pub fn is_stopped(&self) -> bool {
+        *self.rx.borrow()
+    }
+}
+
+impl IntoFuture for Stop {
+    type Output = ();
+    type IntoFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    fn into_future(mut self) -> Self::IntoFuture {
+        Box::pin(async move {
+            // An error means the manager is gone: as good as a stop.
+            let _ = self.rx.wait_for(|stopped| *stopped).await;
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! Content negotiation: which form of an object the client asked for in `Accept`, as
+//! kube-apiserver decides it.
+//!
+//! The first media type of the `Accept` list that this server can produce wins: plain JSON
+//! (`application/json`, `*/*`, `application/*`), or the metadata-only forms
+//! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object, and each event
+//! of a watch) and `…;as=PartialObjectMetadataList;…` (a list); `v=v1beta1` works too.
+//! Protobuf, YAML, CBOR and `as=Table` are passed over, so a client that lists JSON after
+//! them (kubectl does) gets JSON. Nothing acceptable: 406, with the real server's messages.
+//!
+//! What the real server (1.20 and later) does with a form that does not fit the request,
+//! mirrored here: a list asked for as `PartialObjectMetadata`, or one object asked for as
+//! `PartialObjectMetadataList`, is 406; a watch asked for as `PartialObjectMetadataList`
+//! answers 200 and ends with no events.
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::status::ApiError;
+
+/// The form of the response body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// The objects as stored.
+    Full,
+    /// `PartialObjectMetadata` (one object, or each event of a watch), at this `meta.k8s.io`
+    /// version.
+    Metadata(&'static str),
+    /// `PartialObjectMetadataList`, at this `meta.k8s.io` version.
+    MetadataList(&'static str),
+}
+
+/// What the request reads: a collection (a list or a watch) or one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    List,
+    Watch,
+    Object,
+}
+
+/// The form the `Accept` header asks for; see the module docs.
+pub(crate) fn negotiate(headers: &HeaderMap, reading: Reading, kind: &str) -> Result<Form, ApiError> {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    if accept.trim().is_empty() {
+        return Ok(Form::Full);
+    }
+    let form = accept.split(',').find_map(candidate).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json",
+        )
+    })?;
+    match (form, reading) {
+        (Form::Metadata(_), Reading::List) => Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            format!(
+                "you requested PartialObjectMetadata, but the requested object is a list (*core.{kind}List)"
+            ),
+        )),
+        (Form::MetadataList(_), Reading::Object) => Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list (*core.{kind})"
+            ),
+        )),
+        _ => Ok(form),
+    }
+}
+
+/// The form one entry of `Accept` asks for, if this server produces it.
+fn candidate(entry: &str) -> Option<Form> {
+    let mut parts = entry.split(';').map(str::trim);
+    let media = parts.next()?.to_ascii_lowercase();
+    let (mut r#as, mut group, mut version) = (None, None, None);
+    for param in parts {
+        let (name, value) = param.split_once('=')?;
+        match name.trim() {
+            "as" => r#as = Some(value.trim()),
+            "g" => group = Some(value.trim()),
+            "v" => version = Some(value.trim()),
+            _ => {} // q= and the like
+        }
+    }
+    let json = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
+    if !json {
+        return None;
+    }
+    let Some(r#as) = r#as else { return Some(Form::Full) };
+    if group != Some("meta.k8s.io") {
+        return None;
+    }
+    let version = match version {
+        Some("v1") => "v1",
+        Some("v1beta1") => "v1beta1",
+        _ => return None,
+    };
+    match r#as {
+        "PartialObjectMetadata" => Some(Form::Metadata(version)),
+        "PartialObjectMetadataList" => Some(Form::MetadataList(version)),
+        _ => None,
+    }
+}
+
+/// The `metadata` of a stored object, borrowed from its JSON.
+#[derive(Deserialize)]
+struct MetadataOnly<'a> {
+    #[serde(borrow)]
+    metadata: &'a RawValue,
+}
+
+/// An object as `PartialObjectMetadata` at `meta.k8s.io/<version>`: its metadata, verbatim.
+pub(crate) fn partial_object_metadata(json: &[u8], version: &str) -> Bytes {
+    let metadata = serde_json::from_slice::<MetadataOnly<'_>>(json)
+        .map(|m| m.metadata.get())
+        .unwrap_or("{}");
+    let mut out = Vec::with_capacity(metadata.len() + 80);
+    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/");
+    out.extend_from_slice(version.as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    out.extend_from_slice(metadata.as_bytes());
+    out.push(b'}');
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn accept(value: &str, reading: Reading) -> Result<Form, u16> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+        negotiate(&headers, reading, "Pod").map_err(|e| e.code.as_u16())
+    }
+
+    #[test]
+    fn the_first_form_the_server_produces_wins() {
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(accept(list, Reading::List), Ok(Form::MetadataList("v1")));
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(accept(kubectl, Reading::List), Ok(Form::Full));
+        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(accept(client_go, Reading::List), Ok(Form::MetadataList("v1")));
+        assert_eq!(accept("*/*", Reading::Object), Ok(Form::Full));
+        assert_eq!(
+            accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1", Reading::Watch),
+            Ok(Form::Metadata("v1beta1"))
+        );
+    }
+
+    #[test]
+    fn unproducible_or_misfit_forms_are_406() {
+        assert_eq!(accept("application/yaml", Reading::List), Err(406));
+        assert_eq!(accept("application/json;as=Foo;g=meta.k8s.io;v=v1", Reading::List), Err(406));
+        assert_eq!(
+            accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2", Reading::List),
+            Err(406)
+        );
+        assert_eq!(
+            accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", Reading::List),
+            Err(406)
+        );
+        assert_eq!(
+            accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", Reading::Object),
+            Err(406)
+        );
+    }
+
+    #[test]
+    fn metadata_is_cut_out_verbatim() {
+        let pod = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"containers":[]}}"#;
+        assert_eq!(
+            partial_object_metadata(pod, "v1"),
+            Bytes::from_static(
+                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}"#
+            )
+        );
+    }
+}

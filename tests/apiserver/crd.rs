@@ -1,0 +1,108 @@
+//! CustomResourceDefinitions created through the API: the kind is served once established,
+//! discovery lists it, and deleting the definition takes its objects with it.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube_client::{Api, ResourceExt};
+use serde_json::json;
+
+use super::common::api_error;
+use crate::support::Target;
+
+fn gadgets() -> ApiResource {
+    ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    }
+}
+
+pub async fn a_created_definition_serves_its_kind_until_it_is_deleted(t: &Target) {
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let bad = serde_json::from_value(json!({
+        "metadata": { "name": "wrong.example.com" },
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": { "plural": "gadgets", "kind": "Gadget" },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object" } } }]
+        }
+    }))
+    .unwrap();
+    let (code, reason) = api_error(crds.create(&PostParams::default(), &bad).await);
+    assert_eq!((code, reason.as_str()), (422, "Invalid"), "a name that is not plural.group");
+
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": { "name": "gadgets.example.com" },
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": { "plural": "gadgets", "singular": "gadget", "kind": "Gadget", "shortNames": ["gd"] },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "subresources": { "status": {} },
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }]
+        }
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube_client::Error::Api(s)) if s.code == 409 => {} // left by an earlier run
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let current = crds.get("gadgets.example.com").await.unwrap();
+        let established = current.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(
+            |c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"),
+        );
+        if established {
+            let accepted = &current.status.as_ref().unwrap().accepted_names;
+            assert_eq!(accepted.as_ref().map(|n| n.kind.as_str()), Some("Gadget"));
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the CRD was not established");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ar = gadgets();
+    let api: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
+    // Established, and served: the real server may take a moment more to route requests.
+    let created = loop {
+        let gadget = DynamicObject::new("g1", &ar).data(json!({"spec": {"size": 1}}));
+        match api.create(&PostParams::default(), &gadget).await {
+            Ok(created) => break created,
+            Err(kube_client::Error::Api(s)) if s.code == 404 => {
+                assert!(tokio::time::Instant::now() < deadline, "gadgets were never served");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("creating a gadget: {e}"),
+        }
+    };
+    assert_eq!(created.data["spec"]["size"], 1);
+    let discovery = t.raw_get("/apis/example.com/v1").await;
+    assert!(discovery.body.contains("\"gadgets\""), "{}", discovery.body);
+    assert!(discovery.body.contains("\"gadgets/status\""), "{}", discovery.body);
+
+    crds.delete("gadgets.example.com", &DeleteParams::default()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match api.get("g1").await {
+            Err(kube_client::Error::Api(s)) if s.code == 404 => break,
+            Ok(g) => assert!(g.name_any() == "g1"),
+            Err(e) => panic!("reading a gadget: {e}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the gadget outlived its definition");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    loop {
+        match crds.get_opt("gadgets.example.com").await.unwrap() {
+            None => break,
+            Some(_) => {
+                assert!(tokio::time::Instant::now() < deadline, "the CRD was never deleted");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
