@@ -1,0 +1,429 @@
+//! An operator over a custom resource: a `ConfigMapSet` keeps `spec.replicas` ConfigMaps
+//! named `<set>-0`, `<set>-1`, …, each holding `spec.data` and controlled by the set.
+//!
+//! It owns its ConfigMaps, so deleting or editing one by hand brings it back, and scaling
+//! down deletes the extra ones; it writes `status.ready` (the ConfigMaps that match) through
+//! `/status`; set events that do not change `metadata.generation` (status writes, label
+//! edits) are filtered out by a predicate. One [`Manager`] hosts the controller over one
+//! informer factory; the ConfigMap cache gets an index by owner, which the reconciler reads.
+//!
+//! It applies its CustomResourceDefinition (`examples/configmap_sets.crd.yaml`) when the
+//! cluster lacks it. It uses your cluster when one is configured (KUBECONFIG,
+//! `~/.kube/config`, in-cluster); otherwise it starts ctrlkit's embedded API server and plays
+//! a short demo on it.
+//!
+//! ```text
+//! cargo run --example configmap_sets -- [--namespace NS] [--embedded]
+//! kubectl apply -f - <<'EOF'
+//! apiVersion: ctrlkit.example.com/v1
+//! kind: ConfigMapSet
+//! metadata: {name: greetings}
+//! spec: {replicas: 3, data: {greeting: hello}}
+//! EOF
+//! ```
+//! Ctrl-C or SIGTERM stops it cleanly (exit code 0).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::{Indexer, ObjectKey};
+use ctrlkit::controller::{Action, Controller, Predicate, Reconciler};
+use ctrlkit::manager::{Manager, shutdown_signal};
+use ctrlkit::testing::ApiServer;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube_client::{Api, Client, Config, Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+const GROUP: &str = "ctrlkit.example.com";
+const CRD: &str = include_str!("configmap_sets.crd.yaml");
+/// The ConfigMap cache's index of ConfigMaps by the `namespace/name` of their controlling set.
+const BY_SET: &str = "configmapset";
+
+/// `ConfigMapSet` (`ctrlkit.example.com/v1`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMapSet {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: ConfigMapSetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<ConfigMapSetStatus>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct ConfigMapSetSpec {
+    replicas: i32,
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+struct ConfigMapSetStatus {
+    ready: i32,
+}
+
+impl Resource for ConfigMapSet {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "ConfigMapSet".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "configmapsets".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl ConfigMapSet {
+    fn new(name: &str, replicas: i32, data: BTreeMap<String, String>) -> Self {
+        Self {
+            api_version: ConfigMapSet::api_version(&()).into_owned(),
+            kind: ConfigMapSet::kind(&()).into_owned(),
+            metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
+            spec: ConfigMapSetSpec { replicas, data },
+            status: None,
+        }
+    }
+}
+
+/// The `namespace/name` of the set that controls `cm`, if one does.
+fn controlling_set(cm: &ConfigMap) -> Option<String> {
+    let owner = cm.owner_references().iter().find(|r| {
+        r.controller == Some(true)
+            && r.kind == "ConfigMapSet"
+            && r.api_version.split('/').next() == Some(GROUP)
+    })?;
+    Some(format!("{}/{}", cm.namespace()?, owner.name))
+}
+
+/// Keeps each set's ConfigMaps as its spec says.
+struct SetReconciler {
+    client: Client,
+    /// The ConfigMaps, indexed by controlling set: the controller's own cache of them.
+    configmaps: Indexer<ConfigMap>,
+}
+
+#[async_trait]
+impl Reconciler for SetReconciler {
+    type Object = ConfigMapSet;
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        set: Option<Arc<ConfigMapSet>>,
+    ) -> Result<Action, Self::Error> {
+        let namespace = key.namespace.as_deref().unwrap_or("default");
+        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let owned = self.configmaps.by_index(BY_SET, &key.to_string()).unwrap_or_default();
+        let Some(set) = set else {
+            // A cluster's garbage collector deletes them through their owner references; this
+            // also cleans up where none runs (the embedded server, a bare kube-apiserver).
+            for cm in &owned {
+                delete_ignoring_missing(&configmaps, &cm.name_any()).await?;
+            }
+            println!("ConfigMapSet {key} is gone: deleted its {} ConfigMaps", owned.len());
+            return Ok(Action::done());
+        };
+        let replicas = set.spec.replicas.max(0);
+        let wanted: Vec<String> = (0..replicas).map(|i| format!("{}-{i}", key.name)).collect();
+        let mut ready = 0;
+        for name in &wanted {
+            let cached = self.configmaps.get(&ObjectKey::namespaced(namespace, name));
+            match cached {
+                None => {
+                    configmaps.create(&PostParams::default(), &self.desired(&set, name)).await?;
+                    println!("ConfigMapSet {key}: created ConfigMap {name}");
+                }
+                Some(cm) if controlling_set(&cm).as_deref() != Some(&key.to_string()) => {
+                    println!("ConfigMapSet {key}: ConfigMap {name} exists and is not ours; leaving it");
+                }
+                Some(cm) if cm.data.clone().unwrap_or_default() != set.spec.data => {
+                    // A merge patch of the whole map: wanted keys set, others removed.
+                    let mut data = serde_json::Map::new();
+                    for extra in cm.data.iter().flatten().map(|(k, _)| k) {
+                        data.insert(extra.clone(), serde_json::Value::Null);
+                    }
+                    for (k, v) in &set.spec.data {
+                        data.insert(k.clone(), v.clone().into());
+                    }
+                    let patch = Patch::Merge(json!({ "data": data }));
+                    configmaps.patch(name, &PatchParams::default(), &patch).await?;
+                    println!("ConfigMapSet {key}: restored ConfigMap {name}");
+                }
+                Some(_) => ready += 1,
+            }
+        }
+        for cm in owned.iter().filter(|cm| !wanted.contains(&cm.name_any())) {
+            delete_ignoring_missing(&configmaps, &cm.name_any()).await?;
+            println!("ConfigMapSet {key}: deleted ConfigMap {}", cm.name_any());
+        }
+        let status = ConfigMapSetStatus { ready };
+        if set.status.as_ref() != Some(&status) {
+            let sets: Api<ConfigMapSet> = Api::namespaced(self.client.clone(), namespace);
+            let patch = Patch::Merge(json!({ "status": status }));
+            sets.patch_status(&key.name, &PatchParams::default(), &patch).await?;
+            println!("ConfigMapSet {key}: {ready}/{replicas} ConfigMaps ready");
+        }
+        Ok(Action::done())
+    }
+}
+
+impl SetReconciler {
+    /// The ConfigMap `name` of `set`: its data, a label, and the set as controller.
+    fn desired(&self, set: &ConfigMapSet, name: &str) -> ConfigMap {
+        let owner = set.controller_owner_ref(&()).expect("a cached set has a name and uid");
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                labels: Some([("app.kubernetes.io/managed-by".to_owned(), "configmapsets".to_owned())].into()),
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            data: Some(set.spec.data.clone()),
+            ..ConfigMap::default()
+        }
+    }
+}
+
+async fn delete_ignoring_missing(api: &Api<ConfigMap>, name: &str) -> Result<(), kube_client::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Creates the CRD unless the cluster has it, and waits until it is established.
+async fn ensure_crd(client: &Client) -> Result<(), String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition =
+        serde_saphyr::from_str(CRD).map_err(|e| format!("examples/configmap_sets.crd.yaml: {e}"))?;
+    let name = crd.name_any();
+    let missing = crds.get_opt(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?.is_none();
+    if missing {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => println!("Applied the CustomResourceDefinition {name}"),
+            Err(kube_client::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(format!("creating CRD {name}: {e}")),
+        }
+    }
+    for _ in 0..300 {
+        let current = crds.get(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?;
+        let established = current.status.and_then(|s| s.conditions).is_some_and(|c| {
+            c.iter().any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if established {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("the CRD {name} was not established within 30 s"))
+}
+
+/// A set created, a ConfigMap deleted and one edited by hand, the set scaled down.
+async fn demo(client: Client, namespace: &str) -> Result<(), String> {
+    let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), namespace);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let fail = |what: &str, e: kube_client::Error| format!("{what}: {e}");
+    let greeting: BTreeMap<String, String> = [("greeting".to_owned(), "hello".to_owned())].into();
+    println!("Demo: creating ConfigMapSet demo with 3 replicas");
+    let set = ConfigMapSet::new("demo", 3, greeting.clone());
+    sets.create(&PostParams::default(), &set).await.map_err(|e| fail("creating the set", e))?;
+    let ready = |want: i32| {
+        let sets = sets.clone();
+        move || {
+            let sets = sets.clone();
+            async move {
+                let set = sets.get("demo").await.ok()?;
+                (set.status.map(|s| s.ready) == Some(want)).then_some(())
+            }
+        }
+    };
+    wait_for("3 ConfigMaps ready", ready(3)).await?;
+
+    println!("Demo: deleting ConfigMap demo-1 by hand");
+    configmaps.delete("demo-1", &DeleteParams::default()).await.map_err(|e| fail("deleting", e))?;
+    let back = |name: &'static str| {
+        let configmaps = configmaps.clone();
+        let greeting = greeting.clone();
+        move || {
+            let (configmaps, greeting) = (configmaps.clone(), greeting.clone());
+            async move {
+                let cm = configmaps.get_opt(name).await.ok()??;
+                (cm.data == Some(greeting)).then_some(())
+            }
+        }
+    };
+    wait_for("demo-1 back", back("demo-1")).await?;
+
+    println!("Demo: editing ConfigMap demo-0 by hand");
+    let edit = Patch::Merge(json!({"data": {"greeting": "goodbye", "extra": "x"}}));
+    configmaps.patch("demo-0", &PatchParams::default(), &edit).await.map_err(|e| fail("editing", e))?;
+    wait_for("demo-0 restored", back("demo-0")).await?;
+
+    println!("Demo: scaling ConfigMapSet demo down to 1");
+    let scale = Patch::Merge(json!({"spec": {"replicas": 1}}));
+    sets.patch("demo", &PatchParams::default(), &scale).await.map_err(|e| fail("scaling", e))?;
+    wait_for("1 ConfigMap ready", ready(1)).await?;
+    let gone = || {
+        let configmaps = configmaps.clone();
+        async move {
+            let none = configmaps.get_opt("demo-2").await.ok()?.is_none()
+                && configmaps.get_opt("demo-1").await.ok()?.is_none();
+            none.then_some(())
+        }
+    };
+    wait_for("demo-1 and demo-2 deleted", gone).await
+}
+
+/// Polls `check` until it yields `Some`, for up to 10 s.
+async fn wait_for<F, Fut>(what: &str, check: F) -> Result<(), String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<()>>,
+{
+    for _ in 0..100 {
+        if check().await.is_some() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("timed out waiting for {what}"))
+}
+
+struct Args {
+    namespace: String,
+    embedded: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { namespace: "default".into(), embedded: false };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--namespace" | "-n" => args.namespace = it.next().ok_or("--namespace needs a value")?,
+            "--embedded" => args.embedded = true,
+            "--help" | "-h" => return Err("usage: configmap_sets [--namespace NS] [--embedded]".into()),
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let cluster = if args.embedded { None } else { Config::infer().await.ok() };
+    let (client, server) = match cluster {
+        Some(config) => match Client::try_from(config) {
+            Ok(client) => (client, None),
+            Err(err) => {
+                eprintln!("error: cannot build a client for the configured cluster: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match ApiServer::start().await {
+            Ok(server) => {
+                println!(
+                    "No cluster configured: running on ctrlkit's embedded API server at {}",
+                    server.url()
+                );
+                (server.client(), Some(server))
+            }
+            Err(err) => {
+                eprintln!("error: cannot start the embedded API server: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    if let Err(err) = ensure_crd(&client).await {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
+
+    let ns = args.namespace.as_str();
+    let mut manager = Manager::builder(client.clone())
+        .graceful_shutdown_timeout(Duration::from_secs(10))
+        .build();
+    let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    // The controller's ConfigMap informer (the factory shares it), with an index by owner.
+    let cache = manager.factory().informer_for(configmaps.clone()).indexer();
+    if let Err(err) = cache.add_index(BY_SET, |cm: &ConfigMap| controlling_set(cm).into_iter().collect()) {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
+    let controller = Controller::builder(sets)
+        .factory(manager.factory())
+        .predicate(Predicate::generation_changed())
+        .owns(configmaps)
+        .build()
+        .workers(2);
+    manager.add_controller(controller, SetReconciler { client: client.clone(), configmaps: cache });
+
+    let demo_failed = std::sync::atomic::AtomicBool::new(false);
+    let shutdown = async {
+        match &server {
+            Some(_) => tokio::select! {
+                result = demo(client.clone(), ns) => match result {
+                    Ok(()) => println!("Demo finished; stopping (run against a cluster to keep watching)."),
+                    Err(err) => {
+                        eprintln!("demo failed: {err}");
+                        demo_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                },
+                _ = shutdown_signal() => {}
+            },
+            None => shutdown_signal().await,
+        }
+    };
+    println!("Starting ConfigMapSet controller in namespace {ns}");
+    let result = manager.run_until(shutdown).await;
+    println!("Stopping ConfigMapSet controller");
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    match result {
+        Ok(()) if demo_failed.into_inner() => ExitCode::FAILURE,
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
