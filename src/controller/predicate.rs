@@ -95,7 +95,9 @@ impl<K: 'static> Predicate<K> {
         Self::new(move |event| self.evaluate(event) || other.evaluate(event))
     }
 
-    /// Passes what this one does not.
+    /// Passes what this one does not: adds and deletes too, as controller-runtime's `Not`
+    /// does, so `labels_changed().not()` drops adds. To negate a test on updates alone,
+    /// write it with [`on_update`](Self::on_update).
     #[must_use]
     pub fn not(self) -> Self {
         Self::new(move |event| !self.evaluate(event))

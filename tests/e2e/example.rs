@@ -1,24 +1,35 @@
-//! The pod example (`cargo run --example pods`) as a process against the server, while
-//! kubectl creates, labels and deletes a pod: the seed's lines, in order, and a clean exit
-//! on SIGTERM.
+//! The examples as processes against the server, driven by kubectl: the pod example
+//! (`cargo run --example pods`) prints the seed's lines as pods change; the operator example
+//! (`cargo run --example configmap_sets`) keeps its ConfigMaps as kubectl creates, edits,
+//! deletes and scales. Both exit 0 on SIGTERM.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::api::{ApiResource, DynamicObject};
+use kube_client::{Api, ResourceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 use super::common::*;
 use crate::support::{KUBECTL_POD, Target};
 
-/// The example's binary, built by `cargo test` (or `cargo build --examples`) beside this
+/// An example's binary, built by `cargo test` (or `cargo build --examples`) beside this
 /// test's.
-fn example_binary() -> PathBuf {
+fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    profile_dir.join("examples").join(format!("pods{}", std::env::consts::EXE_SUFFIX))
+    let binary = profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: build it with `cargo build --all-features --example {name}` \
+         (cargo test builds it too)",
+        binary.display()
+    );
+    binary
 }
 
 async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> String {
@@ -38,39 +49,77 @@ async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> String {
     text
 }
 
+/// An example running against the case's server, its stdout collected line by line.
+struct Example {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Example {
+    fn start(t: &Target, name: &str, args: &[&str]) -> Example {
+        let mut child = Command::new(example_binary(name))
+            .args(args)
+            .env("KUBECONFIG", t.kubeconfig())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the example starts");
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let reader = {
+            let lines = lines.clone();
+            let stdout = child.stdout.take().unwrap();
+            tokio::spawn(async move {
+                let mut stdout = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = stdout.next_line().await {
+                    lines.lock().unwrap().push(line);
+                }
+            })
+        };
+        Example { child, lines, reader }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    fn printed(&self, line: &str) -> usize {
+        self.lines.lock().unwrap().iter().filter(|l| *l == line).count()
+    }
+
+    /// Sends SIGTERM and checks for a clean exit within 20 s.
+    async fn terminate(mut self) -> Vec<String> {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the example stops within 20 s of SIGTERM")
+            .unwrap();
+        assert!(exit.success(), "exit status after SIGTERM: {exit}; printed {:#?}", self.lines());
+        let lines = self.lines.clone();
+        self.reader.await.unwrap();
+        lines.lock().unwrap().clone()
+    }
+}
+
+fn have_kubectl() -> bool {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file())
+    });
+    if !found {
+        eprintln!("kubectl is not on PATH: skipped the example case");
+    }
+    found
+}
+
 pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &Target) {
-    if which("kubectl").is_none() {
-        eprintln!("kubectl is not on PATH: skipped the pod example case");
+    if !have_kubectl() {
         return;
     }
-    let binary = example_binary();
-    assert!(
-        binary.exists(),
-        "{} is missing: build it with `cargo build --all-features --example pods` \
-         (cargo test builds it too)",
-        binary.display()
-    );
-    let mut child = Command::new(&binary)
-        .args(["--namespace", &t.ns, "--workers", "2"])
-        .env("KUBECONFIG", t.kubeconfig())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the example starts");
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let reader = {
-        let lines = lines.clone();
-        let stdout = child.stdout.take().unwrap();
-        tokio::spawn(async move {
-            let mut stdout = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = stdout.next_line().await {
-                lines.lock().unwrap().push(line);
-            }
-        })
-    };
-    let printed = |line: &str| lines.lock().unwrap().iter().filter(|l| *l == line).count();
+    let example = Example::start(t, "pods", &["--namespace", &t.ns, "--workers", "2"]);
     let sync = "Sync/Add/Update for Pod web-0";
     let gone = format!("Pod {}/web-0 does not exist anymore", t.ns);
 
@@ -78,38 +127,136 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
     // would be printed too, so this only keeps the count of lines predictable.
     tokio::time::sleep(Duration::from_millis(500)).await;
     kubectl(t, &["create", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await;
-    eventually("the add is printed", || printed(sync) >= 1).await;
-    let after_add = printed(sync);
+    eventually("the add is printed", || example.printed(sync) >= 1).await;
+    let after_add = example.printed(sync);
     kubectl(t, &["label", "pod", "web-0", "tier=front"], None).await;
-    eventually("the update is printed", || printed(sync) > after_add).await;
+    eventually("the update is printed", || example.printed(sync) > after_add).await;
     kubectl(t, &["delete", "pod", "web-0", "--wait=true"], None).await;
     // A pod's delete is two events (its deletion timestamp, then the delete); when the first
     // is reconciled after the second arrived, both print the delete, as in client-go.
-    eventually("the delete is printed", || printed(&gone) >= 1).await;
-    let printed_lines = lines.lock().unwrap().clone();
+    eventually("the delete is printed", || example.printed(&gone) >= 1).await;
+    let printed_lines = example.lines();
     assert_eq!(printed_lines[0], "Starting Pod controller", "{printed_lines:?}");
     assert!(
         printed_lines[1..].iter().all(|l| l == sync || *l == gone),
         "only the seed's lines: {printed_lines:?}"
     );
     assert_eq!(printed_lines.last(), Some(&gone), "the delete comes last: {printed_lines:?}");
-    assert!(!lines.lock().unwrap().iter().any(|l| l.contains("embedded")), "it used the cluster");
-
-    let pid = child.id().expect("still running").to_string();
-    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("the example stops within 20 s of SIGTERM")
-        .unwrap();
-    assert!(exit.success(), "exit status after SIGTERM: {exit}");
-    reader.await.unwrap();
+    assert!(!printed_lines.iter().any(|l| l.contains("embedded")), "it used the cluster");
+    example.terminate().await;
 }
 
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|dir| PathBuf::from(dir).join(program))
-        .find(|p| p.is_file())
+const SET: &str = "apiVersion: ctrlkit.example.com/v1
+kind: ConfigMapSet
+metadata:
+  name: greetings
+spec:
+  replicas: 3
+  data:
+    greeting: hello
+";
+
+/// The operator example against the server: it applies its CRD if missing, keeps a set's
+/// ConfigMaps as kubectl deletes and edits them, scales down, writes the set's status, and
+/// stops on SIGTERM.
+pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them(t: &Target) {
+    if !have_kubectl() {
+        return;
+    }
+    let example = Example::start(t, "configmap_sets", &["--namespace", &t.ns]);
+    eventually("the controller started", || {
+        example.lines().iter().any(|l| l.starts_with("Starting ConfigMapSet controller"))
+    })
+    .await;
+    let sets_ar = ApiResource {
+        group: "ctrlkit.example.com".into(),
+        version: "v1".into(),
+        api_version: "ctrlkit.example.com/v1".into(),
+        kind: "ConfigMapSet".into(),
+        plural: "configmapsets".into(),
+    };
+    let sets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &sets_ar);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let ready = |want: i64| {
+        let sets = sets.clone();
+        async move {
+            for _ in 0..200 {
+                let set = sets.get("greetings").await.unwrap();
+                if set.data["status"]["ready"].as_i64() == Some(want) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("the set never had {want} ready ConfigMaps");
+        }
+    };
+    let names = || {
+        let configmaps = configmaps.clone();
+        async move {
+            let mut names: Vec<String> =
+                configmaps.list(&Default::default()).await.unwrap().iter().map(|c| c.name_any()).collect();
+            names.sort();
+            names
+        }
+    };
+
+    kubectl(t, &["apply", "-f", "-", "--validate=false"], Some(SET)).await;
+    ready(3).await;
+    assert_eq!(names().await, ["greetings-0", "greetings-1", "greetings-2"]);
+    let cm = configmaps.get("greetings-1").await.unwrap();
+    let owner = &cm.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("ConfigMapSet", "greetings", Some(true)));
+    assert_eq!(cm.data.unwrap()["greeting"], "hello");
+
+    kubectl(t, &["delete", "configmap", "greetings-1"], None).await;
+    kubectl(t, &["patch", "configmap", "greetings-0", "--type=merge", "-p", r#"{"data":{"greeting":"bye","extra":"x"}}"#], None).await;
+    let restored = || {
+        let configmaps = configmaps.clone();
+        async move {
+            for _ in 0..200 {
+                let zero = configmaps.get_opt("greetings-0").await.unwrap();
+                let one = configmaps.get_opt("greetings-1").await.unwrap();
+                let hello = |cm: Option<ConfigMap>| {
+                    cm.and_then(|c| c.data).is_some_and(|d| d.len() == 1 && d["greeting"] == "hello")
+                };
+                if hello(zero) && hello(one) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("the ConfigMaps were not restored");
+        }
+    };
+    restored().await;
+
+    kubectl(t, &["patch", "configmapset", "greetings", "--type=merge", "-p", r#"{"spec":{"replicas":1}}"#], None).await;
+    ready(1).await;
+    eventually_async("the extra ConfigMaps deleted", || async { names().await == ["greetings-0"] }).await;
+
+    let lines = example.terminate().await;
+    let key = format!("{}/greetings", t.ns);
+    for expected in [
+        format!("ConfigMapSet {key}: created ConfigMap greetings-1"),
+        format!("ConfigMapSet {key}: restored ConfigMap greetings-0"),
+        format!("ConfigMapSet {key}: deleted ConfigMap greetings-2"),
+        format!("ConfigMapSet {key}: 1/1 ConfigMaps ready"),
+    ] {
+        assert!(lines.contains(&expected), "{expected:?} not printed: {lines:#?}");
+    }
+    assert_eq!(lines.last().map(String::as_str), Some("Stopping ConfigMapSet controller"));
+}
+
+/// Polls an async `check` every 100 ms for up to 20 s.
+async fn eventually_async<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
 }

@@ -9,7 +9,9 @@ use support::Needs;
 mod common;
 mod controller;
 mod example;
+mod factory;
 mod informer;
+mod sources;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -20,7 +22,12 @@ fn main() -> ExitCode {
         informer::bookmarks_move_the_resume_version_on,
         informer::streaming_lists_sync_or_fall_back_to_list_and_watch,
         controller::a_stale_update_conflicts_and_the_retry_succeeds,
+        factory::two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind,
+        factory::a_metadata_informer_caches_only_metadata,
+        sources::owned_objects_enqueue_their_controlling_owner,
+        sources::mappers_triggers_and_predicates_decide_what_is_reconciled,
         example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,
+        example::the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,

@@ -99,3 +99,48 @@ pub fn start<K: InformerObject>(
     let informer = informer.clone();
     (stop, tokio::spawn(async move { informer.run(stopped).await }))
 }
+
+/// A reconciler of any kind that records each key it reconciled, and whether the object
+/// existed then.
+pub struct Reconciled<K> {
+    log: Arc<Mutex<Vec<(String, bool)>>>,
+    _kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// The shared record of a [`Reconciled`].
+#[derive(Clone, Default)]
+pub struct ReconcileLog(Arc<Mutex<Vec<(String, bool)>>>);
+
+impl ReconcileLog {
+    /// A reconciler writing into this log.
+    pub fn reconciler<K>(&self) -> Reconciled<K> {
+        Reconciled { log: self.0.clone(), _kind: std::marker::PhantomData }
+    }
+    /// How many times `key` was reconciled.
+    pub fn count(&self, key: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|(k, _)| k == key).count()
+    }
+    /// Whether `key` was reconciled as absent.
+    pub fn saw_absent(&self, key: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|(k, present)| k == key && !present)
+    }
+    /// Every key reconciled, in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.0.lock().unwrap().iter().map(|(k, _)| k.clone()).collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl<K: InformerObject> ctrlkit::controller::Reconciler for Reconciled<K> {
+    type Object = K;
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        key: &ctrlkit::cache::ObjectKey,
+        object: Option<Arc<K>>,
+    ) -> Result<ctrlkit::controller::Action, Self::Error> {
+        self.log.lock().unwrap().push((key.to_string(), object.is_some()));
+        Ok(ctrlkit::controller::Action::done())
+    }
+}

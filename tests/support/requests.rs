@@ -7,13 +7,19 @@ use kube_client::client::{Body, ClientBuilder};
 use kube_client::{Client, Config};
 use tower::util::MapRequestLayer;
 
-/// The method and path-and-query of every request a [`recording_client`] sent, in order.
+/// The method and path-and-query of every request a [`recording_client`] sent, in order,
+/// with its `Accept` header.
 #[derive(Clone, Default)]
-pub struct RequestLog(Arc<Mutex<Vec<String>>>);
+pub struct RequestLog(Arc<Mutex<Vec<(String, String)>>>);
 
 impl RequestLog {
     /// Every request so far, as `GET /api/v1/...?...`.
     pub fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().iter().map(|(line, _)| line.clone()).collect()
+    }
+
+    /// Every request so far with its `Accept` header (empty when none).
+    pub fn accepts(&self) -> Vec<(String, String)> {
         self.0.lock().unwrap().clone()
     }
 
@@ -42,7 +48,13 @@ pub fn recording_client(config: Config) -> (Client, RequestLog) {
     let entries = log.0.clone();
     let layer = MapRequestLayer::new(move |request: http::Request<Body>| {
         let target = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        entries.lock().unwrap().push(format!("{} {target}", request.method()));
+        let accept = request
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        entries.lock().unwrap().push((format!("{} {target}", request.method()), accept));
         request
     });
     let client =

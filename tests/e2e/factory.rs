@@ -1,0 +1,130 @@
+//! Shared informers: controllers and handlers on one factory share one list and one watch
+//! per kind; a controller that stops leaves the informers to the factory; metadata-only
+//! informers cache metadata alone.
+
+use ctrlkit::cache::{ObjectKey, SharedInformerFactory};
+use ctrlkit::controller::Controller;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_client::api::PostParams;
+use kube_client::{Api, ResourceExt};
+use serde_json::json;
+
+use super::common::*;
+use crate::support::Target;
+use crate::support::requests::recording_client;
+
+fn configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "web"}}, "data": {"k": "v"}}))
+        .unwrap()
+}
+
+pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind(t: &Target) {
+    let (client, log) = recording_client(t.config());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &t.ns);
+    create(&pods, &["a", "b"], json!({})).await;
+    cms.create(&PostParams::default(), &configmap("c")).await.unwrap();
+
+    let factory = SharedInformerFactory::builder(client.clone()).namespace(&t.ns).build();
+    let handler = Recorder::default();
+    factory.informer::<Pod>().add_event_handler(handler.clone());
+    let (by_pod, by_cm) = (ReconcileLog::default(), ReconcileLog::default());
+    let (ns1, ns2) = (t.ns.clone(), t.ns.clone());
+    // Pods, also reconciled when a configmap of their name changes; and the other way round.
+    let pod_controller = Controller::builder(pods.clone())
+        .factory(&factory)
+        .watches(cms.clone(), move |cm: &ConfigMap| Some(ObjectKey::namespaced(&ns1, &cm.name_any())))
+        .build();
+    let cm_controller = Controller::builder(cms.clone())
+        .factory(&factory)
+        .watches(pods.clone(), move |pod: &Pod| Some(ObjectKey::namespaced(&ns2, &pod.name_any())))
+        .build();
+    let (stop_factory, factory_stopped) = shutdown();
+    factory.start(factory_stopped);
+    factory.wait_for_cache_sync(std::future::pending()).await.expect("the caches sync");
+    let (stop_pods, pods_stopped) = shutdown();
+    let (stop_cms, cms_stopped) = shutdown();
+    let running_pods = {
+        let (c, r) = (pod_controller.clone(), by_pod.reconciler::<Pod>());
+        tokio::spawn(async move { c.run(r, pods_stopped).await })
+    };
+    let running_cms = {
+        let (c, r) = (cm_controller.clone(), by_cm.reconciler::<ConfigMap>());
+        tokio::spawn(async move { c.run(r, cms_stopped).await })
+    };
+    let k = |name: &str| format!("{}/{name}", t.ns);
+    eventually("every object reconciled by both controllers", || {
+        ["a", "b", "c"].iter().all(|n| by_pod.count(&k(n)) >= 1 && by_cm.count(&k(n)) >= 1)
+    })
+    .await;
+    eventually("the plain handler heard both pods", || {
+        handler.saw(&Seen::Add("a".into())) && handler.saw(&Seen::Add("b".into()))
+    })
+    .await;
+    let per_kind = |requests: Vec<String>, plural: &str| {
+        requests.iter().filter(|r| r.contains(&format!("/{plural}?"))).count()
+    };
+    assert_eq!(per_kind(log.lists(), "pods"), 1, "{:#?}", log.all());
+    assert_eq!(per_kind(log.lists(), "configmaps"), 1, "{:#?}", log.all());
+    assert_eq!(per_kind(log.watches(), "pods"), 1, "{:#?}", log.all());
+    assert_eq!(per_kind(log.watches(), "configmaps"), 1, "{:#?}", log.all());
+    if !t.is_real() {
+        let served = t.embedded().requests();
+        // The namespace's creation is the case's own, through another client.
+        assert_eq!((served.list, served.watch), (2, 2), "the server saw {served:?}");
+    }
+
+    // The pod controller stops; the informers are the factory's and go on.
+    stop_pods.send(()).unwrap();
+    running_pods.await.unwrap().expect("the pod controller stops cleanly");
+    assert!(factory.informer::<Pod>().is_running(), "a controller stopped a shared informer");
+    create(&pods, &["late"], json!({})).await;
+    eventually("the other controller and the handler still hear pods", || {
+        by_cm.count(&k("late")) >= 1 && handler.saw(&Seen::Add("late".into()))
+    })
+    .await;
+    assert_eq!(by_pod.count(&k("late")), 0, "the stopped controller reconciled nothing more");
+    assert_eq!(per_kind(log.watches(), "pods"), 1, "no second watch: {:#?}", log.all());
+    assert_eq!(factory.informer::<Pod>().handler_count(), 2, "the stopped controller's handler is gone");
+
+    stop_cms.send(()).unwrap();
+    running_cms.await.unwrap().expect("the configmap controller stops cleanly");
+    stop_factory.send(()).unwrap();
+    factory.shutdown().await;
+    assert!(factory.informer::<Pod>().has_stopped());
+}
+
+/// A metadata-only informer holds each object's metadata, labels and owner included, and
+/// none of its data; a full informer of the same kind is another informer.
+pub async fn a_metadata_informer_caches_only_metadata(t: &Target) {
+    let (client, log) = recording_client(t.config());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &t.ns);
+    cms.create(&PostParams::default(), &configmap("a")).await.unwrap();
+    let factory = SharedInformerFactory::builder(client).namespace(&t.ns).build();
+    let metadata = factory.metadata_informer::<ConfigMap>();
+    let full = factory.informer::<ConfigMap>();
+    let recorder = Recorder::default();
+    metadata.add_event_handler(recorder.clone());
+    let (stop, stopped) = shutdown();
+    factory.start(stopped);
+    factory.wait_for_cache_sync(std::future::pending()).await.unwrap();
+    let key = ObjectKey::namespaced(&t.ns, "a");
+    let cached = metadata.indexer().get(&key).expect("a cached");
+    assert_eq!(cached.labels().get("app").map(String::as_str), Some("web"));
+    assert!(cached.metadata.managed_fields.is_none(), "managedFields dropped here too");
+    assert!(full.indexer().get(&key).unwrap().data.is_some(), "the full informer has the data");
+    cms.create(&PostParams::default(), &configmap("b")).await.unwrap();
+    eventually("b through the metadata watch", || recorder.saw(&Seen::Add("b".into()))).await;
+    let lists = log.lists();
+    assert_eq!(lists.len(), 2, "one list each for the full and the metadata informer: {lists:#?}");
+    let metadata_accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    assert_eq!(
+        log.accepts().iter().filter(|(line, accept)| line.contains("/configmaps?") && !line.contains("watch") && accept == metadata_accept).count(),
+        1,
+        "the metadata informer lists as PartialObjectMetadataList: {:#?}",
+        log.accepts()
+    );
+    assert_eq!(log.watches().len(), 2, "{:#?}", log.all());
+    stop.send(()).unwrap();
+    factory.shutdown().await;
+}
