@@ -158,7 +158,9 @@ impl Reconciler for SetReconciler {
                     println!("ConfigMapSet {key}: created ConfigMap {name}");
                 }
                 Some(cm) if controlling_set(&cm).as_deref() != Some(&key.to_string()) => {
-                    println!("ConfigMapSet {key}: ConfigMap {name} exists and is not ours; leaving it");
+                    println!(
+                        "ConfigMapSet {key}: ConfigMap {name} exists and is not ours; leaving it"
+                    );
                 }
                 Some(cm) if cm.data.clone().unwrap_or_default() != set.spec.data => {
                     // A merge patch of the whole map: wanted keys set, others removed.
@@ -198,7 +200,10 @@ impl SetReconciler {
         ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                labels: Some([("app.kubernetes.io/managed-by".to_owned(), "configmapsets".to_owned())].into()),
+                labels: Some(
+                    [("app.kubernetes.io/managed-by".to_owned(), "configmapsets".to_owned())]
+                        .into(),
+                ),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -208,7 +213,10 @@ impl SetReconciler {
     }
 }
 
-async fn delete_ignoring_missing(api: &Api<ConfigMap>, name: &str) -> Result<(), kube_client::Error> {
+async fn delete_ignoring_missing(
+    api: &Api<ConfigMap>,
+    name: &str,
+) -> Result<(), kube_client::Error> {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -219,10 +227,11 @@ async fn delete_ignoring_missing(api: &Api<ConfigMap>, name: &str) -> Result<(),
 /// Creates the CRD unless the cluster has it, and waits until it is established.
 async fn ensure_crd(client: &Client) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(CRD).map_err(|e| format!("examples/configmap_sets.crd.yaml: {e}"))?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(CRD)
+        .map_err(|e| format!("examples/configmap_sets.crd.yaml: {e}"))?;
     let name = crd.name_any();
-    let missing = crds.get_opt(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?.is_none();
+    let missing =
+        crds.get_opt(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?.is_none();
     if missing {
         match crds.create(&PostParams::default(), &crd).await {
             Ok(_) => println!("Applied the CustomResourceDefinition {name}"),
@@ -232,9 +241,10 @@ async fn ensure_crd(client: &Client) -> Result<(), String> {
     }
     for _ in 0..300 {
         let current = crds.get(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?;
-        let established = current.status.and_then(|s| s.conditions).is_some_and(|c| {
-            c.iter().any(|c| c.type_ == "Established" && c.status == "True")
-        });
+        let established = current
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
         if established {
             return Ok(());
         }
@@ -281,7 +291,10 @@ async fn demo(client: Client, namespace: &str) -> Result<(), String> {
 
     println!("Demo: editing ConfigMap demo-0 by hand");
     let edit = Patch::Merge(json!({"data": {"greeting": "goodbye", "extra": "x"}}));
-    configmaps.patch("demo-0", &PatchParams::default(), &edit).await.map_err(|e| fail("editing", e))?;
+    configmaps
+        .patch("demo-0", &PatchParams::default(), &edit)
+        .await
+        .map_err(|e| fail("editing", e))?;
     wait_for("demo-0 restored", back("demo-0")).await?;
 
     println!("Demo: scaling ConfigMapSet demo down to 1");
@@ -324,9 +337,13 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--namespace" | "-n" => args.namespace = it.next().ok_or("--namespace needs a value")?,
+            "--namespace" | "-n" => {
+                args.namespace = it.next().ok_or("--namespace needs a value")?
+            }
             "--embedded" => args.embedded = true,
-            "--help" | "-h" => return Err("usage: configmap_sets [--namespace NS] [--embedded]".into()),
+            "--help" | "-h" => {
+                return Err("usage: configmap_sets [--namespace NS] [--embedded]".into());
+            }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
@@ -377,14 +394,15 @@ async fn main() -> ExitCode {
     }
 
     let ns = args.namespace.as_str();
-    let mut manager = Manager::builder(client.clone())
-        .graceful_shutdown_timeout(Duration::from_secs(10))
-        .build();
+    let mut manager =
+        Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(10)).build();
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     // The controller's ConfigMap informer (the factory shares it), with an index by owner.
     let cache = manager.factory().informer_for(configmaps.clone()).indexer();
-    if let Err(err) = cache.add_index(BY_SET, |cm: &ConfigMap| controlling_set(cm).into_iter().collect()) {
+    if let Err(err) =
+        cache.add_index(BY_SET, |cm: &ConfigMap| controlling_set(cm).into_iter().collect())
+    {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }

@@ -238,7 +238,11 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer of a kind known at run time, as `DynamicObject`s.
-    pub fn dynamic_informer(&self, resource: &ApiResource, scope: Scope) -> Informer<DynamicObject> {
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+    ) -> Informer<DynamicObject> {
         let namespaced = Some(scope == Scope::Namespaced);
         self.informer_for(ListWatch::for_client(
             self.inner.client.clone(),

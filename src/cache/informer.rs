@@ -50,7 +50,7 @@ impl<K> InformerObject for K where
 /// The settings of an informer that do not depend on its kind: what an
 /// [`InformerBuilder`] starts from and what a
 /// [`SharedInformerFactory`](super::SharedInformerFactory) gives every informer it makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InformerConfig {
     /// Replays every cached object to the handlers as an update every period (client-go's
@@ -65,17 +65,6 @@ pub struct InformerConfig {
     /// Keeps `metadata.managedFields` in cached objects. Default: dropped; see
     /// [`InformerBuilder::keep_managed_fields`].
     pub keep_managed_fields: bool,
-}
-
-impl Default for InformerConfig {
-    fn default() -> Self {
-        Self {
-            resync: None,
-            backoff: BackoffConfig::default(),
-            streaming_list: false,
-            keep_managed_fields: false,
-        }
-    }
 }
 
 /// Where an informer's run stands.
@@ -212,16 +201,7 @@ impl<K: InformerObject> InformerBuilder<K> {
 
     /// The informer.
     pub fn build(self) -> Informer<K> {
-        let lw = &self.list_watch;
-        let span = tracing::info_span!(
-            "informer",
-            kind = %lw.api_resource().kind,
-            group = %lw.api_resource().group,
-            namespace = lw.namespace().unwrap_or("*"),
-            labels = lw.label_selector().unwrap_or(""),
-            fields = lw.field_selector().unwrap_or(""),
-            metadata_only = lw.metadata_only(),
-        );
+        let span = informer_span(&self.list_watch);
         let reflector = Reflector::new(
             self.list_watch,
             ReflectorConfig {
@@ -246,6 +226,35 @@ impl<K: InformerObject> InformerBuilder<K> {
             }),
         }
     }
+}
+
+/// The span an informer logs in: `informer{kind=Pod namespace=default labels=app=web}`, the
+/// kind qualified by its group unless core (`ConfigMapSet.ctrlkit.example.com`), `*` for all
+/// namespaces, selectors only when set, `metadata_only` only when true.
+fn informer_span<K>(lw: &ListWatch<K>) -> tracing::Span {
+    let resource = lw.api_resource();
+    let kind = match resource.group.as_str() {
+        "" => resource.kind.clone(),
+        group => format!("{}.{group}", resource.kind),
+    };
+    let span = tracing::info_span!(
+        "informer",
+        kind = %kind,
+        namespace = %lw.namespace().unwrap_or("*"),
+        labels = tracing::field::Empty,
+        fields = tracing::field::Empty,
+        metadata_only = tracing::field::Empty,
+    );
+    if let Some(labels) = lw.label_selector() {
+        span.record("labels", tracing::field::display(labels));
+    }
+    if let Some(fields) = lw.field_selector() {
+        span.record("fields", tracing::field::display(fields));
+    }
+    if lw.metadata_only() {
+        span.record("metadata_only", true);
+    }
+    span
 }
 
 /// Marks the informer stopped when its run ends, however it ends: returned, dropped, or

@@ -14,8 +14,7 @@ use std::marker::PhantomData;
 use futures::Stream;
 use kube_client::api::{ApiResource, ListParams, WatchEvent, WatchParams};
 use kube_client::core::{
-    ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope, Request,
-    SubResourceScope,
+    ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope, Request, SubResourceScope,
 };
 use kube_client::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -111,6 +110,49 @@ impl<K> fmt::Display for ListWatch<K> {
     }
 }
 
+/// What is listed and watched; these need nothing of `K`.
+impl<K> ListWatch<K> {
+    /// The client the requests go through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The collection's URL path.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The namespace listed, or `None` for all namespaces (or a cluster-scoped kind).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The kind's group, version, kind and plural.
+    pub fn api_resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// Whether the kind is namespaced, where known (see [`KindScope`]).
+    pub fn namespaced(&self) -> Option<bool> {
+        self.namespaced
+    }
+
+    /// Whether only metadata is listed and watched (`K` is a `PartialObjectMeta`).
+    pub fn metadata_only(&self) -> bool {
+        self.metadata_only
+    }
+
+    /// The label selector, if any.
+    pub fn label_selector(&self) -> Option<&str> {
+        self.label_selector.as_deref()
+    }
+
+    /// The field selector, if any.
+    pub fn field_selector(&self) -> Option<&str> {
+        self.field_selector.as_deref()
+    }
+}
+
 impl<K> From<Api<K>> for ListWatch<K>
 where
     K: Resource<Scope: KindScope> + Clone + DeserializeOwned + Send + Sync + 'static,
@@ -199,46 +241,6 @@ where
         self
     }
 
-    /// The client the requests go through.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The collection's URL path.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The namespace listed, or `None` for all namespaces (or a cluster-scoped kind).
-    pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-
-    /// The kind's group, version, kind and plural.
-    pub fn api_resource(&self) -> &ApiResource {
-        &self.resource
-    }
-
-    /// Whether the kind is namespaced, where known (see [`KindScope`]).
-    pub fn namespaced(&self) -> Option<bool> {
-        self.namespaced
-    }
-
-    /// Whether only metadata is listed and watched (`K` is a `PartialObjectMeta`).
-    pub fn metadata_only(&self) -> bool {
-        self.metadata_only
-    }
-
-    /// The label selector, if any.
-    pub fn label_selector(&self) -> Option<&str> {
-        self.label_selector.as_deref()
-    }
-
-    /// The field selector, if any.
-    pub fn field_selector(&self) -> Option<&str> {
-        self.field_selector.as_deref()
-    }
-
     fn list_params(&self) -> ListParams {
         ListParams {
             label_selector: self.label_selector.clone(),
@@ -262,8 +264,9 @@ where
             lp = lp.continue_token(token);
         }
         let request = Request::new(&self.url);
-        let request = if self.metadata_only { request.list_metadata(&lp) } else { request.list(&lp) }
-            .map_err(kube_client::Error::BuildRequest)?;
+        let request =
+            if self.metadata_only { request.list_metadata(&lp) } else { request.list(&lp) }
+                .map_err(kube_client::Error::BuildRequest)?;
         self.client.request_text(request).await
     }
 

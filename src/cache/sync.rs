@@ -78,7 +78,9 @@ pub(crate) async fn wait_for_informers(
                     "still waiting for a cache to sync: its informer was never started \
                      (start the SharedInformerFactory it came from)"
                 ),
-                _ => tracing::info!(informer = %informer.describe(), "still waiting for a cache to sync"),
+                _ => {
+                    tracing::info!(informer = %informer.describe(), "still waiting for a cache to sync")
+                }
             }
         }
         std::future::pending::<()>().await

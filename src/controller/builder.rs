@@ -222,7 +222,8 @@ impl<K: InformerObject> ControllerBuilder<K> {
         let queue = queue.build();
         let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
         let informer = factory.informer_with(self.primary, shape);
-        let primary = EnqueueHandler { queue: queue.clone(), predicate: self.predicate, mapper: Mapper::Own };
+        let primary =
+            EnqueueHandler { queue: queue.clone(), predicate: self.predicate, mapper: Mapper::Own };
         let registration = informer.add_event_handler(primary);
         let mut sources = vec![Source {
             informer: std::sync::Arc::new(informer.clone()),

@@ -39,7 +39,9 @@ pub enum ControllerError {
         informer: String,
     },
     /// [`Controller::new`] was given an indexer that is not its informer's store.
-    #[error("the indexer given to Controller::new is not the informer's store (pass informer.indexer())")]
+    #[error(
+        "the indexer given to Controller::new is not the informer's store (pass informer.indexer())"
+    )]
     IndexerMismatch,
     /// `run` was called on a controller that ran already (its queue is shut down).
     #[error("this controller has run already; build a new one to run again")]
@@ -381,8 +383,11 @@ impl<K: InformerObject> Controller<K> {
                     tasks.spawn(forward(trigger, queue, stop));
                 }
                 for _ in 0..self.workers {
-                    let (this, reconciler, rx) = (self.clone(), reconciler.clone(), stop_rx.clone());
-                    tasks.spawn(async move { this.run_worker(reconciler, rx).await }.in_current_span());
+                    let (this, reconciler, rx) =
+                        (self.clone(), reconciler.clone(), stop_rx.clone());
+                    tasks.spawn(
+                        async move { this.run_worker(reconciler, rx).await }.in_current_span(),
+                    );
                 }
                 tokio::select! {
                     _ = &mut shutdown => Ok(()),
@@ -412,8 +417,9 @@ impl<K: InformerObject> Controller<K> {
     }
 
     fn remove_handlers(&self) {
-        let sources =
-            std::mem::take(&mut *self.shared.sources.lock().unwrap_or_else(PoisonError::into_inner));
+        let sources = std::mem::take(
+            &mut *self.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
+        );
         for source in sources {
             (source.remove)(&source.registration);
         }

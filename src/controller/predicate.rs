@@ -34,7 +34,7 @@ pub enum Event<'a, K> {
 
 type Filter<K> = Arc<dyn Fn(&Event<'_, K>) -> bool + Send + Sync>;
 
-/// A filter on events; combine with [`and`](Self::and), [`or`](Self::or), [`not`](Self::not).
+/// A filter on events; combine with [`and`](Self::and), [`or`](Self::or) and `!`.
 ///
 /// ```
 /// use ctrlkit::controller::Predicate;
@@ -94,13 +94,16 @@ impl<K: 'static> Predicate<K> {
     pub fn or(self, other: Predicate<K>) -> Self {
         Self::new(move |event| self.evaluate(event) || other.evaluate(event))
     }
+}
 
-    /// Passes what this one does not: adds and deletes too, as controller-runtime's `Not`
-    /// does, so `labels_changed().not()` drops adds. To negate a test on updates alone,
-    /// write it with [`on_update`](Self::on_update).
-    #[must_use]
-    pub fn not(self) -> Self {
-        Self::new(move |event| !self.evaluate(event))
+/// `!predicate` passes what `predicate` does not: adds and deletes too, as controller-runtime's
+/// `Not` does, so `!Predicate::labels_changed()` drops adds. To negate a test on updates alone,
+/// write it with [`Predicate::on_update`].
+impl<K: 'static> std::ops::Not for Predicate<K> {
+    type Output = Predicate<K>;
+
+    fn not(self) -> Self::Output {
+        Predicate::new(move |event| !self.evaluate(event))
     }
 }
 
@@ -173,8 +176,8 @@ mod tests {
         let labels = Predicate::<ConfigMap>::labels_changed();
         assert!(generation.clone().or(labels.clone()).evaluate(&update));
         assert!(!generation.clone().and(labels.clone()).evaluate(&update));
-        assert!(generation.clone().not().evaluate(&update));
-        assert!(!generation.not().evaluate(&Event::Add(&a)), "not() flips adds too");
+        assert!((!generation.clone()).evaluate(&update));
+        assert!(!(!generation).evaluate(&Event::Add(&a)), "! flips adds too");
         let named = Predicate::<ConfigMap>::new(|e| matches!(e, Event::Delete(_)));
         assert!(named.evaluate(&Event::Delete(&a)) && !named.evaluate(&Event::Add(&a)));
     }

@@ -183,8 +183,11 @@ mod tests {
 
     #[test]
     fn only_controlling_owners_of_the_primary_group_and_kind_count() {
-        let sets =
-            OwnerKind { group: "ctrlkit.example.com".into(), kind: "ConfigMapSet".into(), namespaced: Some(true) };
+        let sets = OwnerKind {
+            group: "ctrlkit.example.com".into(),
+            kind: "ConfigMapSet".into(),
+            namespaced: Some(true),
+        };
         let cm = owned(
             Some("ns"),
             json!([

@@ -111,8 +111,8 @@ impl ManagerBuilder {
 
     /// The manager.
     pub fn build(self) -> Manager {
-        let mut factory =
-            SharedInformerFactory::builder(self.client.clone()).informer_config(self.informer_config);
+        let mut factory = SharedInformerFactory::builder(self.client.clone())
+            .informer_config(self.informer_config);
         if let Some(namespace) = &self.namespace {
             factory = factory.namespace(namespace);
         }
@@ -234,7 +234,10 @@ impl Manager {
         self.run_inner(shutdown).instrument(span).await
     }
 
-    async fn run_inner(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ManagerError> {
+    async fn run_inner(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
         tracing::info!(runnables = self.runnables.len(), "starting manager");
         self.factory.start(std::future::pending());

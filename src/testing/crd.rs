@@ -148,8 +148,10 @@ pub(crate) fn serve(store: &Store, definitions: usize, crd: &Value) {
 /// Stops serving what a deleted `crd` defined, deleting its objects first.
 pub(crate) fn unserve(store: &Store, crd: &Value) {
     let spec = &crd["spec"];
-    let (group, plural) =
-        (spec["group"].as_str().unwrap_or_default(), spec["names"]["plural"].as_str().unwrap_or_default());
+    let (group, plural) = (
+        spec["group"].as_str().unwrap_or_default(),
+        spec["names"]["plural"].as_str().unwrap_or_default(),
+    );
     let ids: Vec<usize> = store
         .served_types()
         .into_iter()

@@ -41,7 +41,11 @@ pub(crate) enum Reading {
 }
 
 /// The form the `Accept` header asks for; see the module docs.
-pub(crate) fn negotiate(headers: &HeaderMap, reading: Reading, kind: &str) -> Result<Form, ApiError> {
+pub(crate) fn negotiate(
+    headers: &HeaderMap,
+    reading: Reading,
+    kind: &str,
+) -> Result<Form, ApiError> {
     let accept = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -120,9 +124,8 @@ struct MetadataOnly<'a> {
 
 /// An object as `PartialObjectMetadata` at `meta.k8s.io/<version>`: its metadata, verbatim.
 pub(crate) fn partial_object_metadata(json: &[u8], version: &str) -> Bytes {
-    let metadata = serde_json::from_slice::<MetadataOnly<'_>>(json)
-        .map(|m| m.metadata.get())
-        .unwrap_or("{}");
+    let metadata =
+        serde_json::from_slice::<MetadataOnly<'_>>(json).map(|m| m.metadata.get()).unwrap_or("{}");
     let mut out = Vec::with_capacity(metadata.len() + 80);
     out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/");
     out.extend_from_slice(version.as_bytes());
@@ -154,7 +157,10 @@ mod tests {
         assert_eq!(accept(client_go, Reading::List), Ok(Form::MetadataList("v1")));
         assert_eq!(accept("*/*", Reading::Object), Ok(Form::Full));
         assert_eq!(
-            accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1", Reading::Watch),
+            accept(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1",
+                Reading::Watch
+            ),
             Ok(Form::Metadata("v1beta1"))
         );
     }
@@ -164,7 +170,10 @@ mod tests {
         assert_eq!(accept("application/yaml", Reading::List), Err(406));
         assert_eq!(accept("application/json;as=Foo;g=meta.k8s.io;v=v1", Reading::List), Err(406));
         assert_eq!(
-            accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2", Reading::List),
+            accept(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2",
+                Reading::List
+            ),
             Err(406)
         );
         assert_eq!(
@@ -172,7 +181,10 @@ mod tests {
             Err(406)
         );
         assert_eq!(
-            accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", Reading::Object),
+            accept(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                Reading::Object
+            ),
             Err(406)
         );
     }

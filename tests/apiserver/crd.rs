@@ -55,9 +55,11 @@ pub async fn a_created_definition_serves_its_kind_until_it_is_deleted(t: &Target
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let current = crds.get("gadgets.example.com").await.unwrap();
-        let established = current.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(
-            |c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"),
-        );
+        let established = current
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
         if established {
             let accepted = &current.status.as_ref().unwrap().accepted_names;
             assert_eq!(accepted.as_ref().map(|n| n.kind.as_str()), Some("Gadget"));

@@ -57,7 +57,8 @@ pub async fn metadata_lists_and_gets_carry_only_metadata(t: &Target) {
     assert_partial(&items[0], "a");
     assert_partial(&items[1], "b");
     let token = body["metadata"]["continue"].as_str().unwrap();
-    let rest = t.raw_get_with(&format!("{path}?limit=2&continue={token}"), &[("Accept", LIST)]).await;
+    let rest =
+        t.raw_get_with(&format!("{path}?limit=2&continue={token}"), &[("Accept", LIST)]).await;
     let rest: Value = serde_json::from_str(&rest.body).unwrap();
     assert_partial(&rest["items"][0], "c");
 
@@ -66,7 +67,9 @@ pub async fn metadata_lists_and_gets_carry_only_metadata(t: &Target) {
     assert_partial(&serde_json::from_str(&one.body).unwrap(), "a");
 
     // client-go's metadata client lists protobuf first: JSON is what follows.
-    let client_go = format!("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{LIST},application/json");
+    let client_go = format!(
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{LIST},application/json"
+    );
     let fallback = t.raw_get_with(&path, &[("Accept", &client_go)]).await;
     assert_eq!(fallback.status, 200);
     if !t.is_real() {
@@ -86,17 +89,28 @@ pub async fn metadata_forms_that_do_not_fit_the_request_are_refused(t: &Target) 
     let list_as_one = t.raw_get_with(&path, &[("Accept", ONE)]).await;
     assert_eq!(list_as_one.status, 406);
     assert_eq!(refused(&list_as_one.body), ("NotAcceptable".into(), 406));
-    assert!(list_as_one.body.contains("but the requested object is a list"), "{}", list_as_one.body);
+    assert!(
+        list_as_one.body.contains("but the requested object is a list"),
+        "{}",
+        list_as_one.body
+    );
     let one_as_list = t.raw_get_with(&format!("{path}/a"), &[("Accept", LIST)]).await;
     assert_eq!(one_as_list.status, 406);
     assert!(one_as_list.body.contains("is not a list"), "{}", one_as_list.body);
     let unknown =
         t.raw_get_with(&path, &[("Accept", "application/json;as=Foo;g=meta.k8s.io;v=v1")]).await;
     assert_eq!(unknown.status, 406);
-    assert!(unknown.body.contains("only the following media types are accepted"), "{}", unknown.body);
+    assert!(
+        unknown.body.contains("only the following media types are accepted"),
+        "{}",
+        unknown.body
+    );
     // A list of forms falls back to plain JSON, as kubectl's table request does.
     let with_fallback = t
-        .raw_get_with(&path, &[("Accept", "application/json;as=Foo;g=meta.k8s.io;v=v1, application/json")])
+        .raw_get_with(
+            &path,
+            &[("Accept", "application/json;as=Foo;g=meta.k8s.io;v=v1, application/json")],
+        )
         .await;
     assert_eq!(with_fallback.status, 200);
     let body: Value = serde_json::from_str(&with_fallback.body).unwrap();
@@ -129,7 +143,8 @@ pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
     assert_eq!(events[0]["type"], "MODIFIED", "{events:?}");
     assert_partial(&events[0]["object"], "a");
     assert_eq!(events[0]["object"]["metadata"]["labels"]["v"], "2");
-    let bookmark = events.iter().find(|e| e["type"] == "BOOKMARK").expect("a bookmark before the timeout");
+    let bookmark =
+        events.iter().find(|e| e["type"] == "BOOKMARK").expect("a bookmark before the timeout");
     let modified_rv = events[0]["object"]["metadata"]["resourceVersion"].clone();
     assert_eq!(
         bookmark["object"],
@@ -158,7 +173,10 @@ pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
 /// nothing.
 pub async fn a_watch_asked_for_as_a_list_ends_without_events(t: &Target) {
     configmaps(t, &["a"]).await;
-    let path = format!("/api/v1/namespaces/{}/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2", t.ns);
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2",
+        t.ns
+    );
     let watch = t.raw_get_with(&path, &[("Accept", LIST)]).await;
     assert_eq!(watch.status, 200);
     assert_eq!(watch.body, "", "no events");

@@ -310,3 +310,100 @@ async fn run_fails_clearly_when_the_cache_cannot_sync() {
     );
     server.faults().fail_next(0, Failure::InternalError);
 }
+
+#[tokio::test]
+async fn a_controller_whose_informer_stops_fails_and_names_it() {
+    use ctrlkit::cache::SharedInformerFactory;
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let factory = SharedInformerFactory::new(server.client());
+    let controller = Controller::builder(pods.clone()).factory(&factory).build();
+    let (stop_factory, factory_stopped) = shutdown();
+    factory.start(factory_stopped);
+    let reconciler =
+        Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Ok(Action::done()) };
+    let calls = reconciler.calls.clone();
+    let run = tokio::spawn(async move { controller.run(reconciler, std::future::pending()).await });
+    eventually("a reconciled", || calls_for(&calls, "default/a").len() == 1).await;
+    // The factory's owner stops it under the controller: the controller's cache would freeze.
+    stop_factory.send(()).unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the controller stops instead of waiting")
+        .unwrap();
+    assert_eq!(
+        result,
+        Err(ControllerError::InformerStopped { informer: "pods in namespace default".into() })
+    );
+}
+
+#[tokio::test]
+async fn the_seed_wiring_refuses_a_mismatched_indexer_and_a_controller_runs_once() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    let informer = Informer::new(ListWatch::new(pods.clone()));
+    let other = Informer::new(ListWatch::new(pods.clone()));
+    let mismatched = Controller::new(queue, other.indexer(), informer);
+    let noop =
+        || Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Ok(Action::done()) };
+    assert_eq!(
+        mismatched.run(noop(), std::future::ready(())).await,
+        Err(ControllerError::IndexerMismatch)
+    );
+    let controller = Controller::builder(pods).build();
+    let _ = controller.run(noop(), tokio::time::sleep(Duration::from_millis(100))).await;
+    assert_eq!(
+        controller.run(noop(), std::future::ready(())).await,
+        Err(ControllerError::AlreadyRun)
+    );
+}
+
+#[tokio::test]
+async fn the_seed_controller_leaves_an_informer_someone_else_runs() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    let informer = Informer::new(ListWatch::new(pods.clone()));
+    informer.add_event_handler(enqueue_handler(queue.clone()));
+    let (_owner, _running) = start(&informer);
+    eventually("running", || informer.is_running()).await;
+    let controller = Controller::new(queue, informer.indexer(), informer.clone());
+    let noop = Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Ok(Action::done()) };
+    controller.run(noop, tokio::time::sleep(Duration::from_millis(200))).await.unwrap();
+    assert!(informer.is_running(), "the controller stopped an informer it did not start");
+}
+
+/// A reconcile's logs say which controller and which key.
+#[tokio::test]
+async fn reconcile_logs_name_the_controller_and_the_key() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["bad"]).await;
+    let controller = Controller::builder(pods)
+        .name("pod-checker")
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .build()
+        .max_retries(0);
+    let failing =
+        Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Err("no good".to_owned()) };
+    let calls = failing.calls.clone();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(async move { controller.run(failing, stopped).await });
+    eventually("the failure logged", || logs.text().contains("dropping key")).await;
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    let line = logs.text().lines().find(|l| l.contains("dropping key")).unwrap().to_owned();
+    for part in [
+        "controller{name=pod-checker}",
+        "reconcile{controller=pod-checker key=default/bad}",
+        "no good",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line:?}");
+    }
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}

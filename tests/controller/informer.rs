@@ -340,3 +340,115 @@ async fn watches_that_end_at_once_are_backed_off_not_hammered() {
     create(&pods, &["b"]).await;
     eventually("b after watches recover", || inf.indexer().len() == 2).await;
 }
+
+#[tokio::test]
+async fn a_run_that_is_dropped_leaves_the_informer_stopped_and_runnable_again() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let inf = informer(&pods);
+    let (_stop, run) = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(inf.is_running());
+    // A run cut off mid-flight (its task aborted) must not leave the informer "running":
+    // that would make every later `run` return at once and its cache never change again.
+    run.abort();
+    let _ = run.await;
+    assert!(!inf.is_running() && inf.has_stopped());
+    let (_stop, _run) = start(&inf);
+    eventually("running again", || inf.is_running()).await;
+    create(&pods, &["b"]).await;
+    eventually("the new run's watch", || inf.indexer().len() == 2).await;
+}
+
+/// A transform that panics on one object fails the list, watch or streaming list that
+/// brought it; each is retried with backoff, so once the transform stops panicking the cache
+/// holds the object, and the informer never stopped.
+#[tokio::test]
+async fn a_panicking_transform_fails_the_list_watch_or_streaming_list_and_is_retried() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["boom-list"]).await;
+    for streaming in [false, true] {
+        let explode = Arc::new(AtomicBool::new(true));
+        let panics = Arc::new(AtomicUsize::new(0));
+        let (e, p) = (explode.clone(), panics.clone());
+        let inf = Informer::builder(ListWatch::new(pods.clone()))
+            .backoff(fast_backoff())
+            .streaming_list(streaming)
+            .transform(move |pod: Pod| {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if name.starts_with("boom") && e.load(Ordering::SeqCst) {
+                    p.fetch_add(1, Ordering::SeqCst);
+                    panic!("transform cannot take {name}");
+                }
+                pod
+            })
+            .build();
+        let _running = start(&inf);
+        // The first list (or streaming list) panics: retried, not synced, still running.
+        eventually("two failed lists", || panics.load(Ordering::SeqCst) >= 2).await;
+        assert!(inf.is_running() && !inf.has_synced(), "streaming: {streaming}");
+        explode.store(false, Ordering::SeqCst);
+        assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+        assert!(inf.indexer().get_by_key("default/boom-list").is_some());
+
+        // A watched object that makes the transform panic: the watch resumes from before it
+        // and gets it again.
+        explode.store(true, Ordering::SeqCst);
+        let before = panics.load(Ordering::SeqCst);
+        let name = format!("boom-watch-{streaming}");
+        create(&pods, &[&name]).await;
+        eventually("two failed watches", || panics.load(Ordering::SeqCst) >= before + 2).await;
+        assert!(inf.is_running());
+        explode.store(false, Ordering::SeqCst);
+        let key = format!("default/{name}");
+        eventually("the object after the panics", || inf.indexer().get_by_key(&key).is_some())
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn a_removed_handler_hears_nothing_more() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let (kept, removed) = (Recorder::default(), Recorder::default());
+    inf.add_event_handler(kept.clone());
+    let registration = inf.add_event_handler(removed.clone());
+    let _running = start(&inf);
+    create(&pods, &["a"]).await;
+    eventually("both heard a", || {
+        kept.saw(&Seen::Add("a".into())) && removed.saw(&Seen::Add("a".into()))
+    })
+    .await;
+    assert!(inf.remove_event_handler(&registration));
+    assert!(!inf.remove_event_handler(&registration), "removed once");
+    assert_eq!(inf.handler_count(), 1);
+    create(&pods, &["b"]).await;
+    eventually("the kept handler heard b", || kept.saw(&Seen::Add("b".into()))).await;
+    assert_eq!(removed.seen(), [Seen::Add("a".into())]);
+}
+
+/// "watch failed" says which watch: the informer's span names its kind, namespace and
+/// selectors.
+#[tokio::test]
+async fn informer_logs_name_the_kind_namespace_and_selectors() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = Informer::builder(ListWatch::new(pods.clone()).labels("app=web"))
+        .backoff(fast_backoff())
+        .build();
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    eventually("a watch", || server.requests().watch == 1).await;
+    server.faults().send_malformed_line();
+    eventually("the broken watch logged", || logs.text().contains("watch failed")).await;
+    let line = logs.text().lines().find(|l| l.contains("watch failed")).unwrap().to_owned();
+    for part in ["informer{", "kind=Pod", "namespace=default", "labels=app=web"] {
+        assert!(line.contains(part), "{part:?} missing from {line:?}");
+    }
+}

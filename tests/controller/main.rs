@@ -1,4 +1,5 @@
-//! Informer, indexer and controller against the embedded API server, through kube-client.
+//! Informer, indexer, factory, controller and manager against the embedded API server,
+//! through kube-client.
 //!
 //! These tests talk HTTP to a server in the same process, so they run on the real clock
 //! (a paused clock would jump ahead while requests are in flight); backoffs and rate limits
@@ -6,7 +7,9 @@
 
 mod common;
 mod controller;
+mod factory;
 mod indexer;
 mod informer;
+mod manager;
 #[path = "../support/mod.rs"]
 mod support;

@@ -22,7 +22,8 @@ use crate::support::{KUBECTL_POD, Target};
 fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    let binary = profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let binary =
+        profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.exists(),
         "{} is missing: build it with `cargo build --all-features --example {name}` \
@@ -106,9 +107,8 @@ impl Example {
 }
 
 fn have_kubectl() -> bool {
-    let found = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file())
-    });
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
     if !found {
         eprintln!("kubectl is not on PATH: skipped the example case");
     }
@@ -193,8 +193,13 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
     let names = || {
         let configmaps = configmaps.clone();
         async move {
-            let mut names: Vec<String> =
-                configmaps.list(&Default::default()).await.unwrap().iter().map(|c| c.name_any()).collect();
+            let mut names: Vec<String> = configmaps
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .iter()
+                .map(|c| c.name_any())
+                .collect();
             names.sort();
             names
         }
@@ -205,11 +210,26 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
     assert_eq!(names().await, ["greetings-0", "greetings-1", "greetings-2"]);
     let cm = configmaps.get("greetings-1").await.unwrap();
     let owner = &cm.owner_references()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("ConfigMapSet", "greetings", Some(true)));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("ConfigMapSet", "greetings", Some(true))
+    );
     assert_eq!(cm.data.unwrap()["greeting"], "hello");
 
     kubectl(t, &["delete", "configmap", "greetings-1"], None).await;
-    kubectl(t, &["patch", "configmap", "greetings-0", "--type=merge", "-p", r#"{"data":{"greeting":"bye","extra":"x"}}"#], None).await;
+    kubectl(
+        t,
+        &[
+            "patch",
+            "configmap",
+            "greetings-0",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"greeting":"bye","extra":"x"}}"#,
+        ],
+        None,
+    )
+    .await;
     let restored = || {
         let configmaps = configmaps.clone();
         async move {
@@ -217,7 +237,8 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
                 let zero = configmaps.get_opt("greetings-0").await.unwrap();
                 let one = configmaps.get_opt("greetings-1").await.unwrap();
                 let hello = |cm: Option<ConfigMap>| {
-                    cm.and_then(|c| c.data).is_some_and(|d| d.len() == 1 && d["greeting"] == "hello")
+                    cm.and_then(|c| c.data)
+                        .is_some_and(|d| d.len() == 1 && d["greeting"] == "hello")
                 };
                 if hello(zero) && hello(one) {
                     return;
@@ -229,9 +250,15 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
     };
     restored().await;
 
-    kubectl(t, &["patch", "configmapset", "greetings", "--type=merge", "-p", r#"{"spec":{"replicas":1}}"#], None).await;
+    kubectl(
+        t,
+        &["patch", "configmapset", "greetings", "--type=merge", "-p", r#"{"spec":{"replicas":1}}"#],
+        None,
+    )
+    .await;
     ready(1).await;
-    eventually_async("the extra ConfigMaps deleted", || async { names().await == ["greetings-0"] }).await;
+    eventually_async("the extra ConfigMaps deleted", || async { names().await == ["greetings-0"] })
+        .await;
 
     let lines = example.terminate().await;
     let key = format!("{}/greetings", t.ns);

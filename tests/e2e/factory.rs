@@ -14,8 +14,10 @@ use crate::support::Target;
 use crate::support::requests::recording_client;
 
 fn configmap(name: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "web"}}, "data": {"k": "v"}}))
-        .unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "web"}}, "data": {"k": "v"}}),
+    )
+    .unwrap()
 }
 
 pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind(t: &Target) {
@@ -33,7 +35,9 @@ pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind
     // Pods, also reconciled when a configmap of their name changes; and the other way round.
     let pod_controller = Controller::builder(pods.clone())
         .factory(&factory)
-        .watches(cms.clone(), move |cm: &ConfigMap| Some(ObjectKey::namespaced(&ns1, &cm.name_any())))
+        .watches(cms.clone(), move |cm: &ConfigMap| {
+            Some(ObjectKey::namespaced(&ns1, &cm.name_any()))
+        })
         .build();
     let cm_controller = Controller::builder(cms.clone())
         .factory(&factory)
@@ -85,7 +89,11 @@ pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind
     .await;
     assert_eq!(by_pod.count(&k("late")), 0, "the stopped controller reconciled nothing more");
     assert_eq!(per_kind(log.watches(), "pods"), 1, "no second watch: {:#?}", log.all());
-    assert_eq!(factory.informer::<Pod>().handler_count(), 2, "the stopped controller's handler is gone");
+    assert_eq!(
+        factory.informer::<Pod>().handler_count(),
+        2,
+        "the stopped controller's handler is gone"
+    );
 
     stop_cms.send(()).unwrap();
     running_cms.await.unwrap().expect("the configmap controller stops cleanly");
@@ -119,7 +127,12 @@ pub async fn a_metadata_informer_caches_only_metadata(t: &Target) {
     assert_eq!(lists.len(), 2, "one list each for the full and the metadata informer: {lists:#?}");
     let metadata_accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
     assert_eq!(
-        log.accepts().iter().filter(|(line, accept)| line.contains("/configmaps?") && !line.contains("watch") && accept == metadata_accept).count(),
+        log.accepts()
+            .iter()
+            .filter(|(line, accept)| line.contains("/configmaps?")
+                && !line.contains("watch")
+                && accept == metadata_accept)
+            .count(),
         1,
         "the metadata informer lists as PartialObjectMetadataList: {:#?}",
         log.accepts()

@@ -62,7 +62,8 @@ pub async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
     .await;
 
     configmap(&configmaps, "owned", json!([owner_ref(&owner, "Widget", true)])).await;
-    eventually("the owner reconciled for its new configmap", || log.count(&key("owner")) == 2).await;
+    eventually("the owner reconciled for its new configmap", || log.count(&key("owner")) == 2)
+        .await;
     // Not controlled, or controlled by another kind: nobody is reconciled.
     configmap(&configmaps, "loose", json!([owner_ref(&other, "Widget", false)])).await;
     configmap(&configmaps, "foreign", json!([owner_ref(&other, "Gadget", true)])).await;
@@ -72,7 +73,12 @@ pub async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
         .unwrap();
     eventually("the owner reconciled for the change", || log.count(&key("owner")) == 3).await;
     settle().await;
-    assert_eq!(log.count(&key("other")), 1, "a non-controller or foreign-kind owner: {:?}", log.keys());
+    assert_eq!(
+        log.count(&key("other")),
+        1,
+        "a non-controller or foreign-kind owner: {:?}",
+        log.keys()
+    );
     configmaps.delete("owned", &DeleteParams::default()).await.unwrap();
     eventually("the owner reconciled for the delete", || log.count(&key("owner")) == 4).await;
     stop.send(()).unwrap();

@@ -144,3 +144,65 @@ impl<K: InformerObject> ctrlkit::controller::Reconciler for Reconciled<K> {
         Ok(ctrlkit::controller::Action::done())
     }
 }
+
+/// Log lines, as tracing's default format writes them, captured for a test to read.
+///
+/// One global subscriber (at `debug`) writes each line to the capture of the thread that
+/// logged it; a test on a current-thread runtime runs all its tasks on its own thread. (A
+/// per-test `set_default` subscriber is not enough: tracing caches whether a callsite is
+/// enabled globally, and tests running beside it on other threads would switch spans off.)
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<Arc<Mutex<Vec<u8>>>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl CapturedLogs {
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Captures what this thread logs until the guard drops.
+    pub fn capture(&self) -> CaptureGuard {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_ansi(false)
+                .with_writer(|| Writer)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber");
+        });
+        CAPTURE.with(|c| *c.borrow_mut() = Some(self.0.clone()));
+        CaptureGuard
+    }
+}
+
+/// Ends a capture when dropped.
+pub struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// Writes to the current thread's capture, if any.
+struct Writer;
+
+impl std::io::Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURE.with(|c| {
+            if let Some(sink) = &*c.borrow() {
+                sink.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

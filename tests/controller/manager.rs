@@ -1,0 +1,178 @@
+//! The manager: controllers over one factory, started after the caches sync, stopped in
+//! order; a failing or panicking runnable stops it and is named; the graceful-shutdown
+//! timeout abandons what is still running and reports it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::ObjectKey;
+use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::manager::{Abandoned, Manager, ManagerError, Runnable, RunnableError, Stop};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube_client::Api;
+use serde_json::json;
+
+use super::common::*;
+
+#[tokio::test]
+async fn a_manager_runs_its_controllers_over_one_factory_and_stops_them() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    cms.create(
+        &Default::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut manager = Manager::new(server.client());
+    let (by_pods, by_cms) = (ReconcileLog::default(), ReconcileLog::default());
+    // Both controllers read pods and configmaps: one as primary, one as secondary.
+    let pod_controller = Controller::builder(pods.clone())
+        .factory(manager.factory())
+        .watches(cms.clone(), |_: &ConfigMap| None)
+        .build();
+    let cm_controller = Controller::builder(cms.clone())
+        .factory(manager.factory())
+        .watches(pods.clone(), |_: &Pod| None)
+        .build();
+    let factory = manager.factory().clone();
+    manager.add_controller(pod_controller, by_pods.reconciler::<Pod>());
+    manager.add_controller(cm_controller, by_cms.reconciler::<ConfigMap>());
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("both reconciled", || {
+        by_pods.count("default/a") == 1 && by_cms.count("default/c") == 1
+    })
+    .await;
+    let requests = server.requests();
+    assert_eq!((requests.list, requests.watch), (2, 2), "one list and one watch per kind");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+    assert_eq!(factory.informers().len(), 2, "{:#?}", factory.informers());
+    assert!(factory.informer_for(pods).has_stopped(), "the manager stops the informers last");
+}
+
+/// A runnable of the user's own that fails at once.
+struct Failing;
+
+#[async_trait]
+impl Runnable for Failing {
+    fn name(&self) -> String {
+        "failing job".into()
+    }
+    async fn start(&self, _: Stop) -> Result<(), RunnableError> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err("the job could not start".into())
+    }
+}
+
+/// A runnable that panics.
+struct Panicking;
+
+#[async_trait]
+impl Runnable for Panicking {
+    fn name(&self) -> String {
+        "panicking job".into()
+    }
+    async fn start(&self, _: Stop) -> Result<(), RunnableError> {
+        panic!("job exploded")
+    }
+}
+
+/// A runnable that runs until stopped and records that it was.
+struct Polite(Arc<AtomicBool>);
+
+#[async_trait]
+impl Runnable for Polite {
+    fn name(&self) -> String {
+        "polite job".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        self.0.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Runs a manager with `bad` beside a polite runnable; returns how it ended and whether the
+/// polite one was stopped.
+async fn run_with(
+    server: &ctrlkit::testing::ApiServer,
+    bad: impl Runnable,
+) -> (Result<(), ManagerError>, bool) {
+    let mut manager = Manager::new(server.client());
+    let polite_stopped = Arc::new(AtomicBool::new(false));
+    manager.add(Polite(polite_stopped.clone()));
+    manager.add(bad);
+    let result =
+        tokio::time::timeout(Duration::from_secs(10), manager.run_until(std::future::pending()))
+            .await
+            .expect("the manager stops on the failure");
+    (result, polite_stopped.load(Ordering::SeqCst))
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_runnable_stops_the_manager_and_is_named() {
+    let server = server().await;
+    for (outcome, name, message) in [
+        (run_with(&server, Failing).await, "failing job", "the job could not start"),
+        (run_with(&server, Panicking).await, "panicking job", "panicked: job exploded"),
+    ] {
+        let (result, polite_stopped) = outcome;
+        match result {
+            Err(ManagerError::Runnable { runnable, source }) => {
+                assert_eq!(runnable, name);
+                assert_eq!(source.to_string(), message);
+            }
+            other => panic!("expected the runnable's failure, got {other:?}"),
+        }
+        assert!(polite_stopped, "the other runnables were stopped");
+    }
+}
+
+/// Never finishes a reconcile.
+struct Stuck;
+
+#[async_trait]
+impl Reconciler for Stuck {
+    type Object = Pod;
+    type Error = std::convert::Infallible;
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn the_graceful_shutdown_timeout_abandons_what_still_runs_and_reports_it() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["stuck"]).await;
+    let mut manager = Manager::builder(server.client())
+        .graceful_shutdown_timeout(Duration::from_millis(300))
+        .build();
+    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    let watching = controller.clone();
+    manager.add_controller(controller, Stuck);
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("the reconcile in flight", || !watching.in_flight().is_empty()).await;
+    let asked = std::time::Instant::now();
+    stop.send(()).unwrap();
+    let result = run.await.unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(5), "the timeout bounds the stop");
+    match result {
+        Err(ManagerError::ShutdownTimeout { timeout, abandoned }) => {
+            assert_eq!(timeout, Duration::from_millis(300));
+            let found: Vec<(&str, &[String])> = abandoned
+                .iter()
+                .map(|a: &Abandoned| (a.runnable.as_str(), a.in_flight.as_slice()))
+                .collect();
+            assert_eq!(found, [("controller pods", &["default/stuck".to_owned()][..])]);
+        }
+        other => panic!("expected the timeout, got {other:?}"),
+    }
+}
