@@ -11,6 +11,8 @@
 //!   `Controller` with one worker and a no-op reconciler;
 //! - kube-runtime: `kube_runtime::Controller` (its reflector store and its scheduler) with the
 //!   same no-op reconciler;
+//! - ctrlkit-metadata: as ctrlkit, with a metadata-only informer (`PartialObjectMeta<Pod>`,
+//!   listed and watched as `PartialObjectMetadata`), for the memory of caching metadata alone;
 //!
 //! Each reports the time until its store holds the first list (`has_synced` / the reflector
 //! store holding all pods, polled every 2 ms), the time until every pod was reconciled once,
@@ -22,19 +24,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::cache::{Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync};
 use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
 use ctrlkit::testing::ApiServer;
 use ctrlkit::workqueue::WorkQueue;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube_client::core::PartialObjectMeta;
 use kube_client::{Api, Client, Config};
 use tokio::sync::Notify;
 
 mod support;
 use support::{create_pods, runtime};
 
-const PEERS: [&str; 2] = ["ctrlkit", "kube-runtime"];
+const PEERS: [&str; 3] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata"];
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
@@ -133,16 +136,50 @@ impl Counter {
     }
 }
 
-struct Noop(Arc<Counter>);
+struct Noop<K>(Arc<Counter>, std::marker::PhantomData<fn() -> K>);
 
 #[async_trait]
-impl Reconciler for Noop {
-    type Object = Pod;
+impl<K: Send + Sync + 'static> Reconciler for Noop<K> {
+    type Object = K;
     type Error = std::convert::Infallible;
-    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<K>>) -> Result<Action, Self::Error> {
         self.0.hit();
         Ok(Action::done())
     }
+}
+
+/// ctrlkit's informer, queue and controller with one worker over `api`; returns the time to
+/// sync and the time until every object was reconciled once.
+async fn ctrlkit<K: InformerObject>(
+    api: Api<K>,
+    counter: Arc<Counter>,
+    start: Instant,
+) -> (Duration, Duration)
+where
+    K::DynamicType: Default,
+{
+    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    let informer = Informer::new(ListWatch::new(api));
+    informer.add_event_handler(enqueue_handler(queue.clone()));
+    let controller = Controller::new(queue, informer.indexer(), informer.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let counter = counter.clone();
+        async move {
+            controller
+                .run(Noop(counter, std::marker::PhantomData), async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    let sync = start.elapsed();
+    counter.done.notified().await;
+    let all = start.elapsed();
+    let _ = stop.send(());
+    let _ = run.await;
+    (sync, all)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,29 +197,10 @@ fn child(peer: &str, url: &str, n: usize) {
         let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
         let start = Instant::now();
         match peer {
-            "ctrlkit" => {
-                let queue: WorkQueue<ObjectKey> = WorkQueue::new();
-                let informer = Informer::new(ListWatch::new(api));
-                informer.add_event_handler(enqueue_handler(queue.clone()));
-                let controller = Controller::new(queue, informer.indexer(), informer.clone());
-                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-                let run = tokio::spawn({
-                    let counter = counter.clone();
-                    async move {
-                        controller
-                            .run(Noop(counter), async {
-                                let _ = stopped.await;
-                            })
-                            .await
-                    }
-                });
-                assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
-                let sync = start.elapsed();
-                counter.done.notified().await;
-                let all = start.elapsed();
-                let _ = stop.send(());
-                let _ = run.await;
-                (sync, all)
+            "ctrlkit" => ctrlkit(api, counter, start).await,
+            "ctrlkit-metadata" => {
+                let api: Api<PartialObjectMeta<Pod>> = Api::all(api.into_client());
+                ctrlkit(api, counter, start).await
             }
             _ => {
                 use kube_runtime::controller::{Action as KAction, Controller as KController};

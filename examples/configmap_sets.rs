@@ -33,13 +33,12 @@ use async_trait::async_trait;
 use ctrlkit::cache::{Indexer, ObjectKey};
 use ctrlkit::controller::{Action, Controller, Predicate, Reconciler};
 use ctrlkit::manager::{Manager, shutdown_signal};
-use ctrlkit::testing::ApiServer;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube_client::{Api, Client, Config, Resource, ResourceExt};
+use kube_client::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -327,6 +326,8 @@ where
     Err(format!("timed out waiting for {what}"))
 }
 
+mod support;
+
 struct Args {
     namespace: String,
     embedded: bool,
@@ -352,12 +353,7 @@ fn parse_args() -> Result<Args, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    support::init_logging();
     let args = match parse_args() {
         Ok(args) => args,
         Err(message) => {
@@ -365,28 +361,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cluster = if args.embedded { None } else { Config::infer().await.ok() };
-    let (client, server) = match cluster {
-        Some(config) => match Client::try_from(config) {
-            Ok(client) => (client, None),
-            Err(err) => {
-                eprintln!("error: cannot build a client for the configured cluster: {err}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => match ApiServer::start().await {
-            Ok(server) => {
-                println!(
-                    "No cluster configured: running on ctrlkit's embedded API server at {}",
-                    server.url()
-                );
-                (server.client(), Some(server))
-            }
-            Err(err) => {
-                eprintln!("error: cannot start the embedded API server: {err}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let (client, server) = match support::connect(args.embedded).await {
+        Ok(connected) => connected,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
     };
     if let Err(err) = ensure_crd(&client).await {
         eprintln!("error: {err}");

@@ -20,11 +20,13 @@ use ctrlkit::cache::{
     deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
 };
 use ctrlkit::controller::{Action, Controller, Reconciler};
-use ctrlkit::testing::ApiServer;
+use ctrlkit::manager::shutdown_signal;
 use ctrlkit::workqueue::WorkQueue;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube_client::{Api, Client, Config};
+use kube_client::{Api, Client};
+
+mod support;
 
 struct Args {
     namespace: String,
@@ -84,29 +86,6 @@ impl Reconciler for PodPrinter {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn signalled() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 /// A few pods created, one updated, one deleted, over a few seconds.
 async fn demo(client: Client, namespace: &str) -> Result<(), kube_client::Error> {
     let pods: Api<Pod> = Api::namespaced(client, namespace);
@@ -130,12 +109,7 @@ async fn demo(client: Client, namespace: &str) -> Result<(), kube_client::Error>
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    support::init_logging();
     let args = match parse_args() {
         Ok(args) => args,
         Err(message) => {
@@ -144,28 +118,12 @@ async fn main() -> ExitCode {
         }
     };
 
-    let cluster = if args.embedded { None } else { Config::infer().await.ok() };
-    let (client, server) = match cluster {
-        Some(config) => match Client::try_from(config) {
-            Ok(client) => (client, None),
-            Err(err) => {
-                eprintln!("error: cannot build a client for the configured cluster: {err}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => match ApiServer::start().await {
-            Ok(server) => {
-                println!(
-                    "No cluster configured: running on ctrlkit's embedded API server at {}",
-                    server.url()
-                );
-                (server.client(), Some(server))
-            }
-            Err(err) => {
-                eprintln!("error: cannot start the embedded API server: {err}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let (client, server) = match support::connect(args.embedded).await {
+        Ok(connected) => connected,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
     };
 
     let api: Api<Pod> = if args.all_namespaces {
@@ -210,10 +168,10 @@ async fn main() -> ExitCode {
                         Ok(()) => println!("Demo finished; stopping (run against a cluster to keep watching)."),
                         Err(err) => eprintln!("demo failed: {err}"),
                     },
-                    _ = signalled() => {}
+                    _ = shutdown_signal() => {}
                 }
             }
-            None => signalled().await,
+            None => shutdown_signal().await,
         }
     };
     println!("Starting Pod controller");

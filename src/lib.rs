@@ -2,15 +2,20 @@
 //!
 //! Kubernetes controllers the client-go way, in async Rust.
 //!
-//! client-go's controller pattern has four parts, and ctrlkit ships each as its own module:
+//! client-go's controller pattern has four parts, and ctrlkit ships each as its own module,
+//! with controller-runtime's manager on top:
 //!
 //! - [`workqueue`]: a fair, stingy, rate-limited work queue with client-go's
 //!   `Get`/`Done`/`Forget`/`NumRequeues` semantics, delays, rate limiters and metrics hooks.
 //! - [`cache`]: the informer (list, watch, resume, relist with tombstones, resync, backoff,
-//!   streaming lists, shared handlers) and the indexer it keeps current.
+//!   streaming lists, shared handlers, metadata only), the indexer it keeps current, and the
+//!   shared informer factory that owns informers.
 //! - [`controller`]: the [`Reconciler`](controller::Reconciler) trait and the
-//!   [`Controller`](controller::Controller) that runs workers, retries, survives panics and
-//!   shuts down cleanly.
+//!   [`Controller`](controller::Controller) that owns and watches secondary kinds, filters
+//!   events with predicates, runs workers, retries, survives panics and shuts down cleanly.
+//! - [`manager`]: the [`Manager`](manager::Manager) that hosts several controllers in one
+//!   process over one [`SharedInformerFactory`](cache::SharedInformerFactory), and stops them
+//!   gracefully on SIGTERM or Ctrl-C.
 //!
 //! ## Cargo features
 //!
@@ -30,3 +35,8 @@ mod panic;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod workqueue;
+
+/// The README's examples, compiled as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

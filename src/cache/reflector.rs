@@ -398,27 +398,13 @@ impl<K: InformerObject> Reflector<K> {
     ) -> WatchEnd {
         tokio::pin!(stream);
         while let Some(event) = stream.next().await {
-            match event {
-                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
-                    let event_rv = o.meta().resource_version.clone().unwrap_or_else(|| rv.clone());
-                    match self.config.prepare.apply(o) {
-                        Ok(o) => sink.upsert(Arc::new(o), &event_rv),
-                        // Resume from before this event, so that it comes again.
-                        Err(err) => return WatchEnd::Failed(Some(rv), err),
-                    }
-                    rv = event_rv;
-                }
-                Ok(WatchEvent::Deleted(o)) => {
-                    let event_rv = o.meta().resource_version.clone().unwrap_or_else(|| rv.clone());
-                    match self.config.prepare.apply(o) {
-                        Ok(o) => sink.delete(Arc::new(o), &event_rv),
-                        Err(err) => return WatchEnd::Failed(Some(rv), err),
-                    }
-                    rv = event_rv;
-                }
+            let (object, deleted) = match event {
+                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),
+                Ok(WatchEvent::Deleted(o)) => (o, true),
                 Ok(WatchEvent::Bookmark(b)) => {
                     rv = b.metadata.resource_version;
                     sink.bookmark(&rv);
+                    continue;
                 }
                 Ok(WatchEvent::Error(status)) if status.code == 410 => return WatchEnd::Expired,
                 Ok(WatchEvent::Error(status)) => {
@@ -431,7 +417,15 @@ impl<K: InformerObject> Reflector<K> {
                         InformerError::Stream { rv, source },
                     );
                 }
+            };
+            let event_rv = object.meta().resource_version.clone().unwrap_or_else(|| rv.clone());
+            match self.config.prepare.apply(object) {
+                Ok(o) if deleted => sink.delete(Arc::new(o), &event_rv),
+                Ok(o) => sink.upsert(Arc::new(o), &event_rv),
+                // Resume from before this event, so that it comes again.
+                Err(err) => return WatchEnd::Failed(Some(rv), err),
             }
+            rv = event_rv;
         }
         WatchEnd::Closed(rv)
     }

@@ -64,6 +64,14 @@ impl<K: InformerObject> Controller<K> {
     }
 }
 
+/// A user's mapper, returning any collection of keys, as the handlers call it.
+fn map_fn<S, I>(mapper: impl Fn(&S) -> I + Send + Sync + 'static) -> MapFn<S>
+where
+    I: IntoIterator<Item = ObjectKey>,
+{
+    std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect())
+}
+
 impl<K: InformerObject> ControllerBuilder<K> {
     /// Names the controller, for its logs and its queue (default: the primary kind's
     /// plural, as `configmapsets`).
@@ -145,8 +153,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         S: InformerObject,
         I: IntoIterator<Item = ObjectKey>,
     {
-        let map: MapFn<S> = std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect());
-        self.add_source(watched.into(), None, Some(map))
+        self.add_source(watched.into(), None, Some(map_fn(mapper)))
     }
 
     /// As [`watches`](Self::watches), mapping only the events that pass `predicate`.
@@ -161,8 +168,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         S: InformerObject,
         I: IntoIterator<Item = ObjectKey>,
     {
-        let map: MapFn<S> = std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect());
-        self.add_source(watched.into(), Some(predicate), Some(map))
+        self.add_source(watched.into(), Some(predicate), Some(map_fn(mapper)))
     }
 
     /// Reconciles every key `trigger` yields, from the start of `run` until the stream ends

@@ -25,8 +25,11 @@
 //!   for kubectl's `get`, `get -w`, `create`, `apply --validate=false`, `label`, `annotate`,
 //!   `patch`, `delete`, `api-resources`, `-n` and `-A`.
 //! - core/v1 pods, namespaces, configmaps, secrets, services, events;
-//!   coordination.k8s.io/v1 leases; events.k8s.io/v1 events; and any type registered with
-//!   [`ApiServerBuilder::resource`]. Objects are stored as JSON, so any kind works.
+//!   coordination.k8s.io/v1 leases; events.k8s.io/v1 events; any type registered with
+//!   [`ApiServerBuilder::resource`]; and the kinds of CustomResourceDefinitions
+//!   (`apiextensions.k8s.io/v1`) created through the API, served from their creation (with the
+//!   `Established` condition the real server writes) until their deletion, which deletes their
+//!   objects. Objects are stored as JSON, so any kind works.
 //! - create (201; uid, creationTimestamp, resourceVersion, generation 1; `generateName`; 409
 //!   AlreadyExists; 404 for a missing namespace; 422 for an invalid name), get (404 NotFound),
 //!   update (409 Conflict on a stale resourceVersion; generation grows only when something
@@ -45,6 +48,10 @@
 //!   event when it is older than the history), bookmarks (every bookmark interval and 2 s
 //!   before the watch's timeout, once something changed after its start), `timeoutSeconds`,
 //!   selector transitions as `ADDED` / `DELETED`, and streaming lists (`sendInitialEvents`).
+//! - Metadata only: `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`
+//!   for lists and `…;as=PartialObjectMetadata;…` for objects and watch events (bookmarks
+//!   included), `v1` or `v1beta1`; the first form of `Accept` this server produces wins, and a
+//!   form that does not fit (a list as one object) is 406, as on the real server.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -70,8 +77,11 @@
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
 //!   kinds); clients decode either.
-//! - Only JSON: no protobuf, no CBOR, no `as=Table` (kubectl prints its client-side
-//!   columns). No OpenAPI documents (`kubectl apply` needs `--validate=false`).
+//! - Only JSON and its metadata-only forms: no protobuf, no CBOR, no `as=Table` (passed over
+//!   for a JSON form later in `Accept`, so kubectl prints its client-side columns). No OpenAPI
+//!   documents (`kubectl apply` needs `--validate=false`).
+//! - A CRD's schema is not validated against, nor its defaults applied; its delete is
+//!   immediate (the real server keeps it `Terminating` while it deletes the objects).
 //! - A bookmark carries the store's newest resourceVersion, of any kind; the real server's
 //!   carries the newest it has seen of the watched resource. Both are valid resume points.
 //! - A watch from resourceVersion `0` sends the current objects ordered by namespace and

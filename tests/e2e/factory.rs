@@ -46,16 +46,8 @@ pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind
     let (stop_factory, factory_stopped) = shutdown();
     factory.start(factory_stopped);
     factory.wait_for_cache_sync(std::future::pending()).await.expect("the caches sync");
-    let (stop_pods, pods_stopped) = shutdown();
-    let (stop_cms, cms_stopped) = shutdown();
-    let running_pods = {
-        let (c, r) = (pod_controller.clone(), by_pod.reconciler::<Pod>());
-        tokio::spawn(async move { c.run(r, pods_stopped).await })
-    };
-    let running_cms = {
-        let (c, r) = (cm_controller.clone(), by_cm.reconciler::<ConfigMap>());
-        tokio::spawn(async move { c.run(r, cms_stopped).await })
-    };
+    let (stop_pods, running_pods) = run_controller(&pod_controller, by_pod.reconciler::<Pod>());
+    let (stop_cms, running_cms) = run_controller(&cm_controller, by_cm.reconciler::<ConfigMap>());
     let k = |name: &str| format!("{}/{name}", t.ns);
     eventually("every object reconciled by both controllers", || {
         ["a", "b", "c"].iter().all(|n| by_pod.count(&k(n)) >= 1 && by_cm.count(&k(n)) >= 1)

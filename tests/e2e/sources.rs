@@ -50,11 +50,7 @@ pub async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
     let controller = Controller::builder(ListWatch::new_with(widgets.clone(), &ar))
         .owns(configmaps.clone())
         .build();
-    let (stop, stopped) = shutdown();
-    let running = {
-        let (c, r) = (controller.clone(), log.reconciler::<DynamicObject>());
-        tokio::spawn(async move { c.run(r, stopped).await })
-    };
+    let (stop, running) = run_controller(&controller, log.reconciler::<DynamicObject>());
     let key = |name: &str| format!("{}/{name}", t.ns);
     eventually("both widgets reconciled at start", || {
         log.count(&key("owner")) == 1 && log.count(&key("other")) == 1
@@ -106,11 +102,7 @@ pub async fn mappers_triggers_and_predicates_decide_what_is_reconciled(t: &Targe
         )
         .trigger(triggers)
         .build();
-    let (stop, stopped) = shutdown();
-    let running = {
-        let (c, r) = (controller.clone(), log.reconciler::<DynamicObject>());
-        tokio::spawn(async move { c.run(r, stopped).await })
-    };
+    let (stop, running) = run_controller(&controller, log.reconciler::<DynamicObject>());
     let key = |name: &str| format!("{}/{name}", t.ns);
     eventually("both widgets reconciled at start", || {
         log.count(&key("w")) == 1 && log.count(&key("x")) == 1

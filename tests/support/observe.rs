@@ -206,3 +206,21 @@ impl std::io::Write for Writer {
         Ok(())
     }
 }
+
+/// Runs `controller` with `reconciler` on its own task until the returned sender is fired
+/// or dropped.
+pub fn run_controller<K, R>(
+    controller: &ctrlkit::controller::Controller<K>,
+    reconciler: R,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ctrlkit::controller::ControllerError>>,
+)
+where
+    K: InformerObject,
+    R: ctrlkit::controller::Reconciler<Object = K>,
+{
+    let (stop, stopped) = shutdown();
+    let controller = controller.clone();
+    (stop, tokio::spawn(async move { controller.run(reconciler, stopped).await }))
+}

@@ -1,0 +1,37 @@
+//! What the examples share: logs on stderr, and a client for the configured cluster or, when
+//! none is configured (or `--embedded` asks for it), for ctrlkit's embedded API server.
+
+use ctrlkit::testing::ApiServer;
+use kube_client::{Client, Config};
+
+/// Logs to stderr at `warn`, or as `RUST_LOG` says.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// A client for the cluster KUBECONFIG, `~/.kube/config` or the pod's service account names;
+/// without one, or with `embedded`, for an embedded API server started here (returned too, to
+/// keep it running).
+pub async fn connect(embedded: bool) -> Result<(Client, Option<ApiServer>), String> {
+    let cluster = if embedded { None } else { Config::infer().await.ok() };
+    match cluster {
+        Some(config) => Client::try_from(config)
+            .map(|client| (client, None))
+            .map_err(|err| format!("cannot build a client for the configured cluster: {err}")),
+        None => {
+            let server = ApiServer::start()
+                .await
+                .map_err(|err| format!("cannot start the embedded API server: {err}"))?;
+            println!(
+                "No cluster configured: running on ctrlkit's embedded API server at {}",
+                server.url()
+            );
+            Ok((server.client(), Some(server)))
+        }
+    }
+}
