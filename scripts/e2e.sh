@@ -24,8 +24,8 @@ if [[ -z ${CTRLKIT_E2E_KUBECONFIG:-} ]]; then
     eval "$(scripts/kube-apiserver.sh env)"
 fi
 
-# The pod example runs as a process in one case: build it first.
-cargo build --quiet --all-features --example pods
+# The examples run as processes in two cases: build them first.
+cargo build --quiet --all-features --example pods --example configmap_sets
 status=0
 cargo test --all-features --no-fail-fast --test apiserver --test e2e -- real:: "$@" 2>&1 | tee /tmp/ctrlkit-e2e.$$.log ||
     status=$?

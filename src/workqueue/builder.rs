@@ -35,6 +35,7 @@ where
     }
 
     /// Names the queue; metrics are labelled with it.
+    #[must_use]
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_owned();
         self
@@ -46,12 +47,14 @@ where
     }
 
     /// The limiter `add_rate_limited` consults (default: `default_controller_rate_limiter`).
+    #[must_use]
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
         self.rate_limiter = Some(Box::new(limiter));
         self
     }
 
     /// Records the queue's metrics with `provider`. Without it, nothing is recorded.
+    #[must_use]
     pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
         self.metrics = Some(provider);
         self
