@@ -22,6 +22,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `testing` | an in-process Kubernetes API server for tests and examples ([`testing`]) |
+//! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint ([`metrics`]) |
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
 //! tests.
@@ -30,7 +31,12 @@
 
 pub mod cache;
 pub mod controller;
+pub mod events;
+pub mod finalizer;
+pub mod leaderelection;
 pub mod manager;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod panic;
 #[cfg(feature = "testing")]
 pub mod testing;

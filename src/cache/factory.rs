@@ -30,8 +30,10 @@ use tokio::task::JoinHandle;
 
 use super::informer::InformerHandle;
 use super::list_watch::KindScope;
+use super::metrics::InformerMetricsProvider;
 use super::sync::{SyncFailure, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
+use crate::workqueue::MetricsProvider;
 
 /// Why a factory's caches did not sync; see
 /// [`SharedInformerFactory::wait_for_cache_sync`].
@@ -97,6 +99,8 @@ struct Inner {
     client: Client,
     namespace: Option<String>,
     config: InformerConfig,
+    informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
+    queue_metrics: Option<Arc<dyn MetricsProvider>>,
     state: Mutex<State>,
     /// `true` once the factory stops its informers.
     stop: watch::Sender<bool>,
@@ -139,6 +143,8 @@ pub struct SharedInformerFactoryBuilder {
     client: Client,
     namespace: Option<String>,
     config: InformerConfig,
+    informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
+    queue_metrics: Option<Arc<dyn MetricsProvider>>,
 }
 
 impl std::fmt::Debug for SharedInformerFactoryBuilder {
@@ -169,6 +175,21 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
+    /// Reports every informer's requests, events and store size to `provider`.
+    #[must_use]
+    pub fn informer_metrics(mut self, provider: Arc<dyn InformerMetricsProvider>) -> Self {
+        self.informer_metrics = Some(provider);
+        self
+    }
+
+    /// The metrics of the work queues of controllers built on this factory (unless their
+    /// queue builder has its own), so that a manager's registry reaches them.
+    #[must_use]
+    pub fn queue_metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.queue_metrics = Some(provider);
+        self
+    }
+
     /// The factory.
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
@@ -176,6 +197,8 @@ impl SharedInformerFactoryBuilder {
                 client: self.client,
                 namespace: self.namespace,
                 config: self.config,
+                informer_metrics: self.informer_metrics,
+                queue_metrics: self.queue_metrics,
                 state: Mutex::new(State {
                     informers: HashMap::new(),
                     order: Vec::new(),
@@ -197,7 +220,13 @@ impl SharedInformerFactory {
 
     /// A builder for a namespace and the informers' settings.
     pub fn builder(client: Client) -> SharedInformerFactoryBuilder {
-        SharedInformerFactoryBuilder { client, namespace: None, config: InformerConfig::default() }
+        SharedInformerFactoryBuilder {
+            client,
+            namespace: None,
+            config: InformerConfig::default(),
+            informer_metrics: None,
+            queue_metrics: None,
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -207,6 +236,11 @@ impl SharedInformerFactory {
     /// The client the informers list and watch with.
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// The work-queue metrics controllers built on this factory use, if any.
+    pub fn queue_metrics(&self) -> Option<Arc<dyn MetricsProvider>> {
+        self.inner.queue_metrics.clone()
     }
 
     /// The namespace typed lookups are limited to, if any.
@@ -279,8 +313,11 @@ impl SharedInformerFactory {
                 .expect("the key holds the object type")
                 .clone();
         }
-        let informer =
-            build(Informer::builder(list_watch).config(self.inner.config.clone())).build();
+        let mut builder = Informer::builder(list_watch).config(self.inner.config.clone());
+        if let Some(metrics) = &self.inner.informer_metrics {
+            builder = builder.metrics(metrics.clone());
+        }
+        let informer = build(builder).build();
         tracing::debug!(informer = %informer.list_watch(), "new shared informer");
         let handle: Arc<dyn InformerHandle> = Arc::new(informer.clone());
         let mut entry = Entry { typed: Box::new(informer.clone()), handle, started: false };

@@ -32,6 +32,7 @@ use super::handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, Notification, ResourceEventHandler,
 };
 use super::list_watch::KindScope;
+use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::processor::Processor;
 use super::reflector::{Prepare, Reflector, ReflectorConfig, Sink, Transform};
 use super::{Indexer, ListWatch, meta_namespace_key_func};
@@ -87,6 +88,7 @@ struct Inner<K> {
     /// first list.
     last_sync_rv: Mutex<String>,
     span: tracing::Span,
+    metrics: Option<Arc<dyn InformerMetrics>>,
 }
 
 /// An informer for one kind; cheap to clone (clones share one cache, one list/watch loop and
@@ -130,6 +132,7 @@ pub struct InformerBuilder<K> {
     indexer: Option<Indexer<K>>,
     config: InformerConfig,
     transform: Option<Transform<K>>,
+    metrics: Option<Arc<dyn InformerMetricsProvider>>,
 }
 
 impl<K> Debug for InformerBuilder<K> {
@@ -192,6 +195,13 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
+    /// Reports the informer's requests, events and store size to `provider`.
+    #[must_use]
+    pub fn metrics(mut self, provider: Arc<dyn InformerMetricsProvider>) -> Self {
+        self.metrics = Some(provider);
+        self
+    }
+
     /// Uses `indexer` as the store (for indexes added before the informer is built).
     #[must_use]
     pub fn indexer(mut self, indexer: Indexer<K>) -> Self {
@@ -202,6 +212,8 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// The informer.
     pub fn build(self) -> Informer<K> {
         let span = informer_span(&self.list_watch);
+        let metrics =
+            self.metrics.map(|p| p.new_informer_metrics(&InformerLabels::of(&self.list_watch)));
         let reflector = Reflector::new(
             self.list_watch,
             ReflectorConfig {
@@ -211,6 +223,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 },
                 backoff: self.config.backoff,
                 streaming_list: self.config.streaming_list,
+                metrics: metrics.clone(),
             },
         );
         Informer {
@@ -223,6 +236,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 resync: self.config.resync,
                 last_sync_rv: Mutex::new(String::new()),
                 span,
+                metrics,
             }),
         }
     }
@@ -281,6 +295,7 @@ impl<K: InformerObject> Informer<K> {
             indexer: None,
             config: InformerConfig::default(),
             transform: None,
+            metrics: None,
         }
     }
 
@@ -388,9 +403,15 @@ impl<K: InformerObject> Informer<K> {
 }
 
 impl<K: Send + Sync + 'static> Inner<K> {
+    /// Records that the cache is at `rv`, and reports it and the store's size.
     fn set_last_sync_resource_version(&self, rv: &str) {
         let mut last = self.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
         rv.clone_into(&mut last);
+        drop(last);
+        if let Some(metrics) = &self.metrics {
+            metrics.resource_version(rv);
+            metrics.objects(self.indexer.len());
+        }
     }
 }
 

@@ -34,6 +34,7 @@ mod handler;
 mod indexer;
 mod informer;
 mod list_watch;
+mod metrics;
 mod object_key;
 mod processor;
 mod reflector;
@@ -49,6 +50,9 @@ pub use handler::{
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig, InformerObject};
 pub use list_watch::{KindScope, ListWatch};
+pub use metrics::{
+    InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
+};
 pub use object_key::{
     InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
     meta_namespace_key_func,

@@ -31,6 +31,7 @@ use kube_client::core::Status;
 use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
+use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::strip::strip_managed_fields;
 use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::catch;
@@ -126,6 +127,7 @@ pub(crate) struct ReflectorConfig<K> {
     pub(crate) prepare: Prepare<K>,
     pub(crate) backoff: BackoffConfig,
     pub(crate) streaming_list: bool,
+    pub(crate) metrics: Option<Arc<dyn InformerMetrics>>,
 }
 
 /// Lists and watches one [`ListWatch`] into a [`Sink`]; see the module docs.
@@ -186,7 +188,14 @@ impl<K: InformerObject> Reflector<K> {
         let mut backoff = Backoff::new(self.config.backoff);
         let mut streaming = self.config.streaming_list;
         let mut state = State::Relist;
+        let mut listed = false;
         loop {
+            if matches!(state, State::Relist) {
+                if listed && let Some(metrics) = &self.config.metrics {
+                    metrics.relist();
+                }
+                listed = true;
+            }
             state = match state {
                 State::Relist if streaming => match self.streaming_list(sink).await {
                     Ok((rv, stream)) => {
@@ -211,7 +220,9 @@ impl<K: InformerObject> Reflector<K> {
                     }
                 },
                 State::Watch(rv) => {
-                    match self.list_watch.watch(&rv, self.watch_timeout(), false).await {
+                    let watch = self.list_watch.watch(&rv, self.watch_timeout(), false).await;
+                    self.count_request(|m, r| m.watch_request(r), watch.is_ok());
+                    match watch {
                         Ok(stream) => {
                             self.after_watch(self.consume(stream, rv, sink).await, &mut backoff)
                         }
@@ -232,6 +243,13 @@ impl<K: InformerObject> Reflector<K> {
                     *next
                 }
             };
+        }
+    }
+
+    /// Counts a request with the metrics, if any.
+    fn count_request(&self, count: impl Fn(&dyn InformerMetrics, RequestResult), ok: bool) {
+        if let Some(metrics) = &self.config.metrics {
+            count(metrics.as_ref(), if ok { RequestResult::Success } else { RequestResult::Error });
         }
     }
 
@@ -272,7 +290,9 @@ impl<K: InformerObject> Reflector<K> {
         let mut token: Option<String> = None;
         let mut paginate = true;
         let rv = loop {
-            let text = match self.list_watch.list_page_text(token.as_deref(), paginate).await {
+            let page = self.list_watch.list_page_text(token.as_deref(), paginate).await;
+            self.count_request(|m, r| m.list_request(r), page.is_ok());
+            let text = match page {
                 Ok(text) => text,
                 Err(err) if is_expired(&err) && token.is_some() => {
                     tracing::info!("list continuation expired; listing again in one request");
@@ -315,7 +335,9 @@ impl<K: InformerObject> Reflector<K> {
     ) -> Result<(String, BoxStream<'static, kube_client::Result<WatchEvent<K>>>), StreamingError>
     {
         let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
-        let mut stream = match self.list_watch.watch("", self.watch_timeout(), true).await {
+        let watch = self.list_watch.watch("", self.watch_timeout(), true).await;
+        self.count_request(|m, r| m.watch_request(r), watch.is_ok());
+        let mut stream = match watch {
             Ok(stream) => stream.boxed(),
             Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
@@ -398,6 +420,9 @@ impl<K: InformerObject> Reflector<K> {
     ) -> WatchEnd {
         tokio::pin!(stream);
         while let Some(event) = stream.next().await {
+            if let (Some(metrics), Ok(event)) = (&self.config.metrics, &event) {
+                metrics.watch_event(event_type(event));
+            }
             let (object, deleted) = match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),
                 Ok(WatchEvent::Deleted(o)) => (o, true),
@@ -428,6 +453,16 @@ impl<K: InformerObject> Reflector<K> {
             rv = event_rv;
         }
         WatchEnd::Closed(rv)
+    }
+}
+
+fn event_type<K>(event: &WatchEvent<K>) -> WatchEventType {
+    match event {
+        WatchEvent::Added(_) => WatchEventType::Added,
+        WatchEvent::Modified(_) => WatchEventType::Modified,
+        WatchEvent::Deleted(_) => WatchEventType::Deleted,
+        WatchEvent::Bookmark(_) => WatchEventType::Bookmark,
+        WatchEvent::Error(_) => WatchEventType::Error,
     }
 }
 

@@ -225,6 +225,9 @@ impl<K: InformerObject> ControllerBuilder<K> {
         if !queue.has_name() {
             queue = queue.name(&name);
         }
+        if let Some(metrics) = factory.queue_metrics().filter(|_| !queue.has_metrics()) {
+            queue = queue.metrics(metrics);
+        }
         let queue = queue.build();
         let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
         let informer = factory.informer_with(self.primary, shape);

@@ -6,13 +6,16 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
 use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
@@ -65,6 +68,8 @@ pub enum ReconcileFailure {
     Error(String),
     /// The reconciler panicked with this message.
     Panic(String),
+    /// The reconcile ran longer than the controller's reconcile timeout.
+    Timeout(Duration),
 }
 
 impl std::fmt::Display for ReconcileFailure {
@@ -72,6 +77,7 @@ impl std::fmt::Display for ReconcileFailure {
         match self {
             Self::Error(e) => write!(f, "{e}"),
             Self::Panic(p) => write!(f, "reconcile panicked: {p}"),
+            Self::Timeout(t) => write!(f, "reconcile timed out after {t:?}"),
         }
     }
 }
@@ -143,6 +149,9 @@ pub struct Controller<K> {
     workers: usize,
     max_retries: u32,
     on_dropped: Option<DroppedHook>,
+    reconcile_timeout: Option<Duration>,
+    needs_leader_election: bool,
+    metrics: Option<Arc<dyn ControllerMetrics>>,
     shared: Arc<Shared>,
 }
 
@@ -158,6 +167,9 @@ impl<K> Clone for Controller<K> {
             workers: self.workers,
             max_retries: self.max_retries,
             on_dropped: self.on_dropped.clone(),
+            reconcile_timeout: self.reconcile_timeout,
+            needs_leader_election: self.needs_leader_election,
+            metrics: self.metrics.clone(),
             shared: self.shared.clone(),
         }
     }
@@ -230,6 +242,9 @@ impl<K: InformerObject> Controller<K> {
             workers: 1,
             max_retries: 5,
             on_dropped: None,
+            reconcile_timeout: None,
+            needs_leader_election: true,
+            metrics: None,
             shared: Arc::new(Shared {
                 counters: Counters::default(),
                 in_flight: Mutex::new(BTreeSet::new()),
@@ -261,6 +276,40 @@ impl<K: InformerObject> Controller<K> {
         hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
     ) -> Self {
         self.on_dropped = Some(Arc::new(hook));
+        self
+    }
+
+    /// Gives up on a reconcile that runs longer than `timeout`: it is dropped (its future is
+    /// not polled again), counted as a timeout and an error, and retried with backoff
+    /// (controller-runtime's `ReconciliationTimeout`). Default: none.
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether a [`Manager`](crate::manager::Manager) with leader election runs this
+    /// controller only while it leads (default `true`, controller-runtime's
+    /// `NeedLeaderElection`). A controller that may run on every replica (one that only
+    /// reads, or writes what is idempotent per replica) says `false`.
+    #[must_use]
+    pub fn needs_leader_election(mut self, needs: bool) -> Self {
+        self.needs_leader_election = needs;
+        self
+    }
+
+    /// Whether it runs only on the leader; see
+    /// [`needs_leader_election`](Self::needs_leader_election).
+    pub fn runs_on_leader_only(&self) -> bool {
+        self.needs_leader_election
+    }
+
+    /// Reports reconciles, errors, panics, timeouts, dropped keys and workers to `provider`
+    /// (a [`Manager`](crate::manager::Manager) with metrics sets this for the controllers it
+    /// runs).
+    #[must_use]
+    pub fn metrics(mut self, provider: &dyn ControllerMetricsProvider) -> Self {
+        self.metrics = Some(provider.new_controller_metrics(&self.name));
         self
     }
 
@@ -348,6 +397,9 @@ impl<K: InformerObject> Controller<K> {
         let stop = StopOnDrop(stop_tx);
         let mut tasks = JoinSet::new();
         tracing::info!(workers = self.workers, "starting controller");
+        if let Some(metrics) = &self.metrics {
+            metrics.max_concurrent_reconciles(self.workers);
+        }
         let owned_informer = match self.informers.as_ref() {
             Informers::Seed if !self.informer.is_running() => {
                 let informer = self.informer.clone();
@@ -448,26 +500,50 @@ impl<K: InformerObject> Controller<K> {
     /// The seed's `processNextItem` after `Get`: reconcile, handle the outcome, `Done`.
     async fn process_item<R: Reconciler<Object = K>>(&self, reconciler: &R, key: ObjectKey) {
         self.lock_in_flight().insert(key.clone());
+        let started = self.metrics.as_ref().map(|m| {
+            m.worker_started();
+            Instant::now()
+        });
         let object = self.informer.indexer().get(&key);
-        let outcome = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind().await;
-        match outcome {
-            Ok(Ok(action)) => {
+        let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
+        let outcome = match self.reconcile_timeout {
+            Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
+            None => Ok(reconcile.await),
+        };
+        let counted = match outcome {
+            Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(&key);
-                if let Some(delay) = action.requeue_delay() {
-                    self.queue.add_after(key.clone(), delay);
+                match action.requeue_delay() {
+                    Some(delay) => {
+                        self.queue.add_after(key.clone(), delay);
+                        ReconcileOutcome::RequeueAfter
+                    }
+                    None => ReconcileOutcome::Success,
                 }
             }
-            Ok(Err(err)) => {
+            Ok(Ok(Err(err))) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.handle_err(&key, ReconcileFailure::Error(err.to_string()));
+                ReconcileOutcome::Error
             }
-            Err(panic) => {
+            Ok(Err(panic)) => {
                 self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
                 let message = panic_message(&*panic);
                 tracing::error!(panic = %message, "reconcile panicked");
                 self.handle_err(&key, ReconcileFailure::Panic(message));
+                ReconcileOutcome::Panic
             }
+            Err(timeout) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(?timeout, "reconcile timed out");
+                self.handle_err(&key, ReconcileFailure::Timeout(timeout));
+                ReconcileOutcome::Timeout
+            }
+        };
+        if let (Some(metrics), Some(started)) = (&self.metrics, started) {
+            metrics.reconciled(counted, started.elapsed());
+            metrics.worker_finished();
         }
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
@@ -483,6 +559,9 @@ impl<K: InformerObject> Controller<K> {
         }
         self.queue.forget(key);
         self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.dropped();
+        }
         tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.max_retries);
         if let Some(hook) = &self.on_dropped {
             hook(key, &failure);

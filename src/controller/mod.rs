@@ -34,12 +34,14 @@
 mod builder;
 #[allow(clippy::module_inception)]
 mod controller;
+mod metrics;
 mod predicate;
 mod reconciler;
 mod source;
 
 pub use builder::ControllerBuilder;
 pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
+pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Event, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use source::enqueue_handler;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::FutureExt;
 use kube_client::Client;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -17,6 +17,8 @@ use super::runnable::{Runnable, RunnableError, Stop};
 use super::signal::shutdown_signal;
 use crate::cache::{CacheSyncError, InformerConfig, InformerObject, SharedInformerFactory};
 use crate::controller::{Controller, Reconciler};
+use crate::events::EventRecorder;
+use crate::leaderelection::{LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock};
 
 /// What the graceful-shutdown timeout made the manager give up on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +56,20 @@ pub enum ManagerError {
         #[source]
         source: RunnableError,
     },
+    /// This replica lost the leader election (it could not renew its lease in time); its
+    /// controllers were stopped. Exit and let the Deployment restart it, as
+    /// controller-runtime's managers do.
+    #[error("leader election lost: {0}")]
+    LeaderElection(#[from] LeaderElectionError),
+    /// The metrics and probe endpoint could not start.
+    #[error("serving metrics and probes on {address}: {source}")]
+    Serve {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// Runnables still running when the graceful-shutdown timeout ran out were abandoned.
     #[error(
         "graceful shutdown timed out after {timeout:?}; abandoned: {}",
@@ -73,6 +89,11 @@ pub struct ManagerBuilder {
     namespace: Option<String>,
     informer_config: InformerConfig,
     graceful_shutdown_timeout: Duration,
+    election: Option<(LeaseLock, LeaderElectionConfig)>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Registry>,
+    #[cfg(feature = "metrics")]
+    metrics_address: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for ManagerBuilder {
@@ -109,20 +130,89 @@ impl ManagerBuilder {
         self
     }
 
-    /// The manager.
+    /// Runs the runnables that need a leader (controllers, unless they say otherwise) only
+    /// while this replica leads the election on `lock`; the informers run all along, so a new
+    /// leader starts at once from warm caches. Losing the lease stops the manager with
+    /// [`ManagerError::LeaderElection`]; a graceful stop releases the lease after the
+    /// runnables have stopped, so a successor takes over at once.
+    #[must_use]
+    pub fn leader_election(mut self, lock: LeaseLock, config: LeaderElectionConfig) -> Self {
+        self.election = Some((lock, config));
+        self
+    }
+
+    /// Records metrics in `registry` (work queues, informers, controllers, leader election,
+    /// event recorders made by [`Manager::event_recorder`]). Implied by
+    /// [`metrics_address`](Self::metrics_address), with a new registry.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, registry: crate::metrics::Registry) -> Self {
+        self.metrics = Some(registry);
+        self
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `address` while the manager runs
+    /// (`/readyz`: the caches synced, and the election campaigning or leading).
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics_address(mut self, address: std::net::SocketAddr) -> Self {
+        self.metrics_address = Some(address);
+        self.metrics.get_or_insert_with(crate::metrics::Registry::new);
+        self
+    }
+
+    /// The manager. A leader election configuration that breaks client-go's rules makes
+    /// [`run`](Manager::run) fail at once with [`ManagerError::LeaderElection`].
     pub fn build(self) -> Manager {
         let mut factory = SharedInformerFactory::builder(self.client.clone())
             .informer_config(self.informer_config);
         if let Some(namespace) = &self.namespace {
             factory = factory.namespace(namespace);
         }
+        #[cfg(feature = "metrics")]
+        if let Some(registry) = &self.metrics {
+            factory = factory
+                .informer_metrics(Arc::new(registry.clone()))
+                .queue_metrics(Arc::new(registry.clone()));
+        }
+        #[cfg(feature = "metrics")]
+        let leader_metrics: Option<Arc<dyn crate::leaderelection::LeaderMetrics>> =
+            self.metrics.clone().map(|r| Arc::new(r) as _);
+        #[cfg(not(feature = "metrics"))]
+        let leader_metrics = None;
+        let elector = self
+            .election
+            .map(|(lock, config)| LeaderElector::with_metrics(lock, config, leader_metrics))
+            .transpose();
         Manager {
             client: self.client,
             factory: factory.build(),
             runnables: Vec::new(),
             graceful_shutdown_timeout: self.graceful_shutdown_timeout,
+            elector,
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics,
+            #[cfg(feature = "metrics")]
+            metrics_address: self.metrics_address,
+            #[cfg(feature = "metrics")]
+            probes: crate::metrics::Probes::default(),
         }
     }
+}
+
+/// The metrics and probe endpoint while the manager runs.
+#[cfg(feature = "metrics")]
+type Endpoint = Option<crate::metrics::MetricsServer>;
+#[cfg(not(feature = "metrics"))]
+type Endpoint = ();
+
+async fn stop_endpoint(endpoint: Endpoint) {
+    #[cfg(feature = "metrics")]
+    if let Some(server) = endpoint {
+        server.shutdown().await;
+    }
+    #[cfg(not(feature = "metrics"))]
+    let () = endpoint;
 }
 
 /// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
@@ -166,6 +256,14 @@ pub struct Manager {
     factory: SharedInformerFactory,
     runnables: Vec<Arc<dyn Runnable>>,
     graceful_shutdown_timeout: Duration,
+    /// The election, or why its configuration is refused (reported by `run`).
+    elector: Result<Option<LeaderElector>, LeaderElectionError>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Registry>,
+    #[cfg(feature = "metrics")]
+    metrics_address: Option<std::net::SocketAddr>,
+    #[cfg(feature = "metrics")]
+    probes: crate::metrics::Probes,
 }
 
 impl std::fmt::Debug for Manager {
@@ -191,6 +289,11 @@ impl Manager {
             namespace: None,
             informer_config: InformerConfig::default(),
             graceful_shutdown_timeout: Duration::from_secs(30),
+            election: None,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            #[cfg(feature = "metrics")]
+            metrics_address: None,
         }
     }
 
@@ -211,13 +314,66 @@ impl Manager {
         self.runnables.push(Arc::new(runnable));
     }
 
-    /// Adds a controller with its reconciler.
+    /// Adds a controller with its reconciler (its metrics recorded in the manager's registry,
+    /// if it has one).
     pub fn add_controller<K, R>(&mut self, controller: Controller<K>, reconciler: R)
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
+        #[cfg(feature = "metrics")]
+        let controller = match &self.metrics {
+            Some(registry) => controller.metrics(registry),
+            None => controller,
+        };
         self.add(ControllerRunnable { controller, reconciler: Mutex::new(Some(reconciler)) });
+    }
+
+    /// An event recorder reporting as `reporting_controller`, counted in the manager's
+    /// metrics if it has them. Needs a tokio runtime.
+    pub fn event_recorder(&self, reporting_controller: &str) -> EventRecorder {
+        #[cfg(feature = "metrics")]
+        let metrics: Option<Arc<dyn crate::events::EventMetrics>> =
+            self.metrics.clone().map(|r| Arc::new(r) as _);
+        #[cfg(not(feature = "metrics"))]
+        let metrics = None;
+        EventRecorder::with_metrics(self.client.clone(), reporting_controller, metrics)
+    }
+
+    /// The leader elector, if the manager has one (to watch who leads).
+    pub fn leader_elector(&self) -> Option<&LeaderElector> {
+        self.elector.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// The metrics registry, if the manager records metrics (to register your own).
+    #[cfg(feature = "metrics")]
+    pub fn metrics(&self) -> Option<&crate::metrics::Registry> {
+        self.metrics.as_ref()
+    }
+
+    /// Starts the metrics and probe endpoint, if configured.
+    async fn serve(&self) -> Result<Endpoint, ManagerError> {
+        #[cfg(feature = "metrics")]
+        if let (Some(address), Some(registry)) = (self.metrics_address, &self.metrics) {
+            let server = crate::metrics::MetricsServer::start(
+                address,
+                registry.clone(),
+                self.probes.clone(),
+            )
+            .await
+            .map_err(|source| ManagerError::Serve { address, source })?;
+            return Ok(Some(server));
+        }
+        #[cfg(feature = "metrics")]
+        return Ok(None);
+        #[cfg(not(feature = "metrics"))]
+        Ok(())
+    }
+
+    /// Sets a readiness check of `/readyz`.
+    fn set_probe(&self, _name: &str, _passes: bool) {
+        #[cfg(feature = "metrics")]
+        self.probes.set(_name, _passes);
     }
 
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
@@ -239,26 +395,47 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
+        let elector = self.elector.clone()?;
         tracing::info!(runnables = self.runnables.len(), "starting manager");
+        let endpoint = self.serve().await?;
+        self.set_probe("caches-synced", false);
+        if elector.is_some() {
+            self.set_probe("leader-election", false);
+        }
+        // Informers run from the start, on followers too (warm replicas): a new leader
+        // reconciles at once instead of after a full list.
         self.factory.start(std::future::pending());
         if let Err(err) = self.factory.wait_for_cache_sync(&mut shutdown).await {
             tracing::error!(error = %err, "caches did not sync; stopping");
             self.factory.shutdown().await;
+            stop_endpoint(endpoint).await;
             return Err(err.into());
         }
+        self.set_probe("caches-synced", true);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        for (index, runnable) in self.runnables.iter().enumerate() {
-            let (runnable, stop) = (runnable.clone(), Stop::new(stop_rx.clone()));
-            let span = tracing::info_span!("runnable", name = %runnable.name());
-            let run = async move {
-                let result = AssertUnwindSafe(runnable.start(stop)).catch_unwind().await;
-                // A panic is the runnable's failure, reported as such.
-                (index, result.unwrap_or_else(|panic| Err(panicked(&*panic))))
-            };
-            tasks.spawn(run.instrument(span));
+        let mut running = vec![false; self.runnables.len()];
+        let leader_only = |r: &Arc<dyn Runnable>| elector.is_some() && r.needs_leader_election();
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| !leader_only(r));
+
+        // The election runs until the runnables have stopped, so that no successor starts
+        // while they still work; its own stop releases the lease.
+        let (elector_stop, elector_stopped) = oneshot::channel::<()>();
+        let mut election = elector.clone().map(|elector| {
+            tokio::spawn(async move {
+                elector
+                    .run(async {
+                        let _ = elector_stopped.await;
+                    })
+                    .await
+            })
+        });
+        let mut leading = elector.as_ref().map(|e| e.status());
+        if election.is_some() {
+            // Campaigning or leading: ready to serve either way.
+            self.set_probe("leader-election", true);
         }
-        let mut running = vec![true; self.runnables.len()];
+        let mut leader_started = false;
         let mut failure: Option<ManagerError> = None;
         // Run until the shutdown or the first failure.
         loop {
@@ -274,6 +451,27 @@ impl Manager {
                     }
                     None => break,
                 },
+                _ = async { leading.as_mut().expect("an election").wait_for(|s| s.leading).await },
+                    if leading.is_some() && !leader_started =>
+                {
+                    tracing::info!("leading: starting the controllers that need a leader");
+                    leader_started = true;
+                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| leader_only(r));
+                }
+                ended = async { election.as_mut().expect("an election").await }, if election.is_some() => {
+                    election = None;
+                    let err = match ended {
+                        Ok(Err(err)) => ManagerError::LeaderElection(err),
+                        Ok(Ok(())) => continue,
+                        Err(join) => ManagerError::Runnable {
+                            runnable: "leader election".into(),
+                            source: join.to_string().into(),
+                        },
+                    };
+                    tracing::error!(error = %err, "stopping the manager");
+                    failure = Some(err);
+                    break;
+                }
             }
         }
         tracing::info!("stopping manager");
@@ -304,9 +502,36 @@ impl Manager {
             tracing::error!(error = %err, "graceful shutdown timed out");
             failure.get_or_insert(err);
         }
+        // Only now, with nothing left running, may a successor lead.
+        let _ = elector_stop.send(());
+        if let Some(election) = election {
+            let _ = election.await;
+        }
         self.factory.shutdown().await;
+        stop_endpoint(endpoint).await;
         tracing::info!("manager stopped");
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Starts the runnables `pick` chooses.
+    fn spawn_runnables(
+        &self,
+        tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
+        running: &mut [bool],
+        stop_rx: &watch::Receiver<bool>,
+        pick: impl Fn(&Arc<dyn Runnable>) -> bool,
+    ) {
+        for (index, runnable) in self.runnables.iter().enumerate().filter(|(_, r)| pick(r)) {
+            let (runnable, stop) = (runnable.clone(), Stop::new(stop_rx.clone()));
+            let span = tracing::info_span!("runnable", name = %runnable.name());
+            let run = async move {
+                let result = AssertUnwindSafe(runnable.start(stop)).catch_unwind().await;
+                // A panic is the runnable's failure, reported as such.
+                (index, result.unwrap_or_else(|panic| Err(panicked(&*panic))))
+            };
+            running[index] = true;
+            tasks.spawn(run.instrument(span));
+        }
     }
 
     /// Records a runnable's end; returns its failure, if it failed.
@@ -365,5 +590,9 @@ where
 
     fn in_flight(&self) -> Vec<String> {
         self.controller.in_flight().iter().map(ToString::to_string).collect()
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        self.controller.runs_on_leader_only()
     }
 }

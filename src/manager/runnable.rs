@@ -29,6 +29,13 @@ pub trait Runnable: Send + Sync + 'static {
     fn in_flight(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Whether it may run only while its manager leads the election (default `true`, as
+    /// controller-runtime's `LeaderElectionRunnable`); without leader election every runnable
+    /// runs.
+    fn needs_leader_election(&self) -> bool {
+        true
+    }
 }
 
 /// The signal to stop: cheap to clone, and a future (`stop.await`) that completes once the

@@ -51,13 +51,27 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
                     "the body of the request was in an unknown format: {e}"
                 ))
             })?;
-            json_patch::patch(target, &ops).map_err(|e| {
-                ApiError::new(
-                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
-            })
+            // One operation at a time, so that a `test` of a missing path against `null`
+            // passes, as in the real server's JSON patch library (kube-runtime's finalizer
+            // patches rely on it); every other operation as RFC 6902 says.
+            for op in ops.0 {
+                if let json_patch::PatchOperation::Test(test) = &op
+                    && test.value.is_null()
+                    && target.pointer(test.path.as_str()).is_none()
+                {
+                    continue;
+                }
+                json_patch::patch(target, &[op]).map_err(|e| {
+                    ApiError::new(
+                        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
+            }
+            Ok(())
         }
         PatchType::Strategic => {
             let patch: Value = parse(patch)?;

@@ -136,7 +136,26 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     if !value["metadata"].is_object() {
         value["metadata"] = json!({});
     }
+    drop_empty_metadata(&mut value["metadata"]);
     Ok(())
+}
+
+/// Drops the metadata lists and maps that are empty (or null), as the real server's typed
+/// `ObjectMeta` (`omitempty`) does: `"finalizers": []` is stored and served as no finalizers,
+/// which JSON patches that `test` the field against `null` rely on.
+fn drop_empty_metadata(meta: &mut Value) {
+    let Some(meta) = meta.as_object_mut() else { return };
+    for field in ["labels", "annotations", "finalizers", "ownerReferences", "managedFields"] {
+        let empty = match meta.get(field) {
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            meta.remove(field);
+        }
+    }
 }
 
 /// Everything but metadata and status: what a change must touch to bump `generation`.

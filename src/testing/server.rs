@@ -125,6 +125,14 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Serves no `group/version` `plural` (empty group for the core), to test a client against
+    /// a server that lacks it: `without_resource("events.k8s.io", "v1", "events")`.
+    pub fn without_resource(mut self, group: &str, version: &str, plural: &str) -> Self {
+        self.resources
+            .retain(|r| !(r.group == group && r.version == version && r.plural == plural));
+        self
+    }
+
     /// The loopback port to bind; 0 (the default) picks a free one.
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;

@@ -41,6 +41,11 @@ where
         self
     }
 
+    /// Whether a metrics provider was set.
+    pub(crate) fn has_metrics(&self) -> bool {
+        self.metrics.is_some()
+    }
+
     /// Whether a name was set.
     pub(crate) fn has_name(&self) -> bool {
         !self.name.is_empty()

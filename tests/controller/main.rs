@@ -7,9 +7,11 @@
 
 mod common;
 mod controller;
+mod events;
 mod factory;
 mod indexer;
 mod informer;
 mod manager;
+mod metrics;
 #[path = "../support/mod.rs"]
 mod support;

@@ -176,3 +176,86 @@ async fn the_graceful_shutdown_timeout_abandons_what_still_runs_and_reports_it()
         other => panic!("expected the timeout, got {other:?}"),
     }
 }
+
+fn quick_election() -> ctrlkit::leaderelection::LeaderElectionConfig {
+    let mut config = ctrlkit::leaderelection::LeaderElectionConfig::default();
+    config.lease_duration = Duration::from_millis(1200);
+    config.renew_deadline = Duration::from_millis(800);
+    config.retry_period = Duration::from_millis(200);
+    config
+}
+
+/// One replica: a manager electing on the Lease `election`, with a controller that needs the
+/// leader and one that does not, both over configmaps.
+struct Replica {
+    leader_only: ReconcileLog,
+    everywhere: ReconcileLog,
+    factory: ctrlkit::cache::SharedInformerFactory,
+    elector: ctrlkit::leaderelection::LeaderElector,
+    log: crate::support::requests::RequestLog,
+    stop: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+fn replica(server: &ctrlkit::testing::ApiServer, identity: &str) -> Replica {
+    use ctrlkit::leaderelection::LeaseLock;
+    let config = kube_client::Config::new(server.url().parse().unwrap());
+    let (client, log) = crate::support::requests::recording_client(config);
+    let lock = LeaseLock::new(client.clone(), "default", "election", identity);
+    let mut manager =
+        Manager::builder(client.clone()).leader_election(lock, quick_election()).build();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (leader_only, everywhere) = (ReconcileLog::default(), ReconcileLog::default());
+    let leader_controller =
+        Controller::builder(cms.clone()).name("leader-only").factory(manager.factory()).build();
+    let everywhere_controller = Controller::builder(cms)
+        .name("everywhere")
+        .factory(manager.factory())
+        .build()
+        .needs_leader_election(false);
+    manager.add_controller(leader_controller, leader_only.reconciler::<ConfigMap>());
+    manager.add_controller(everywhere_controller, everywhere.reconciler::<ConfigMap>());
+    let factory = manager.factory().clone();
+    let elector = manager.leader_elector().unwrap().clone();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    Replica { leader_only, everywhere, factory, elector, log, stop, run }
+}
+
+#[tokio::test]
+async fn only_the_leader_runs_its_controllers_and_a_successor_starts_from_warm_caches() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    cms.create(
+        &Default::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let first = replica(&server, "first");
+    eventually("the first replica leads", || first.elector.is_leader()).await;
+    let second = replica(&server, "second");
+    eventually("both replicas' caches synced and their leaderless controllers ran", || {
+        first.everywhere.count("default/c") == 1 && second.everywhere.count("default/c") == 1
+    })
+    .await;
+    eventually("the leader's controller ran", || first.leader_only.count("default/c") == 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(second.leader_only.count("default/c"), 0, "a follower ran a leader's controller");
+    let cms_of = |r: &Replica| {
+        r.factory.informer_for(Api::<ConfigMap>::namespaced(server.client(), "default"))
+    };
+    assert_eq!(cms_of(&second).indexer().len(), 1, "the follower's cache is warm");
+    let configmap_lists =
+        |r: &Replica| r.log.lists().iter().filter(|l| l.contains("/configmaps?")).count();
+    assert_eq!(configmap_lists(&second), 1);
+
+    // The leader stops gracefully: it releases the lease after its controllers stopped.
+    first.stop.send(()).unwrap();
+    first.run.await.unwrap().expect("a clean stop");
+    eventually("the second replica leads", || second.elector.is_leader()).await;
+    eventually("and reconciles", || second.leader_only.count("default/c") == 1).await;
+    assert_eq!(configmap_lists(&second), 1, "no list after the takeover: {:#?}", second.log.all());
+    second.stop.send(()).unwrap();
+    second.run.await.unwrap().expect("a clean stop");
+}

@@ -8,9 +8,12 @@ use support::Needs;
 
 mod common;
 mod controller;
+mod events;
 mod example;
 mod factory;
+mod finalizer;
 mod informer;
+mod leaderelection;
 mod sources;
 #[path = "../support/mod.rs"]
 mod support;
@@ -24,6 +27,12 @@ fn main() -> ExitCode {
         controller::a_stale_update_conflicts_and_the_retry_succeeds,
         factory::two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind,
         factory::a_metadata_informer_caches_only_metadata,
+        events::repeated_events_form_one_series_and_floods_are_filtered,
+        finalizer::the_finalizer_is_added_before_apply_and_removed_after_cleanup,
+        finalizer::a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked,
+        finalizer::a_stale_cache_cannot_drop_another_finalizer,
+        leaderelection::three_candidates_one_leader_and_failover_on_death_and_on_shutdown,
+        leaderelection::a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires,
         sources::owned_objects_enqueue_their_controlling_owner,
         sources::mappers_triggers_and_predicates_decide_what_is_reconciled,
         example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,

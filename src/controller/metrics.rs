@@ -1,0 +1,45 @@
+//! Hooks for a controller's metrics, as controller-runtime counts them: reconciles by result,
+//! errors, panics, timeouts, keys given up on, reconcile time, workers. An exporter implements
+//! them ([`crate::metrics::Registry`] does, for Prometheus); a controller without them records
+//! nothing and reads no clock for them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a reconcile ended, as `controller_runtime_reconcile_total`'s `result` label and the
+/// error counters see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReconcileOutcome {
+    /// `Ok(Action::done())`: `result="success"`.
+    Success,
+    /// `Ok(Action::requeue_after(..))`: `result="requeue_after"`.
+    RequeueAfter,
+    /// `Err(..)`: `result="error"`, and an error.
+    Error,
+    /// A panic, caught: `result="error"`, an error and a panic.
+    Panic,
+    /// The reconcile timeout ran out: `result="error"`, an error and a timeout.
+    Timeout,
+}
+
+/// What one controller reports.
+pub trait ControllerMetrics: Send + Sync {
+    /// The controller runs `workers` workers (`controller_runtime_max_concurrent_reconciles`).
+    fn max_concurrent_reconciles(&self, workers: usize);
+    /// A worker started reconciling (`controller_runtime_active_workers` up).
+    fn worker_started(&self);
+    /// A worker finished reconciling (`controller_runtime_active_workers` down).
+    fn worker_finished(&self);
+    /// A reconcile ended after `took`.
+    fn reconciled(&self, outcome: ReconcileOutcome, took: Duration);
+    /// A key was given up on after its last retry
+    /// (`controller_runtime_terminal_reconcile_errors_total`).
+    fn dropped(&self);
+}
+
+/// Makes the metrics of each controller.
+pub trait ControllerMetricsProvider: Send + Sync {
+    /// The metrics of the controller named `controller`.
+    fn new_controller_metrics(&self, controller: &str) -> Arc<dyn ControllerMetrics>;
+}

@@ -1,0 +1,139 @@
+//! [`LeaseLock`]: the leader election record kept in a `coordination.k8s.io/v1` Lease, read and
+//! written as client-go's `resourcelock.LeaseLock` does, so that client-go and ctrlkit
+//! candidates can share one Lease.
+
+use std::sync::{Mutex, PoisonError};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube_client::api::PostParams;
+use kube_client::{Api, Client};
+
+/// client-go's `LeaderElectionRecord`: what a Lease's spec says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LeaderElectionRecord {
+    /// The leader's identity; empty when nobody holds the lease (it was released).
+    pub holder_identity: String,
+    /// How long, in whole seconds, the holder claims the lease for after each renewal.
+    pub lease_duration_seconds: i32,
+    /// When the current holder acquired it.
+    pub acquire_time: Option<MicroTime>,
+    /// When the current holder last renewed it.
+    pub renew_time: Option<MicroTime>,
+    /// How many times the lease changed holder.
+    pub leader_transitions: i32,
+}
+
+impl LeaderElectionRecord {
+    fn from_spec(spec: &LeaseSpec) -> Self {
+        Self {
+            holder_identity: spec.holder_identity.clone().unwrap_or_default(),
+            lease_duration_seconds: spec.lease_duration_seconds.unwrap_or_default(),
+            acquire_time: spec.acquire_time.clone(),
+            renew_time: spec.renew_time.clone(),
+            leader_transitions: spec.lease_transitions.unwrap_or_default(),
+        }
+    }
+
+    /// As client-go writes it: every field set (an empty holder is written as `""`).
+    fn to_spec(&self, previous: Option<&LeaseSpec>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.holder_identity.clone()),
+            lease_duration_seconds: Some(self.lease_duration_seconds),
+            acquire_time: self.acquire_time.clone(),
+            renew_time: self.renew_time.clone(),
+            lease_transitions: Some(self.leader_transitions),
+            // Fields client-go 1.20 does not know stay as they were.
+            ..previous.cloned().unwrap_or_default()
+        }
+    }
+}
+
+/// A leader election lock in the Lease `namespace/name`, for the candidate `identity`.
+///
+/// Updates carry the resourceVersion of the Lease last read, so two candidates that read the
+/// same version cannot both write: one gets 409 Conflict (optimistic concurrency).
+pub struct LeaseLock {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    /// The Lease as last read or written: its resourceVersion guards the next update.
+    lease: Mutex<Option<Lease>>,
+}
+
+impl std::fmt::Debug for LeaseLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseLock")
+            .field("lease", &self.describe())
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseLock {
+    /// The Lease `namespace/name`, for the candidate `identity` (unique among candidates: a
+    /// hostname and process id, a pod name).
+    pub fn new(client: Client, namespace: &str, name: &str, identity: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            lease: Mutex::new(None),
+        }
+    }
+
+    /// This candidate's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `namespace/name`.
+    pub fn describe(&self) -> String {
+        format!("{}/{}", self.api.namespace().unwrap_or_default(), self.name)
+    }
+
+    fn store(&self, lease: Option<Lease>) {
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+    }
+
+    /// Reads the record; `None` when the Lease does not exist.
+    pub(crate) async fn get(&self) -> kube_client::Result<Option<LeaderElectionRecord>> {
+        let lease = self.api.get_opt(&self.name).await?;
+        let record = lease
+            .as_ref()
+            .map(|l| LeaderElectionRecord::from_spec(&l.spec.clone().unwrap_or_default()));
+        self.store(lease);
+        Ok(record)
+    }
+
+    /// Creates the Lease with `record`.
+    pub(crate) async fn create(&self, record: &LeaderElectionRecord) -> kube_client::Result<()> {
+        let lease = Lease {
+            metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+            spec: Some(record.to_spec(None)),
+        };
+        let created = self.api.create(&PostParams::default(), &lease).await?;
+        self.store(Some(created));
+        Ok(())
+    }
+
+    /// Writes `record` over the Lease last read, guarded by its resourceVersion.
+    pub(crate) async fn update(&self, record: &LeaderElectionRecord) -> kube_client::Result<()> {
+        let Some(mut lease) = self.lease.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        else {
+            return Err(kube_client::Error::Service(
+                "the lease was not read yet: get or create it first".into(),
+            ));
+        };
+        lease.spec = Some(record.to_spec(lease.spec.as_ref()));
+        let updated = self.api.replace(&self.name, &PostParams::default(), &lease).await?;
+        self.store(Some(updated));
+        Ok(())
+    }
+}

@@ -1,0 +1,485 @@
+//! [`Registry`]: every metric of ctrlkit's layers in one `prometheus-client` registry, under
+//! controller-runtime's names, encoded in the Prometheus text format.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry as PromRegistry;
+
+use crate::cache::{
+    InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
+};
+use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
+use crate::events::{DropReason, EventMetrics};
+use crate::leaderelection::LeaderMetrics;
+use crate::workqueue::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
+};
+
+type Labels<const N: usize> = [(&'static str, String); N];
+type Seconds = Gauge<f64, AtomicU64>;
+type Histograms<const N: usize> = Family<Labels<N>, Histogram, fn() -> Histogram>;
+
+/// controller-runtime's workqueue buckets: 10 ns to 1000 s, by tens.
+fn queue_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(10e-9, 10.0, 12))
+}
+
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+fn reconcile_buckets() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
+        0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
+        15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+    ])
+}
+
+struct Families {
+    queue_depth: Family<Labels<3>, Gauge>,
+    queue_adds: Family<Labels<2>, Counter>,
+    queue_latency: Histograms<2>,
+    queue_work_duration: Histograms<2>,
+    queue_unfinished: Family<Labels<2>, Seconds>,
+    queue_longest: Family<Labels<2>, Seconds>,
+    queue_retries: Family<Labels<2>, Counter>,
+    reconcile_total: Family<Labels<2>, Counter>,
+    reconcile_errors: Family<Labels<1>, Counter>,
+    terminal_errors: Family<Labels<1>, Counter>,
+    reconcile_panics: Family<Labels<1>, Counter>,
+    reconcile_timeouts: Family<Labels<1>, Counter>,
+    reconcile_time: Histograms<1>,
+    max_concurrent: Family<Labels<1>, Gauge>,
+    active_workers: Family<Labels<1>, Gauge>,
+    leader: Family<Labels<1>, Gauge>,
+    informer_lists: Family<Labels<4>, Counter>,
+    informer_watches: Family<Labels<4>, Counter>,
+    informer_events: Family<Labels<4>, Counter>,
+    informer_relists: Family<Labels<3>, Counter>,
+    informer_objects: Family<Labels<3>, Gauge>,
+    informer_resource_version: Family<Labels<3>, Seconds>,
+    events_recorded: Family<Labels<1>, Counter>,
+    events_dropped: Family<Labels<2>, Counter>,
+}
+
+/// One Prometheus registry for everything ctrlkit measures; cheap to clone (clones share it).
+///
+/// It is the metrics provider of each layer (work queues, informers, controllers, leader
+/// election, the event recorder), so a [`Manager`](crate::manager::Manager) given one hands
+/// it to all of them. Register your own metrics with [`register`](Self::register); read the
+/// exposition with [`encode`](Self::encode).
+#[derive(Clone)]
+pub struct Registry {
+    registry: Arc<Mutex<PromRegistry>>,
+    families: Arc<Families>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+macro_rules! register {
+    ($registry:expr, $name:literal, $help:literal) => {{
+        let family = Default::default();
+        $registry.register($name, $help, Clone::clone(&family));
+        family
+    }};
+    ($registry:expr, $name:literal, $help:literal, $constructor:expr) => {{
+        let family: Histograms<_> = Family::new_with_constructor($constructor);
+        $registry.register($name, $help, family.clone());
+        family
+    }};
+}
+
+impl Registry {
+    /// A registry with ctrlkit's metrics, all at zero.
+    pub fn new() -> Self {
+        let mut r = PromRegistry::default();
+        let families = Families {
+            queue_depth: register!(
+                r,
+                "workqueue_depth",
+                "Current depth of workqueue by workqueue and priority"
+            ),
+            queue_adds: register!(r, "workqueue_adds", "Total number of adds handled by workqueue"),
+            queue_latency: register!(
+                r,
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                queue_buckets
+            ),
+            queue_work_duration: register!(
+                r,
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes.",
+                queue_buckets
+            ),
+            queue_unfinished: register!(
+                r,
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."
+            ),
+            queue_longest: register!(
+                r,
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running."
+            ),
+            queue_retries: register!(
+                r,
+                "workqueue_retries",
+                "Total number of retries handled by workqueue"
+            ),
+            reconcile_total: register!(
+                r,
+                "controller_runtime_reconcile",
+                "Total number of reconciliations per controller"
+            ),
+            reconcile_errors: register!(
+                r,
+                "controller_runtime_reconcile_errors",
+                "Total number of reconciliation errors per controller"
+            ),
+            terminal_errors: register!(
+                r,
+                "controller_runtime_terminal_reconcile_errors",
+                "Total number of terminal reconciliation errors per controller"
+            ),
+            reconcile_panics: register!(
+                r,
+                "controller_runtime_reconcile_panics",
+                "Total number of reconciliation panics per controller"
+            ),
+            reconcile_timeouts: register!(
+                r,
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller"
+            ),
+            reconcile_time: register!(
+                r,
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                reconcile_buckets
+            ),
+            max_concurrent: register!(
+                r,
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller"
+            ),
+            active_workers: register!(
+                r,
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller"
+            ),
+            leader: register!(
+                r,
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name."
+            ),
+            informer_lists: register!(
+                r,
+                "ctrlkit_informer_list_requests",
+                "List requests (pages) an informer sent, by result"
+            ),
+            informer_watches: register!(
+                r,
+                "ctrlkit_informer_watch_requests",
+                "Watch requests an informer sent, by result"
+            ),
+            informer_events: register!(
+                r,
+                "ctrlkit_informer_watch_events",
+                "Watch events an informer received, by type"
+            ),
+            informer_relists: register!(
+                r,
+                "ctrlkit_informer_relists",
+                "Lists an informer made after its first sync (410 Expired, ERROR events)"
+            ),
+            informer_objects: register!(
+                r,
+                "ctrlkit_informer_objects",
+                "Objects in an informer's store"
+            ),
+            informer_resource_version: register!(
+                r,
+                "ctrlkit_informer_resource_version",
+                "The resourceVersion an informer's cache is at, when numeric (as etcd's are)"
+            ),
+            events_recorded: register!(
+                r,
+                "ctrlkit_events_recorded",
+                "Events the event recorder wrote to the API server (created or updated), by controller"
+            ),
+            events_dropped: register!(
+                r,
+                "ctrlkit_events_dropped",
+                "Events the event recorder dropped, by controller and reason (spam, buffer_full, write_failed)"
+            ),
+        };
+        Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
+    }
+
+    /// Registers a metric of your own under `name` (a counter's samples get `_total`).
+    pub fn register(
+        &self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner).register(name, help, metric);
+    }
+
+    /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
+        out
+    }
+}
+
+/// A Prometheus metric as a work-queue hook.
+struct Hook<M>(M);
+
+impl CounterMetric for Hook<Counter> {
+    fn inc(&self) {
+        self.0.inc();
+    }
+}
+impl GaugeMetric for Hook<Gauge> {
+    fn inc(&self) {
+        self.0.inc();
+    }
+    fn dec(&self) {
+        self.0.dec();
+    }
+}
+impl SettableGaugeMetric for Hook<Seconds> {
+    fn set(&self, value: f64) {
+        self.0.set(value);
+    }
+}
+impl HistogramMetric for Hook<Histogram> {
+    fn observe(&self, value: f64) {
+        self.0.observe(value);
+    }
+}
+
+/// controller-runtime labels a controller's queue with its name twice: `name` and
+/// `controller`.
+fn queue_labels(name: &str) -> Labels<2> {
+    [("name", name.to_owned()), ("controller", name.to_owned())]
+}
+
+impl MetricsProvider for Registry {
+    fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
+        let [a, b] = queue_labels(name);
+        // No priorities yet: the empty priority, as controller-runtime's plain queues report.
+        Arc::new(Hook(
+            self.families.queue_depth.get_or_create(&[a, b, ("priority", String::new())]).clone(),
+        ))
+    }
+    fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(Hook(self.families.queue_adds.get_or_create(&queue_labels(name)).clone()))
+    }
+    fn new_latency_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(Hook(self.families.queue_latency.get_or_create(&queue_labels(name)).clone()))
+    }
+    fn new_work_duration_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(Hook(self.families.queue_work_duration.get_or_create(&queue_labels(name)).clone()))
+    }
+    fn new_unfinished_work_seconds_metric(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(Hook(self.families.queue_unfinished.get_or_create(&queue_labels(name)).clone()))
+    }
+    fn new_longest_running_processor_seconds_metric(
+        &self,
+        name: &str,
+    ) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(Hook(self.families.queue_longest.get_or_create(&queue_labels(name)).clone()))
+    }
+    fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(Hook(self.families.queue_retries.get_or_create(&queue_labels(name)).clone()))
+    }
+}
+
+/// One controller's metrics.
+struct ControllerHooks {
+    families: Arc<Families>,
+    labels: Labels<1>,
+    reconcile_time: Histogram,
+    active: Gauge,
+}
+
+impl ControllerMetrics for ControllerHooks {
+    fn max_concurrent_reconciles(&self, workers: usize) {
+        self.families.max_concurrent.get_or_create(&self.labels).set(workers as i64);
+    }
+    fn worker_started(&self) {
+        self.active.inc();
+    }
+    fn worker_finished(&self) {
+        self.active.dec();
+    }
+    fn reconciled(&self, outcome: ReconcileOutcome, took: Duration) {
+        let f = &self.families;
+        let result = match outcome {
+            ReconcileOutcome::Success => "success",
+            ReconcileOutcome::RequeueAfter => "requeue_after",
+            _ => "error",
+        };
+        let [controller] = self.labels.clone();
+        f.reconcile_total.get_or_create(&[controller, ("result", result.to_owned())]).inc();
+        match outcome {
+            ReconcileOutcome::Error => {
+                f.reconcile_errors.get_or_create(&self.labels).inc();
+            }
+            ReconcileOutcome::Panic => {
+                f.reconcile_errors.get_or_create(&self.labels).inc();
+                f.reconcile_panics.get_or_create(&self.labels).inc();
+            }
+            ReconcileOutcome::Timeout => {
+                f.reconcile_errors.get_or_create(&self.labels).inc();
+                f.reconcile_timeouts.get_or_create(&self.labels).inc();
+            }
+            _ => {}
+        }
+        self.reconcile_time.observe(took.as_secs_f64());
+    }
+    fn dropped(&self) {
+        self.families.terminal_errors.get_or_create(&self.labels).inc();
+    }
+}
+
+impl ControllerMetricsProvider for Registry {
+    fn new_controller_metrics(&self, controller: &str) -> Arc<dyn ControllerMetrics> {
+        let labels = [("controller", controller.to_owned())];
+        let f = &self.families;
+        // Created now, so that a controller's series exist (at zero) from its start, as
+        // controller-runtime initialises them.
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            let [controller] = labels.clone();
+            let _ = f.reconcile_total.get_or_create(&[controller, ("result", result.to_owned())]);
+        }
+        for family in
+            [&f.reconcile_errors, &f.terminal_errors, &f.reconcile_panics, &f.reconcile_timeouts]
+        {
+            let _ = family.get_or_create(&labels);
+        }
+        Arc::new(ControllerHooks {
+            families: self.families.clone(),
+            reconcile_time: f.reconcile_time.get_or_create(&labels).clone(),
+            active: f.active_workers.get_or_create(&labels).clone(),
+            labels,
+        })
+    }
+}
+
+impl EventMetrics for Registry {
+    fn recorded(&self, controller: &str) {
+        self.families.events_recorded.get_or_create(&[("controller", controller.to_owned())]).inc();
+    }
+    fn dropped(&self, controller: &str, reason: DropReason) {
+        let labels =
+            [("controller", controller.to_owned()), ("reason", reason.as_str().to_owned())];
+        self.families.events_dropped.get_or_create(&labels).inc();
+    }
+}
+
+impl LeaderMetrics for Registry {
+    fn on(&self, name: &str) {
+        self.families.leader.get_or_create(&[("name", name.to_owned())]).set(1);
+    }
+    fn off(&self, name: &str) {
+        self.families.leader.get_or_create(&[("name", name.to_owned())]).set(0);
+    }
+}
+
+/// One informer's metrics.
+struct InformerHooks {
+    families: Arc<Families>,
+    labels: Labels<3>,
+    objects: Gauge,
+    resource_version: Seconds,
+    relists: Counter,
+}
+
+impl InformerHooks {
+    fn with(&self, name: &'static str, value: &str) -> Labels<4> {
+        let [a, b, c] = self.labels.clone();
+        [a, b, c, (name, value.to_owned())]
+    }
+}
+
+fn result_label(result: RequestResult) -> &'static str {
+    match result {
+        RequestResult::Success => "success",
+        _ => "error",
+    }
+}
+
+impl InformerMetrics for InformerHooks {
+    fn list_request(&self, result: RequestResult) {
+        self.families
+            .informer_lists
+            .get_or_create(&self.with("result", result_label(result)))
+            .inc();
+    }
+    fn watch_request(&self, result: RequestResult) {
+        self.families
+            .informer_watches
+            .get_or_create(&self.with("result", result_label(result)))
+            .inc();
+    }
+    fn watch_event(&self, event: WatchEventType) {
+        let kind = match event {
+            WatchEventType::Added => "added",
+            WatchEventType::Modified => "modified",
+            WatchEventType::Deleted => "deleted",
+            WatchEventType::Bookmark => "bookmark",
+            _ => "error",
+        };
+        self.families.informer_events.get_or_create(&self.with("type", kind)).inc();
+    }
+    fn relist(&self) {
+        self.relists.inc();
+    }
+    fn objects(&self, count: usize) {
+        self.objects.set(count as i64);
+    }
+    fn resource_version(&self, resource_version: &str) {
+        if let Ok(rv) = resource_version.parse::<u64>() {
+            self.resource_version.set(rv as f64);
+        }
+    }
+}
+
+impl InformerMetricsProvider for Registry {
+    fn new_informer_metrics(&self, labels: &InformerLabels) -> Arc<dyn InformerMetrics> {
+        let labels: Labels<3> = [
+            ("resource", labels.resource.clone()),
+            ("namespace", labels.namespace.clone()),
+            ("selector", labels.selector.clone()),
+        ];
+        let f = &self.families;
+        Arc::new(InformerHooks {
+            families: self.families.clone(),
+            objects: f.informer_objects.get_or_create(&labels).clone(),
+            resource_version: f.informer_resource_version.get_or_create(&labels).clone(),
+            relists: f.informer_relists.get_or_create(&labels).clone(),
+            labels,
+        })
+    }
+}

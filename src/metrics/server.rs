@@ -1,0 +1,130 @@
+//! [`MetricsServer`]: one HTTP endpoint for Prometheus and the kubelet's probes.
+//!
+//! - `GET /metrics`: the [`Registry`] in the Prometheus text format.
+//! - `GET /healthz`: `200 ok` while the process serves (a liveness probe).
+//! - `GET /readyz`: `200 ok` once every readiness check passes, else `503` naming the checks
+//!   that fail, one per line, in the style of kube-apiserver's `/readyz?verbose`
+//!   (`[-]caches-synced failed`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::Registry;
+
+/// Readiness checks by name; the endpoint is ready when all pass. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Probes {
+    checks: Arc<Mutex<BTreeMap<String, bool>>>,
+}
+
+impl Probes {
+    /// Sets whether the check `name` passes (adding it if new).
+    pub fn set(&self, name: &str, passes: bool) {
+        self.checks.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), passes);
+    }
+
+    /// Whether every check passes.
+    pub fn is_ready(&self) -> bool {
+        self.checks.lock().unwrap_or_else(PoisonError::into_inner).values().all(|p| *p)
+    }
+
+    /// `[+]name ok` / `[-]name failed`, one line per check.
+    fn report(&self) -> String {
+        let checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
+        checks
+            .iter()
+            .map(|(name, passes)| match passes {
+                true => format!("[+]{name} ok\n"),
+                false => format!("[-]{name} failed\n"),
+            })
+            .collect()
+    }
+}
+
+/// The endpoint, serving until [`shutdown`](Self::shutdown) or drop.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (port 0 picks a free one) and serves `registry` and `probes`.
+    pub async fn start(
+        addr: SocketAddr,
+        registry: Registry,
+        probes: Probes,
+    ) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let router = axum::Router::new()
+            .route(
+                "/metrics",
+                get(move || {
+                    let registry = registry.clone();
+                    async move {
+                        let content_type =
+                            prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+                        ([(header::CONTENT_TYPE, content_type)], registry.encode())
+                    }
+                }),
+            )
+            .route("/healthz", get(|| async { "ok" }))
+            .route(
+                "/readyz",
+                get(move || {
+                    let probes = probes.clone();
+                    async move {
+                        match probes.is_ready() {
+                            true => (StatusCode::OK, "ok".to_owned()).into_response(),
+                            false => {
+                                (StatusCode::SERVICE_UNAVAILABLE, probes.report()).into_response()
+                            }
+                        }
+                    }
+                }),
+            );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::error!(%err, "the metrics endpoint stopped");
+            }
+        });
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        Ok(Self { addr, stop: Some(stop), task: Some(task) })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving and waits for the server to end.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The metrics endpoint: controller-runtime's metric names, types and labels, scraped and
+//! parsed as Prometheus would; `/healthz`; `/readyz` ready only once the caches synced.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::ObjectKey;
+use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
+use ctrlkit::manager::Manager;
+use ctrlkit::testing::Failure;
+use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::Api;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::common::*;
+
+/// A free loopback port (bound, read, released).
+fn free_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// `GET path` over plain HTTP/1.0: (status, body).
+async fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// A text exposition: each metric's type, and each sample's value by `name{labels}`.
+struct Exposition {
+    types: HashMap<String, String>,
+    samples: HashMap<String, f64>,
+}
+
+fn parse(text: &str) -> Exposition {
+    let (mut types, mut samples) = (HashMap::new(), HashMap::new());
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+            types.insert(name.to_owned(), kind.to_owned());
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let (series, value) = line.rsplit_once(' ').expect("a sample: series value");
+            samples.insert(series.to_owned(), value.parse().expect("a numeric value"));
+        }
+    }
+    Exposition { types, samples }
+}
+
+/// Succeeds on "ok", fails on "bad", panics on "boom", hangs on "slow".
+struct Mixed;
+
+#[async_trait]
+impl Reconciler for Mixed {
+    type Object = Pod;
+    type Error = String;
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+        match key.name.as_str() {
+            "bad" => Err("bad pod".into()),
+            "boom" => panic!("boom"),
+            "slow" => std::future::pending().await,
+            "later" => Ok(Action::requeue_after(Duration::from_secs(3600))),
+            _ => Ok(Action::done()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["ok", "bad", "boom", "slow", "later"]).await;
+    let address = free_address();
+    let mut election = LeaderElectionConfig::default();
+    election.lease_duration = Duration::from_millis(1200);
+    election.renew_deadline = Duration::from_millis(800);
+    election.retry_period = Duration::from_millis(200);
+    let lock = LeaseLock::new(server.client(), "default", "metrics-test", "me");
+    let mut manager = Manager::builder(server.client())
+        .metrics_address(address)
+        .leader_election(lock, election)
+        .graceful_shutdown_timeout(Duration::from_millis(200))
+        .build();
+    let limiter =
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_millis(20));
+    let controller = Controller::builder(pods)
+        .factory(manager.factory())
+        .queue(WorkQueue::builder().rate_limiter(limiter))
+        .build()
+        .workers(3)
+        .max_retries(1)
+        .reconcile_timeout(Duration::from_millis(100));
+    manager.add_controller(controller, Mixed);
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let scrape =
+        || async { parse(&get(address, "/metrics").await.map(|(_, b)| b).unwrap_or_default()) };
+    let value = |e: &Exposition, series: &str| e.samples.get(series).copied();
+    let mut exposition = scrape().await;
+    for _ in 0..200 {
+        let done = value(
+            &exposition,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="pods"}"#,
+        )
+        .is_some_and(|v| v >= 3.0);
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        exposition = scrape().await;
+    }
+    let types = [
+        ("workqueue_depth", "gauge"),
+        ("workqueue_adds_total", "counter"),
+        ("workqueue_queue_duration_seconds", "histogram"),
+        ("workqueue_work_duration_seconds", "histogram"),
+        ("workqueue_unfinished_work_seconds", "gauge"),
+        ("workqueue_longest_running_processor_seconds", "gauge"),
+        ("workqueue_retries_total", "counter"),
+        ("controller_runtime_reconcile_total", "counter"),
+        ("controller_runtime_reconcile_errors_total", "counter"),
+        ("controller_runtime_terminal_reconcile_errors_total", "counter"),
+        ("controller_runtime_reconcile_panics_total", "counter"),
+        ("controller_runtime_reconcile_timeouts_total", "counter"),
+        ("controller_runtime_reconcile_time_seconds", "histogram"),
+        ("controller_runtime_max_concurrent_reconciles", "gauge"),
+        ("controller_runtime_active_workers", "gauge"),
+        ("leader_election_master_status", "gauge"),
+        ("ctrlkit_informer_list_requests_total", "counter"),
+        ("ctrlkit_informer_watch_requests_total", "counter"),
+        ("ctrlkit_informer_objects", "gauge"),
+    ];
+    for (name, kind) in types {
+        assert_eq!(exposition.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
+    }
+    let expect = |series: &str, check: &dyn Fn(f64) -> bool| {
+        let got = value(&exposition, series);
+        assert!(got.is_some_and(check), "{series} = {got:?}");
+    };
+    let c = r#"controller="pods""#;
+    let q = r#"name="pods",controller="pods""#;
+    expect(&format!(r#"controller_runtime_reconcile_total{{{c},result="success"}}"#), &|v| {
+        v >= 1.0
+    });
+    expect(&format!(r#"controller_runtime_reconcile_total{{{c},result="requeue_after"}}"#), &|v| {
+        v >= 1.0
+    });
+    expect(&format!(r#"controller_runtime_reconcile_total{{{c},result="error"}}"#), &|v| v >= 6.0);
+    expect(&format!(r#"controller_runtime_reconcile_total{{{c},result="requeue"}}"#), &|v| {
+        v == 0.0
+    });
+    expect(&format!("controller_runtime_reconcile_errors_total{{{c}}}"), &|v| v >= 6.0);
+    expect(&format!("controller_runtime_reconcile_panics_total{{{c}}}"), &|v| v >= 2.0);
+    expect(&format!("controller_runtime_reconcile_timeouts_total{{{c}}}"), &|v| v >= 2.0);
+    expect(&format!("controller_runtime_terminal_reconcile_errors_total{{{c}}}"), &|v| v >= 3.0);
+    expect(&format!("controller_runtime_max_concurrent_reconciles{{{c}}}"), &|v| v == 3.0);
+    expect(&format!("controller_runtime_reconcile_time_seconds_count{{{c}}}"), &|v| v >= 8.0);
+    expect(&format!("workqueue_adds_total{{{q}}}"), &|v| v >= 5.0);
+    expect(&format!("workqueue_retries_total{{{q}}}"), &|v| v >= 3.0);
+    expect(&format!(r#"workqueue_depth{{{q},priority=""}}"#), &|v| v >= 0.0);
+    expect(&format!("workqueue_work_duration_seconds_count{{{q}}}"), &|v| v >= 8.0);
+    expect(r#"leader_election_master_status{name="metrics-test"}"#, &|v| v == 1.0);
+    let informer = r#"resource="pods",namespace="default",selector="""#;
+    expect(
+        &format!(r#"ctrlkit_informer_list_requests_total{{{informer},result="success"}}"#),
+        &|v| v == 1.0,
+    );
+    expect(
+        &format!(r#"ctrlkit_informer_watch_requests_total{{{informer},result="success"}}"#),
+        &|v| v >= 1.0,
+    );
+    expect(&format!("ctrlkit_informer_objects{{{informer}}}"), &|v| v == 5.0);
+    expect(&format!("ctrlkit_informer_resource_version{{{informer}}}"), &|v| v > 0.0);
+    assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())));
+    stop.send(()).unwrap();
+    let _ = run.await.unwrap(); // the stuck reconcile makes the stop time out; that is another test
+}
+
+#[tokio::test]
+async fn readyz_turns_ready_only_once_the_caches_synced() {
+    let server = server().await;
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let address = free_address();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let mut manager = Manager::builder(server.client()).metrics_address(address).build();
+    let controller = Controller::builder(pods)
+        .factory(manager.factory())
+        .informer(|b| b.backoff(fast_backoff()))
+        .build();
+    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let mut readyz = None;
+    for _ in 0..100 {
+        readyz = get(address, "/readyz").await;
+        if readyz.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = readyz.expect("the endpoint answers");
+    assert_eq!(status, 503, "not ready while lists fail: {body}");
+    assert!(body.contains("[-]caches-synced failed"), "{body}");
+    assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())), "alive all the same");
+    server.faults().fail_next(0, Failure::InternalError);
+    eventually_async("ready once the caches synced", || async {
+        get(address, "/readyz").await == Some((200, "ok".into()))
+    })
+    .await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+async fn eventually_async<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}

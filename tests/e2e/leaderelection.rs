@@ -1,0 +1,190 @@
+//! Leader election on a Lease: three candidates, one leader at every instant; failover when
+//! the leader dies and when it stops gracefully; a leader cut off from the server steps down
+//! before anyone takes over. Timings are scaled down from client-go's defaults (lease 1.2 s,
+//! renew deadline 0.8 s, retry 0.2 s) so the cases stay short; the algorithm is the same.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctrlkit::leaderelection::{
+    JITTER_FACTOR, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::{Api, Client};
+use tokio::time::Instant;
+
+use super::common::*;
+use crate::support::Target;
+
+fn config() -> LeaderElectionConfig {
+    let mut config = LeaderElectionConfig::default();
+    config.lease_duration = Duration::from_millis(1200);
+    config.renew_deadline = Duration::from_millis(800);
+    config.retry_period = Duration::from_millis(200);
+    config
+}
+
+/// The instants a candidate started leading, and stopped (`None`: leads still).
+type Intervals = Arc<Mutex<Vec<(Instant, Option<Instant>)>>>;
+
+/// One candidate: its elector, its run, and the instants it started and stopped leading.
+struct Candidate {
+    elector: LeaderElector,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    run: tokio::task::JoinHandle<Result<(), LeaderElectionError>>,
+    intervals: Intervals,
+}
+
+impl Candidate {
+    fn start(client: Client, ns: &str, identity: &str) -> Candidate {
+        let lock = LeaseLock::new(client, ns, "election", identity);
+        let elector = LeaderElector::new(lock, config()).expect("a valid config");
+        let intervals: Intervals = Arc::default();
+        let mut status = elector.status();
+        let record = intervals.clone();
+        tokio::spawn(async move {
+            while status.changed().await.is_ok() {
+                let leading = status.borrow_and_update().leading;
+                let mut intervals = record.lock().unwrap();
+                match (leading, intervals.last_mut()) {
+                    (true, _) => intervals.push((Instant::now(), None)),
+                    (false, Some((_, end @ None))) => *end = Some(Instant::now()),
+                    _ => {}
+                }
+            }
+        });
+        let (stop, stopped) = shutdown();
+        let run = {
+            let elector = elector.clone();
+            tokio::spawn(async move { elector.run(stopped).await })
+        };
+        Candidate { elector, stop: Some(stop), run, intervals }
+    }
+
+    fn leading(&self) -> bool {
+        self.elector.is_leader()
+    }
+
+    /// Ends the candidate as a killed process ends: no release, its interval cut now.
+    fn kill(&self) {
+        self.run.abort();
+        let mut intervals = self.intervals.lock().unwrap();
+        if let Some((_, end @ None)) = intervals.last_mut() {
+            *end = Some(Instant::now());
+        }
+    }
+
+    fn intervals(&self) -> Vec<(Instant, Instant)> {
+        let far = Instant::now() + Duration::from_secs(3600);
+        self.intervals.lock().unwrap().iter().map(|&(s, e)| (s, e.unwrap_or(far))).collect()
+    }
+}
+
+/// No two candidates' leading intervals overlap.
+fn assert_one_leader_at_a_time(candidates: &[&Candidate]) {
+    let all: Vec<(usize, Instant, Instant)> = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.intervals().into_iter().map(move |(s, e)| (i, s, e)))
+        .collect();
+    for (i, s1, e1) in &all {
+        for (j, s2, e2) in &all {
+            if i != j {
+                assert!(e1 <= s2 || e2 <= s1, "candidates {i} and {j} led at once: {all:?}");
+            }
+        }
+    }
+}
+
+fn refs(candidates: &[Candidate]) -> Vec<&Candidate> {
+    candidates.iter().collect()
+}
+
+async fn wait_for_leader(candidates: &[&Candidate], limit: Duration) -> (usize, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(i) = candidates.iter().position(|c| c.leading()) {
+            return (i, started.elapsed());
+        }
+        assert!(started.elapsed() < limit, "no leader within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t: &Target) {
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    let mut candidates: Vec<Candidate> =
+        ["a", "b", "c"].iter().map(|id| Candidate::start(t.client.clone(), &t.ns, id)).collect();
+    let (first, _) = wait_for_leader(&refs(&candidates), Duration::from_secs(10)).await;
+    // Leadership is stable while the leader renews.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(candidates[first].leading(), "the first leader kept leading");
+    assert_eq!(candidates.iter().filter(|c| c.leading()).count(), 1);
+
+    // Killed: another leads within the lease duration and one jittered retry (plus request
+    // time).
+    let config = config();
+    candidates[first].kill();
+    let others: Vec<&Candidate> =
+        candidates.iter().enumerate().filter(|(i, _)| *i != first).map(|(_, c)| c).collect();
+    let (second, after_kill) = wait_for_leader(&others, Duration::from_secs(10)).await;
+    let second = candidates.iter().position(|c| std::ptr::eq(c, others[second])).unwrap();
+    let bound = config.lease_duration + config.retry_period.mul_f64(1.0 + JITTER_FACTOR);
+    assert!(
+        after_kill <= bound + Duration::from_millis(500),
+        "failover after a kill took {after_kill:?}"
+    );
+
+    // Stopped gracefully: it releases the lease; the third takes over at its next attempt.
+    let before = Instant::now();
+    candidates[second].stop.take().unwrap().send(()).unwrap();
+    let third = 3 - first - second;
+    while !candidates[third].leading() {
+        assert!(before.elapsed() < Duration::from_secs(10), "no takeover after a release");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after_release = before.elapsed();
+    assert!(
+        after_release
+            <= config.retry_period.mul_f64(1.0 + JITTER_FACTOR) + Duration::from_millis(500),
+        "failover after a graceful stop took {after_release:?}"
+    );
+    let run = &mut candidates[second].run;
+    assert_eq!(run.await.unwrap(), Ok(()), "a graceful stop ends the run cleanly");
+    assert_one_leader_at_a_time(&refs(&candidates));
+
+    // The Lease as client-go would leave it: the third holds it, three transitions in all
+    // (created by the first, taken by the second, released, taken by the third).
+    let lease = leases.get("election").await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(["a", "b", "c"][third]));
+    assert_eq!(lease.lease_transitions, Some(2));
+    assert_eq!(lease.lease_duration_seconds, Some(1));
+    assert!(lease.acquire_time.is_some() && lease.renew_time.is_some());
+    let _ = candidates[third].stop.take().map(|s| s.send(()));
+}
+
+/// A leader whose requests hang steps down within the renew deadline (and a retry), before
+/// its lease can expire for the others; another takes over after it.
+pub async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires(t: &Target) {
+    let (proxy, through_proxy, _) = t.through_proxy().await;
+    let mut leader = Candidate::start(through_proxy, &t.ns, "cut-off");
+    eventually("the first candidate leads", || leader.leading()).await;
+    let follower = Candidate::start(t.client.clone(), &t.ns, "follower");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!follower.leading());
+    let cut = Instant::now();
+    proxy.close();
+    eventually("the cut-off leader steps down", || !leader.leading()).await;
+    let stepped_down = cut.elapsed();
+    let config = config();
+    assert!(
+        stepped_down <= config.renew_deadline + config.retry_period + Duration::from_millis(300),
+        "stepped down after {stepped_down:?}"
+    );
+    eventually("the follower takes over", || follower.leading()).await;
+    let result = (&mut leader.run).await.unwrap();
+    assert!(matches!(result, Err(LeaderElectionError::Lost { .. })), "{result:?}");
+    assert_one_leader_at_a_time(&[&leader, &follower]);
+    let _ = leader.stop.take();
+    proxy.open();
+}
