@@ -7,13 +7,19 @@
 //! edits) are filtered out by a predicate. One [`Manager`] hosts the controller over one
 //! informer factory; the ConfigMap cache gets an index by owner, which the reconciler reads.
 //!
+//! It puts the finalizer `ctrlkit.example.com/cleanup` on each set, whose cleanup deletes the
+//! set's ConfigMaps before the set goes; it records events (`kubectl get events`) when it
+//! creates, restores and deletes ConfigMaps. With `--leader-elect`, replicas elect a leader on
+//! the Lease `configmap-sets` (identity: hostname and process id) and only the leader
+//! reconciles; with `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz`.
+//!
 //! It applies its CustomResourceDefinition (`examples/configmap_sets.crd.yaml`) when the
 //! cluster lacks it. It uses your cluster when one is configured (KUBECONFIG,
 //! `~/.kube/config`, in-cluster); otherwise it starts ctrlkit's embedded API server and plays
 //! a short demo on it.
 //!
 //! ```text
-//! cargo run --example configmap_sets -- [--namespace NS] [--embedded]
+//! cargo run --example configmap_sets -- [--namespace NS] [--embedded] [--leader-elect] [--metrics-addr ADDR]
 //! kubectl apply -f - <<'EOF'
 //! apiVersion: ctrlkit.example.com/v1
 //! kind: ConfigMapSet
@@ -32,6 +38,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::{Indexer, ObjectKey};
 use ctrlkit::controller::{Action, Controller, Predicate, Reconciler};
+use ctrlkit::events::{EventRecorder, EventType, NewEvent};
+use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
+use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock, default_identity};
 use ctrlkit::manager::{Manager, shutdown_signal};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -46,6 +55,8 @@ const GROUP: &str = "ctrlkit.example.com";
 const CRD: &str = include_str!("configmap_sets.crd.yaml");
 /// The ConfigMap cache's index of ConfigMaps by the `namespace/name` of their controlling set.
 const BY_SET: &str = "configmapset";
+/// The finalizer whose cleanup deletes a set's ConfigMaps before the set goes.
+const FINALIZER: &str = "ctrlkit.example.com/cleanup";
 
 /// `ConfigMapSet` (`ctrlkit.example.com/v1`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -122,30 +133,43 @@ struct SetReconciler {
     client: Client,
     /// The ConfigMaps, indexed by controlling set: the controller's own cache of them.
     configmaps: Indexer<ConfigMap>,
+    events: EventRecorder,
 }
 
 #[async_trait]
 impl Reconciler for SetReconciler {
     type Object = ConfigMapSet;
-    type Error = kube_client::Error;
+    type Error = FinalizerError<kube_client::Error>;
 
     async fn reconcile(
         &self,
         key: &ObjectKey,
         set: Option<Arc<ConfigMapSet>>,
     ) -> Result<Action, Self::Error> {
+        // Gone: its finalizer's cleanup ran before it went.
+        let Some(set) = set else { return Ok(Action::done()) };
+        let sets: Api<ConfigMapSet> =
+            Api::namespaced(self.client.clone(), key.namespace.as_deref().unwrap_or("default"));
+        finalizer(&sets, FINALIZER, set, |event| async move {
+            match event {
+                Event::Apply(set) => self.apply(key, &set).await,
+                Event::Cleanup(set) => self.cleanup(key, &set).await,
+            }
+        })
+        .await
+    }
+}
+
+impl SetReconciler {
+    /// Makes the set's ConfigMaps match its spec and writes its status.
+    async fn apply(
+        &self,
+        key: &ObjectKey,
+        set: &ConfigMapSet,
+    ) -> Result<Action, kube_client::Error> {
         let namespace = key.namespace.as_deref().unwrap_or("default");
         let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let owned = self.configmaps.by_index(BY_SET, &key.to_string()).unwrap_or_default();
-        let Some(set) = set else {
-            // A cluster's garbage collector deletes them through their owner references; this
-            // also cleans up where none runs (the embedded server, a bare kube-apiserver).
-            for cm in &owned {
-                delete_ignoring_missing(&configmaps, &cm.name_any()).await?;
-            }
-            println!("ConfigMapSet {key} is gone: deleted its {} ConfigMaps", owned.len());
-            return Ok(Action::done());
-        };
         let replicas = set.spec.replicas.max(0);
         let wanted: Vec<String> = (0..replicas).map(|i| format!("{}-{i}", key.name)).collect();
         let mut ready = 0;
@@ -153,8 +177,10 @@ impl Reconciler for SetReconciler {
             let cached = self.configmaps.get(&ObjectKey::namespaced(namespace, name));
             match cached {
                 None => {
-                    configmaps.create(&PostParams::default(), &self.desired(&set, name)).await?;
+                    let cm =
+                        configmaps.create(&PostParams::default(), &self.desired(set, name)).await?;
                     println!("ConfigMapSet {key}: created ConfigMap {name}");
+                    self.event(set, &cm, "Created", "Create", &format!("created ConfigMap {name}"));
                 }
                 Some(cm) if controlling_set(&cm).as_deref() != Some(&key.to_string()) => {
                     println!(
@@ -173,6 +199,8 @@ impl Reconciler for SetReconciler {
                     let patch = Patch::Merge(json!({ "data": data }));
                     configmaps.patch(name, &PatchParams::default(), &patch).await?;
                     println!("ConfigMapSet {key}: restored ConfigMap {name}");
+                    let note = format!("restored ConfigMap {name}");
+                    self.event(set, &cm, "Restored", "Update", &note);
                 }
                 Some(_) => ready += 1,
             }
@@ -180,6 +208,13 @@ impl Reconciler for SetReconciler {
         for cm in owned.iter().filter(|cm| !wanted.contains(&cm.name_any())) {
             delete_ignoring_missing(&configmaps, &cm.name_any()).await?;
             println!("ConfigMapSet {key}: deleted ConfigMap {}", cm.name_any());
+            self.event(
+                set,
+                cm,
+                "Deleted",
+                "Delete",
+                &format!("deleted ConfigMap {}", cm.name_any()),
+            );
         }
         let status = ConfigMapSetStatus { ready };
         if set.status.as_ref() != Some(&status) {
@@ -190,9 +225,45 @@ impl Reconciler for SetReconciler {
         }
         Ok(Action::done())
     }
-}
 
-impl SetReconciler {
+    /// The set is being deleted: its ConfigMaps go first, then (the finalizer removed) the set.
+    async fn cleanup(
+        &self,
+        key: &ObjectKey,
+        set: &ConfigMapSet,
+    ) -> Result<Action, kube_client::Error> {
+        let namespace = key.namespace.as_deref().unwrap_or("default");
+        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        // Asked of the server, not the cache: a ConfigMap the cache has not heard of yet must
+        // not outlive the set.
+        let all = configmaps.list(&Default::default()).await?;
+        let owned: Vec<&ConfigMap> = all
+            .items
+            .iter()
+            .filter(|cm| controlling_set(cm).as_deref() == Some(&key.to_string()))
+            .collect();
+        for cm in &owned {
+            delete_ignoring_missing(&configmaps, &cm.name_any()).await?;
+            self.event(
+                set,
+                cm,
+                "Deleted",
+                "Delete",
+                &format!("deleted ConfigMap {}", cm.name_any()),
+            );
+        }
+        println!("ConfigMapSet {key} is being deleted: deleted its {} ConfigMaps", owned.len());
+        Ok(Action::done())
+    }
+
+    /// Records a Normal event about `set` and the ConfigMap `cm` (related: so that each
+    /// ConfigMap's events are a series of their own); never blocks, never fails.
+    fn event(&self, set: &ConfigMapSet, cm: &ConfigMap, reason: &str, action: &str, note: &str) {
+        let event =
+            NewEvent::new(EventType::Normal, reason, action, note).related(cm.object_ref(&()));
+        self.events.publish_for(set, event);
+    }
+
     /// The ConfigMap `name` of `set`: its data, a label, and the set as controller.
     fn desired(&self, set: &ConfigMapSet, name: &str) -> ConfigMap {
         let owner = set.controller_owner_ref(&()).expect("a cached set has a name and uid");
@@ -308,7 +379,19 @@ async fn demo(client: Client, namespace: &str) -> Result<(), String> {
             none.then_some(())
         }
     };
-    wait_for("demo-1 and demo-2 deleted", gone).await
+    wait_for("demo-1 and demo-2 deleted", gone).await?;
+
+    println!("Demo: deleting ConfigMapSet demo (its finalizer deletes its ConfigMaps first)");
+    sets.delete("demo", &DeleteParams::default()).await.map_err(|e| fail("deleting the set", e))?;
+    let all_gone = || {
+        let (sets, configmaps) = (sets.clone(), configmaps.clone());
+        async move {
+            let none = sets.get_opt("demo").await.ok()?.is_none()
+                && configmaps.get_opt("demo-0").await.ok()?.is_none();
+            none.then_some(())
+        }
+    };
+    wait_for("the set and its ConfigMaps gone", all_gone).await
 }
 
 /// Polls `check` until it yields `Some`, for up to 10 s.
@@ -331,10 +414,20 @@ mod support;
 struct Args {
     namespace: String,
     embedded: bool,
+    leader_elect: bool,
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
+const USAGE: &str =
+    "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] [--metrics-addr ADDR]";
+
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { namespace: "default".into(), embedded: false };
+    let mut args = Args {
+        namespace: "default".into(),
+        embedded: false,
+        leader_elect: false,
+        metrics_addr: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -342,9 +435,13 @@ fn parse_args() -> Result<Args, String> {
                 args.namespace = it.next().ok_or("--namespace needs a value")?
             }
             "--embedded" => args.embedded = true,
-            "--help" | "-h" => {
-                return Err("usage: configmap_sets [--namespace NS] [--embedded]".into());
+            "--leader-elect" => args.leader_elect = true,
+            "--metrics-addr" => {
+                let addr = it.next().ok_or("--metrics-addr needs an address, as 127.0.0.1:8080")?;
+                let parsed = addr.parse().map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+                args.metrics_addr = Some(parsed);
             }
+            "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
@@ -374,8 +471,19 @@ async fn main() -> ExitCode {
     }
 
     let ns = args.namespace.as_str();
-    let mut manager =
-        Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(10)).build();
+    let mut builder =
+        Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(10));
+    if args.leader_elect {
+        let identity = default_identity();
+        println!("Leader election on Lease {ns}/configmap-sets as {identity}");
+        let lock = LeaseLock::new(client.clone(), ns, "configmap-sets", &identity);
+        builder = builder.leader_election(lock, LeaderElectionConfig::default());
+    }
+    if let Some(addr) = args.metrics_addr {
+        println!("Serving /metrics, /healthz and /readyz on {addr}");
+        builder = builder.metrics_address(addr);
+    }
+    let mut manager = builder.build();
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     // The controller's ConfigMap informer (the factory shares it), with an index by owner.
@@ -392,7 +500,25 @@ async fn main() -> ExitCode {
         .owns(configmaps)
         .build()
         .workers(2);
-    manager.add_controller(controller, SetReconciler { client: client.clone(), configmaps: cache });
+    let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
+    manager.add_controller(
+        controller,
+        SetReconciler { client: client.clone(), configmaps: cache, events },
+    );
+    if let Some(elector) = manager.leader_elector() {
+        // Say who leads, for whoever watches the processes.
+        let mut status = elector.status();
+        tokio::spawn(async move {
+            let mut leading = false;
+            while status.changed().await.is_ok() {
+                let now = status.borrow_and_update().leading;
+                if now != leading {
+                    leading = now;
+                    println!("{}", if leading { "Became the leader" } else { "Stopped leading" });
+                }
+            }
+        });
+    }
 
     let demo_failed = std::sync::atomic::AtomicBool::new(false);
     let shutdown = async {

@@ -4,9 +4,10 @@
 //!
 //! Call [`finalizer`] from a reconcile with the object from the cache:
 //!
-//! - not being deleted and without the finalizer: the finalizer is added, and nothing else
-//!   happens now (the write brings the object back to the controller, which applies then), so
-//!   no external state is ever made for an object that could be deleted without cleanup;
+//! - not being deleted and without the finalizer: the finalizer is added first, and then
+//!   [`Event::Apply`] runs with the object as the server returned it, so no external state is
+//!   ever made for an object that could be deleted without cleanup (and a predicate that
+//!   filters the finalizer's own write cannot leave the object unapplied);
 //! - not being deleted, with the finalizer: [`Event::Apply`], the user's logic;
 //! - being deleted, with the finalizer: [`Event::Cleanup`]; once it succeeds the finalizer is
 //!   removed and Kubernetes finishes the delete; if it fails, the finalizer stays and the
@@ -175,8 +176,10 @@ where
             };
             let patch = Patch::Json(json_patch::Patch(operations));
             match api.patch::<()>(&object_name, &PatchParams::default(), &patch).await {
-                // The write brings the object back; apply runs then.
-                Ok(_) => Ok(Action::done()),
+                Ok(patched) => apply_or_cleanup(Event::Apply(Arc::new(patched)))
+                    .await
+                    .map_err(FinalizerError::ApplyFailed),
+                // Gone meanwhile: nothing to apply, nothing to clean up.
                 Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(Action::done()),
                 Err(source) => Err(FinalizerError::AddFinalizer {
                     finalizer: name.to_owned(),

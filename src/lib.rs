@@ -17,6 +17,15 @@
 //!   process over one [`SharedInformerFactory`](cache::SharedInformerFactory), and stops them
 //!   gracefully on SIGTERM or Ctrl-C.
 //!
+//! And what operators need in production:
+//!
+//! - [`leaderelection`]: Lease-based leader election with client-go's algorithm; a manager
+//!   runs its controllers only while it leads.
+//! - [`metrics`] (feature `metrics`): Prometheus metrics under controller-runtime's names, and
+//!   the `/metrics` `/healthz` `/readyz` endpoint.
+//! - [`finalizer`]: clean up before an object goes.
+//! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
+//!
 //! ## Cargo features
 //!
 //! | feature | what it adds |

@@ -67,7 +67,9 @@
 //! - `generation` is kept for every kind (the real server leaves it unset for kinds without a
 //!   spec, such as ConfigMaps).
 //! - `managedFields` are stored as sent, not computed; server-side apply
-//!   (`application/apply-patch+yaml`) answers 415. So an update whose only change the server
+//!   (`application/apply-patch+yaml`) answers 415. (Empty metadata lists and maps, such as
+//!   `finalizers: []`, are dropped as the real server drops them; a JSON patch `test` of a
+//!   missing path against `null` passes, as in its JSON patch library.) So an update whose only change the server
 //!   discards (status sent to the main endpoint) writes nothing here; the real server records
 //!   the request in managedFields, which is a write with a new resourceVersion.
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33 (the discovery version this
@@ -80,6 +82,8 @@
 //! - Only JSON and its metadata-only forms: no protobuf, no CBOR, no `as=Table` (passed over
 //!   for a JSON form later in `Accept`, so kubectl prints its client-side columns). No OpenAPI
 //!   documents (`kubectl apply` needs `--validate=false`).
+//! - `events.k8s.io/v1` and `core/v1` Events are two stores (the real server keeps one and
+//!   serves it through both), so `kubectl get events` lists only core/v1 ones here.
 //! - A CRD's schema is not validated against, nor its defaults applied; its delete is
 //!   immediate (the real server keeps it `Terminating` while it deletes the objects).
 //! - A bookmark carries the store's newest resourceVersion, of any kind; the real server's

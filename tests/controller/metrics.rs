@@ -2,7 +2,6 @@
 //! parsed as Prometheus would; `/healthz`; `/readyz` ready only once the caches synced.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,26 +14,9 @@ use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::common::*;
-
-/// A free loopback port (bound, read, released).
-fn free_address() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
-
-/// `GET path` over plain HTTP/1.0: (status, body).
-async fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Some((status, body))
-}
+use crate::support::http::{free_address, get};
 
 /// A text exposition: each metric's type, and each sample's value by `name{labels}`.
 struct Exposition {

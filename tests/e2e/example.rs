@@ -90,6 +90,14 @@ impl Example {
         self.lines.lock().unwrap().iter().filter(|l| *l == line).count()
     }
 
+    /// Kills the process as a node failure would (SIGKILL): no shutdown, no lease released.
+    async fn kill(mut self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        assert!(status.success());
+        let _ = self.child.wait().await;
+    }
+
     /// Sends SIGTERM and checks for a clean exit within 20 s.
     async fn terminate(mut self) -> Vec<String> {
         let pid = self.child.id().expect("still running").to_string();
@@ -286,4 +294,130 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("timed out waiting for: {what}");
+}
+
+/// Three replicas of the operator with `--leader-elect`: one leads and reconciles; killed, it
+/// is succeeded within a lease duration and a jittered retry, and the successor reconciles;
+/// events show in `kubectl get events`; deleting a set waits for its finalizer's cleanup.
+pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target) {
+    use crate::support::http::{free_address, get};
+    if !have_kubectl() {
+        return;
+    }
+    let addresses: Vec<_> = (0..3).map(|_| free_address()).collect();
+    let mut replicas: Vec<Option<Example>> = addresses
+        .iter()
+        .map(|addr| {
+            let args =
+                ["--namespace", &t.ns, "--leader-elect", "--metrics-addr", &addr.to_string()];
+            Some(Example::start(t, "configmap_sets", &args))
+        })
+        .collect();
+    let leading = |r: &Option<Example>| {
+        r.as_ref().is_some_and(|e| {
+            let lines = e.lines();
+            let became = lines.iter().rposition(|l| l == "Became the leader");
+            let stopped = lines.iter().rposition(|l| l == "Stopped leading");
+            became.is_some_and(|b| stopped.is_none_or(|s| s < b))
+        })
+    };
+    let leader = |replicas: &[Option<Example>]| -> Vec<usize> {
+        replicas.iter().enumerate().filter(|(_, r)| leading(r)).map(|(i, _)| i).collect()
+    };
+    eventually_within(Duration::from_secs(40), "a leader", || !leader(&replicas).is_empty()).await;
+    let first = leader(&replicas)[0];
+    let metrics = get(addresses[first], "/metrics").await.expect("the leader serves /metrics").1;
+    assert!(
+        metrics.contains("leader_election_master_status{name=\"configmap-sets\"} 1"),
+        "{metrics}"
+    );
+    for (i, addr) in addresses.iter().enumerate() {
+        let mut ready = None;
+        for _ in 0..200 {
+            ready = get(*addr, "/readyz").await;
+            if ready.as_ref().is_some_and(|(status, _)| *status == 200) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(ready.map(|(s, _)| s), Some(200), "replica {i} ready, leading or following");
+    }
+
+    let sets_ar = ApiResource {
+        group: "ctrlkit.example.com".into(),
+        version: "v1".into(),
+        api_version: "ctrlkit.example.com/v1".into(),
+        kind: "ConfigMapSet".into(),
+        plural: "configmapsets".into(),
+    };
+    let sets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &sets_ar);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let ready = |want: i64| {
+        let sets = sets.clone();
+        async move {
+            for _ in 0..400 {
+                if let Ok(set) = sets.get("greetings").await
+                    && set.data["status"]["ready"].as_i64() == Some(want)
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("the set never had {want} ready ConfigMaps");
+        }
+    };
+    kubectl(t, &["apply", "-f", "-", "--validate=false"], Some(SET)).await;
+    ready(3).await;
+    let set = sets.get("greetings").await.unwrap();
+    assert_eq!(set.finalizers(), ["ctrlkit.example.com/cleanup"]);
+
+    // The leader dies without a word; another takes over and keeps reconciling.
+    let killed = replicas[first].take().unwrap();
+    let killed_at = std::time::Instant::now();
+    killed.kill().await;
+    eventually_within(Duration::from_secs(40), "a new leader", || !leader(&replicas).is_empty())
+        .await;
+    let failover = killed_at.elapsed();
+    assert!(failover <= Duration::from_secs(15 + 5 + 3), "failover after a kill took {failover:?}");
+    let second = leader(&replicas)[0];
+    kubectl(
+        t,
+        &["patch", "configmapset", "greetings", "--type=merge", "-p", r#"{"spec":{"replicas":1}}"#],
+        None,
+    )
+    .await;
+    ready(1).await;
+    let lines = replicas[second].as_ref().unwrap().lines();
+    let key = format!("{}/greetings", t.ns);
+    assert!(
+        lines.contains(&format!("ConfigMapSet {key}: deleted ConfigMap greetings-2")),
+        "{lines:#?}"
+    );
+
+    // kubectl shows the events. (The real server serves events.k8s.io/v1 events through
+    // core/v1 too, with its table columns; the embedded one keeps the two apart and has no
+    // tables, so it is asked for the events.k8s.io ones, as JSON.)
+    let events = if t.is_real() {
+        kubectl(t, &["get", "events"], None).await
+    } else {
+        kubectl(t, &["get", "events.events.k8s.io", "-o", "json"], None).await
+    };
+    assert!(
+        events.contains("Created") && events.contains("created ConfigMap greetings-0"),
+        "{events}"
+    );
+    assert!(events.contains("deleted ConfigMap greetings-2"), "{events}");
+
+    // Deleting the set waits for the finalizer: when it is gone, so are its ConfigMaps.
+    kubectl(t, &["delete", "configmapset", "greetings", "--wait=true"], None).await;
+    let left = configmaps.list(&Default::default()).await.unwrap();
+    assert!(
+        left.items.iter().all(|cm| !cm.name_any().starts_with("greetings-")),
+        "{:?}",
+        left.items
+    );
+
+    for replica in replicas.into_iter().flatten() {
+        replica.terminate().await;
+    }
 }

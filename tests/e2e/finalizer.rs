@@ -53,8 +53,18 @@ async fn create(api: &Api<ConfigMap>, name: &str, finalizers: &[&str]) -> Config
 pub async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = create(&api, "a", &[]).await;
-    let (result, asked) = run(&api, cm, false).await;
-    assert!(result.is_ok() && asked.is_empty(), "first the finalizer, nothing else: {asked:?}");
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let seen = applied.clone();
+    let result = finalizer(&api, MINE, Arc::new(cm), |event| async move {
+        if let Event::Apply(cm) = event {
+            // Apply sees the object with the finalizer already on the server.
+            seen.lock().unwrap().push(cm.finalizers().to_vec());
+        }
+        Ok::<_, Refused>(Action::done())
+    })
+    .await;
+    assert!(result.is_ok());
+    assert_eq!(*applied.lock().unwrap(), [vec![MINE.to_owned()]]);
     let cm = api.get("a").await.unwrap();
     assert_eq!(cm.finalizers(), [MINE]);
     let (result, asked) = run(&api, cm, false).await;
@@ -110,8 +120,9 @@ pub async fn a_stale_cache_cannot_drop_another_finalizer(t: &Target) {
         other => panic!("expected a refused patch, got {other:?}"),
     }
     assert_eq!(api.get("d").await.unwrap().finalizers(), ["other.example.com/x"]);
-    let (result, _) = run(&api, api.get("d").await.unwrap(), false).await;
+    let (result, asked) = run(&api, api.get("d").await.unwrap(), false).await;
     assert!(result.is_ok());
+    assert_eq!(asked, ["apply"]);
     assert_eq!(api.get("d").await.unwrap().finalizers(), ["other.example.com/x", MINE]);
     let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     api.patch("d", &PatchParams::default(), &release).await.unwrap();

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         sources::mappers_triggers_and_predicates_decide_what_is_reconciled,
         example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,
         example::the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them,
+        example::three_operator_replicas_fail_over_record_events_and_finalize,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,

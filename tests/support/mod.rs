@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test binary uses part of the support code
 
 pub mod harness;
+pub mod http;
 pub mod observe;
 pub mod proxy;
 pub mod requests;
