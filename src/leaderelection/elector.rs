@@ -417,25 +417,46 @@ impl LeaderElector {
     }
 
     /// client-go's `release`: an empty holder, so that a follower takes over at once.
+    ///
+    /// A renewal cut short by the shutdown may have been written without this candidate
+    /// hearing back, leaving it with a stale resourceVersion: on a conflict it reads the
+    /// Lease again and, if it still holds it, releases that version (client-go would leave
+    /// the lease to expire instead).
     async fn release(&self) {
-        if !self.holds_lease() {
-            return;
-        }
-        let now = MicroTime(Timestamp::now());
-        let transitions = self.observed().record.as_ref().map_or(0, |r| r.leader_transitions);
-        let record = LeaderElectionRecord {
-            holder_identity: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            leader_transitions: transitions,
-        };
-        match self.inner.lock.update(&record).await {
-            Ok(()) => {
-                self.observe(record);
-                tracing::info!("released the lease");
+        for _ in 0..3 {
+            if !self.holds_lease() {
+                return;
             }
-            Err(err) => tracing::warn!(%err, "releasing the lease failed"),
+            let now = MicroTime(Timestamp::now());
+            let transitions = self.observed().record.as_ref().map_or(0, |r| r.leader_transitions);
+            let record = LeaderElectionRecord {
+                holder_identity: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                leader_transitions: transitions,
+            };
+            match self.inner.lock.update(&record).await {
+                Ok(()) => {
+                    self.observe(record);
+                    tracing::info!("released the lease");
+                    return;
+                }
+                Err(kube_client::Error::Api(s)) if s.code == 409 => {
+                    match self.inner.lock.get().await {
+                        Ok(Some(current)) => self.observe(current),
+                        Ok(None) => return,
+                        Err(err) => {
+                            tracing::warn!(%err, "releasing the lease failed");
+                            return;
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "releasing the lease failed");
+                    return;
+                }
+            }
         }
     }
 }

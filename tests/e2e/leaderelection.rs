@@ -10,6 +10,7 @@ use ctrlkit::leaderelection::{
     JITTER_FACTOR, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
 };
 use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::api::{WatchEvent, WatchParams};
 use kube_client::{Api, Client};
 use tokio::time::Instant;
 
@@ -111,8 +112,31 @@ async fn wait_for_leader(candidates: &[&Candidate], limit: Duration) -> (usize, 
     }
 }
 
+/// Every holder the Lease named, in the order its watch reported them, repeats folded.
+fn record_holders(leases: Api<Lease>, from: String) -> Arc<Mutex<Vec<String>>> {
+    let holders: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = holders.clone();
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        let params = WatchParams::default().fields("metadata.name=election");
+        let mut stream = leases.watch(&params, &from).await.expect("a watch of the lease").boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            if let WatchEvent::Added(lease) | WatchEvent::Modified(lease) = event {
+                let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+                let mut holders = record.lock().unwrap();
+                if holders.last() != Some(&holder) {
+                    holders.push(holder);
+                }
+            }
+        }
+    });
+    holders
+}
+
 pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t: &Target) {
     let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    let from = leases.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let history = record_holders(leases.clone(), from);
     let mut candidates: Vec<Candidate> =
         ["a", "b", "c"].iter().map(|id| Candidate::start(t.client.clone(), &t.ns, id)).collect();
     let (first, _) = wait_for_leader(&refs(&candidates), Duration::from_secs(10)).await;
@@ -160,6 +184,11 @@ pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t
     assert_eq!(lease.lease_transitions, Some(2));
     assert_eq!(lease.lease_duration_seconds, Some(1));
     assert!(lease.acquire_time.is_some() && lease.renew_time.is_some());
+    // The Lease's own history says the same: the first, the second, released, the third.
+    let names = ["a", "b", "c"];
+    let expected = [names[first], names[second], "", names[third]];
+    eventually("the lease's watch caught up", || history.lock().unwrap().len() >= 4).await;
+    assert_eq!(*history.lock().unwrap(), expected);
     let _ = candidates[third].stop.take().map(|s| s.send(()));
 }
 
