@@ -154,6 +154,31 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
     example.terminate().await;
 }
 
+/// The example's ConfigMapSets in the case's namespace.
+fn configmap_sets(t: &Target) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "ctrlkit.example.com".into(),
+        version: "v1".into(),
+        api_version: "ctrlkit.example.com/v1".into(),
+        kind: "ConfigMapSet".into(),
+        plural: "configmapsets".into(),
+    };
+    Api::namespaced_with(t.client.clone(), &t.ns, &ar)
+}
+
+/// Waits up to 40 s for the set `greetings` to report `want` ready ConfigMaps.
+async fn wait_ready(sets: &Api<DynamicObject>, want: i64) {
+    for _ in 0..400 {
+        if let Ok(set) = sets.get("greetings").await
+            && set.data["status"]["ready"].as_i64() == Some(want)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the set never had {want} ready ConfigMaps");
+}
+
 const SET: &str = "apiVersion: ctrlkit.example.com/v1
 kind: ConfigMapSet
 metadata:
@@ -176,28 +201,9 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
         example.lines().iter().any(|l| l.starts_with("Starting ConfigMapSet controller"))
     })
     .await;
-    let sets_ar = ApiResource {
-        group: "ctrlkit.example.com".into(),
-        version: "v1".into(),
-        api_version: "ctrlkit.example.com/v1".into(),
-        kind: "ConfigMapSet".into(),
-        plural: "configmapsets".into(),
-    };
-    let sets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &sets_ar);
+    let sets = configmap_sets(t);
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
-    let ready = |want: i64| {
-        let sets = sets.clone();
-        async move {
-            for _ in 0..200 {
-                let set = sets.get("greetings").await.unwrap();
-                if set.data["status"]["ready"].as_i64() == Some(want) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            panic!("the set never had {want} ready ConfigMaps");
-        }
-    };
+    let ready = |want: i64| wait_ready(&sets, want);
     let names = || {
         let configmaps = configmaps.clone();
         async move {
@@ -343,29 +349,9 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
         assert_eq!(ready.map(|(s, _)| s), Some(200), "replica {i} ready, leading or following");
     }
 
-    let sets_ar = ApiResource {
-        group: "ctrlkit.example.com".into(),
-        version: "v1".into(),
-        api_version: "ctrlkit.example.com/v1".into(),
-        kind: "ConfigMapSet".into(),
-        plural: "configmapsets".into(),
-    };
-    let sets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &sets_ar);
+    let sets = configmap_sets(t);
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
-    let ready = |want: i64| {
-        let sets = sets.clone();
-        async move {
-            for _ in 0..400 {
-                if let Ok(set) = sets.get("greetings").await
-                    && set.data["status"]["ready"].as_i64() == Some(want)
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            panic!("the set never had {want} ready ConfigMaps");
-        }
-    };
+    let ready = |want: i64| wait_ready(&sets, want);
     kubectl(t, &["apply", "-f", "-", "--validate=false"], Some(SET)).await;
     ready(3).await;
     let set = sets.get("greetings").await.unwrap();
