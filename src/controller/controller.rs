@@ -195,6 +195,23 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// Shuts the queue down and removes the controller's handlers from the informers when the run
+/// ends, however it ends: returned, or dropped (a Manager abandoning it at its shutdown
+/// timeout), so no handler is left feeding a queue nobody reads.
+struct Cleanup<'a, K>(&'a Controller<K>);
+
+impl<K> Drop for Cleanup<'_, K> {
+    fn drop(&mut self) {
+        self.0.queue.shut_down();
+        let sources = std::mem::take(
+            &mut *self.0.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        for source in sources {
+            (source.remove)(&source.registration);
+        }
+    }
+}
+
 /// Resolves once `stop` turns true (or its sender is gone).
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -393,6 +410,7 @@ impl<K: InformerObject> Controller<K> {
     where
         R: Reconciler<Object = K>,
     {
+        let cleanup = Cleanup(self);
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = StopOnDrop(stop_tx);
         let mut tasks = JoinSet::new();
@@ -454,8 +472,7 @@ impl<K: InformerObject> Controller<K> {
         tracing::info!("stopping controller");
         drop(stop);
         while tasks.join_next().await.is_some() {}
-        self.queue.shut_down();
-        self.remove_handlers();
+        drop(cleanup);
         match self.informers.as_ref() {
             Informers::OwnFactory(factory) => factory.shutdown().await,
             _ => {
@@ -466,15 +483,6 @@ impl<K: InformerObject> Controller<K> {
         }
         tracing::info!("controller stopped");
         outcome
-    }
-
-    fn remove_handlers(&self) {
-        let sources = std::mem::take(
-            &mut *self.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
-        );
-        for source in sources {
-            (source.remove)(&source.registration);
-        }
     }
 
     /// The seed's `runWorker`: process keys until shut down.
