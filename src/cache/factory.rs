@@ -106,7 +106,19 @@ struct Inner {
     stop: watch::Sender<bool>,
 }
 
-/// Shared informers and their lifetime; see the [module docs](self).
+/// Shared informers and their lifetime (client-go's `SharedInformerFactory`, for any kind).
+///
+/// - **Shared**: asking twice for the same kind (the same Rust type), collection (namespace)
+///   and selectors returns the same [`Informer`]: one cache, one list and one watch, however
+///   many controllers and handlers use it. Page size and settings come from the first ask.
+/// - **One owner**: only the factory runs its informers. [`start`](Self::start) runs every
+///   informer asked for so far; informers asked for after `start` run at once (as
+///   controller-runtime's cache does; client-go waits for another `Start`). They all stop
+///   when the `shutdown` given to `start` completes or [`shutdown`](Self::shutdown) is called,
+///   never because a controller using them stopped.
+/// - **Synced**: [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for every started
+///   informer's first list and names those that did not make it.
+/// - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::cache::CacheSyncError> {
