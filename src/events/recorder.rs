@@ -190,8 +190,9 @@ impl EventRecorder {
         self.publish(&object.object_ref(&()), event);
     }
 
-    /// Waits until every event published before this call was written or dropped, and every
-    /// series was brought up to date on the server. For tests and shutdown.
+    /// Waits until every event published before this call was written, dropped or (after a
+    /// failure that may pass) scheduled for another attempt, and every series was brought up
+    /// to date on the server. For tests and shutdown.
     pub async fn flush(&self) {
         let (done, written) = oneshot::channel();
         if self.tx.send(Message::Flush(done)).await.is_ok() {
@@ -273,7 +274,12 @@ impl Writer {
                         let _ = done.send(());
                     }
                     None => {
+                        // Every recorder is gone: last writes, and what still waits for a
+                        // retry is dropped, counted.
                         self.write_series(true).await;
+                        for _ in std::mem::take(&mut self.retries) {
+                            self.dropped(DropReason::WriteFailed);
+                        }
                         return;
                     }
                 },
