@@ -96,8 +96,11 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
     }
     assert!(stamped, "the configmap was never stamped");
     assert!(counts.conflicts.load(Ordering::SeqCst) >= 1, "the stale update conflicted");
+    // The stamp lands on the server before the reconcile that wrote it returns and is
+    // counted.
+    eventually("the successful reconcile counted", || controller.stats().succeeded >= 1).await;
     let stats = controller.stats();
-    assert!(stats.failed >= 1 && stats.succeeded >= 1 && stats.dropped == 0, "{stats:?}");
+    assert!(stats.failed >= 1 && stats.dropped == 0, "{stats:?}");
     let _ = stop.send(());
     running.await.unwrap().unwrap();
 }
