@@ -42,6 +42,7 @@ pub mod cache;
 pub mod controller;
 pub mod events;
 pub mod finalizer;
+mod host;
 pub mod leaderelection;
 pub mod manager;
 #[cfg(feature = "metrics")]

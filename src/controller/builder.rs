@@ -12,9 +12,7 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use super::controller::{Controller, Informers, Source};
 use super::predicate::Predicate;
 use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
-use crate::cache::{
-    InformerBuilder, InformerHandle, InformerObject, ListWatch, ObjectKey, SharedInformerFactory,
-};
+use crate::cache::{InformerBuilder, InformerObject, ListWatch, ObjectKey, SharedInformerFactory};
 use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
@@ -192,14 +190,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
                 Some(map) => Mapper::Map(map),
                 None => Mapper::Owner(owner.clone()),
             };
-            let handler = EnqueueHandler { queue: queue.clone(), predicate, mapper };
-            let registration = informer.add_event_handler(handler);
-            let handle: std::sync::Arc<dyn InformerHandle> = std::sync::Arc::new(informer.clone());
-            Source {
-                informer: handle,
-                remove: Box::new(move |r| informer.remove_event_handler(r)),
-                registration,
-            }
+            Source::register(&informer, EnqueueHandler { queue: queue.clone(), predicate, mapper })
         }));
         self
     }
@@ -233,15 +224,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         let informer = factory.informer_with(self.primary, shape);
         let primary =
             EnqueueHandler { queue: queue.clone(), predicate: self.predicate, mapper: Mapper::Own };
-        let registration = informer.add_event_handler(primary);
-        let mut sources = vec![Source {
-            informer: std::sync::Arc::new(informer.clone()),
-            remove: Box::new({
-                let informer = informer.clone();
-                move |r| informer.remove_event_handler(r)
-            }),
-            registration,
-        }];
+        let mut sources = vec![Source::register(&informer, primary)];
         sources.extend(self.sources.into_iter().map(|add| add(&factory, &queue, &owner)));
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
         Controller::from_parts(name, queue, informer, secondary, informers, sources, self.triggers)

@@ -18,8 +18,8 @@ use tracing::Instrument;
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
 use crate::cache::{
-    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
-    SharedInformerFactory, SyncFailure, wait_for_informers,
+    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey,
+    ResourceEventHandler, RunState, SharedInformerFactory, SyncFailure, wait_for_informers,
 };
 use crate::panic::panic_message;
 use crate::workqueue::WorkQueue;
@@ -123,6 +123,22 @@ pub(crate) struct Source {
     pub(crate) informer: Arc<dyn InformerHandle>,
     pub(crate) remove: Box<dyn Fn(&HandlerRegistration) -> bool + Send + Sync>,
     pub(crate) registration: HandlerRegistration,
+}
+
+impl Source {
+    /// Registers `handler` on `informer`.
+    pub(crate) fn register<K: InformerObject>(
+        informer: &Informer<K>,
+        handler: impl ResourceEventHandler<K>,
+    ) -> Self {
+        let registration = informer.add_event_handler(handler);
+        let remover = informer.clone();
+        Self {
+            informer: Arc::new(informer.clone()),
+            remove: Box::new(move |r| remover.remove_event_handler(r)),
+            registration,
+        }
+    }
 }
 
 /// What the clones of one controller share.
@@ -231,13 +247,17 @@ impl<K: InformerObject> Controller<K> {
             "" => informer.list_watch().api_resource().plural.clone(),
             name => name.to_owned(),
         };
-        Self::from_parts(name, queue, informer, Vec::new(), Informers::Seed, Vec::new(), Vec::new())
-            .with_mismatch(indexer_mismatch)
-    }
-
-    fn with_mismatch(mut self, mismatch: bool) -> Self {
-        self.indexer_mismatch = mismatch;
-        self
+        let mut controller = Self::from_parts(
+            name,
+            queue,
+            informer,
+            Vec::new(),
+            Informers::Seed,
+            Vec::new(),
+            Vec::new(),
+        );
+        controller.indexer_mismatch = indexer_mismatch;
+        controller
     }
 
     pub(crate) fn from_parts(
@@ -432,13 +452,7 @@ impl<K: InformerObject> Controller<K> {
         };
         tokio::pin!(shutdown);
         let handles = self.informer_handles();
-        let synced = tokio::select! {
-            synced = wait_for_informers(&handles, std::future::pending()) => synced,
-            _ = &mut shutdown => Err(SyncFailure::Shutdown(
-                handles.iter().filter(|h| !*h.synced_receiver().borrow()).map(|h| h.describe()).collect(),
-            )),
-        };
-        let outcome = match synced {
+        let outcome = match wait_for_informers(&handles, &mut shutdown).await {
             Err(failure) => {
                 let err = ControllerError::from(failure);
                 tracing::error!(error = %err, "controller cannot start");

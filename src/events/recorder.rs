@@ -155,7 +155,8 @@ impl EventRecorder {
     ) -> Self {
         let (tx, rx) = mpsc::channel(BUFFER);
         let controller: Arc<str> = Arc::from(reporting_controller);
-        let instance = format!("{reporting_controller}-{}", hostname());
+        let host = crate::host::hostname().unwrap_or_else(|| "unknown".to_owned());
+        let instance = format!("{reporting_controller}-{host}");
         let writer = Writer {
             client,
             api: None,
@@ -199,15 +200,6 @@ impl EventRecorder {
             let _ = written.await;
         }
     }
-}
-
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Which events API the server has.

@@ -355,14 +355,7 @@ impl LeaderElector {
                 return false;
             }
         };
-        {
-            let mut observed = self.observed();
-            if observed.record.as_ref() != Some(&old) {
-                observed.record = Some(old.clone());
-                observed.at = Some(Instant::now());
-            }
-        }
-        self.report_leader();
+        self.saw(old.clone());
         let held_by_other = !old.holder_identity.is_empty() && !self.holds_lease();
         let fresh =
             self.observed().at.is_some_and(|at| at + config.lease_duration > Instant::now());
@@ -386,6 +379,19 @@ impl LeaderElector {
                 false
             }
         }
+    }
+
+    /// Records a record read from the server: its observation time restarts only if it
+    /// changed, so that a lease nobody renews expires.
+    fn saw(&self, record: LeaderElectionRecord) {
+        {
+            let mut observed = self.observed();
+            if observed.record.as_ref() != Some(&record) {
+                observed.record = Some(record);
+                observed.at = Some(Instant::now());
+            }
+        }
+        self.report_leader();
     }
 
     /// Records what this candidate wrote as what it observes now.
@@ -444,7 +450,7 @@ impl LeaderElector {
                 }
                 Err(kube_client::Error::Api(s)) if s.code == 409 => {
                     match self.inner.lock.get().await {
-                        Ok(Some(current)) => self.observe(current),
+                        Ok(Some(current)) => self.saw(current),
                         Ok(None) => return,
                         Err(err) => {
                             tracing::warn!(%err, "releasing the lease failed");
@@ -463,12 +469,6 @@ impl LeaderElector {
 
 /// An identity unique to this process: the host's name and the process id (`web-1_4242`).
 pub fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
+    let host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
     format!("{host}_{}", std::process::id())
 }
