@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use ctrlkit::testing::ApiServer;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;
 use serde_json::json;
@@ -20,6 +20,14 @@ pub async fn create(pods: &Api<Pod>, names: &[&str]) {
             .await
             .expect("create");
     }
+}
+
+/// Creates an empty ConfigMap `name` in `default`.
+pub async fn create_configmap(server: &ApiServer, name: &str) -> ConfigMap {
+    let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let cm =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid configmap");
+    configmaps.create(&PostParams::default(), &cm).await.expect("create")
 }
 
 /// Waits up to 10 s for `check` to hold.

@@ -7,16 +7,11 @@ use std::time::Duration;
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::metrics::Registry;
 use ctrlkit::testing::ApiServer;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::Event;
 use kube_client::Api;
-use kube_client::api::{ListParams, PostParams};
-use serde_json::json;
+use kube_client::api::ListParams;
 
-async fn configmap(server: &ApiServer) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let cm = serde_json::from_value(json!({"metadata": {"name": "cm"}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap()
-}
+use super::common::create_configmap;
 
 #[tokio::test]
 async fn without_events_k8s_io_events_go_to_core_v1_with_a_count() {
@@ -25,7 +20,7 @@ async fn without_events_k8s_io_events_go_to_core_v1_with_a_count() {
         .start()
         .await
         .unwrap();
-    let cm = configmap(&server).await;
+    let cm = create_configmap(&server, "cm").await;
     let recorder = EventRecorder::new(server.client(), "example.com/test");
     for _ in 0..3 {
         recorder.publish_for(&cm, NewEvent::new(EventType::Normal, "Synced", "Sync", "done"));
@@ -47,7 +42,7 @@ async fn without_events_k8s_io_events_go_to_core_v1_with_a_count() {
 #[tokio::test]
 async fn a_server_too_slow_to_keep_up_costs_events_not_time() {
     let server = ApiServer::start().await.unwrap();
-    let cm = configmap(&server).await;
+    let cm = create_configmap(&server, "cm").await;
     let registry = Registry::new();
     let recorder = EventRecorder::with_metrics(
         server.client(),

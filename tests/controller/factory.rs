@@ -8,7 +8,6 @@ use ctrlkit::testing::{Failure, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube_client::Api;
 use kube_client::core::discovery::Scope;
-use serde_json::json;
 
 use super::common::*;
 
@@ -97,12 +96,7 @@ async fn wait_for_cache_sync_names_the_informers_that_did_not_sync() {
 async fn informer_with_shapes_a_new_informer_only() {
     let server = server().await;
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    cms.create(
-        &Default::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_configmap(&server, "a").await;
     let factory = SharedInformerFactory::new(server.client());
     let marked = |mut cm: ConfigMap| {
         cm.metadata.labels.get_or_insert_default().insert("seen".into(), "yes".into());

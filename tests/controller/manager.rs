@@ -12,7 +12,6 @@ use ctrlkit::controller::{Action, Controller, Reconciler};
 use ctrlkit::manager::{Abandoned, Manager, ManagerError, Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
-use serde_json::json;
 
 use super::common::*;
 
@@ -22,12 +21,7 @@ async fn a_manager_runs_its_controllers_over_one_factory_and_stops_them() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     create(&pods, &["a"]).await;
-    cms.create(
-        &Default::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_configmap(&server, "c").await;
     let mut manager = Manager::new(server.client());
     let (by_pods, by_cms) = (ReconcileLog::default(), ReconcileLog::default());
     // Both controllers read pods and configmaps: one as primary, one as secondary.
@@ -225,13 +219,7 @@ fn replica(server: &ctrlkit::testing::ApiServer, identity: &str) -> Replica {
 #[tokio::test]
 async fn only_the_leader_runs_its_controllers_and_a_successor_starts_from_warm_caches() {
     let server = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    cms.create(
-        &Default::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_configmap(&server, "c").await;
     let first = replica(&server, "first");
     eventually("the first replica leads", || first.elector.is_leader()).await;
     let second = replica(&server, "second");

@@ -194,24 +194,10 @@ async fn readyz_turns_ready_only_once_the_caches_synced() {
     assert!(body.contains("[-]caches-synced failed"), "{body}");
     assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())), "alive all the same");
     server.faults().fail_next(0, Failure::InternalError);
-    eventually_async("ready once the caches synced", || async {
+    eventually_async_within(Duration::from_secs(10), "ready once the caches synced", || async {
         get(address, "/readyz").await == Some((200, "ok".into()))
     })
     .await;
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
-}
-
-async fn eventually_async<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..500 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }

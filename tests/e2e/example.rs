@@ -271,8 +271,8 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
     )
     .await;
     ready(1).await;
-    eventually_async("the extra ConfigMaps deleted", || async { names().await == ["greetings-0"] })
-        .await;
+    let deleted = || async { names().await == ["greetings-0"] };
+    eventually_async_within(Duration::from_secs(20), "the extra ConfigMaps deleted", deleted).await;
 
     let lines = example.terminate().await;
     let key = format!("{}/greetings", t.ns);
@@ -285,21 +285,6 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
         assert!(lines.contains(&expected), "{expected:?} not printed: {lines:#?}");
     }
     assert_eq!(lines.last().map(String::as_str), Some("Stopping ConfigMapSet controller"));
-}
-
-/// Polls an async `check` every 100 ms for up to 20 s.
-async fn eventually_async<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 /// Three replicas of the operator with `--leader-elect`: one leads and reconciles; killed, it

@@ -40,6 +40,22 @@ pub async fn eventually_within(limit: Duration, what: &str, mut check: impl FnMu
     }
 }
 
+/// Waits up to `limit` for an async `check` (a request to a server, say) to hold.
+pub async fn eventually_async_within<F, Fut>(limit: Duration, what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// What a handler was told, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
