@@ -1,53 +1,167 @@
-//! Workqueue benchmarks, the scenarios client-go's workqueue was measured on (see README).
+//! Workqueue benchmarks: client-go's workqueue scenarios, each in the shapes users write.
 //!
-//! `cargo bench --bench workqueue`. Keys are `String`s like `"default/pod-123456"`, made
-//! outside the timed region. Each scenario is timed as a whole; criterion's throughput line
-//! gives items (or adds) per second, and time / elements gives the cost per operation.
+//! `cargo bench --bench workqueue` runs them under criterion. `scripts/bench-workqueue.sh`
+//! runs them beside client-go's own workqueue (`benches/peers/client-go/workqueue`), one
+//! process per measurement, alternating, and prints the README's table; it calls this binary
+//! as `cargo bench --bench workqueue -- --once SCENARIO`, which runs one scenario once and
+//! prints `SCENARIO NS_PER_OP`.
 //!
-//! The concurrent scenarios run producers and workers as tasks on a 2-thread tokio runtime,
-//! as Go's goroutines run on GOMAXPROCS=2; producers yield to the scheduler every 256 adds,
-//! as an informer's handler task would between events. Workers start and park before the
-//! clock starts.
+//! Keys are `String`s like `"default/pod-123456"`, made outside the timed region; queues are
+//! `WorkQueue::new()` (the default controller rate limiter, no metrics). The scenarios:
+//! - `add`: one million distinct keys added in a loop on the main thread;
+//! - `get_done`: then all of them taken and done, one at a time;
+//! - `producers_workers`: two producers add a million distinct keys between them while two
+//!   workers take and done them all (time until the last is done);
+//! - `dedup_storm`: one producer adds a million keys drawn from 1,000 while two workers drain;
+//! - `rate_limited_forget`: `add_rate_limited` then `forget` for a million keys.
+//!
+//! and the shapes (after the `/`):
+//! - `plain`: as above, nothing more;
+//! - `tasks`: producers are tokio tasks on a 2-thread runtime that never yield (a handler
+//!   enqueueing a burst, a `for` loop in an async fn);
+//! - `yielding_tasks`: the same tasks yielding every 256 adds (ctrlkit's earlier benchmark
+//!   shape, kept for comparison);
+//! - `threads`: producers are OS threads beside the runtime's two (four threads on two
+//!   cores); for the storm, the producer is the main task, a tight loop in `block_on`;
+//! - `priorities`: `plain` or `tasks`, with priorities in use: keys alternate between
+//!   `Priority::LOW` and `Priority::NORMAL` (the storm cycles through three priorities, so
+//!   keys are raised too).
+//!
+//! Workers are tokio tasks on the 2-thread runtime, started and parked before the clock
+//! starts, as a controller's are. client-go's harness runs the same scenarios with
+//! goroutines (GOMAXPROCS=2), which never yield by hand.
 
 use std::time::{Duration, Instant};
 
-use criterion::{
-    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
-};
-use ctrlkit::workqueue::WorkQueue;
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
+use ctrlkit::workqueue::{Priority, WorkQueue};
 use futures::FutureExt;
 
 const N: usize = 1_000_000;
+
+/// Every scenario and shape, as `--once` and criterion name them.
+const SCENARIOS: [&str; 14] = [
+    "add/plain",
+    "add/priorities",
+    "get_done/plain",
+    "get_done/priorities",
+    "producers_workers/tasks",
+    "producers_workers/yielding_tasks",
+    "producers_workers/threads",
+    "producers_workers/priorities",
+    "dedup_storm/tasks",
+    "dedup_storm/yielding_tasks",
+    "dedup_storm/threads",
+    "dedup_storm/priorities",
+    "rate_limited_forget/plain",
+    "rate_limited_forget/priorities",
+];
 
 fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("default/pod-{:06}", i)).collect()
 }
 
-fn runtime(threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .unwrap()
+/// The keys of the storm: a million adds over 1,000 keys.
+fn storm_keys() -> Vec<String> {
+    let distinct = keys(1000);
+    (0..N).map(|i| distinct[i % 1000].clone()).collect()
 }
 
-/// Adds `N` distinct keys from one thread.
-fn add_distinct(keys: Vec<String>) -> Duration {
+/// Alternating low and normal priorities, or (with `three`) cycling through three.
+fn priority_of(i: usize, three: bool) -> Priority {
+    match (three, i % 3, i % 2) {
+        (true, 0, _) => Priority::LOW,
+        (true, 1, _) => Priority::NORMAL,
+        (true, _, _) => Priority(10),
+        (false, _, 0) => Priority::LOW,
+        (false, _, _) => Priority::NORMAL,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// How producers add.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Plain,
+    Tasks,
+    YieldingTasks,
+    Threads,
+    Priorities,
+}
+
+impl Shape {
+    fn parse(name: &str) -> Shape {
+        match name {
+            "plain" => Shape::Plain,
+            "tasks" => Shape::Tasks,
+            "yielding_tasks" => Shape::YieldingTasks,
+            "threads" => Shape::Threads,
+            "priorities" => Shape::Priorities,
+            other => panic!("unknown shape {other}"),
+        }
+    }
+}
+
+/// Adds `keys` (with priorities when `prioritized`), yielding every 256 adds if asked.
+async fn produce(q: WorkQueue<String>, keys: Vec<String>, shape: Shape, three: bool) {
+    for (i, k) in keys.into_iter().enumerate() {
+        if shape == Shape::Priorities {
+            q.add_with_priority(k, priority_of(i, three));
+        } else {
+            q.add(k);
+        }
+        if shape == Shape::YieldingTasks && i % 256 == 255 {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// Starts `n` workers that get + done until shut down, counting what they handle.
+fn workers(
+    rt: &tokio::runtime::Runtime,
+    q: &WorkQueue<String>,
+) -> Vec<tokio::task::JoinHandle<usize>> {
+    (0..2)
+        .map(|_| {
+            let q = q.clone();
+            rt.spawn(async move {
+                let mut n = 0usize;
+                while let Some(k) = q.get().await {
+                    q.done(&k);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+fn add(shape: Shape) -> Duration {
+    let keys = keys(N);
     let q = WorkQueue::new();
     let start = Instant::now();
-    for k in keys {
-        q.add(k);
+    for (i, k) in keys.into_iter().enumerate() {
+        if shape == Shape::Priorities {
+            q.add_with_priority(k, priority_of(i, false));
+        } else {
+            q.add(k);
+        }
     }
-    let elapsed = start.elapsed();
-    drop(q);
-    elapsed
+    start.elapsed()
 }
 
-/// Gets and dones `N` queued keys from one thread.
-fn get_done_all(keys: Vec<String>) -> Duration {
+fn get_done(shape: Shape) -> Duration {
+    let keys = keys(N);
     let q = WorkQueue::new();
-    for k in keys {
-        q.add(k);
+    for (i, k) in keys.into_iter().enumerate() {
+        if shape == Shape::Priorities {
+            q.add_with_priority(k, priority_of(i, false));
+        } else {
+            q.add(k);
+        }
     }
     let start = Instant::now();
     while let Some(Some(k)) = q.get().now_or_never() {
@@ -56,118 +170,158 @@ fn get_done_all(keys: Vec<String>) -> Duration {
     start.elapsed()
 }
 
-/// Adds `keys` from a task, yielding every 256 adds.
-async fn produce(q: WorkQueue<String>, keys: Vec<String>) {
-    for (i, k) in keys.into_iter().enumerate() {
-        q.add(k);
-        if i % 256 == 255 {
-            tokio::task::yield_now().await;
-        }
-    }
-}
-
-/// Two producers add `N` distinct keys between them while two workers get + done them all.
-fn producers_and_workers(rt: &tokio::runtime::Runtime, keys: Vec<String>) -> Duration {
+fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
+    let mut first = keys(N);
+    let second = first.split_off(N / 2);
     let q = WorkQueue::new();
-    let mut halves = keys;
-    let second = halves.split_off(halves.len() / 2);
-    rt.block_on(async {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                tokio::spawn(async move {
-                    let mut n = 0usize;
-                    while let Some(k) = q.get().await {
-                        q.done(&k);
-                        n += 1;
-                    }
-                    n
+    let workers = workers(rt, &q);
+    std::thread::sleep(Duration::from_millis(5));
+    let start = Instant::now();
+    match shape {
+        Shape::Threads => {
+            let producers: Vec<_> = [first, second]
+                .into_iter()
+                .map(|part| {
+                    let q = q.clone();
+                    std::thread::spawn(move || {
+                        for k in part {
+                            q.add(k);
+                        }
+                    })
                 })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let start = Instant::now();
-        let producers: Vec<_> = [halves, second]
-            .into_iter()
-            .map(|part| tokio::spawn(produce(q.clone(), part)))
-            .collect();
-        for p in producers {
-            p.await.unwrap();
+                .collect();
+            for p in producers {
+                p.join().unwrap();
+            }
         }
-        q.shut_down();
+        _ => rt.block_on(async {
+            let producers: Vec<_> = [(first, false), (second, true)]
+                .into_iter()
+                .map(|(part, odd)| {
+                    // The second half alternates the other way round, so both priorities
+                    // come from both producers.
+                    let q = q.clone();
+                    tokio::spawn(async move {
+                        if shape == Shape::Priorities && odd {
+                            for (i, k) in part.into_iter().enumerate() {
+                                q.add_with_priority(k, priority_of(i + 1, false));
+                            }
+                        } else {
+                            produce(q, part, shape, false).await;
+                        }
+                    })
+                })
+                .collect();
+            for p in producers {
+                p.await.unwrap();
+            }
+        }),
+    }
+    if std::env::var_os("CTRLKIT_BENCH_VERBOSE").is_some() {
+        eprintln!("producers done after {:?}", start.elapsed());
+    }
+    q.shut_down();
+    let handled: usize = rt.block_on(async {
         let mut handled = 0;
         for w in workers {
             handled += w.await.unwrap();
         }
-        assert_eq!(handled, N);
-        start.elapsed()
-    })
+        handled
+    });
+    let elapsed = start.elapsed();
+    assert_eq!(handled, N, "every item handled once");
+    elapsed
 }
 
-/// One producer adds `N` keys drawn from 1,000 while two workers drain.
-fn dedup_storm(rt: &tokio::runtime::Runtime, adds: Vec<String>) -> Duration {
+fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
+    let adds = storm_keys();
     let q = WorkQueue::new();
-    rt.block_on(async {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                tokio::spawn(async move {
-                    while let Some(k) = q.get().await {
-                        q.done(&k);
-                    }
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let start = Instant::now();
-        tokio::spawn(produce(q.clone(), adds)).await.unwrap();
-        let elapsed = start.elapsed();
-        q.shut_down();
+    let workers = workers(rt, &q);
+    std::thread::sleep(Duration::from_millis(5));
+    let start = Instant::now();
+    match shape {
+        Shape::Threads => rt.block_on(async {
+            // The main task: `block_on` runs it on this thread, beside the runtime's two.
+            for k in adds {
+                q.add(k);
+            }
+        }),
+        _ => rt.block_on(async {
+            tokio::spawn(produce(q.clone(), adds, shape, true)).await.unwrap();
+        }),
+    }
+    let elapsed = start.elapsed();
+    q.shut_down();
+    let handled: usize = rt.block_on(async {
+        let mut n = 0;
         for w in workers {
-            w.await.unwrap();
+            n += w.await.unwrap();
         }
-        elapsed
-    })
+        n
+    });
+    if std::env::var_os("CTRLKIT_BENCH_VERBOSE").is_some() {
+        eprintln!("{handled} items handled by the workers");
+    }
+    elapsed
 }
 
-/// `add_rate_limited` then `forget` for each of `N` keys, default controller limiter.
-/// Each key comes twice, both made outside the timed region: one moves into the queue, the
-/// other names it to `forget`.
-fn rate_limited_forget(rt: &tokio::runtime::Runtime, keys: Vec<(String, String)>) -> Duration {
+fn rate_limited_forget(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
+    // Each key comes twice, both made outside the timed region: one moves into the queue,
+    // the other names it to `forget`.
+    let pairs: Vec<(String, String)> = keys(N).into_iter().map(|k| (k.clone(), k)).collect();
     let _guard = rt.enter();
     let q = WorkQueue::new();
     let start = Instant::now();
-    for (k, same) in keys {
-        q.add_rate_limited(k);
+    for (i, (k, same)) in pairs.into_iter().enumerate() {
+        if shape == Shape::Priorities {
+            q.add_rate_limited_with_priority(k, priority_of(i, false));
+        } else {
+            q.add_rate_limited(k);
+        }
         q.forget(&same);
     }
     start.elapsed()
 }
 
-fn bench(c: &mut Criterion) {
-    let distinct = keys(N);
-    let storm: Vec<String> = (0..N).map(|i| distinct[i % 1000].clone()).collect();
-    let rt = runtime(2);
+/// Runs `scenario` ("name/shape") once; returns its time for `N` operations.
+fn run(rt: &tokio::runtime::Runtime, scenario: &str) -> Duration {
+    let (name, shape) = scenario.split_once('/').expect("scenario/shape");
+    let shape = Shape::parse(shape);
+    match name {
+        "add" => add(shape),
+        "get_done" => get_done(shape),
+        "producers_workers" => producers_workers(rt, shape),
+        "dedup_storm" => dedup_storm(rt, shape),
+        "rate_limited_forget" => rate_limited_forget(rt, shape),
+        other => panic!("unknown scenario {other}"),
+    }
+}
 
+fn criterion_benches(c: &mut Criterion) {
+    let rt = runtime();
     let mut g = c.benchmark_group("workqueue");
     g.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_secs(1));
     g.measurement_time(Duration::from_secs(8));
     g.throughput(Throughput::Elements(N as u64));
-
-    let run = |g: &mut criterion::BenchmarkGroup<'_, _>, name: &str, f: &dyn Fn() -> Duration| {
-        g.bench_function(BenchmarkId::from_parameter(name), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| f()).sum())
+    for scenario in SCENARIOS {
+        g.bench_function(BenchmarkId::from_parameter(scenario), |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| run(&rt, scenario)).sum())
         });
-    };
-    run(&mut g, "add_1m_distinct", &|| add_distinct(distinct.clone()));
-    run(&mut g, "get_done_1m", &|| get_done_all(distinct.clone()));
-    run(&mut g, "2_producers_2_workers_1m", &|| producers_and_workers(&rt, distinct.clone()));
-    run(&mut g, "dedup_storm_1m_adds_1k_keys", &|| dedup_storm(&rt, storm.clone()));
-    run(&mut g, "add_rate_limited_forget_1m", &|| {
-        rate_limited_forget(&rt, distinct.iter().map(|k| (k.clone(), k.clone())).collect())
-    });
+    }
     g.finish();
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--once") {
+        let scenario = args.get(at + 1).expect("--once SCENARIO");
+        assert!(SCENARIOS.contains(&scenario.as_str()), "unknown scenario {scenario}");
+        let elapsed = run(&runtime(), scenario);
+        println!("{scenario} {:.1}", elapsed.as_nanos() as f64 / N as f64);
+        return;
+    }
+    // Criterion reads its own arguments, a name filter among them.
+    let mut c = Criterion::default().configure_from_args();
+    criterion_benches(&mut c);
+    c.final_summary();
+}

@@ -8,6 +8,11 @@
 #                                     /readyz, write a kubeconfig
 #   scripts/kube-apiserver.sh stop    stop the processes `start` started (by pid), delete state
 #   scripts/kube-apiserver.sh env     print `export CTRLKIT_E2E_KUBECONFIG=...` for the tests
+#   scripts/kube-apiserver.sh peer NAME
+#                                     build the Go peer benches/peers/client-go/NAME/main.go
+#                                     against the tree's vendored client-go (offline, GOPATH
+#                                     mode) and print the binary's path; the benchmarks' scripts
+#                                     use it to measure client-go beside ctrlkit
 #
 # Settings (environment):
 #   CTRLKIT_KUBE_CACHE   build cache, outside the repository
@@ -103,6 +108,50 @@ fetch_source() {
     compgen -G "$src/kubernetes_*.orig.tar.gz" >/dev/null || die "apt-get source fetched no orig tarball"
 }
 
+# Unpacks the Kubernetes tree into $1/src/k8s.io/kubernetes (a GOPATH) unless it is there.
+unpack_tree() {
+    local tree=$1/src/k8s.io/kubernetes
+    [[ -f $tree/Makefile ]] && return
+    log "unpacking the tree into $1"
+    rm -rf "$tree" && mkdir -p "$tree"
+    tar -xzf "$(compgen -G "$CACHE/src/kubernetes_*.orig.tar.gz" | head -n1)" \
+        -C "$tree" --strip-components=1
+    # The vendored reflect2 1.0.1 breaks map iteration on Go >= 1.18: use Debian's 1.0.2.
+    local reflect2=$tree/vendor/github.com/modern-go/reflect2
+    rm -f "$reflect2"/*.go "$reflect2"/*.s
+    cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.go "$reflect2"/
+    cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.s "$reflect2"/ 2>/dev/null || true
+    rm -f "$reflect2"/*_test.go
+}
+
+# Builds benches/peers/client-go/$1/main.go inside a kept copy of the tree (so its imports
+# resolve to the vendored client-go v1.20.2) and prints the binary's path.
+cmd_peer() {
+    local name=${1:?usage: $0 peer NAME}
+    local src
+    src=$(cd "$(dirname "$0")/.." && pwd)/benches/peers/client-go/$name/main.go
+    [[ -f $src ]] || die "no peer harness at $src"
+    ensure_packages build
+    ensure_go
+    fetch_source
+    local gopath=$CACHE/peers-gopath out=$CACHE/bin/client-go-$name
+    unpack_tree "$gopath"
+    local pkg=$gopath/src/k8s.io/kubernetes/cmd/ctrlkit-peer-$name
+    mkdir -p "$pkg" "$CACHE/bin"
+    if [[ ! -x $out || $src -nt $out ]]; then
+        cp "$src" "$pkg/main.go"
+        log "building the client-go peer $name"
+        (
+            cd "$gopath/src/k8s.io/kubernetes"
+            export PATH=$GOROOT_DIR/bin:$PATH GOPATH=$gopath GOROOT=$GOROOT_DIR
+            export GO111MODULE=off GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=
+            go build -o "$out.tmp" "./cmd/ctrlkit-peer-$name"
+        )
+        mv "$out.tmp" "$out"
+    fi
+    echo "$out"
+}
+
 cmd_build() {
     if [[ -x $BINARY ]]; then
         log "cached: $BINARY"
@@ -114,18 +163,7 @@ cmd_build() {
     fetch_source
     local gopath=$CACHE/gopath
     local tree=$gopath/src/k8s.io/kubernetes
-    if [[ ! -f $tree/Makefile ]]; then
-        log "unpacking the tree"
-        rm -rf "$tree" && mkdir -p "$tree"
-        tar -xzf "$(compgen -G "$CACHE/src/kubernetes_*.orig.tar.gz" | head -n1)" \
-            -C "$tree" --strip-components=1
-        # The vendored reflect2 1.0.1 breaks map iteration on Go >= 1.18: use Debian's 1.0.2.
-        local reflect2=$tree/vendor/github.com/modern-go/reflect2
-        rm -f "$reflect2"/*.go "$reflect2"/*.s
-        cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.go "$reflect2"/
-        cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.s "$reflect2"/ 2>/dev/null || true
-        rm -f "$reflect2"/*_test.go
-    fi
+    unpack_tree "$gopath"
     log "building kube-apiserver $KUBE_VERSION (about 5 minutes on 2 cores)"
     (
         cd "$tree"
@@ -280,8 +318,9 @@ build) cmd_build ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
+peer) cmd_peer "${2:-}" ;;
 *)
-    echo "usage: $0 build|start|stop|env" >&2
+    echo "usage: $0 build|start|stop|env|peer NAME" >&2
     exit 2
     ;;
 esac

@@ -464,6 +464,9 @@ async fn metrics_report_depth_adds_latency_work_unfinished_and_retries() {
     q.add(key(1));
     q.add(key(1));
     q.add(key(2));
+    // Adds are recorded when the queue applies them: by the next get, done or len (or the
+    // 500 ms refresh), at once when a worker waits.
+    assert_eq!(q.len(), 2);
     assert_eq!(rec.depth.0.load(Ordering::SeqCst), 2);
     assert_eq!(rec.adds.0.load(Ordering::SeqCst), 2, "a duplicate add is not counted");
     advance(Duration::from_secs(3)).await;

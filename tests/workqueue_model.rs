@@ -1,16 +1,17 @@
-//! Property test: random operations against a small reference model of the queue contract.
+//! Property test: random operations against a small reference model of the queue contract,
+//! priorities and aging included.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use ctrlkit::workqueue::{ItemFastSlowRateLimiter, WorkQueue};
+use ctrlkit::workqueue::{ItemFastSlowRateLimiter, Priority, WorkQueue};
 use futures::FutureExt;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Add(u8),
-    AddAfter(u8, u64),
+    Add(u8, i32),
+    AddAfter(u8, u64, i32),
     Get,
     Done(usize),
     Advance(u64),
@@ -18,53 +19,98 @@ enum Op {
     ShutDown,
 }
 
+/// Aging period of the queue under test, short enough for `Advance` to cross it.
+const AGING_MS: u64 = 30;
+
+fn priority() -> impl Strategy<Value = i32> {
+    prop_oneof![3 => Just(0), 2 => Just(-100), 1 => Just(5)]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..8).prop_map(Op::Add),
-        3 => (0u8..8, 0u64..50).prop_map(|(k, d)| Op::AddAfter(k, d)),
+        6 => (0u8..8, priority()).prop_map(|(k, p)| Op::Add(k, p)),
+        3 => (0u8..8, 0u64..50, priority()).prop_map(|(k, d, p)| Op::AddAfter(k, d, p)),
         6 => Just(Op::Get),
         5 => (0usize..8).prop_map(Op::Done),
-        2 => (0u64..40).prop_map(Op::Advance),
+        // Round steps too, so that waits land exactly on the aging period.
+        2 => prop_oneof![0u64..40, Just(10), Just(15)].prop_map(Op::Advance),
         1 => Just(Op::Len),
         1 => Just(Op::ShutDown),
     ]
 }
 
+/// A ready item: its priority, when it became dirty, and when it entered its priority's line.
+#[derive(Debug, Clone, Copy)]
+struct Ready {
+    k: u8,
+    prio: i32,
+    queued_at: u64,
+    order: u64,
+}
+
 /// The contract, written as plainly as possible.
 #[derive(Default)]
 struct Model {
-    ready: VecDeque<u8>,
-    dirty: HashSet<u8>,
+    ready: Vec<Ready>,
+    /// item → (priority, queued at): added and not handed out since.
+    dirty: HashMap<u8, (i32, u64)>,
     processing: Vec<u8>,
-    /// item → (deadline ms, insertion sequence)
-    waiting: BTreeMap<u8, (u64, u64)>,
+    /// item → (deadline ms, insertion sequence, priority)
+    waiting: BTreeMap<u8, (u64, u64, i32)>,
     seq: u64,
+    order: u64,
     now: u64,
     shut_down: bool,
 }
 
 impl Model {
-    fn add(&mut self, k: u8) {
-        if self.shut_down || !self.dirty.insert(k) {
+    fn push_ready(&mut self, k: u8, prio: i32, queued_at: u64) {
+        self.order += 1;
+        self.ready.push(Ready { k, prio, queued_at, order: self.order });
+    }
+    fn add(&mut self, k: u8, p: i32) {
+        if self.shut_down {
             return;
         }
-        if !self.processing.contains(&k) {
-            self.ready.push_back(k);
+        self.add_at(k, p, self.now);
+    }
+    fn add_at(&mut self, k: u8, p: i32, at: u64) {
+        match self.dirty.get_mut(&k) {
+            Some((prio, _)) if p <= *prio => {}
+            Some((prio, _)) => {
+                // Raised: it moves to the back of the higher priority's line.
+                *prio = p;
+                self.order += 1;
+                let order = self.order;
+                if let Some(r) = self.ready.iter_mut().find(|r| r.k == k) {
+                    (r.prio, r.order) = (p, order);
+                }
+            }
+            None => {
+                self.dirty.insert(k, (p, at));
+                if !self.processing.contains(&k) {
+                    self.push_ready(k, p, at);
+                }
+            }
         }
     }
-    fn add_after(&mut self, k: u8, d: u64) {
+    fn add_after(&mut self, k: u8, d: u64, p: i32) {
         if self.shut_down {
             return;
         }
         if d == 0 {
-            return self.add(k);
+            return self.add(k, p);
         }
         let deadline = self.now + d;
-        match self.waiting.get(&k) {
-            Some(&(current, _)) if current <= deadline => {}
-            _ => {
+        match self.waiting.get_mut(&k) {
+            Some((current, _, prio)) if *current <= deadline => *prio = (*prio).max(p),
+            Some((current, seq, prio)) => {
                 self.seq += 1;
-                self.waiting.insert(k, (deadline, self.seq));
+                (*current, *seq, *prio) = (deadline, self.seq, (*prio).max(p));
+            }
+            None => {
+                self.seq += 1;
+                self.waiting.insert(k, (deadline, self.seq, p));
             }
         }
     }
@@ -72,29 +118,47 @@ impl Model {
         let mut due: Vec<_> = self
             .waiting
             .iter()
-            .filter(|(_, (d, _))| *d <= self.now)
-            .map(|(k, v)| (*v, *k))
+            .filter(|(_, (d, _, _))| *d <= self.now)
+            .map(|(k, (d, seq, p))| ((*d, *seq), *k, *p))
             .collect();
         due.sort();
-        for (_, k) in due {
+        for (_, k, p) in due {
             self.waiting.remove(&k);
-            self.add(k);
+            self.add_at(k, p, self.now);
+        }
+    }
+    /// The ready item to hand out: each priority's first in line is a candidate; one that has
+    /// waited `AGING_MS` makes the oldest candidate win, else the highest priority does.
+    fn next(&self) -> Option<usize> {
+        let mut heads: BTreeMap<i32, usize> = BTreeMap::new();
+        for (i, r) in self.ready.iter().enumerate() {
+            let head = heads.entry(r.prio).or_insert(i);
+            if r.order < self.ready[*head].order {
+                *head = i;
+            }
+        }
+        let aged = heads.values().any(|&i| self.now - self.ready[i].queued_at >= AGING_MS);
+        if aged {
+            heads.values().copied().min_by_key(|&i| (self.ready[i].queued_at, -self.ready[i].prio))
+        } else {
+            heads.values().next_back().copied()
         }
     }
     /// `Some(result)` when `get` must return at once, `None` when it must wait.
-    fn get(&mut self) -> Option<Option<u8>> {
+    fn get(&mut self) -> Option<Option<(u8, i32)>> {
         self.promote();
-        if let Some(k) = self.ready.pop_front() {
+        if let Some(i) = self.next() {
+            let Ready { k, prio, .. } = self.ready.remove(i);
             self.dirty.remove(&k);
             self.processing.push(k);
-            return Some(Some(k));
+            return Some(Some((k, prio)));
         }
         if self.shut_down { Some(None) } else { None }
     }
     fn done(&mut self, k: u8) {
         self.processing.retain(|p| *p != k);
-        if self.dirty.contains(&k) {
-            self.ready.push_back(k);
+        if let Some(&(prio, queued_at)) = self.dirty.get(&k) {
+            self.push_ready(k, prio, queued_at);
         }
     }
 }
@@ -108,23 +172,25 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     rt.block_on(async {
         let q: WorkQueue<u8> = WorkQueue::builder()
             .rate_limiter(ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::ZERO, 0))
+            .aging(Duration::from_millis(AGING_MS))
             .build();
         let mut m = Model::default();
         for op in ops {
             match op {
-                Op::Add(k) => {
-                    q.add(k);
-                    m.add(k);
+                Op::Add(k, p) => {
+                    q.add_with_priority(k, Priority(p));
+                    m.add(k, p);
                 }
-                Op::AddAfter(k, d) => {
-                    q.add_after(k, Duration::from_millis(d));
-                    m.add_after(k, d);
+                Op::AddAfter(k, d, p) => {
+                    q.add_after_with_priority(k, Duration::from_millis(d), Priority(p));
+                    m.add_after(k, d, p);
                 }
                 Op::Get => {
-                    let got = q.get().now_or_never();
+                    let got = q.get_with_priority().now_or_never();
+                    let got = got.map(|g| g.map(|(k, p)| (k, p.0)));
                     let want = m.get();
                     prop_assert_eq!(got, want, "get disagrees with the model");
-                    if let Some(Some(k)) = got {
+                    if let Some(Some((k, _))) = got {
                         let holders = m.processing.iter().filter(|p| **p == k).count();
                         prop_assert_eq!(holders, 1, "item {} held by two workers", k);
                     }
@@ -159,8 +225,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 q.done(&k);
                 m.done(k);
             }
-            let got = q.get().now_or_never();
-            prop_assert_eq!(got, m.get());
+            let got = q.get_with_priority().now_or_never();
+            prop_assert_eq!(got.map(|g| g.map(|(k, p)| (k, p.0))), m.get());
             if got == Some(None) {
                 break;
             }

@@ -39,20 +39,24 @@ impl<K> Deleted<K> {
 /// Each handler runs on its own task with its own unbounded buffer, so a slow handler delays
 /// only itself. A panic inside a handler is caught and logged; the handler keeps receiving.
 pub trait ResourceEventHandler<K>: Send + Sync + 'static {
-    /// An object appeared (or was in the cache when the handler was added).
-    fn on_add(&self, object: &Arc<K>);
+    /// An object appeared. `is_in_initial_list` is true for the objects of the informer's
+    /// first list and, for a handler added later, for the objects the cache held then
+    /// (client-go's `OnAdd(obj, isInInitialList)`); false for objects created later or found
+    /// by a relist.
+    fn on_add(&self, object: &Arc<K>, is_in_initial_list: bool);
     /// An object changed; on resync, `old` and `new` are the same object.
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>);
     /// An object went away.
     fn on_delete(&self, deleted: &Deleted<K>);
 }
 
-type AddFn<K> = Box<dyn Fn(&Arc<K>) + Send + Sync>;
+type AddFn<K> = Box<dyn Fn(&Arc<K>, bool) + Send + Sync>;
 type UpdateFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) + Send + Sync>;
 type DeleteFn<K> = Box<dyn Fn(&Deleted<K>) + Send + Sync>;
 
 /// A handler made of closures, any of them optional: client-go's
-/// `ResourceEventHandlerFuncs`.
+/// `ResourceEventHandlerFuncs` (and, with [`on_add_detailed`](Self::on_add_detailed), its
+/// `ResourceEventHandlerDetailedFuncs`).
 pub struct ResourceEventHandlerFuncs<K> {
     add: Option<AddFn<K>>,
     update: Option<UpdateFn<K>>,
@@ -82,7 +86,13 @@ impl<K> ResourceEventHandlerFuncs<K> {
     }
 
     /// `AddFunc`.
-    pub fn on_add(mut self, f: impl Fn(&Arc<K>) + Send + Sync + 'static) -> Self {
+    pub fn on_add(self, f: impl Fn(&Arc<K>) + Send + Sync + 'static) -> Self {
+        self.on_add_detailed(move |object, _| f(object))
+    }
+
+    /// `AddFunc` of `ResourceEventHandlerDetailedFuncs`: also told whether the object came
+    /// with the initial list (see [`ResourceEventHandler::on_add`]). Replaces `on_add`'s.
+    pub fn on_add_detailed(mut self, f: impl Fn(&Arc<K>, bool) + Send + Sync + 'static) -> Self {
         self.add = Some(Box::new(f));
         self
     }
@@ -101,9 +111,9 @@ impl<K> ResourceEventHandlerFuncs<K> {
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
-    fn on_add(&self, object: &Arc<K>) {
+    fn on_add(&self, object: &Arc<K>, is_in_initial_list: bool) {
         if let Some(f) = &self.add {
-            f(object)
+            f(object, is_in_initial_list)
         }
     }
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
@@ -128,7 +138,8 @@ pub struct HandlerRegistration {
 /// One notification for one handler.
 #[derive(Debug)]
 pub(crate) enum Notification<K> {
-    Add(Arc<K>),
+    /// The object, and whether it came with the initial list.
+    Add(Arc<K>, bool),
     Update(Arc<K>, Arc<K>),
     Delete(Deleted<K>),
 }
@@ -136,7 +147,7 @@ pub(crate) enum Notification<K> {
 impl<K> Clone for Notification<K> {
     fn clone(&self) -> Self {
         match self {
-            Self::Add(o) => Self::Add(o.clone()),
+            Self::Add(o, initial) => Self::Add(o.clone(), *initial),
             Self::Update(a, b) => Self::Update(a.clone(), b.clone()),
             Self::Delete(d) => Self::Delete(match d {
                 Deleted::Object(o) => Deleted::Object(o.clone()),

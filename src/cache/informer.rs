@@ -429,10 +429,12 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             }
         }
         let mut listeners = self.processor.lock();
+        // Adds before the first sync are the initial list's; a relist's are not.
+        let initial = !*self.synced.borrow();
         let old = self.indexer.replace(fresh.clone());
         for (key, new) in &fresh {
             match old.get(key) {
-                None => listeners.distribute(Notification::Add(new.clone())),
+                None => listeners.distribute(Notification::Add(new.clone(), initial)),
                 Some(prev) if prev.meta().resource_version != new.meta().resource_version => {
                     listeners.distribute(Notification::Update(prev.clone(), new.clone()))
                 }
@@ -458,7 +460,7 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
         let mut listeners = self.processor.lock();
         let notification = match self.indexer.upsert(key, object.clone()) {
             Some(old) => Notification::Update(old, object),
-            None => Notification::Add(object),
+            None => Notification::Add(object, false),
         };
         listeners.distribute(notification);
         drop(listeners);

@@ -63,7 +63,7 @@ impl<K: Send + Sync + 'static> Listeners<K> {
         self.active.retain(|(_, tx)| tx.send(notification.clone()).is_ok());
     }
 
-    /// Registers `handler`, first giving it `initial` as adds. Its task starts now if the
+    /// Registers `handler`, first giving it `initial` as adds (in the initial list). Its task starts now if the
     /// informer runs (or ran), else when it first runs.
     pub(crate) fn add(
         &mut self,
@@ -75,7 +75,7 @@ impl<K: Send + Sync + 'static> Listeners<K> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
         for object in initial {
-            let _ = tx.send(Notification::Add(object));
+            let _ = tx.send(Notification::Add(object, true));
         }
         match &self.runtime {
             Some(runtime) => {
@@ -117,7 +117,7 @@ async fn run_listener<K: Send + Sync + 'static>(
 ) {
     while let Some(notification) = rx.recv().await {
         let outcome = catch(|| match &notification {
-            Notification::Add(o) => handler.on_add(o),
+            Notification::Add(o, initial) => handler.on_add(o, *initial),
             Notification::Update(old, new) => handler.on_update(old, new),
             Notification::Delete(d) => handler.on_delete(d),
         });

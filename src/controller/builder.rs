@@ -18,8 +18,15 @@ use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
 
 /// Registers one secondary source on the factory's informer, once the queue exists.
-type AddSource =
-    Box<dyn FnOnce(&SharedInformerFactory, &WorkQueue<ObjectKey>, &OwnerKind) -> Source + Send>;
+type AddSource = Box<dyn FnOnce(&Wiring) -> Source + Send>;
+
+/// What a secondary source is wired with when the controller is built.
+struct Wiring {
+    factory: SharedInformerFactory,
+    queue: WorkQueue<ObjectKey>,
+    owner: OwnerKind,
+    prioritize: bool,
+}
 
 /// Builds a [`Controller`]; see [`Controller::builder`].
 pub struct ControllerBuilder<K> {
@@ -31,6 +38,7 @@ pub struct ControllerBuilder<K> {
     predicate: Option<Predicate<K>>,
     sources: Vec<AddSource>,
     triggers: Vec<BoxStream<'static, ObjectKey>>,
+    prioritize: bool,
 }
 
 impl<K> std::fmt::Debug for ControllerBuilder<K> {
@@ -41,6 +49,7 @@ impl<K> std::fmt::Debug for ControllerBuilder<K> {
             .field("shared_factory", &self.factory.is_some())
             .field("secondary_sources", &self.sources.len())
             .field("triggers", &self.triggers.len())
+            .field("prioritize", &self.prioritize)
             .finish_non_exhaustive()
     }
 }
@@ -58,6 +67,7 @@ impl<K: InformerObject> Controller<K> {
             predicate: None,
             sources: Vec::new(),
             triggers: Vec::new(),
+            prioritize: true,
         }
     }
 }
@@ -105,6 +115,17 @@ impl<K: InformerObject> ControllerBuilder<K> {
     #[must_use]
     pub fn queue(mut self, queue: WorkQueueBuilder<ObjectKey>) -> Self {
         self.queue = Some(queue);
+        self
+    }
+
+    /// Whether keys of unchanged objects (the initial list, resyncs) go in at
+    /// [`Priority::LOW`](crate::workqueue::Priority::LOW), behind real changes (default: yes,
+    /// as controller-runtime's default priority queue). With `false` every key goes in at
+    /// `NORMAL` and the queue is plain FIFO. Either way the queue's aging bounds the wait of
+    /// low-priority keys, and a reconciler can still requeue at a priority of its choice.
+    #[must_use]
+    pub fn use_priority_queue(mut self, prioritize: bool) -> Self {
+        self.prioritize = prioritize;
         self
     }
 
@@ -184,13 +205,15 @@ impl<K: InformerObject> ControllerBuilder<K> {
         predicate: Option<Predicate<S>>,
         map: Option<MapFn<S>>,
     ) -> Self {
-        self.sources.push(Box::new(move |factory, queue, owner| {
-            let informer = factory.informer_for(list_watch);
+        self.sources.push(Box::new(move |wiring: &Wiring| {
+            let informer = wiring.factory.informer_for(list_watch);
             let mapper = match map {
                 Some(map) => Mapper::Map(map),
-                None => Mapper::Owner(owner.clone()),
+                None => Mapper::Owner(wiring.owner.clone()),
             };
-            Source::register(&informer, EnqueueHandler { queue: queue.clone(), predicate, mapper })
+            let queue = wiring.queue.clone();
+            let prioritize = wiring.prioritize;
+            Source::register(&informer, EnqueueHandler { queue, predicate, mapper, prioritize })
         }));
         self
     }
@@ -222,10 +245,20 @@ impl<K: InformerObject> ControllerBuilder<K> {
         let queue = queue.build();
         let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
         let informer = factory.informer_with(self.primary, shape);
-        let primary =
-            EnqueueHandler { queue: queue.clone(), predicate: self.predicate, mapper: Mapper::Own };
+        let primary = EnqueueHandler {
+            queue: queue.clone(),
+            predicate: self.predicate,
+            mapper: Mapper::Own,
+            prioritize: self.prioritize,
+        };
         let mut sources = vec![Source::register(&informer, primary)];
-        sources.extend(self.sources.into_iter().map(|add| add(&factory, &queue, &owner)));
+        let wiring = Wiring {
+            factory: factory.clone(),
+            queue: queue.clone(),
+            owner,
+            prioritize: self.prioritize,
+        };
+        sources.extend(self.sources.into_iter().map(|add| add(&wiring)));
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
         Controller::from_parts(name, queue, informer, secondary, informers, sources, self.triggers)
     }

@@ -22,7 +22,7 @@ use crate::cache::{
     ResourceEventHandler, RunState, SharedInformerFactory, SyncFailure, wait_for_informers,
 };
 use crate::panic::panic_message;
-use crate::workqueue::WorkQueue;
+use crate::workqueue::{Priority, WorkQueue};
 
 /// Why a controller stopped with an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -509,18 +509,25 @@ impl<K: InformerObject> Controller<K> {
             let key = tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => return,
-                key = self.queue.get() => match key {
+                key = self.queue.get_with_priority() => match key {
                     Some(key) => key,
                     None => return,
                 },
             };
+            let (key, priority) = key;
             let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
-            self.process_item(reconciler.as_ref(), key).instrument(span).await;
+            self.process_item(reconciler.as_ref(), key, priority).instrument(span).await;
         }
     }
 
     /// The seed's `processNextItem` after `Get`: reconcile, handle the outcome, `Done`.
-    async fn process_item<R: Reconciler<Object = K>>(&self, reconciler: &R, key: ObjectKey) {
+    /// `priority` is the one the key was handed out at; a failure retries at it.
+    async fn process_item<R: Reconciler<Object = K>>(
+        &self,
+        reconciler: &R,
+        key: ObjectKey,
+        priority: Priority,
+    ) {
         self.lock_in_flight().insert(key.clone());
         let started = self.metrics.as_ref().map(|m| {
             m.worker_started();
@@ -538,7 +545,8 @@ impl<K: InformerObject> Controller<K> {
                 self.queue.forget(&key);
                 match action.requeue_delay() {
                     Some(delay) => {
-                        self.queue.add_after(key.clone(), delay);
+                        let asked = action.priority().unwrap_or(Priority::NORMAL);
+                        self.queue.add_after_with_priority(key.clone(), delay, asked);
                         ReconcileOutcome::RequeueAfter
                     }
                     None => ReconcileOutcome::Success,
@@ -546,20 +554,20 @@ impl<K: InformerObject> Controller<K> {
             }
             Ok(Ok(Err(err))) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-                self.handle_err(&key, ReconcileFailure::Error(err.to_string()));
+                self.handle_err(&key, priority, ReconcileFailure::Error(err.to_string()));
                 ReconcileOutcome::Error
             }
             Ok(Err(panic)) => {
                 self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
                 let message = panic_message(&*panic);
                 tracing::error!(panic = %message, "reconcile panicked");
-                self.handle_err(&key, ReconcileFailure::Panic(message));
+                self.handle_err(&key, priority, ReconcileFailure::Panic(message));
                 ReconcileOutcome::Panic
             }
             Err(timeout) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(?timeout, "reconcile timed out");
-                self.handle_err(&key, ReconcileFailure::Timeout(timeout));
+                self.handle_err(&key, priority, ReconcileFailure::Timeout(timeout));
                 ReconcileOutcome::Timeout
             }
         };
@@ -572,11 +580,11 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// The seed's `handleErr`: retry with the rate limiter up to `max_retries`, then drop.
-    fn handle_err(&self, key: &ObjectKey, failure: ReconcileFailure) {
+    fn handle_err(&self, key: &ObjectKey, priority: Priority, failure: ReconcileFailure) {
         let attempt = self.queue.num_requeues(key);
         if attempt < self.max_retries {
             tracing::info!(attempt, error = %failure, "error syncing; will retry");
-            self.queue.add_rate_limited(key.clone());
+            self.queue.add_rate_limited_with_priority(key.clone(), priority);
             return;
         }
         self.queue.forget(key);

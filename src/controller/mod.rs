@@ -44,4 +44,4 @@ pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, 
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Event, Predicate};
 pub use reconciler::{Action, Reconciler};
-pub use source::enqueue_handler;
+pub use source::{enqueue_handler, event_priority};

@@ -6,27 +6,44 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::cache::ObjectKey;
+use crate::workqueue::Priority;
 
 /// What the controller does with a key after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Action {
     requeue_after: Option<Duration>,
+    priority: Option<Priority>,
 }
 
 impl Action {
     /// Nothing more: the key comes back only when its object changes.
     pub fn done() -> Self {
-        Self { requeue_after: None }
+        Self { requeue_after: None, priority: None }
     }
 
-    /// Reconcile the key again after `delay`, even if nothing changes.
+    /// Reconcile the key again after `delay` (at once for a zero delay), even if nothing
+    /// changes, at [`Priority::NORMAL`] unless [`with_priority`](Self::with_priority) says
+    /// otherwise.
     pub fn requeue_after(delay: Duration) -> Self {
-        Self { requeue_after: Some(delay) }
+        Self { requeue_after: Some(delay), priority: None }
+    }
+
+    /// The priority the requeue asked for goes in at (controller-runtime's
+    /// `Result.Priority`). Without a requeue it changes nothing.
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
     }
 
     /// The requested delay, if any.
     pub fn requeue_delay(&self) -> Option<Duration> {
         self.requeue_after
+    }
+
+    /// The priority asked for the requeue, if any.
+    pub fn priority(&self) -> Option<Priority> {
+        self.priority
     }
 }
 
@@ -34,7 +51,7 @@ impl Action {
 ///
 /// `reconcile` receives the key and the object as the cache holds it now, `None` when it no
 /// longer exists. An error is retried with the queue's rate limiter up to the controller's
-/// retry limit; a panic is caught and handled as an error.
+/// retry limit, at the priority the key had; a panic is caught and handled as an error.
 #[async_trait]
 pub trait Reconciler: Send + Sync + 'static {
     /// The kind reconciled.

@@ -9,6 +9,10 @@
 //! - watched objects (`watches`): whatever keys the user's mapper returns, for the old and the
 //!   new object of an update.
 //!
+//! Keys go in at the priority of [`event_priority`]: low for the initial list and for
+//! unchanged resyncs, normal for real changes, unless the controller was built with
+//! [`use_priority_queue(false)`](super::ControllerBuilder::use_priority_queue).
+//!
 //! A mapper or predicate that panics is logged with the object's key; a predicate's panic
 //! counts as passed.
 
@@ -22,22 +26,29 @@ use crate::cache::{
     deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
 };
 use crate::panic::catch;
-use crate::workqueue::WorkQueue;
+use crate::workqueue::{Priority, WorkQueue};
 
 /// The seed's handler funcs: every add, update and delete puts the object's key in `queue`.
+///
+/// Adds of the initial list and updates that did not change the object's resourceVersion
+/// (resyncs) are added at [`Priority::LOW`], everything else at [`Priority::NORMAL`] (see
+/// [`event_priority`]).
 pub fn enqueue_handler<K: InformerObject>(
     queue: WorkQueue<ObjectKey>,
 ) -> ResourceEventHandlerFuncs<K> {
     let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
     ResourceEventHandlerFuncs::new()
-        .on_add(move |o: &Arc<K>| {
+        .on_add_detailed(move |o: &Arc<K>, initial| {
             if let Ok(key) = meta_namespace_key_func(o.as_ref()) {
-                q1.add(key);
+                q1.add_with_priority(key, event_priority(&Event::Add(o.as_ref()), initial));
             }
         })
-        .on_update(move |_, new: &Arc<K>| {
+        .on_update(move |old: &Arc<K>, new: &Arc<K>| {
             if let Ok(key) = meta_namespace_key_func(new.as_ref()) {
-                q2.add(key);
+                q2.add_with_priority(
+                    key,
+                    event_priority(&Event::Update { old: old.as_ref(), new: new.as_ref() }, false),
+                );
             }
         })
         .on_delete(move |deleted| {
@@ -46,6 +57,25 @@ pub fn enqueue_handler<K: InformerObject>(
                 q3.add(key);
             }
         })
+}
+
+/// The priority controller-runtime gives an event's keys (`handler.WithLowPriorityWhenUnchanged`):
+/// [`Priority::LOW`] for an add of the initial list (`is_in_initial_list`) and for an update
+/// whose resourceVersion did not change (a resync, or a relist that found the object as it
+/// was), [`Priority::NORMAL`] for every other event. So after a restart, or at a resync, the
+/// objects that really changed are reconciled first.
+pub fn event_priority<K: InformerObject>(
+    event: &Event<'_, K>,
+    is_in_initial_list: bool,
+) -> Priority {
+    let unchanged = match event {
+        Event::Add(_) => is_in_initial_list,
+        Event::Update { old, new } => {
+            std::ptr::eq(*old, *new) || old.meta().resource_version == new.meta().resource_version
+        }
+        Event::Delete(_) => false,
+    };
+    if unchanged { Priority::LOW } else { Priority::NORMAL }
 }
 
 /// The primary kind, as owner references name it.
@@ -75,6 +105,8 @@ pub(crate) struct EnqueueHandler<S> {
     pub(crate) queue: WorkQueue<ObjectKey>,
     pub(crate) predicate: Option<Predicate<S>>,
     pub(crate) mapper: Mapper<S>,
+    /// Whether unchanged objects' keys go in at low priority (see [`event_priority`]).
+    pub(crate) prioritize: bool,
 }
 
 impl<S: InformerObject> EnqueueHandler<S> {
@@ -97,22 +129,31 @@ impl<S: InformerObject> EnqueueHandler<S> {
         }
     }
 
-    fn enqueue(&self, keys: impl IntoIterator<Item = ObjectKey>) {
+    fn enqueue(
+        &self,
+        keys: impl IntoIterator<Item = ObjectKey>,
+        event: &Event<'_, S>,
+        initial: bool,
+    ) {
+        let priority =
+            if self.prioritize { event_priority(event, initial) } else { Priority::NORMAL };
         for key in keys {
-            self.queue.add(key);
+            self.queue.add_with_priority(key, priority);
         }
     }
 }
 
 impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
-    fn on_add(&self, object: &Arc<S>) {
-        if self.passes(&Event::Add(object), object) {
-            self.enqueue(self.keys(object));
+    fn on_add(&self, object: &Arc<S>, is_in_initial_list: bool) {
+        let event = Event::Add(object.as_ref());
+        if self.passes(&event, object) {
+            self.enqueue(self.keys(object), &event, is_in_initial_list);
         }
     }
 
     fn on_update(&self, old: &Arc<S>, new: &Arc<S>) {
-        if !self.passes(&Event::Update { old, new }, new) {
+        let event = Event::Update { old: old.as_ref(), new: new.as_ref() };
+        if !self.passes(&event, new) {
             return;
         }
         let mut keys = self.keys(new);
@@ -120,18 +161,21 @@ impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
             // The old object may have pointed elsewhere: both need a look.
             keys.extend(self.keys(old));
         }
-        self.enqueue(keys);
+        self.enqueue(keys, &event, false);
     }
 
     fn on_delete(&self, deleted: &Deleted<S>) {
         let object = deleted.object();
-        if !self.passes(&Event::Delete(object), object) {
+        let event = Event::Delete(object.as_ref());
+        if !self.passes(&event, object) {
             return;
         }
         match self.mapper {
             // A tombstone carries its key: client-go's DeletionHandlingMetaNamespaceKeyFunc.
-            Mapper::Own => self.enqueue(deletion_handling_meta_namespace_key_func(deleted).ok()),
-            _ => self.enqueue(self.keys(object)),
+            Mapper::Own => {
+                self.enqueue(deletion_handling_meta_namespace_key_func(deleted).ok(), &event, false)
+            }
+            _ => self.enqueue(self.keys(object), &event, false),
         }
     }
 }

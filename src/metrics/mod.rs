@@ -41,7 +41,9 @@
 //!   (`requeue_after`) or fails (`error`); the series exists, at zero.
 //! - `controller_runtime_terminal_reconcile_errors_total` counts keys dropped after their last
 //!   retry: ctrlkit has no terminal error type, and a dropped key is what follows one.
-//! - `workqueue_depth`'s `priority` label is empty: the queue has no priorities yet.
+//! - `workqueue_depth` has one series per priority in use (`priority="0"`, `"-100"`, ...),
+//!   for every queue, as controller-runtime's priority queue reports (its plain queue reports
+//!   `priority=""`).
 //! - controller-runtime also exports the process and Go runtime collectors and client-go's
 //!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*` and `ctrlkit_events_*`
 //!   metrics are ctrlkit's own (no peer exports them).

@@ -18,7 +18,7 @@ use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileO
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
 use crate::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, Priority, SettableGaugeMetric,
 };
 
 type Labels<const N: usize> = [(&'static str, String); N];
@@ -254,6 +254,14 @@ impl Registry {
 /// A Prometheus metric as a work-queue hook.
 struct Hook<M>(M);
 
+/// The total depth, which the registry does not export (see `new_depth_metric`).
+struct NoGauge;
+
+impl GaugeMetric for NoGauge {
+    fn inc(&self) {}
+    fn dec(&self) {}
+}
+
 impl CounterMetric for Hook<Counter> {
     fn inc(&self) {
         self.0.inc();
@@ -286,11 +294,19 @@ fn queue_labels(name: &str) -> Labels<2> {
 
 impl MetricsProvider for Registry {
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
+        // Exported per priority only, as controller-runtime's priority queue does: the total
+        // is their sum, and a series without a priority beside them would count items twice.
+        let _ = name;
+        Arc::new(NoGauge)
+    }
+    fn new_depth_metric_with_priority(
+        &self,
+        name: &str,
+        priority: Priority,
+    ) -> Arc<dyn GaugeMetric> {
         let [a, b] = queue_labels(name);
-        // No priorities yet: the empty priority, as controller-runtime's plain queues report.
-        Arc::new(Hook(
-            self.families.queue_depth.get_or_create(&[a, b, ("priority", String::new())]).clone(),
-        ))
+        let labels = [a, b, ("priority", priority.to_string())];
+        Arc::new(Hook(self.families.queue_depth.get_or_create(&labels).clone()))
     }
     fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
         Arc::new(Hook(self.families.queue_adds.get_or_create(&queue_labels(name)).clone()))

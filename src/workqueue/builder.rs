@@ -3,6 +3,7 @@
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::WorkQueue;
 use super::metrics::{MetricsProvider, QueueMetrics};
@@ -13,6 +14,7 @@ pub struct WorkQueueBuilder<T> {
     name: String,
     rate_limiter: Option<Box<dyn RateLimiter<T>>>,
     metrics: Option<Arc<dyn MetricsProvider>>,
+    aging: Duration,
     _item: PhantomData<fn(T)>,
 }
 
@@ -22,6 +24,7 @@ impl<T> std::fmt::Debug for WorkQueueBuilder<T> {
             .field("name", &self.name)
             .field("rate_limiter", &self.rate_limiter.is_some())
             .field("metrics", &self.metrics.is_some())
+            .field("aging", &self.aging)
             .finish()
     }
 }
@@ -31,7 +34,13 @@ where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
     pub(crate) fn new() -> Self {
-        Self { name: String::new(), rate_limiter: None, metrics: None, _item: PhantomData }
+        Self {
+            name: String::new(),
+            rate_limiter: None,
+            metrics: None,
+            aging: super::work_queue::DEFAULT_AGING,
+            _item: PhantomData,
+        }
     }
 
     /// Names the queue; metrics are labelled with it.
@@ -65,10 +74,22 @@ where
         self
     }
 
+    /// How long a ready item waits before it is served ahead of newer items of higher
+    /// priority (default 5 minutes). So no priority starves: under a constant stream of
+    /// high-priority work, a low-priority item waits at most this long plus the time to serve
+    /// the items that became ready before it. Shorter periods bound the wait more tightly and
+    /// let old low-priority items interleave sooner with new high-priority ones;
+    /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's).
+    #[must_use]
+    pub fn aging(mut self, period: Duration) -> Self {
+        self.aging = period;
+        self
+    }
+
     /// Makes the queue. With metrics, called inside a tokio runtime, it also starts the
     /// 500 ms refresh of the unfinished-work gauges, which ends with the queue.
     pub fn build(self) -> WorkQueue<T> {
-        let metrics = self.metrics.map(|p| QueueMetrics::new(p.as_ref(), &self.name));
-        WorkQueue::from_parts(self.name, self.rate_limiter, metrics)
+        let metrics = self.metrics.map(|p| QueueMetrics::new(p, &self.name));
+        WorkQueue::from_parts(self.name, self.rate_limiter, metrics, self.aging)
     }
 }

@@ -3,11 +3,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::{BuildHasher, Hash, RandomState};
 use std::time::Duration;
 
 use hashbrown::HashTable;
 use tokio::time::Instant;
+
+use super::Priority;
 
 /// A deadline far enough away to mean "never" without overflowing `Instant` arithmetic.
 const FAR_FUTURE: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
@@ -17,84 +18,102 @@ pub(crate) fn deadline_after(now: Instant, delay: Duration) -> Instant {
     now.checked_add(delay.min(FAR_FUTURE)).unwrap_or(now)
 }
 
-/// Items waiting to be added, each at most once, each under its earliest deadline.
+/// Items waiting to be added, each at most once, each under its earliest deadline and its
+/// highest priority.
 ///
-/// Invariants: `deadlines` holds one entry per waiting item; `heap` holds that entry plus
-/// possibly stale ones (an item whose deadline moved earlier), which `pop_due` skips by
-/// comparing the sequence number with the one in `deadlines`.
-///
-/// `deadlines` caches each item's hash, so growing it never re-hashes the items (with a
-/// million waiting keys, re-hashing cost more than the rest of `add_after`).
+/// Invariants: each waiting item lives once, in a slot of `slots`; `index` maps it to its slot
+/// (by the hash the caller passed, kept in the slot, so growing the table never re-hashes an
+/// item); `heap` holds one entry per waiting item, with the slot's deadline and sequence
+/// number, plus possibly stale ones (an item whose deadline moved earlier, or that left),
+/// which are skipped by comparing sequence numbers. Heap entries are 32 bytes and never hold
+/// the item: the heap's sifting moves little, and an item is never cloned.
 pub(crate) struct WaitingSet<T> {
-    heap: BinaryHeap<Reverse<(Instant, u64, Entry<T>)>>,
-    deadlines: HashTable<Waiting<T>>,
-    hasher: RandomState,
+    heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    index: HashTable<u32>,
+    slots: Vec<Option<Waiting<T>>>,
+    free: Vec<u32>,
     next_seq: u64,
 }
 
-/// One waiting item and its current deadline.
+/// One waiting item, its current deadline and the priority it will be added at.
 struct Waiting<T> {
     hash: u64,
     item: T,
     deadline: Instant,
     seq: u64,
+    priority: Priority,
 }
 
-/// A heap entry; ordering uses only the deadline and sequence, never the item.
-#[derive(Debug)]
-struct Entry<T>(T);
-
-impl<T> PartialEq for Entry<T> {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl<T> Eq for Entry<T> {}
-impl<T> PartialOrd for Entry<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Entry<T> {
-    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-        std::cmp::Ordering::Equal
-    }
+/// An item whose deadline came.
+pub(crate) struct Due<T> {
+    pub(crate) item: T,
+    pub(crate) hash: u64,
+    pub(crate) priority: Priority,
 }
 
-impl<T: Clone + Eq + Hash> WaitingSet<T> {
+impl<T: Eq> WaitingSet<T> {
     pub(crate) fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
-            deadlines: HashTable::new(),
-            hasher: RandomState::new(),
+            index: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             next_seq: 0,
         }
     }
 
-    /// The waiting entry of `item`, with its hash.
-    fn find(&self, item: &T) -> (u64, Option<&Waiting<T>>) {
-        let hash = self.hasher.hash_one(item);
-        (hash, self.deadlines.find(hash, |w| w.item == *item))
+    fn waiting(&self, slot: u32) -> &Waiting<T> {
+        self.slots[slot as usize].as_ref().expect("an indexed slot is occupied")
     }
 
-    /// Makes `item` wait until `deadline`, or keeps its current deadline if that is earlier.
-    /// Returns true when `deadline` became the earliest of the whole set.
-    pub(crate) fn insert(&mut self, item: T, deadline: Instant) -> bool {
-        let (hash, current) = self.find(&item);
-        if current.is_some_and(|w| w.deadline <= deadline) {
-            return false;
-        }
+    /// Makes `item` wait until `deadline` at `priority`, keeping an earlier deadline and a
+    /// higher priority it has already. Returns true when `deadline` became the earliest of the
+    /// whole set.
+    pub(crate) fn insert(
+        &mut self,
+        item: T,
+        hash: u64,
+        deadline: Instant,
+        priority: Priority,
+    ) -> bool {
         let earliest = self.next_deadline().is_none_or(|next| deadline < next);
         let seq = self.next_seq;
-        self.next_seq += 1;
-        let waiting = Waiting { hash, item: item.clone(), deadline, seq };
-        match self.deadlines.find_mut(hash, |w| w.item == item) {
-            Some(current) => *current = waiting,
-            None => {
-                self.deadlines.insert_unique(hash, waiting, |w| w.hash);
+        let slots = &mut self.slots;
+        let found = self.index.find(hash, |&s| {
+            slots[s as usize].as_ref().is_some_and(|w| w.hash == hash && w.item == item)
+        });
+        let slot = match found {
+            Some(&slot) => {
+                let current = slots[slot as usize].as_mut().expect("an indexed slot is occupied");
+                current.priority = current.priority.max(priority);
+                if current.deadline <= deadline {
+                    return false;
+                }
+                current.deadline = deadline;
+                current.seq = seq;
+                slot
             }
-        }
-        self.heap.push(Reverse((deadline, seq, Entry(item))));
+            None => {
+                let waiting = Waiting { hash, item, deadline, seq, priority };
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        slots[slot as usize] = Some(waiting);
+                        slot
+                    }
+                    None => {
+                        slots.push(Some(waiting));
+                        u32::try_from(slots.len() - 1).expect("fewer than 2^32 waiting items")
+                    }
+                };
+                let slots = &self.slots;
+                self.index.insert_unique(hash, slot, |&s| {
+                    slots[s as usize].as_ref().expect("an indexed slot is occupied").hash
+                });
+                slot
+            }
+        };
+        self.next_seq += 1;
+        self.heap.push(Reverse((deadline, seq, slot)));
         earliest
     }
 
@@ -106,36 +125,38 @@ impl<T: Clone + Eq + Hash> WaitingSet<T> {
 
     /// Removes and returns the next item whose deadline is at or before `now`, in deadline
     /// order (ties in insertion order).
-    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<T> {
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Due<T>> {
         self.drop_stale();
-        let Reverse((deadline, _, _)) = self.heap.peek()?;
-        if *deadline > now {
+        let &Reverse((deadline, _, slot)) = self.heap.peek()?;
+        if deadline > now {
             return None;
         }
-        let Reverse((_, _, Entry(item))) = self.heap.pop()?;
-        let hash = self.hasher.hash_one(&item);
-        if let Ok(found) = self.deadlines.find_entry(hash, |w| w.item == item) {
+        self.heap.pop();
+        let hash = self.waiting(slot).hash;
+        if let Ok(found) = self.index.find_entry(hash, |&s| s == slot) {
             found.remove();
         }
-        Some(item)
+        let Waiting { item, hash, priority, .. } =
+            self.slots[slot as usize].take().expect("an indexed slot is occupied");
+        self.free.push(slot);
+        Some(Due { item, hash, priority })
     }
 
     /// Whether nothing waits.
     pub(crate) fn is_empty(&self) -> bool {
-        self.deadlines.is_empty()
+        self.index.is_empty()
     }
 
-    /// Drops every waiting item.
+    /// Drops every waiting item, and the memory they took.
     pub(crate) fn clear(&mut self) {
-        self.heap.clear();
-        self.deadlines.clear();
+        *self = Self::new();
     }
 
     /// Pops heap entries superseded by an earlier deadline for the same item.
     fn drop_stale(&mut self) {
-        while let Some(Reverse((_, seq, Entry(item)))) = self.heap.peek() {
-            match self.find(item).1 {
-                Some(current) if current.seq == *seq => return,
+        while let Some(&Reverse((_, seq, slot))) = self.heap.peek() {
+            match &self.slots[slot as usize] {
+                Some(current) if current.seq == seq => return,
                 _ => {
                     self.heap.pop();
                 }
@@ -148,23 +169,25 @@ impl<T: Clone + Eq + Hash> WaitingSet<T> {
 mod tests {
     use super::*;
 
+    fn at(w: &mut WaitingSet<&'static str>, item: &'static str, t: Instant, p: i32) -> bool {
+        w.insert(item, item.len() as u64 * 7919 + item.as_bytes()[0] as u64, t, Priority(p))
+    }
+
     #[test]
-    fn keeps_the_earliest_deadline_and_fires_once() {
+    fn keeps_the_earliest_deadline_and_the_highest_priority_and_fires_once() {
         let t0 = Instant::now();
+        let s = Duration::from_secs;
         let mut w = WaitingSet::new();
-        assert!(w.insert("a", t0 + Duration::from_secs(10)));
-        assert!(!w.insert("a", t0 + Duration::from_secs(20)), "a later deadline changes nothing");
-        assert!(w.insert("a", t0 + Duration::from_secs(5)), "an earlier one replaces it");
-        assert!(!w.insert("b", t0 + Duration::from_secs(7)));
-        assert_eq!(w.next_deadline(), Some(t0 + Duration::from_secs(5)));
-        assert_eq!(w.pop_due(t0 + Duration::from_secs(4)), None);
-        assert_eq!(w.pop_due(t0 + Duration::from_secs(30)), Some("a"));
-        assert_eq!(w.pop_due(t0 + Duration::from_secs(30)), Some("b"));
-        assert_eq!(
-            w.pop_due(t0 + Duration::from_secs(30)),
-            None,
-            "the stale entry of a is skipped"
-        );
+        assert!(at(&mut w, "a", t0 + s(10), 0));
+        assert!(!at(&mut w, "a", t0 + s(20), 5), "a later deadline changes only the priority");
+        assert!(at(&mut w, "a", t0 + s(5), -100), "an earlier one replaces the deadline");
+        assert!(!at(&mut w, "b", t0 + s(7), 0));
+        assert_eq!(w.next_deadline(), Some(t0 + s(5)));
+        assert!(w.pop_due(t0 + s(4)).is_none());
+        let a = w.pop_due(t0 + s(30)).unwrap();
+        assert_eq!((a.item, a.priority), ("a", Priority(5)));
+        assert_eq!(w.pop_due(t0 + s(30)).map(|d| d.item), Some("b"));
+        assert!(w.pop_due(t0 + s(30)).is_none(), "the stale entry of a is skipped");
         assert!(w.is_empty());
     }
 

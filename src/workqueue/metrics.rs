@@ -4,9 +4,14 @@
 //! other) exporter implements it. A queue built without a provider records nothing and reads
 //! no clocks for metrics, so unused metrics cost nothing.
 //!
+//! Adds go through the queue's add buffer, so depth and adds are recorded when the queue
+//! applies them: at once when a worker is waiting, else at the next `get`, `done` or `len`,
+//! and at least every 500 ms (the unfinished-work refresh). Queue latency still counts from
+//! the add itself: with metrics on, every add reads the clock.
+//!
 //! | metric | kind | meaning |
 //! |---|---|---|
-//! | depth | gauge | items ready to be handed out |
+//! | depth | gauge | items ready to be handed out, in all and by priority |
 //! | adds | counter | adds that queued an item (duplicates of a waiting item are not counted) |
 //! | queue latency | histogram, seconds | from an item's add to the `get` that handed it out |
 //! | work duration | histogram, seconds | from `get` to `done` |
@@ -14,9 +19,12 @@
 //! | longest running processor | settable gauge, seconds | age of the oldest item being processed |
 //! | retries | counter | calls of `add_rate_limited` |
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
+
+use super::Priority;
+use super::queue::Added;
 
 /// A value that only goes up.
 pub trait CounterMetric: Send + Sync {
@@ -48,6 +56,17 @@ pub trait HistogramMetric: Send + Sync {
 pub trait MetricsProvider: Send + Sync {
     /// Current depth: items ready to be handed out.
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric>;
+    /// Current depth of one priority: items ready to be handed out at `priority`. Asked for
+    /// the first time a queue holds an item at that priority. The default records nothing;
+    /// the total still goes to [`new_depth_metric`](Self::new_depth_metric).
+    fn new_depth_metric_with_priority(
+        &self,
+        name: &str,
+        priority: Priority,
+    ) -> Arc<dyn GaugeMetric> {
+        let _ = (name, priority);
+        Arc::new(Noop)
+    }
     /// Total adds handled by the queue.
     fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric>;
     /// Seconds an item stays in the queue before it is handed out.
@@ -111,9 +130,13 @@ impl MetricsProvider for NoopMetricsProvider {
     }
 }
 
-/// The metrics of one queue, made once at build time.
+/// The metrics of one queue, made once at build time (the per-priority depths on first use).
 pub(crate) struct QueueMetrics {
+    provider: Arc<dyn MetricsProvider>,
+    name: String,
     pub(crate) depth: Arc<dyn GaugeMetric>,
+    /// One gauge per priority seen; a handful at most, so a list.
+    depth_by_priority: Mutex<Vec<(Priority, Arc<dyn GaugeMetric>)>>,
     pub(crate) adds: Arc<dyn CounterMetric>,
     pub(crate) latency: Arc<dyn HistogramMetric>,
     pub(crate) work_duration: Arc<dyn HistogramMetric>,
@@ -123,15 +146,56 @@ pub(crate) struct QueueMetrics {
 }
 
 impl QueueMetrics {
-    pub(crate) fn new(provider: &dyn MetricsProvider, name: &str) -> Self {
+    pub(crate) fn new(provider: Arc<dyn MetricsProvider>, name: &str) -> Self {
         Self {
+            name: name.to_owned(),
             depth: provider.new_depth_metric(name),
+            depth_by_priority: Mutex::new(Vec::new()),
             adds: provider.new_adds_metric(name),
             latency: provider.new_latency_metric(name),
             work_duration: provider.new_work_duration_metric(name),
             unfinished_work: provider.new_unfinished_work_seconds_metric(name),
             longest_running: provider.new_longest_running_processor_seconds_metric(name),
             retries: provider.new_retries_metric(name),
+            provider,
+        }
+    }
+
+    /// Moves the depth of `priority` (and the total) by `delta`, which is 1 or -1.
+    pub(crate) fn depth_changed(&self, priority: Priority, delta: i8) {
+        let gauge = {
+            let mut gauges = self.depth_by_priority.lock().unwrap_or_else(PoisonError::into_inner);
+            match gauges.iter().find(|(p, _)| *p == priority) {
+                Some((_, gauge)) => Arc::clone(gauge),
+                None => {
+                    let gauge = self.provider.new_depth_metric_with_priority(&self.name, priority);
+                    gauges.push((priority, Arc::clone(&gauge)));
+                    gauge
+                }
+            }
+        };
+        if delta > 0 {
+            self.depth.inc();
+            gauge.inc();
+        } else {
+            self.depth.dec();
+            gauge.dec();
+        }
+    }
+
+    /// Records what an add did: a queued item counts as an add and deepens its priority; a
+    /// raised one moves between priorities.
+    pub(crate) fn record_add(&self, added: Added) {
+        match added {
+            Added::Queued(priority) => {
+                self.adds.inc();
+                self.depth_changed(priority, 1);
+            }
+            Added::Raised { from, to } => {
+                self.depth_changed(from, -1);
+                self.depth_changed(to, 1);
+            }
+            Added::Deduplicated | Added::Deferred => {}
         }
     }
 

@@ -48,9 +48,11 @@
 //! # }
 //! ```
 
+mod add_buffer;
 mod builder;
 mod delaying;
 mod metrics;
+mod priority;
 mod queue;
 mod rate_limiters;
 mod work_queue;
@@ -60,6 +62,7 @@ pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetricsProvider,
     SettableGaugeMetric,
 };
+pub use priority::Priority;
 pub use rate_limiters::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,

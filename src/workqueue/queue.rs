@@ -1,28 +1,32 @@
-//! The plain queue: fair, stingy, and nothing else. It knows no time, no delays, no rate
-//! limits and no locks; [`super::WorkQueue`] wraps it in a mutex and adds those layers.
+//! The plain queue: fair within a priority, stingy, and nothing else. It knows no delays, no
+//! rate limits and no locks; [`super::WorkQueue`] wraps it in a mutex and adds those layers.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::time::Duration;
 
 use hashbrown::HashTable;
-
 use tokio::time::Instant;
 
-/// Where one item stands. An item has a slot exactly while it is dirty or processing.
+use super::Priority;
+
+/// Dead index entries are swept once they outnumber twice the live ones by this many.
+const SWEEP_SLACK: usize = 1024;
+
+/// Where one item stands. A slot holds an item exactly while it is dirty or processing; a
+/// free slot keeps its generation, so a stale ready entry never matches a later occupant.
 #[derive(Debug)]
 struct Slot<T> {
-    item: T,
+    item: Option<T>,
+    /// When the item last became dirty: the start of its wait, for aging and queue latency.
+    queued_at: Instant,
+    /// The priority it is (or will be, when its worker is done) ready at.
+    priority: Priority,
+    /// Bumped at every ready entry pushed for this slot: only the newest entry is live.
+    generation: u32,
     /// Added and not yet handed out since.
     dirty: bool,
     /// Handed out to a worker that has not called `done` yet.
     processing: bool,
-}
-
-/// When a slot's item became dirty and when a worker took it; kept only with metrics on.
-#[derive(Debug, Clone, Copy, Default)]
-struct Times {
-    queued_at: Option<Instant>,
-    started_at: Option<Instant>,
 }
 
 /// An index entry: 32 bits of the item's hash and its slot. Eight bytes, so a million items'
@@ -33,20 +37,41 @@ struct Ix {
     slot: u32,
 }
 
+/// A ready entry: a slot and the generation it was pushed at.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    slot: u32,
+    generation: u32,
+}
+
+/// The ready items of one priority, in the order they became ready at it.
+#[derive(Debug)]
+struct Level {
+    priority: Priority,
+    fifo: VecDeque<Entry>,
+}
+
 /// Spreads 32 bits of hash over 64 for the table (a bijection: multiplying by an odd
 /// constant), so that bucket position and tag both come from bits the index keeps.
 fn widen(hash: u32) -> u64 {
     u64::from(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// The 32 bits of a full hash the index keeps (the high half).
+pub(crate) fn narrow(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
 /// What `add` did with an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Added {
-    /// Pushed to the back of the ready queue.
-    Queued,
-    /// Already waiting in the ready queue: nothing changed.
+    /// Pushed to the back of its priority's ready queue.
+    Queued(Priority),
+    /// Already ready at this priority or a higher one: nothing changed.
     Deduplicated,
-    /// A worker holds it: it goes back to the queue when that worker calls `done`.
+    /// Already ready at a lower priority: moved to the back of this one's queue.
+    Raised { from: Priority, to: Priority },
+    /// A worker holds it: it is ready again when that worker calls `done`.
     Deferred,
 }
 
@@ -56,176 +81,375 @@ pub(crate) enum Finished {
     /// The item was not being processed: nothing changed.
     NotProcessing,
     /// The item is finished and forgotten.
-    Released {
-        /// When the worker took it, if metrics are on.
-        started_at: Option<Instant>,
-    },
-    /// The item was added again while held, so it is back in the ready queue.
-    Requeued {
-        /// When the worker took it, if metrics are on.
-        started_at: Option<Instant>,
-    },
+    Released,
+    /// The item was added again while held, so it is ready again at this priority.
+    Requeued(Priority),
 }
 
-/// A FIFO of items with the dirty/processing bookkeeping of client-go's `Type`.
+/// An item handed out by `pop`.
+#[derive(Debug)]
+pub(crate) struct Popped<T> {
+    pub(crate) item: T,
+    pub(crate) priority: Priority,
+    /// When it became dirty.
+    pub(crate) queued_at: Instant,
+}
+
+/// Ready queues by priority with the dirty/processing bookkeeping of client-go's `Type`.
 ///
 /// Invariants:
-/// - a slot index is in `ready` exactly when its slot is dirty and not processing, and then
-///   once;
-/// - `index` maps exactly the items that are dirty or processing to their slots; every other
-///   slot is `None` and listed in `free`;
-/// - `processing` counts the slots with `processing` set.
+/// - a slot has exactly one live entry (same generation) in the level of its priority when it
+///   is dirty and not processing, and none otherwise; levels may also hold stale entries
+///   (older generations, counted by `stale`), which `pop` skips;
+/// - `ready` counts the live entries, `live` the occupied slots;
+/// - every occupied slot has an entry in `index` (its hash, its slot); `index` may also hold
+///   dead entries (pointing at a free slot, or at a slot since given to another item), which
+///   never match a lookup, because every lookup compares the slot's item; unoccupied slots
+///   are listed in `free`;
+/// - `working` maps exactly the processing items to their slots;
+/// - `levels` is sorted by priority, highest first, and holds no empty level but `NORMAL`'s.
 ///
-/// Items live once, in a slab; the ready queue and the hash index hold slot numbers. So an
-/// add moves the item in without cloning it, `get` walks the slab in the order items came,
-/// and the index stays small enough (8 bytes an item) to stay in cache: a
-/// `HashMap<T, Status>` plus a `VecDeque<T>` cost a clone per add and a cache miss per `get`,
-/// and re-hashed every key when it grew.
+/// Items live once, in a slab; the ready queues and the hash indexes hold slot numbers. So an
+/// add moves the item in without cloning it and `get` walks the slab in the order items came.
+/// `done` looks the item up in `working`, which holds only what workers hold and so stays in
+/// cache, frees its slot, and leaves its entry in `index` dead instead of removing it: with a
+/// million keys the index outgrows the caches, and a probe into it cost `done` more than
+/// everything else together. Once dead entries outnumber twice the live ones (by
+/// `SWEEP_SLACK`), one sequential pass over the index drops them, so the index's cost stays
+/// proportional to the live items and memory returns when traffic stops. Callers hash items
+/// themselves (outside their lock) and pass the hash in.
 pub(crate) struct Queue<T> {
-    ready: VecDeque<usize>,
-    slots: Vec<Option<Slot<T>>>,
-    /// Parallel to `slots` when metrics are on; empty otherwise.
-    times: Vec<Times>,
-    free: Vec<usize>,
+    levels: Vec<Level>,
+    slots: Vec<Slot<T>>,
+    /// Beside `slots`: the 32 hash bits of each occupant, and a bit per slot set while it is
+    /// occupied. Small and dense, so a sweep rebuilds the index from them without reading
+    /// the slots.
+    tags: Vec<u32>,
+    occupied_slots: Vec<u64>,
+    /// When a worker took each slot's item; kept only with metrics on.
+    started: Vec<Option<Instant>>,
+    free: Vec<u32>,
     index: HashTable<Ix>,
-    hasher: RandomState,
-    processing: usize,
+    working: HashTable<Ix>,
+    ready: usize,
+    live: usize,
+    stale: usize,
+    /// Levels that hold at least one entry (live or stale).
+    occupied: usize,
 }
 
-impl<T: Clone + Eq + Hash> Queue<T> {
+impl<T: Clone + Eq> Queue<T> {
     pub(crate) fn new() -> Self {
         Self {
-            ready: VecDeque::new(),
+            levels: vec![Level { priority: Priority::NORMAL, fifo: VecDeque::new() }],
             slots: Vec::new(),
-            times: Vec::new(),
+            tags: Vec::new(),
+            occupied_slots: Vec::new(),
+            started: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            hasher: RandomState::new(),
-            processing: 0,
+            working: HashTable::new(),
+            ready: 0,
+            live: 0,
+            stale: 0,
+            occupied: 0,
         }
     }
 
-    fn hash(&self, item: &T) -> u32 {
-        // The high half: the low half of SipHash is as good, but this keeps the choice explicit.
-        (self.hasher.hash_one(item) >> 32) as u32
-    }
-
-    /// Records `now` in a slot's times, growing the side table on first use.
-    fn times_mut(&mut self, slot: usize) -> &mut Times {
-        if self.times.len() <= slot {
-            self.times.resize(slot + 1, Times::default());
-        }
-        &mut self.times[slot]
-    }
-
-    fn slot_mut(&mut self, slot: usize) -> &mut Slot<T> {
-        self.slots[slot].as_mut().expect("an indexed slot is occupied")
-    }
-
-    /// Marks `item` dirty; queues it unless it is queued already or a worker holds it.
-    /// `now` is the time to record for queue latency (metrics on) or `None`.
-    pub(crate) fn add(&mut self, item: T, now: Option<Instant>) -> Added {
-        let hash = self.hash(&item);
-        let slots = &mut self.slots;
+    fn find(&self, item: &T, hash: u64) -> Option<usize> {
+        let hash = narrow(hash);
+        let slots = &self.slots;
         let found = self.index.find(widen(hash), |ix| {
-            ix.hash == hash && slots[ix.slot as usize].as_ref().is_some_and(|s| s.item == item)
+            ix.hash == hash && slots[ix.slot as usize].item.as_ref() == Some(item)
         });
-        let (slot, added) = match found {
-            Some(&Ix { slot, .. }) => {
-                let slot = slot as usize;
-                let entry = slots[slot].as_mut().expect("an indexed slot is occupied");
-                if entry.dirty {
-                    return Added::Deduplicated;
-                }
-                // Known but not dirty: a worker holds it. It re-enters the queue at `done`.
+        found.map(|ix| ix.slot as usize)
+    }
+
+    /// Pushes a live entry for `slot` at its priority.
+    fn push_ready(&mut self, slot: usize) {
+        let entry = &mut self.slots[slot];
+        entry.generation = entry.generation.wrapping_add(1);
+        let (priority, generation) = (entry.priority, entry.generation);
+        let level = match self.levels.iter().position(|l| l.priority <= priority) {
+            Some(i) if self.levels[i].priority == priority => i,
+            at => {
+                let at = at.unwrap_or(self.levels.len());
+                self.levels.insert(at, Level { priority, fifo: VecDeque::new() });
+                at
+            }
+        };
+        let fifo = &mut self.levels[level].fifo;
+        if fifo.is_empty() {
+            self.occupied += 1;
+        }
+        fifo.push_back(Entry { slot: slot as u32, generation });
+        self.ready += 1;
+    }
+
+    /// Marks `item` dirty at `priority` (keeping a higher one it has); queues it unless it is
+    /// ready already at that priority or higher, or a worker holds it. `now` starts its wait.
+    pub(crate) fn add(&mut self, item: T, hash: u64, priority: Priority, now: Instant) -> Added {
+        if let Some(slot) = self.find(&item, hash) {
+            let entry = &mut self.slots[slot];
+            if !entry.dirty {
+                // Known but not dirty: a worker holds it. It is ready again at `done`.
                 entry.dirty = true;
-                (slot, Added::Deferred)
+                entry.priority = priority;
+                entry.queued_at = now;
+                return Added::Deferred;
+            }
+            if priority <= entry.priority {
+                return Added::Deduplicated;
+            }
+            let from = std::mem::replace(&mut entry.priority, priority);
+            if entry.processing {
+                // Dirty while held: only the priority it comes back at changes.
+                return Added::Deduplicated;
+            }
+            // The entry at the old priority goes stale; `push_ready` counts the new one.
+            self.ready -= 1;
+            self.stale += 1;
+            self.push_ready(slot);
+            return Added::Raised { from, to: priority };
+        }
+        let hash = narrow(hash);
+        let new = Slot {
+            item: Some(item),
+            queued_at: now,
+            priority,
+            generation: 0,
+            dirty: true,
+            processing: false,
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                let slot = slot as usize;
+                let generation = self.slots[slot].generation;
+                self.slots[slot] = Slot { generation, ..new };
+                slot
             }
             None => {
-                let new = Slot { item, dirty: true, processing: false };
-                let slot = match self.free.pop() {
-                    Some(slot) => {
-                        slots[slot] = Some(new);
-                        slot
-                    }
-                    None => {
-                        slots.push(Some(new));
-                        slots.len() - 1
-                    }
-                };
-                let ix = Ix { hash, slot: u32::try_from(slot).expect("fewer than 2^32 items") };
-                self.index.insert_unique(widen(hash), ix, |ix| widen(ix.hash));
-                self.ready.push_back(slot);
-                (slot, Added::Queued)
+                self.slots.push(new);
+                self.tags.push(0);
+                if self.occupied_slots.len() * 64 < self.slots.len() {
+                    self.occupied_slots.push(0);
+                }
+                self.slots.len() - 1
             }
         };
-        if now.is_some() {
-            self.times_mut(slot).queued_at = now;
-        }
-        added
+        self.tags[slot] = hash;
+        self.occupied_slots[slot / 64] |= 1 << (slot % 64);
+        let ix = Ix { hash, slot: u32::try_from(slot).expect("fewer than 2^32 items") };
+        self.index.insert_unique(widen(hash), ix, |ix| widen(ix.hash));
+        self.live += 1;
+        self.push_ready(slot);
+        Added::Queued(priority)
     }
 
-    /// Takes the oldest ready item and marks it processing. Returns it with the time it was
-    /// queued at (metrics on).
-    pub(crate) fn pop(&mut self, now: Option<Instant>) -> Option<(T, Option<Instant>)> {
-        let slot = self.ready.pop_front()?;
-        self.processing += 1;
-        let queued_at = match now {
-            Some(_) => {
-                let times = self.times_mut(slot);
-                times.started_at = now;
-                times.queued_at.take()
+    /// Whether `entry` is its slot's live entry.
+    fn live(&self, entry: &Entry) -> bool {
+        self.slots[entry.slot as usize].generation == entry.generation
+    }
+
+    /// Drops the stale entries at the head of `level`; returns its live head, or `None` when
+    /// the level emptied (and, but for `NORMAL`'s, went).
+    fn head(&mut self, level: usize) -> Option<Entry> {
+        loop {
+            let head = *self.levels[level].fifo.front()?;
+            if self.live(&head) {
+                return Some(head);
             }
-            None => None,
-        };
-        let slot = self.slot_mut(slot);
+            let before = self.levels.len();
+            self.pop_level(level);
+            self.stale -= 1;
+            if self.levels.len() != before {
+                return None;
+            }
+        }
+    }
+
+    /// Pops the head of `level`, dropping the level if it empties (but for `NORMAL`'s).
+    fn pop_level(&mut self, level: usize) -> Option<Entry> {
+        let entry = self.levels[level].fifo.pop_front()?;
+        if self.levels[level].fifo.is_empty() {
+            self.occupied -= 1;
+            if self.levels[level].priority != Priority::NORMAL {
+                self.levels.remove(level);
+            }
+        }
+        Some(entry)
+    }
+
+    /// The level to serve next: the highest priority's head, unless some head has waited for
+    /// `aging` or longer; then the oldest head, whatever its priority.
+    fn next_level(&mut self, aging: Duration, now: Option<Instant>) -> Option<usize> {
+        if self.ready == 0 {
+            return None;
+        }
+        if self.occupied == 1 {
+            // One priority in use (the common case): no clock to read, no heads to compare.
+            let level = self.levels.iter().position(|l| !l.fifo.is_empty())?;
+            if self.head(level).is_some() {
+                return Some(level);
+            }
+        }
+        let now = now.unwrap_or_else(Instant::now);
+        let mut top = None;
+        let mut oldest: Option<(usize, Instant)> = None;
+        let mut level = 0;
+        while level < self.levels.len() {
+            let Some(head) = self.head(level) else {
+                // `head` dropped an emptied level, or NORMAL's is empty: look at the same index.
+                if self.levels.get(level).is_some_and(|l| l.fifo.is_empty()) {
+                    level += 1;
+                }
+                continue;
+            };
+            top.get_or_insert(level);
+            let queued_at = self.slots[head.slot as usize].queued_at;
+            if oldest.is_none_or(|(_, at)| queued_at < at) {
+                oldest = Some((level, queued_at));
+            }
+            level += 1;
+        }
+        match oldest {
+            Some((level, at)) if now.saturating_duration_since(at) >= aging => Some(level),
+            _ => top,
+        }
+    }
+
+    /// Takes the next ready item (see `next_level`) and marks it processing. `now` is the time
+    /// if the caller read it (else aging reads it when it needs to); with `record_start` (metrics
+    /// on) it is recorded as the item's start.
+    pub(crate) fn pop(
+        &mut self,
+        aging: Duration,
+        now: Option<Instant>,
+        record_start: bool,
+    ) -> Option<Popped<T>> {
+        let level = self.next_level(aging, now)?;
+        let started = now.filter(|_| record_start);
+        let entry = self.pop_level(level).expect("the chosen level has a live head");
+        let slot = entry.slot as usize;
+        self.ready -= 1;
+        let ix = Ix { hash: self.tags[slot], slot: entry.slot };
+        self.working.insert_unique(widen(ix.hash), ix, |ix| widen(ix.hash));
+        if let Some(at) = started {
+            if self.started.len() <= slot {
+                self.started.resize(slot + 1, None);
+            }
+            self.started[slot] = Some(at);
+        }
+        let slot = &mut self.slots[slot];
         slot.dirty = false;
         slot.processing = true;
-        Some((slot.item.clone(), queued_at))
+        let item = slot.item.clone().expect("a live entry's slot is occupied");
+        Some(Popped { item, priority: slot.priority, queued_at: slot.queued_at })
     }
 
-    /// Ends the processing of `item`; requeues it if it was added while held.
-    pub(crate) fn done(&mut self, item: &T) -> Finished {
-        let hash = self.hash(item);
-        let slots = &mut self.slots;
-        let Ok(found) = self.index.find_entry(widen(hash), |ix| {
-            ix.hash == hash && slots[ix.slot as usize].as_ref().is_some_and(|s| s.item == *item)
+    /// Ends the processing of `item`; requeues it if it was added while held. Returns also
+    /// when the worker took it (metrics on).
+    pub(crate) fn done(&mut self, item: &T, hash: u64) -> (Finished, Option<Instant>) {
+        let hash = narrow(hash);
+        let slots = &self.slots;
+        let Ok(found) = self.working.find_entry(widen(hash), |ix| {
+            ix.hash == hash && slots[ix.slot as usize].item.as_ref() == Some(item)
         }) else {
-            return Finished::NotProcessing;
+            return (Finished::NotProcessing, None);
         };
-        let index = found.get().slot as usize;
-        let slot = slots[index].as_mut().expect("an indexed slot is occupied");
-        if !slot.processing {
-            return Finished::NotProcessing;
-        }
-        self.processing -= 1;
-        let started_at = self.times.get_mut(index).and_then(|t| t.started_at.take());
+        let index = found.remove().0.slot as usize;
+        let started = self.started.get_mut(index).and_then(Option::take);
+        let slot = &mut self.slots[index];
+        slot.processing = false;
         if slot.dirty {
-            slot.processing = false;
-            self.ready.push_back(index);
-            Finished::Requeued { started_at }
-        } else {
-            found.remove();
-            slots[index] = None;
-            self.free.push(index);
-            Finished::Released { started_at }
+            let priority = slot.priority;
+            self.push_ready(index);
+            return (Finished::Requeued(priority), started);
+        }
+        slot.item = None;
+        self.occupied_slots[index / 64] &= !(1 << (index % 64));
+        self.free.push(index as u32);
+        self.live -= 1;
+        if self.index.len() - self.live >= 2 * self.live + SWEEP_SLACK {
+            self.sweep();
+        }
+        (Finished::Released, started)
+    }
+
+    /// Rebuilds the index from the occupied slots' bits and tags, dropping its dead entries;
+    /// gives back the memory of trailing free slots and of oversized queues. Costs a pass
+    /// over the bitmap (a bit per slot) and an insert per live item.
+    fn sweep(&mut self) {
+        let mut index = HashTable::with_capacity(self.live);
+        for (w, &word) in self.occupied_slots.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let slot = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let ix = Ix { hash: self.tags[slot], slot: slot as u32 };
+                index.insert_unique(widen(ix.hash), ix, |ix| widen(ix.hash));
+            }
+        }
+        self.index = index;
+        // Slots past the last occupied one can go, unless a stale ready entry still names one
+        // (a slot made anew restarts its generation). No index entry names them any more.
+        if self.stale == 0 {
+            let used = self.slots.iter().rposition(|s| s.item.is_some()).map_or(0, |i| i + 1);
+            self.slots.truncate(used);
+            self.tags.truncate(used);
+            self.occupied_slots.truncate(used.div_ceil(64));
+            self.started.truncate(used);
+            self.free.retain(|&i| (i as usize) < used);
+            shrink(&mut self.slots);
+            shrink(&mut self.tags);
+            shrink(&mut self.occupied_slots);
+            shrink(&mut self.started);
+            shrink(&mut self.free);
+        }
+        for level in &mut self.levels {
+            if level.fifo.capacity() > 4 * level.fifo.len() + SWEEP_SLACK {
+                level.fifo.shrink_to(2 * level.fifo.len());
+            }
         }
     }
 
     /// Items ready to be handed out.
     pub(crate) fn len(&self) -> usize {
-        self.ready.len()
+        self.ready
+    }
+
+    /// Whether more than one priority holds ready items, so that `pop` compares ages.
+    pub(crate) fn priorities_in_use(&self) -> bool {
+        self.occupied > 1
+    }
+
+    /// Items ready to be handed out at each priority in use, highest first.
+    #[cfg(test)]
+    pub(crate) fn len_by_priority(&self) -> Vec<(Priority, usize)> {
+        let mut counts: Vec<(Priority, usize)> =
+            self.levels.iter().map(|l| (l.priority, 0)).collect();
+        for (level, count) in self.levels.iter().zip(&mut counts) {
+            count.1 = level.fifo.iter().filter(|e| self.live(e)).count();
+        }
+        counts.retain(|c| c.1 > 0);
+        counts
     }
 
     /// Items handed out and not yet done.
     pub(crate) fn processing(&self) -> usize {
-        self.processing
+        self.working.len()
     }
 
     /// Start times of the items being processed (recorded only with metrics on).
     pub(crate) fn processing_started(&self) -> impl Iterator<Item = Instant> + '_ {
-        let processing = self.slots.iter().map(|s| s.as_ref().is_some_and(|s| s.processing));
-        processing.zip(&self.times).filter(|(p, _)| *p).filter_map(|(_, t)| t.started_at)
+        self.working.iter().filter_map(|ix| self.started.get(ix.slot as usize).copied().flatten())
+    }
+}
+
+/// Gives back a vector's spare memory when it holds less than a quarter of its capacity.
+fn shrink<V>(v: &mut Vec<V>) {
+    if v.capacity() > 4 * v.len() + SWEEP_SLACK {
+        v.shrink_to(2 * v.len());
     }
 }
 
@@ -233,23 +457,98 @@ impl<T: Clone + Eq + Hash> Queue<T> {
 mod tests {
     use super::*;
 
+    const AGING: Duration = Duration::from_secs(60);
+
+    /// A queue with a fixed hash per item, as the caller would compute it.
+    struct Q(Queue<&'static str>);
+
+    impl Q {
+        fn hash(s: &str) -> u64 {
+            s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            })
+        }
+        fn add(&mut self, s: &'static str, p: i32) -> Added {
+            self.0.add(s, Self::hash(s), Priority(p), Instant::now())
+        }
+        fn pop(&mut self) -> Option<&'static str> {
+            self.0.pop(AGING, None, false).map(|p| p.item)
+        }
+        fn done(&mut self, s: &'static str) -> Finished {
+            self.0.done(&s, Self::hash(s)).0
+        }
+    }
+
     #[test]
     fn invariants_hold_through_a_hold_and_readd() {
+        let mut q = Q(Queue::new());
+        assert_eq!(q.add("a", 0), Added::Queued(Priority::NORMAL));
+        assert_eq!(q.add("a", 0), Added::Deduplicated);
+        assert_eq!(q.pop(), Some("a"));
+        assert_eq!(q.0.len(), 0);
+        assert_eq!(q.add("a", 0), Added::Deferred);
+        assert_eq!(q.0.len(), 0, "a held item is not ready");
+        assert_eq!(q.done("a"), Finished::Requeued(Priority::NORMAL));
+        assert_eq!(q.0.len(), 1);
+        assert_eq!(q.done("a"), Finished::NotProcessing, "a queued item is not processing");
+        assert_eq!(q.0.len(), 1);
+        assert_eq!(q.pop(), Some("a"));
+        assert_eq!(q.done("a"), Finished::Released);
+        assert_eq!(q.0.processing(), 0);
+        assert_eq!(q.0.index.len(), 1, "a dead entry, until a sweep");
+        q.0.sweep();
+        assert!(q.0.index.is_empty());
+        assert!(q.0.slots.is_empty(), "every slot is given back");
+    }
+
+    #[test]
+    fn dead_entries_are_swept_and_memory_returns() {
         let mut q = Queue::new();
-        assert_eq!(q.add("a", None), Added::Queued);
-        assert_eq!(q.add("a", None), Added::Deduplicated);
-        assert_eq!(q.pop(None).map(|(i, _)| i), Some("a"));
-        assert_eq!(q.len(), 0);
-        assert_eq!(q.add("a", None), Added::Deferred);
-        assert_eq!(q.len(), 0, "a held item is not ready");
-        assert_eq!(q.done(&"a"), Finished::Requeued { started_at: None });
-        assert_eq!(q.len(), 1);
-        assert_eq!(q.done(&"a"), Finished::NotProcessing, "a queued item is not processing");
-        assert_eq!(q.len(), 1);
-        assert_eq!(q.pop(None).map(|(i, _)| i), Some("a"));
-        assert_eq!(q.done(&"a"), Finished::Released { started_at: None });
-        assert_eq!(q.processing(), 0);
+        let t = Instant::now();
+        let h = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // A burst of distinct items, then the same few over and over: a re-added item
+        // often lands in the slot its dead entry names.
+        for i in (0..50_000u64).chain((0..50_000).map(|i| i % 3)) {
+            q.add(i, h(i), Priority::NORMAL, t);
+            let p = q.pop(AGING, None, false).unwrap();
+            assert_eq!(q.done(&p.item, h(p.item)).0, Finished::Released);
+            assert!(q.index.len() < 2 * q.live + SWEEP_SLACK + 1, "swept in time");
+        }
+        assert!(q.index.len() <= SWEEP_SLACK, "{}", q.index.len());
+        assert!(q.slots.len() <= 1, "free slots given back: {}", q.slots.len());
+        q.sweep();
         assert!(q.index.is_empty());
-        assert_eq!(q.free.len(), q.slots.len(), "every slot is free again");
+        // Lookups stay exact after sweeps: a live item is found, a released one is not.
+        q.add(7, h(7), Priority::NORMAL, t);
+        assert_eq!(q.add(7, h(7), Priority::NORMAL, t), Added::Deduplicated);
+        assert_eq!(q.done(&7, h(7)).0, Finished::NotProcessing);
+    }
+
+    #[test]
+    fn a_raised_item_leaves_a_stale_entry_that_pop_skips() {
+        let mut q = Q(Queue::new());
+        assert_eq!(q.add("a", -100), Added::Queued(Priority::LOW));
+        assert_eq!(q.add("b", -100), Added::Queued(Priority::LOW));
+        assert_eq!(q.add("a", 0), Added::Raised { from: Priority::LOW, to: Priority::NORMAL });
+        assert_eq!(q.add("a", -100), Added::Deduplicated, "a lower priority changes nothing");
+        assert_eq!(q.0.len(), 2);
+        assert_eq!(q.0.len_by_priority(), vec![(Priority::NORMAL, 1), (Priority::LOW, 1)]);
+        assert_eq!(q.pop(), Some("a"));
+        assert_eq!(q.pop(), Some("b"), "a's stale low entry is skipped");
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.0.levels.len(), 1, "emptied levels go, but NORMAL's");
+        assert_eq!(q.0.occupied, 0);
+    }
+
+    #[test]
+    fn an_item_added_while_held_comes_back_at_its_highest_priority() {
+        let mut q = Q(Queue::new());
+        q.add("a", -100);
+        assert_eq!(q.pop(), Some("a"));
+        assert_eq!(q.add("a", -100), Added::Deferred);
+        assert_eq!(q.add("a", 50), Added::Deduplicated);
+        q.add("b", 0);
+        assert_eq!(q.done("a"), Finished::Requeued(Priority(50)));
+        assert_eq!(q.pop(), Some("a"));
     }
 }

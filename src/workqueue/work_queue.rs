@@ -1,17 +1,20 @@
 //! [`WorkQueue`]: the plain queue, the delay layer, the rate limiter and the metrics behind one
-//! mutex, with async `get` and shutdown notifications on top.
+//! mutex, the add buffer in front of it, with async `get` and shutdown notifications on top.
 
-use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::Priority;
+use super::add_buffer::{AddBuffer, PendingAdd, Pushed};
 use super::builder::WorkQueueBuilder;
-use super::delaying::{WaitingSet, deadline_after};
+use super::delaying::{Due, WaitingSet, deadline_after};
 use super::metrics::{QueueMetrics, seconds_since};
-use super::queue::{Added, Finished, Queue};
+use super::queue::{Added, Finished, Popped, Queue};
 use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
 /// How many times an idle `get` yields to the scheduler before it parks. A producer that
@@ -21,6 +24,10 @@ const YIELDS_BEFORE_PARKING: u32 = 4;
 
 /// How often a queue with metrics refreshes its unfinished-work gauges, as client-go does.
 const UNFINISHED_WORK_PERIOD: Duration = Duration::from_millis(500);
+
+/// How long an item waits before it is served ahead of newer items of higher priority, unless
+/// the builder sets another period.
+pub(crate) const DEFAULT_AGING: Duration = Duration::from_secs(5 * 60);
 
 /// A fair, stingy, rate-limited work queue shared by producers and workers.
 ///
@@ -45,6 +52,15 @@ impl<T> std::fmt::Debug for WorkQueue<T> {
 pub(crate) struct Inner<T> {
     name: String,
     state: Mutex<State<T>>,
+    /// Adds not applied to `state` yet; see [`super::add_buffer`].
+    adds: AddBuffer<T>,
+    /// `get` callers parked on `getters`; adds notify only when some are. Changed under the
+    /// state lock; read by producers without it (see `get` for why no wake-up is lost).
+    idle_getters: AtomicUsize,
+    /// Whether the last `get` found several priorities in use: the next reads the clock for
+    /// aging before it takes the lock, not while holding it. A hint only: a `get` that finds
+    /// it wrong reads the clock under the lock.
+    priorities_in_use: AtomicBool,
     /// Wakes `get` callers that found nothing ready.
     getters: Notify,
     /// Wakes `shut_down_with_drain` callers when the last processed item is done.
@@ -52,14 +68,23 @@ pub(crate) struct Inner<T> {
     rate_limiter: Box<dyn RateLimiter<T>>,
     /// `None` when no provider was given: then no clock is read for metrics.
     metrics: Option<QueueMetrics>,
+    /// Hashes items before the lock is taken, so the critical sections only probe. foldhash
+    /// (hashbrown's own hasher, seeded per queue) hashes a key in a few nanoseconds where
+    /// SipHash took twenty; its per-process random seed keeps keys from being chosen to
+    /// collide.
+    hasher: foldhash::quality::RandomState,
+    /// See [`WorkQueueBuilder::aging`].
+    aging: Duration,
 }
 
 struct State<T> {
     queue: Queue<T>,
     waiting: WaitingSet<T>,
     shutting_down: bool,
-    /// `get` callers parked on `getters`; adds notify only when some are.
-    idle_getters: usize,
+    /// `shut_down_with_drain` callers waiting: `done` wakes them only if there are some.
+    drainers: usize,
+    /// The add buffer's previous allocation, swapped in at each batch.
+    spare: Vec<PendingAdd<T>>,
 }
 
 impl<T> State<T>
@@ -72,11 +97,10 @@ where
             return;
         }
         let now = Instant::now();
-        while let Some(item) = self.waiting.pop_due(now) {
-            let added = self.queue.add(item, metrics.map(|_| now));
-            if let (Added::Queued, Some(m)) = (added, metrics) {
-                m.adds.inc();
-                m.depth.inc();
+        while let Some(Due { item, hash, priority }) = self.waiting.pop_due(now) {
+            let added = self.queue.add(item, hash, priority, now);
+            if let Some(m) = metrics {
+                m.record_add(added);
             }
         }
     }
@@ -100,6 +124,7 @@ where
         name: String,
         rate_limiter: Option<Box<dyn RateLimiter<T>>>,
         metrics: Option<QueueMetrics>,
+        aging: Duration,
     ) -> Self {
         let with_metrics = metrics.is_some();
         let queue = Self {
@@ -109,13 +134,19 @@ where
                     queue: Queue::new(),
                     waiting: WaitingSet::new(),
                     shutting_down: false,
-                    idle_getters: 0,
+                    drainers: 0,
+                    spare: Vec::new(),
                 }),
+                adds: AddBuffer::new(),
+                idle_getters: AtomicUsize::new(0),
+                priorities_in_use: AtomicBool::new(false),
                 getters: Notify::new(),
                 drained: Notify::new(),
                 rate_limiter: rate_limiter
                     .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
                 metrics,
+                hasher: foldhash::quality::RandomState::default(),
+                aging,
             }),
         };
         if with_metrics {
@@ -129,54 +160,90 @@ where
         &self.inner.name
     }
 
-    /// Marks `item` as needing processing. Dropped after shut down.
+    /// Marks `item` as needing processing, at [`Priority::NORMAL`]. Dropped after shut down.
     pub fn add(&self, item: T) {
-        let mut state = self.lock();
-        if state.shutting_down {
-            tracing::trace!(queue = %self.inner.name, "add after shut down dropped");
-            return;
-        }
-        self.add_locked(&mut state, item);
+        self.add_with_priority(item, Priority::NORMAL);
     }
 
-    fn add_locked(&self, state: &mut State<T>, item: T) {
-        let metrics = self.inner.metrics.as_ref();
-        if state.queue.add(item, metrics.map(|_| Instant::now())) == Added::Queued {
-            if let Some(m) = metrics {
-                m.adds.inc();
-                m.depth.inc();
+    /// Marks `item` as needing processing at `priority`. An item already ready keeps the
+    /// higher of its two priorities (moving to the back of the higher one's line if it rises);
+    /// an item held by a worker comes back at the highest priority it was added at meanwhile.
+    /// Dropped after shut down.
+    pub fn add_with_priority(&self, item: T, priority: Priority) {
+        let hash = self.inner.hasher.hash_one(&item);
+        // Nobody else adding and nobody holding the lock (an idle queue, a lone producer):
+        // apply the add at once, as an unbuffered queue would.
+        if !self.inner.adds.is_nonempty()
+            && let Some(mut state) = self.inner.try_lock()
+        {
+            if state.shutting_down {
+                return;
             }
-            if state.idle_getters > 0 {
+            let add = PendingAdd { item, hash, priority, at: None };
+            if self.inner.add_locked(&mut state, add, Instant::now())
+                && self.inner.idle_getters.load(Ordering::SeqCst) > 0
+            {
                 self.inner.getters.notify_one();
             }
+            return;
+        }
+        let at = self.inner.metrics.as_ref().map(|_| Instant::now());
+        match self.inner.adds.push(PendingAdd { item, hash, priority, at }) {
+            Pushed::Dropped => {
+                tracing::trace!(queue = %self.inner.name, "add after shut down dropped");
+            }
+            // A parked getter applies the batch; else the lock holder or the next locker will.
+            Pushed::First => {
+                if self.inner.idle_getters.load(Ordering::SeqCst) > 0 {
+                    self.inner.getters.notify_one();
+                }
+            }
+            Pushed::More => {}
+            // Locking applies the buffer.
+            Pushed::Full => drop(self.lock()),
         }
     }
 
-    /// Adds `item` once `delay` has passed; a zero delay adds at once. An item already waiting
-    /// keeps the earlier of its two deadlines. Waiting items are dropped at shut down.
+    /// Adds `item` once `delay` has passed, at [`Priority::NORMAL`]; see
+    /// [`add_after_with_priority`](Self::add_after_with_priority).
     pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with_priority(item, delay, Priority::NORMAL);
+    }
+
+    /// Adds `item` at `priority` once `delay` has passed; a zero delay adds at once. An item
+    /// already waiting keeps the earlier of its two deadlines and the higher of its two
+    /// priorities, and is added once. Waiting items are dropped at shut down.
+    pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
+        if delay.is_zero() {
+            return self.add_with_priority(item, priority);
+        }
+        let hash = self.inner.hasher.hash_one(&item);
+        let now = Instant::now();
         let mut state = self.lock();
         if state.shutting_down {
             return;
         }
-        if delay.is_zero() {
-            self.add_locked(&mut state, item);
-            return;
-        }
-        let deadline = deadline_after(Instant::now(), delay);
+        let deadline = deadline_after(now, delay);
         // A new earliest deadline must re-arm a parked getter's timer.
-        if state.waiting.insert(item, deadline) && state.idle_getters > 0 {
+        if state.waiting.insert(item, hash, deadline, priority) && self.idle_getters() > 0 {
             self.inner.getters.notify_one();
         }
     }
 
-    /// Adds `item` after the wait its rate limiter decides, counting one more failure.
+    /// Adds `item` after the wait its rate limiter decides, counting one more failure, at
+    /// [`Priority::NORMAL`].
     pub fn add_rate_limited(&self, item: T) {
+        self.add_rate_limited_with_priority(item, Priority::NORMAL);
+    }
+
+    /// Adds `item` at `priority` after the wait its rate limiter decides, counting one more
+    /// failure.
+    pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
         let delay = self.inner.rate_limiter.when(&item);
         if let Some(m) = &self.inner.metrics {
             m.retries.inc();
         }
-        self.add_after(item, delay);
+        self.add_after_with_priority(item, delay, priority);
     }
 
     /// Clears `item`'s failure count in the rate limiter. It does not remove the item from
@@ -192,32 +259,49 @@ where
 
     /// Waits for an item and hands it out; the caller must call [`done`](Self::done) with it.
     /// Returns `None` once the queue is shut down and nothing ready is left.
+    ///
+    /// Items come highest priority first, in the order they became ready within a priority,
+    /// except that an item that has waited the queue's aging period is served before newer
+    /// items of any priority (see [`WorkQueueBuilder::aging`]).
     pub async fn get(&self) -> Option<T> {
+        self.get_with_priority().await.map(|(item, _)| item)
+    }
+
+    /// As [`get`](Self::get), also returning the priority the item was ready at, so that a
+    /// worker can re-add it at the same priority (controller-runtime's `GetWithPriority`).
+    pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
         let mut yields = 0;
         loop {
+            // The common case first: an item is ready. Nothing to register for.
+            match self.lock_and_pop() {
+                Taken::Item(item) => return Some(item),
+                Taken::ShutDown => return None,
+                Taken::Nothing(_) => {}
+            }
+            if yields < YIELDS_BEFORE_PARKING {
+                yields += 1;
+                tokio::task::yield_now().await;
+                continue;
+            }
             let notified = self.inner.getters.notified();
             tokio::pin!(notified);
             let deadline = {
-                let mut state = self.lock();
-                if let Some(item) = self.pop_locked(&mut state) {
-                    return Some(item);
+                // Again, with the lock kept this time: an add may have come since.
+                let mut state = match self.lock_and_pop() {
+                    Taken::Item(item) => return Some(item),
+                    Taken::ShutDown => return None,
+                    Taken::Nothing(state) => state,
+                };
+                // Register before the lock is released, so an add that follows is not missed:
+                // an add into the buffer either sees this getter idle (and wakes it) or made
+                // the buffer non-empty before the check below (sequentially consistent both).
+                notified.as_mut().enable();
+                self.inner.idle_getters.fetch_add(1, Ordering::SeqCst);
+                if self.inner.adds.is_nonempty() {
+                    self.inner.idle_getters.fetch_sub(1, Ordering::SeqCst);
+                    continue;
                 }
-                if state.shutting_down {
-                    return None;
-                }
-                if yields < YIELDS_BEFORE_PARKING {
-                    yields += 1;
-                    None
-                } else {
-                    // Register before the lock is released, so an add that follows is not missed.
-                    notified.as_mut().enable();
-                    state.idle_getters += 1;
-                    Some(state.waiting.next_deadline())
-                }
-            };
-            let Some(deadline) = deadline else {
-                tokio::task::yield_now().await;
-                continue;
+                state.waiting.next_deadline()
             };
             let _idle = IdleGuard(self);
             match deadline {
@@ -232,45 +316,67 @@ where
         }
     }
 
-    /// Promotes due items and pops the oldest ready one, waking another getter if more remain.
-    fn pop_locked(&self, state: &mut State<T>) -> Option<T> {
+    /// Locks, applies the buffer and pops; keeps the lock when nothing is ready.
+    fn lock_and_pop(&self) -> Taken<'_, T> {
+        let now = self.clock_for_pop();
+        let mut state = self.lock();
+        match self.pop_locked(&mut state, now) {
+            Some(item) => Taken::Item(item),
+            None if state.shutting_down => Taken::ShutDown,
+            None => Taken::Nothing(state),
+        }
+    }
+
+    /// The time a `get` about to lock needs: for metrics, and for aging when several
+    /// priorities are in use. Read before locking, so the lock is held for less.
+    fn clock_for_pop(&self) -> Option<Instant> {
+        let needed =
+            self.inner.metrics.is_some() || self.inner.priorities_in_use.load(Ordering::Relaxed);
+        needed.then(Instant::now)
+    }
+
+    /// Promotes due items and pops the next ready one, waking another getter if more remain.
+    fn pop_locked(&self, state: &mut State<T>, now: Option<Instant>) -> Option<(T, Priority)> {
         let metrics = self.inner.metrics.as_ref();
         state.promote_due(metrics);
-        let now = metrics.map(|_| Instant::now());
-        let (item, queued_at) = state.queue.pop(now)?;
-        if let (Some(m), Some(now)) = (metrics, now) {
-            m.depth.dec();
-            if let Some(at) = queued_at {
-                m.latency.observe(seconds_since(at, now));
-            }
+        let popped = state.queue.pop(self.inner.aging, now, metrics.is_some());
+        let in_use = state.queue.priorities_in_use();
+        if self.inner.priorities_in_use.load(Ordering::Relaxed) != in_use {
+            self.inner.priorities_in_use.store(in_use, Ordering::Relaxed);
         }
-        if state.queue.len() > 0 && state.idle_getters > 0 {
+        let Popped { item, priority, queued_at } = popped?;
+        if let (Some(m), Some(now)) = (metrics, now) {
+            m.depth_changed(priority, -1);
+            m.latency.observe(seconds_since(queued_at, now));
+        }
+        if state.queue.len() > 0 && self.idle_getters() > 0 {
             self.inner.getters.notify_one();
         }
-        Some(item)
+        Some((item, priority))
     }
 
     /// Marks `item` as processed. If it was added while held, it is queued again. Calling it
     /// for an item that is not being processed changes nothing.
     pub fn done(&self, item: &T) {
+        let hash = self.inner.hasher.hash_one(item);
         let mut state = self.lock();
-        let started_at = match state.queue.done(item) {
+        let (finished, started_at) = state.queue.done(item, hash);
+        match finished {
             Finished::NotProcessing => return,
-            Finished::Released { started_at } => started_at,
-            Finished::Requeued { started_at } => {
+            Finished::Released => {}
+            Finished::Requeued(priority) => {
                 if let Some(m) = &self.inner.metrics {
-                    m.depth.inc();
+                    m.depth_changed(priority, 1);
                 }
-                if state.idle_getters > 0 {
+                if self.idle_getters() > 0 {
                     self.inner.getters.notify_one();
                 }
-                started_at
             }
-        };
+        }
         if let (Some(m), Some(at)) = (&self.inner.metrics, started_at) {
             m.work_duration.observe(seconds_since(at, Instant::now()));
         }
-        if state.shutting_down && state.queue.processing() == 0 {
+        if state.drainers > 0 && state.queue.processing() == 0 {
             self.inner.drained.notify_waiters();
         }
     }
@@ -290,6 +396,8 @@ where
     /// Stops accepting adds and drops waiting items. `get` still hands out the ready items,
     /// then returns `None` to every caller.
     pub fn shut_down(&self) {
+        // Adds from now on are dropped; those already buffered are applied by `lock`.
+        self.inner.adds.close();
         {
             let mut state = self.lock();
             state.shutting_down = true;
@@ -306,9 +414,14 @@ where
             let notified = self.inner.drained.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.lock().queue.processing() == 0 {
-                return;
+            {
+                let mut state = self.lock();
+                if state.queue.processing() == 0 {
+                    return;
+                }
+                state.drainers += 1;
             }
+            let _drainer = DrainerGuard(self);
             notified.await;
         }
     }
@@ -327,6 +440,10 @@ where
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.inner.lock()
     }
+
+    fn idle_getters(&self) -> usize {
+        self.inner.idle_getters.load(Ordering::SeqCst)
+    }
 }
 
 impl<T> Default for WorkQueue<T>
@@ -344,8 +461,51 @@ where
 {
     /// Locks the state. A panic never leaves it half-updated (every critical section is
     /// panic-free but for allocation), so a poisoned lock is recovered, not propagated.
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
+    fn lock_raw(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Locks the state and applies the buffered adds first, so that everything done under
+    /// the lock sees every add made before it.
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.apply(self.lock_raw())
+    }
+
+    /// As `lock`, but `None` at once if another thread holds the lock.
+    fn try_lock(&self) -> Option<MutexGuard<'_, State<T>>> {
+        let state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(self.apply(state))
+    }
+
+    /// Applies the buffered adds, in order.
+    fn apply<'a>(&'a self, mut state: MutexGuard<'a, State<T>>) -> MutexGuard<'a, State<T>> {
+        let mut batch = std::mem::take(&mut state.spare);
+        if let Some(since) = self.adds.take(&mut batch) {
+            let mut queued = false;
+            for add in batch.drain(..) {
+                queued |= self.add_locked(&mut state, add, since);
+            }
+            if queued && self.idle_getters.load(Ordering::SeqCst) > 0 {
+                self.getters.notify_one();
+            }
+        }
+        state.spare = batch;
+        state
+    }
+
+    /// Applies one add to the queue, recording it; true if it queued the item. `since` is
+    /// when its batch began, for an add that did not read the clock.
+    fn add_locked(&self, state: &mut State<T>, add: PendingAdd<T>, since: Instant) -> bool {
+        let at = add.at.unwrap_or(since);
+        let added = state.queue.add(add.item, add.hash, add.priority, at);
+        if let Some(m) = &self.metrics {
+            m.record_add(added);
+        }
+        matches!(added, Added::Queued(_))
     }
 
     fn update_unfinished_work(&self) {
@@ -356,12 +516,29 @@ where
     }
 }
 
+/// Counts a `shut_down_with_drain` caller out again however its wait ends.
+struct DrainerGuard<'a, T: Clone + Eq + Hash>(&'a WorkQueue<T>);
+
+impl<T: Clone + Eq + Hash> Drop for DrainerGuard<'_, T> {
+    fn drop(&mut self) {
+        self.0.inner.lock_raw().drainers -= 1;
+    }
+}
+
+/// What one attempt of `get` found.
+enum Taken<'a, T> {
+    Item((T, Priority)),
+    ShutDown,
+    /// Nothing ready: the lock, still held.
+    Nothing(MutexGuard<'a, State<T>>),
+}
+
 /// Counts a parked getter out again however its wait ends, cancellation included.
 struct IdleGuard<'a, T: Clone + Eq + Hash>(&'a WorkQueue<T>);
 
 impl<T: Clone + Eq + Hash> Drop for IdleGuard<'_, T> {
     fn drop(&mut self) {
-        self.0.inner.lock().idle_getters -= 1;
+        self.0.inner.idle_getters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -390,4 +567,85 @@ where
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// Runs `adds` on another thread while this one holds the queue's lock, so that every
+    /// one of them goes through the buffer.
+    fn while_locked(q: &WorkQueue<&'static str>, adds: impl FnOnce() + Send) {
+        let state = q.inner.lock_raw();
+        std::thread::scope(|s| s.spawn(adds).join().unwrap());
+        assert!(q.inner.adds.is_nonempty(), "the adds were buffered");
+        drop(state);
+    }
+
+    fn drain(q: &WorkQueue<&'static str>) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        while let Some(Some(item)) = q.get().now_or_never() {
+            q.done(&item);
+            out.push(item);
+        }
+        out
+    }
+
+    #[test]
+    fn buffered_adds_are_applied_in_order_with_dedup_and_priorities_before_anything_else() {
+        let q = WorkQueue::new();
+        q.add("a");
+        while_locked(&q, || {
+            q.add("b");
+            q.add("a");
+            q.add("c");
+            q.add("b");
+            q.add_with_priority("d", Priority(5));
+            q.add_with_priority("c", Priority(5));
+        });
+        assert_eq!(q.len(), 4, "applied by the next lock: a, b, c, d once each");
+        assert_eq!(drain(&q), ["d", "c", "a", "b"]);
+    }
+
+    #[test]
+    fn a_buffered_add_of_a_held_item_brings_it_back_after_done() {
+        let q = WorkQueue::new();
+        q.add("a");
+        let held = q.get().now_or_never().flatten().unwrap();
+        while_locked(&q, || q.add("a"));
+        assert_eq!(q.len(), 0, "held: not ready");
+        q.done(&held);
+        assert_eq!(drain(&q), ["a"]);
+    }
+
+    #[test]
+    fn adds_buffered_before_shut_down_are_handed_out_and_later_ones_dropped() {
+        let q = WorkQueue::new();
+        while_locked(&q, || q.add("before"));
+        q.shut_down();
+        q.add("after");
+        assert_eq!(drain(&q), ["before"]);
+        assert_eq!(q.get().now_or_never(), Some(None));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_getter_wakes_for_an_add_that_went_through_the_buffer() {
+        let q: WorkQueue<&'static str> = WorkQueue::new();
+        for _ in 0..200 {
+            let getter = tokio::spawn({
+                let q = q.clone();
+                async move { q.get().await }
+            });
+            // Let it park, then add while the lock is held, so the add is buffered.
+            while q.inner.idle_getters.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            while_locked(&q, || q.add("x"));
+            let got = tokio::time::timeout(Duration::from_secs(10), getter).await;
+            let item = got.expect("woken").unwrap().unwrap();
+            q.done(&item);
+        }
+    }
 }

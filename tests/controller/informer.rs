@@ -187,7 +187,7 @@ async fn a_panicking_handler_keeps_receiving() {
     let inner = rec.clone();
     inf.add_event_handler(ctrlkit::cache::ResourceEventHandlerFuncs::new().on_add(
         move |p: &Arc<Pod>| {
-            ResourceEventHandler::<Pod>::on_add(&inner, p);
+            ResourceEventHandler::<Pod>::on_add(&inner, p, false);
             assert_ne!(p.metadata.name.as_deref(), Some("boom"), "handler panics on boom");
         },
     ));
@@ -451,4 +451,54 @@ async fn informer_logs_name_the_kind_namespace_and_selectors() {
     for part in ["informer{", "kind=Pod", "namespace=default", "labels=app=web"] {
         assert!(line.contains(part), "{part:?} missing from {line:?}");
     }
+}
+
+/// Each add's name and whether it came with the initial list.
+type InitialLog = Arc<std::sync::Mutex<Vec<(String, bool)>>>;
+
+/// A handler recording each add's name and whether it came with the initial list.
+fn initial_flags() -> (ctrlkit::cache::ResourceEventHandlerFuncs<Pod>, InitialLog) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let handler = ctrlkit::cache::ResourceEventHandlerFuncs::new().on_add_detailed(
+        move |p: &Arc<Pod>, initial| {
+            log.lock().unwrap().push((p.metadata.name.clone().unwrap_or_default(), initial));
+        },
+    );
+    (handler, seen)
+}
+
+#[tokio::test]
+async fn adds_say_whether_they_came_with_the_initial_list() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "b"]).await;
+    let inf = informer(&pods);
+    let (early, early_seen) = initial_flags();
+    inf.add_event_handler(early);
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    create(&pods, &["c"]).await;
+    eventually("c added", || early_seen.lock().unwrap().len() == 3).await;
+    let mut first_three = early_seen.lock().unwrap().clone();
+    first_three.sort();
+    assert_eq!(first_three, [("a".into(), true), ("b".into(), true), ("c".into(), false)]);
+
+    // A handler added later is given the cache's contents as its initial list.
+    let (late, late_seen) = initial_flags();
+    inf.add_event_handler(late);
+    eventually("the late handler's adds", || late_seen.lock().unwrap().len() == 3).await;
+    assert!(late_seen.lock().unwrap().iter().all(|(_, initial)| *initial));
+
+    // An object found by a relist (after a 410) is not in the initial list.
+    let lists_before = server.requests().list;
+    server.faults().fail_next_watches(usize::MAX, Failure::InternalError);
+    server.faults().close_watches();
+    create(&pods, &["d"]).await;
+    server.faults().compact();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.faults().fail_next_watches(0, Failure::InternalError);
+    eventually("d added", || early_seen.lock().unwrap().len() == 4).await;
+    assert!(server.requests().list > lists_before, "d came with a relist");
+    assert_eq!(early_seen.lock().unwrap()[3], ("d".to_owned(), false));
 }

@@ -13,5 +13,6 @@ mod indexer;
 mod informer;
 mod manager;
 mod metrics;
+mod priority;
 #[path = "../support/mod.rs"]
 mod support;

@@ -148,7 +148,10 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
     expect(&format!("controller_runtime_reconcile_time_seconds_count{{{c}}}"), &|v| v >= 8.0);
     expect(&format!("workqueue_adds_total{{{q}}}"), &|v| v >= 5.0);
     expect(&format!("workqueue_retries_total{{{q}}}"), &|v| v >= 3.0);
-    expect(&format!(r#"workqueue_depth{{{q},priority=""}}"#), &|v| v >= 0.0);
+    // Per priority: the pods of the initial list went in low.
+    expect(&format!(r#"workqueue_depth{{{q},priority="-100"}}"#), &|v| v >= 0.0);
+    let unlabelled = format!(r#"workqueue_depth{{{q},priority=""}}"#);
+    assert_eq!(value(&exposition, &unlabelled), None, "no total beside the priorities");
     expect(&format!("workqueue_work_duration_seconds_count{{{q}}}"), &|v| v >= 8.0);
     expect(r#"leader_election_master_status{name="metrics-test"}"#, &|v| v == 1.0);
     let informer = r#"resource="pods",namespace="default",selector="""#;

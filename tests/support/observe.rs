@@ -84,7 +84,7 @@ impl Recorder {
 }
 
 impl<K: InformerObject> ResourceEventHandler<K> for Recorder {
-    fn on_add(&self, o: &Arc<K>) {
+    fn on_add(&self, o: &Arc<K>, _initial: bool) {
         self.0.lock().unwrap().push(Seen::Add(o.name_any()));
     }
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {

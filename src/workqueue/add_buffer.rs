@@ -1,0 +1,128 @@
+//! The add buffer: where `add` leaves items for the queue's lock holder to apply.
+//!
+//! Producers and workers used to meet on the queue's one lock at every add, get and done; on
+//! two cores most of an add's time went to moving that lock's cache line between them, and to
+//! the sleeps and wake-ups of threads that found it taken. Now an add only appends to this
+//! buffer, under a lock of its own held for a `Vec::push` and taken by workers once per batch,
+//! and whoever next holds the queue's lock (a `get`, a `done`, a `len`, or the producer itself
+//! once the buffer holds [`FLUSH_AT`] items) applies the whole batch, in order, before anything
+//! else. Every observation of the queue happens under its lock after that, so the queue
+//! behaves exactly as if each add had been applied when it entered the buffer: order, dedup,
+//! priorities and shutdown are unchanged. An add after the buffer is closed (shut down) is
+//! dropped.
+//!
+//! Time: an item's wait (for aging, and for the queue-latency metric) starts when it was added,
+//! not when its batch was applied. With metrics on, each add reads the clock; without, a batch
+//! reads it once, at its first add, and its items count as added then: never later than they
+//! were, so buffering can only make an item age sooner, never starve longer.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+use super::Priority;
+
+/// A producer applies the buffer itself once it holds this many adds, which bounds both the
+/// buffer's memory and how long a batch holds the queue's lock.
+pub(crate) const FLUSH_AT: usize = 512;
+
+/// One add waiting to be applied.
+pub(crate) struct PendingAdd<T> {
+    pub(crate) item: T,
+    pub(crate) hash: u64,
+    pub(crate) priority: Priority,
+    /// When it was added, if the caller read the clock (metrics on).
+    pub(crate) at: Option<Instant>,
+}
+
+/// What `push` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// The buffer is closed: the add is dropped.
+    Dropped,
+    /// The buffer was empty: a parked getter may need waking.
+    First,
+    /// Appended behind others.
+    More,
+    /// Appended, and the buffer is full: the producer should apply it.
+    Full,
+}
+
+struct Buffer<T> {
+    adds: Vec<PendingAdd<T>>,
+    /// When the first add of this batch came.
+    since: Option<Instant>,
+    closed: bool,
+}
+
+/// Adds not yet applied to the queue.
+///
+/// `nonempty` is set (under the lock) by the push that makes the buffer non-empty and cleared
+/// by the `take` that empties it, so lock holders check it without taking the buffer's lock.
+/// It is sequentially consistent: a getter that registers as idle and then finds it false is
+/// sure the producer of the next add will see it registered (see `WorkQueue::get`).
+pub(crate) struct AddBuffer<T> {
+    buffer: Mutex<Buffer<T>>,
+    nonempty: AtomicBool,
+}
+
+impl<T> AddBuffer<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            buffer: Mutex::new(Buffer { adds: Vec::new(), since: None, closed: false }),
+            nonempty: AtomicBool::new(false),
+        }
+    }
+
+    /// A spinning lock (parking_lot's): it is held for a push or a swap, far shorter than a
+    /// thread's sleep and wake-up, which std's mutex falls back to sooner.
+    fn lock(&self) -> MutexGuard<'_, Buffer<T>> {
+        self.buffer.lock()
+    }
+
+    /// Appends an add unless the buffer is closed.
+    pub(crate) fn push(&self, add: PendingAdd<T>) -> Pushed {
+        let mut buffer = self.lock();
+        if buffer.closed {
+            return Pushed::Dropped;
+        }
+        let first = buffer.adds.is_empty();
+        if first {
+            buffer.since = Some(add.at.unwrap_or_else(Instant::now));
+        }
+        buffer.adds.push(add);
+        match buffer.adds.len() {
+            _ if first => {
+                self.nonempty.store(true, Ordering::SeqCst);
+                Pushed::First
+            }
+            n if n >= FLUSH_AT => Pushed::Full,
+            _ => Pushed::More,
+        }
+    }
+
+    /// Whether adds wait to be applied.
+    pub(crate) fn is_nonempty(&self) -> bool {
+        self.nonempty.load(Ordering::SeqCst)
+    }
+
+    /// Moves the waiting adds into `into` (which must be empty; its allocation is kept for
+    /// the next batch) and returns when the batch's first add came; `None`, without locking,
+    /// when there are none.
+    pub(crate) fn take(&self, into: &mut Vec<PendingAdd<T>>) -> Option<Instant> {
+        if !self.is_nonempty() {
+            return None;
+        }
+        let mut buffer = self.lock();
+        std::mem::swap(&mut buffer.adds, into);
+        self.nonempty.store(false, Ordering::SeqCst);
+        buffer.since.take().filter(|_| !into.is_empty())
+    }
+
+    /// Drops every later add. Adds already in the buffer stay, to be applied.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+    }
+}
