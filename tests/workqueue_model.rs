@@ -61,6 +61,9 @@ struct Model {
     order: u64,
     now: u64,
     shut_down: bool,
+    /// When the first add since the queue's lock was last taken came: the add buffer's batch,
+    /// whose items' waits count from then (see `workqueue::add_buffer`).
+    batch: Option<u64>,
 }
 
 impl Model {
@@ -68,11 +71,17 @@ impl Model {
         self.order += 1;
         self.ready.push(Ready { k, prio, queued_at, order: self.order });
     }
+    /// An add through the buffer: its wait starts with its batch.
     fn add(&mut self, k: u8, p: i32) {
         if self.shut_down {
             return;
         }
-        self.add_at(k, p, self.now);
+        let at = *self.batch.get_or_insert(self.now);
+        self.add_at(k, p, at);
+    }
+    /// Something that takes the queue's lock, which applies the batch.
+    fn lock(&mut self) {
+        self.batch = None;
     }
     fn add_at(&mut self, k: u8, p: i32, at: u64) {
         match self.dirty.get_mut(&k) {
@@ -101,6 +110,7 @@ impl Model {
         if d == 0 {
             return self.add(k, p);
         }
+        self.lock();
         let deadline = self.now + d;
         match self.waiting.get_mut(&k) {
             Some((current, _, prio)) if *current <= deadline => *prio = (*prio).max(p),
@@ -146,6 +156,7 @@ impl Model {
     }
     /// `Some(result)` when `get` must return at once, `None` when it must wait.
     fn get(&mut self) -> Option<Option<(u8, i32)>> {
+        self.lock();
         self.promote();
         if let Some(i) = self.next() {
             let Ready { k, prio, .. } = self.ready.remove(i);
@@ -156,6 +167,7 @@ impl Model {
         if self.shut_down { Some(None) } else { None }
     }
     fn done(&mut self, k: u8) {
+        self.lock();
         self.processing.retain(|p| *p != k);
         if let Some(&(prio, queued_at)) = self.dirty.get(&k) {
             self.push_ready(k, prio, queued_at);
@@ -206,11 +218,13 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     m.now += ms;
                 }
                 Op::Len => {
+                    m.lock();
                     m.promote();
                     prop_assert_eq!(q.len(), m.ready.len());
                 }
                 Op::ShutDown => {
                     q.shut_down();
+                    m.lock();
                     m.shut_down = true;
                     m.waiting.clear();
                 }
@@ -218,6 +232,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
         // No item lost: after shut down, everything accepted comes out.
         q.shut_down();
+        m.lock();
         m.shut_down = true;
         m.waiting.clear();
         loop {

@@ -135,11 +135,16 @@ async fn aging_bounds_the_wait_of_a_low_priority_item_under_a_constant_high_prio
 #[tokio::test(start_paused = true)]
 async fn an_aged_item_goes_before_newer_higher_ones_but_not_before_older_ones() {
     let q = queue(Duration::from_secs(60));
+    // `len` after each add stands for the workers' gets and dones: each takes the queue's lock,
+    // which ends a batch of buffered adds (a batch's adds count as made at its first).
     q.add_with_priority("old-high", HIGH);
+    q.len();
     advance(Duration::from_secs(1)).await;
     q.add_with_priority("low", LOW);
+    q.len();
     advance(Duration::from_secs(1)).await;
     q.add_with_priority("new-high", HIGH);
+    q.len();
     advance(Duration::from_secs(120)).await;
     // All three have aged: the oldest first, whatever its priority, then by age.
     assert_eq!(drain(&q), [("old-high", HIGH), ("low", LOW), ("new-high", HIGH)]);

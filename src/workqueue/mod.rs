@@ -2,7 +2,7 @@
 //!
 //! Controllers put keys (`"namespace/name"`) in, workers take them out; the queue guarantees:
 //!
-//! - **Fair**: items are handed out in the order they were added.
+//! - **Fair**: items are handed out in the order they were added, within a priority (below).
 //! - **Stingy**: an item added many times before a worker takes it is handed out once. An item
 //!   added while a worker holds it is handed out again after that worker's
 //!   [`done`](WorkQueue::done), never to two workers at once.
@@ -27,9 +27,31 @@
 //! - **Rate limiting** ([`add_rate_limited`](WorkQueue::add_rate_limited)): waits
 //!   [`RateLimiter::when`]; [`forget`](WorkQueue::forget) clears the item's failure count and
 //!   [`num_requeues`](WorkQueue::num_requeues) reports it.
+//! - **Priorities** ([`add_with_priority`](WorkQueue::add_with_priority) and the `_with_priority`
+//!   forms of `add_after` and `add_rate_limited`; plain adds are [`Priority::NORMAL`]): `get`
+//!   hands out the highest priority first, FIFO within a priority.
+//!   An item added again keeps the higher of its priorities (a raise moves it to the back of
+//!   the higher priority's line, once) and, waiting, the earlier of its deadlines; an item
+//!   added while held comes back at the highest priority it was added at meanwhile.
+//!   [`get_with_priority`](WorkQueue::get_with_priority) also says the priority, so a retry
+//!   can keep it.
+//! - **Aging**: an item that has waited the queue's aging period
+//!   ([`WorkQueueBuilder::aging`], 5 minutes by default) is served before newer items of any
+//!   priority: the oldest such first. So nothing starves: under a constant stream of
+//!   high-priority items, a low-priority item waits at most the aging period plus the time to
+//!   serve the items that were ready before it. Priorities are always on: a queue whose
+//!   items all have one priority is exactly the FIFO queue above and pays nothing for them.
+//!   (controller-runtime's priority queue has no aging: its low priorities can starve.)
 //!
-//! The layers live in one file each, as in client-go's `util/workqueue`: the plain queue knows
-//! nothing of delays, the delay layer nothing of rate limits.
+//! Adds go through a small buffer in front of the queue's lock, applied in order by the next
+//! thread that takes the lock: a `get` (a parked one is woken for it), a `done`, a `len`, or
+//! the producer itself after 512 adds. Every rule above holds as if each add had been applied
+//! when it was made, with one approximation, on the safe side: an add's wait counts from the
+//! first add of its batch (since the lock was last taken), so it may age sooner, never later.
+//!
+//! The layers live in one file each, as in client-go's `util/workqueue`: the plain queue (with
+//! its priorities) knows nothing of delays, the delay layer nothing of rate limits, and the add
+//! buffer nothing of either.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

@@ -3,7 +3,7 @@
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -171,22 +171,6 @@ where
     /// Dropped after shut down.
     pub fn add_with_priority(&self, item: T, priority: Priority) {
         let hash = self.inner.hasher.hash_one(&item);
-        // Nobody else adding and nobody holding the lock (an idle queue, a lone producer):
-        // apply the add at once, as an unbuffered queue would.
-        if !self.inner.adds.is_nonempty()
-            && let Some(mut state) = self.inner.try_lock()
-        {
-            if state.shutting_down {
-                return;
-            }
-            let add = PendingAdd { item, hash, priority, at: None };
-            if self.inner.add_locked(&mut state, add, Instant::now())
-                && self.inner.idle_getters.load(Ordering::SeqCst) > 0
-            {
-                self.inner.getters.notify_one();
-            }
-            return;
-        }
         let at = self.inner.metrics.as_ref().map(|_| Instant::now());
         match self.inner.adds.push(PendingAdd { item, hash, priority, at }) {
             Pushed::Dropped => {
@@ -469,16 +453,6 @@ where
     /// the lock sees every add made before it.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.apply(self.lock_raw())
-    }
-
-    /// As `lock`, but `None` at once if another thread holds the lock.
-    fn try_lock(&self) -> Option<MutexGuard<'_, State<T>>> {
-        let state = match self.state.try_lock() {
-            Ok(state) => state,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        };
-        Some(self.apply(state))
     }
 
     /// Applies the buffered adds, in order.
