@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use super::discovery;
 use super::negotiate::{Form, Reading, negotiate};
-use super::patch::PatchType;
-use super::registry::Target;
+use super::patch::{self, PatchType};
+use super::registry::{Registry, Target};
 use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
@@ -174,6 +174,8 @@ fn split_group_version<'a>(segments: &'a [&'a str]) -> Option<(&'a str, &'a str,
 struct Route {
     target: Target,
     status: bool,
+    /// `/scale`.
+    scale: bool,
 }
 
 fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Route> {
@@ -195,16 +197,17 @@ fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResul
     if namespace.is_none() && rt.namespaced && name.is_some() {
         return Err(ApiError::no_route());
     }
-    let status = match sub {
-        None => false,
-        Some("status") if rt.status_subresource => true,
+    let (status, scale) = match sub {
+        None => (false, false),
+        Some("status") if rt.status_subresource => (true, false),
+        Some("scale") if rt.scale_subresource => (false, true),
         Some(_) => {
             return Err(ApiError::no_route());
         }
     };
     let target =
         Target { resource, namespace: namespace.map(str::to_owned), name: name.map(str::to_owned) };
-    Ok(Route { target, status })
+    Ok(Route { target, status, scale })
 }
 
 fn is_watch(query: &HashMap<String, String>) -> bool {
@@ -235,7 +238,10 @@ fn serve(
     body: Bytes,
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
-    let Route { target, status } = route;
+    let Route { target, status, scale } = route;
+    if scale {
+        return serve_scale(registry, method, headers, &target, &body);
+    }
     let reading = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if is_watch(query) => Reading::Watch,
         ("GET" | "DELETE", false) => Reading::List,
@@ -259,15 +265,7 @@ fn serve(
             .update(&target, &body, status)
             .map(|o| object_response(StatusCode::OK, &o, metadata)),
         ("PATCH", true) => {
-            let content_type =
-                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-            let kind = PatchType::from_content_type(content_type).ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    "UnsupportedMediaType",
-                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
-                )
-            })?;
+            let kind = patch_type(headers)?;
             registry
                 .patch(&target, kind, &body, status)
                 .map(|o| object_response(StatusCode::OK, &o, metadata))
@@ -285,6 +283,47 @@ fn serve(
         ("DELETE", false) => delete_collection(shared, &target, query, &body, metadata),
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// The patch type a PATCH's `Content-Type` names; 415 for any other.
+fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
+    let content_type =
+        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    PatchType::from_content_type(content_type).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
+        )
+    })
+}
+
+/// GET, PUT and PATCH of `/scale` (see `testing::scale`).
+fn serve_scale(
+    registry: &Registry,
+    method: &Method,
+    headers: &HeaderMap,
+    target: &Target,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let scale = match method.as_str() {
+        "GET" => registry.scale(target)?,
+        "PUT" => {
+            let written: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("decoding the Scale: {e}")))?;
+            registry.write_scale(target, |_| Ok(written))?
+        }
+        "PATCH" => {
+            let kind = patch_type(headers)?;
+            registry.write_scale(target, |current| {
+                let mut scale = current.clone();
+                patch::apply(&mut scale, kind, body)?;
+                Ok(scale)
+            })?
+        }
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    Ok(value_response(StatusCode::OK, &scale))
 }
 
 /// The selectors of a list or watch.

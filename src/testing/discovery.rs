@@ -104,6 +104,17 @@ pub(crate) fn resource_list(
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if r.scale_subresource {
+            list.push(json!({
+                "name": format!("{}/scale", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let group_version =
         if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };

@@ -24,7 +24,8 @@
 //! - Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`), enough
 //!   for kubectl's `get`, `get -w`, `create`, `apply --validate=false`, `label`, `annotate`,
 //!   `patch`, `delete`, `api-resources`, `-n` and `-A`.
-//! - core/v1 pods, namespaces, configmaps, secrets, services, events;
+//! - core/v1 pods, namespaces, configmaps, secrets, services, serviceaccounts, events;
+//!   apps/v1 deployments, replicasets, statefulsets, daemonsets; batch/v1 jobs;
 //!   coordination.k8s.io/v1 leases; events.k8s.io/v1 events; any type registered with
 //!   [`ApiServerBuilder::resource`]; and the kinds of CustomResourceDefinitions
 //!   (`apiextensions.k8s.io/v1`) created through the API, served from their creation (with the
@@ -39,7 +40,9 @@
 //!   a completed delete answers with the object for pods, namespaces and services and with a
 //!   `Status` for other kinds), delete collection, the `/status` subresource (built-in kinds
 //!   take status and metadata through it, custom resources status alone; neither takes spec).
-//!   Errors are `metav1.Status` objects.
+//!   Errors are `metav1.Status` objects. The `/scale` subresource of deployments, replicasets
+//!   and statefulsets (an `autoscaling/v1` `Scale`: get, update with a resourceVersion
+//!   precondition, patch; `spec.replicas` 0 or more, else 422), which `kubectl scale` uses.
 //! - list with one global resourceVersion counter shared by all kinds, `limit` + `continue`
 //!   (a continued list is a consistent snapshot at the first page's resourceVersion, even
 //!   under concurrent writes), `remainingItemCount`, 410 for an expired `continue`, label and
@@ -60,7 +63,9 @@
 //! kube-apiserver (v1.20.2 with etcd, `scripts/e2e.sh`); what it found is fixed, or below.
 //! - No authentication or authorization; no admission; no validation beyond names and
 //!   types.
-//! - No controllers: deleting a namespace removes it and its objects at once (the real one
+//! - No controllers: a Deployment makes no ReplicaSet, a Job no Pod, and no status is written
+//!   but by clients, as on a kube-apiserver without kube-controller-manager; deleting a
+//!   namespace removes it and its objects at once (the real one
 //!   stays `Terminating` until its finalizer is removed); a pod with `spec.nodeName` is deleted
 //!   at once (the real one gets a 30 s grace period); a new pod's status is reset to
 //!   `Pending`, as on a real server with no scheduler.
@@ -75,6 +80,9 @@
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33 (the discovery version this
 //!   server claims); older servers leave it unset for pods.
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
+//! - Built-in workload kinds get no defaults (the real server fills in `strategy`,
+//!   `revisionHistoryLimit`, the pod template's defaults) and no validation of their spec;
+//!   custom resources' `/scale` subresource is not served.
 //! - Strategic merge ignores `$setElementOrder` and `$retainKeys`; its merge keys come from a
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
@@ -102,6 +110,7 @@ mod negotiate;
 mod patch;
 mod registry;
 mod resources;
+mod scale;
 mod selectors;
 mod server;
 mod status;

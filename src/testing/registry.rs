@@ -319,6 +319,37 @@ impl Registry {
         })
     }
 
+    /// GET of `/scale`.
+    pub(crate) fn scale(&self, target: &Target) -> ApiResult<Value> {
+        Ok(super::scale::scale_of(&self.get(target)?.value()))
+    }
+
+    /// PUT or PATCH of `/scale`: `change` turns the current `Scale` into the written one,
+    /// whose `spec.replicas` becomes the object's. Returns the new `Scale`.
+    pub(crate) fn write_scale(
+        &self,
+        target: &Target,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Value> {
+        let rt = self.rt(target);
+        let object = self.modify(target, false, |current| {
+            let written = change(&super::scale::scale_of(current))?;
+            let stale = written["metadata"]["resourceVersion"]
+                .as_str()
+                .is_some_and(|rv| !rv.is_empty() && rv != current["metadata"]["resourceVersion"]);
+            if stale {
+                return Err(ApiError::conflict(&rt.plural, target.name.as_deref().unwrap_or("")));
+            }
+            let replicas = super::scale::replicas_of(&written).map_err(|message| {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
+            })?;
+            let mut new = current.clone();
+            new["spec"]["replicas"] = json!(replicas);
+            Ok(new)
+        })?;
+        Ok(super::scale::scale_of(&object.value()))
+    }
+
     /// The shared read-modify-write of update and patch.
     fn modify(
         &self,

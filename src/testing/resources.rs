@@ -19,6 +19,9 @@ pub struct ResourceType {
     /// Whether `/status` is a subresource: then the main endpoint ignores status changes and
     /// `/status` changes nothing but status.
     pub status_subresource: bool,
+    /// Whether `/scale` is a subresource: an `autoscaling/v1` `Scale` over `spec.replicas`,
+    /// `status.replicas` and `spec.selector`, as Deployments, ReplicaSets and StatefulSets have.
+    pub scale_subresource: bool,
     /// Short names for kubectl, such as `po`.
     pub short_names: Vec<String>,
 }
@@ -33,6 +36,7 @@ impl ResourceType {
             plural: plural.to_owned(),
             namespaced,
             status_subresource: false,
+            scale_subresource: false,
             short_names: Vec::new(),
         }
     }
@@ -40,6 +44,12 @@ impl ResourceType {
     /// Gives the type a `/status` subresource.
     pub fn with_status(mut self) -> Self {
         self.status_subresource = true;
+        self
+    }
+
+    /// Gives the type a `/scale` subresource.
+    pub fn with_scale(mut self) -> Self {
+        self.scale_subresource = true;
         self
     }
 
@@ -126,9 +136,14 @@ impl ResourceType {
 }
 
 /// The types every server has: core/v1 pods, namespaces, configmaps, secrets, services,
-/// events; coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
-/// apiextensions.k8s.io/v1 customresourcedefinitions.
+/// serviceaccounts, events; apps/v1 deployments, replicasets, statefulsets, daemonsets;
+/// batch/v1 jobs; coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+/// apiextensions.k8s.io/v1 customresourcedefinitions. With the `/status` and `/scale`
+/// subresources the real server gives them, and no controllers behind them.
 pub(crate) fn builtin() -> Vec<ResourceType> {
+    let apps = |kind: &str, plural: &str, short: &str| {
+        ResourceType::new("apps", "v1", kind, plural, true).with_status().with_short_names(&[short])
+    };
     vec![
         ResourceType::new("", "v1", "Pod", "pods", true).with_status().with_short_names(&["po"]),
         ResourceType::new("", "v1", "Namespace", "namespaces", false)
@@ -140,6 +155,13 @@ pub(crate) fn builtin() -> Vec<ResourceType> {
             .with_status()
             .with_short_names(&["svc"]),
         ResourceType::new("", "v1", "Event", "events", true).with_short_names(&["ev"]),
+        ResourceType::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .with_short_names(&["sa"]),
+        apps("Deployment", "deployments", "deploy").with_scale(),
+        apps("ReplicaSet", "replicasets", "rs").with_scale(),
+        apps("StatefulSet", "statefulsets", "sts").with_scale(),
+        apps("DaemonSet", "daemonsets", "ds"),
+        ResourceType::new("batch", "v1", "Job", "jobs", true).with_status(),
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
         ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
         super::crd::definition_type(),

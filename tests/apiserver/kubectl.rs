@@ -109,3 +109,48 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     let watched = tokio::task::spawn_blocking(move || watcher.join().unwrap()).await.unwrap();
     assert!(watched.matches("web-0").count() >= 3, "get -w saw the pod's changes:\n{watched}");
 }
+
+/// A Deployment for `kubectl apply`.
+const KUBECTL_DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.26
+"#;
+
+pub async fn kubectl_scales_a_deployment_and_finds_workloads_by_short_name(t: &Target) {
+    let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
+        let kubeconfig = t.kubeconfig().to_owned();
+        let ns = t.ns.clone();
+        async move {
+            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, &ns, args, stdin))
+                .await
+                .unwrap()
+        }
+    };
+    let Some((ok, out)) =
+        k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_DEPLOYMENT)).await
+    else {
+        eprintln!("kubectl is not on PATH: skipped kubectl_scales_a_deployment_…");
+        return;
+    };
+    assert!(ok && out.contains("created"), "{out}");
+    let (ok, out) = k(&["scale", "deployment", "web", "--replicas=3"], None).await.unwrap();
+    assert!(ok && out.contains("scaled"), "{out}");
+    let (ok, out) =
+        k(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"], None).await.unwrap();
+    assert!(ok && out.trim() == "3", "{out}");
+    let (ok, out) = k(&["get", "deploy,rs,sts,ds,jobs,sa", "-o", "name"], None).await.unwrap();
+    assert!(ok && out.contains("deployment.apps/web"), "{out}");
+}

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use support::Needs;
 
+mod builtin;
 mod common;
 mod crd;
 mod crud;
@@ -38,7 +39,9 @@ fn main() -> ExitCode {
         watch::objects_that_stop_or_start_matching_arrive_as_deleted_or_added,
         watch::field_selected_watches_see_only_their_object,
         kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
+        kubectl::kubectl_scales_a_deployment_and_finds_workloads_by_short_name,
         crd::a_created_definition_serves_its_kind_until_it_is_deleted,
+        builtin::workload_kinds_serve_status_and_scale,
         metadata::metadata_lists_and_gets_carry_only_metadata,
         metadata::metadata_forms_that_do_not_fit_the_request_are_refused,
         metadata::metadata_watches_send_partial_objects_and_bookmarks,
