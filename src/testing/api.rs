@@ -26,6 +26,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
+use super::table::{self, Include};
 use super::watch::{self, Start, WatchRequest};
 
 /// The largest request body accepted.
@@ -248,16 +249,25 @@ fn serve(
         _ => Reading::Object,
     };
     let form = negotiate(headers, reading, &registry.rt(&target).kind)?;
-    let metadata = match form {
-        Form::Full => None,
-        Form::Metadata(version) | Form::MetadataList(version) => Some(version),
+    let include = Include::parse(query.get("includeObject").map(String::as_str));
+    let (metadata, table) = match form {
+        Form::Full => (None, None),
+        Form::Metadata(version) | Form::MetadataList(version) => (Some(version), None),
+        // Only reads are printed as tables; a write answers with the object.
+        Form::Table(version) => (None, Some(version)),
     };
     match (method.as_str(), target.name.is_some()) {
         ("GET", false) if is_watch(query) => start_watch(shared, target, query, form),
-        ("GET", false) => list(shared, &target, query, metadata),
-        ("GET", true) => {
-            registry.get(&target).map(|o| object_response(StatusCode::OK, &o, metadata))
-        }
+        ("GET", false) => list(shared, &target, query, metadata, table.map(|v| (v, include))),
+        ("GET", true) => registry.get(&target).map(|o| match table {
+            Some(version) => {
+                let rt = registry.rt(&target);
+                let metadata = json!({ "resourceVersion": o.rv.to_string() });
+                let table = table::table(&rt, version, metadata, &[o.value()], include, true);
+                value_response(StatusCode::OK, &table)
+            }
+            None => object_response(StatusCode::OK, &o, metadata),
+        }),
         ("POST", false) => registry
             .create(&target, &body)
             .map(|o| object_response(StatusCode::CREATED, &o, metadata)),
@@ -366,6 +376,7 @@ fn list(
     target: &Target,
     query: &HashMap<String, String>,
     metadata: Option<&str>,
+    table: Option<(&str, Include)>,
 ) -> ApiResult<Response> {
     let store = &shared.registry.store;
     let rt = shared.registry.rt(target);
@@ -432,6 +443,18 @@ fn list(
                 e
             }
         })?;
+    if let Some((version, include)) = table {
+        let mut list_metadata = json!({ "resourceVersion": page.rv.to_string() });
+        if let Some(last) = &page.continue_after {
+            list_metadata["continue"] = json!(encode_continue(page.rv, last));
+            if labels.is_empty() && fields.is_empty() {
+                list_metadata["remainingItemCount"] = json!(page.remaining);
+            }
+        }
+        let objects: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
+        let table = table::table(&rt, version, list_metadata, &objects, include, true);
+        return Ok(value_response(StatusCode::OK, &table));
+    }
     let items: Vec<Bytes> = page.items.iter().map(|o| o.json_as(metadata)).collect();
     let mut out = Vec::with_capacity(items.iter().map(|o| o.len() + 1).sum::<usize>() + 256);
     let (kind, api_version) = match metadata {
@@ -507,6 +530,7 @@ fn start_watch(
         (t, l) => t.or(l),
     };
     let request = WatchRequest {
+        include: Include::parse(query.get("includeObject").map(String::as_str)),
         resource: target.resource,
         namespace: target.namespace,
         labels,

@@ -13,7 +13,7 @@
 use serde_json::{Value, json};
 
 use super::registry::now;
-use super::resources::ResourceType;
+use super::resources::{PrinterColumn, ResourceType};
 use super::status::{ApiError, ApiResult};
 use super::store::{Store, object_key};
 
@@ -71,6 +71,18 @@ fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
         }
         let mut rt = ResourceType::new(&group, &name, &kind, &plural, namespaced)
             .with_short_names(&short_names);
+        rt.from_definition = true;
+        rt.printer_columns = version["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| PrinterColumn {
+                name: c["name"].as_str().unwrap_or_default().to_owned(),
+                kind: c["type"].as_str().unwrap_or("string").to_owned(),
+                json_path: c["jsonPath"].as_str().unwrap_or_default().to_owned(),
+                priority: c["priority"].as_i64().unwrap_or(0) as i32,
+            })
+            .collect();
         if version["subresources"]["status"].is_object() {
             rt = rt.with_status();
         }

@@ -55,6 +55,10 @@
 //!   for lists and `…;as=PartialObjectMetadata;…` for objects and watch events (bookmarks
 //!   included), `v1` or `v1beta1`; the first form of `Accept` this server produces wins, and a
 //!   form that does not fit (a list as one object) is 406, as on the real server.
+//! - Tables (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`, what `kubectl get`
+//!   asks for): the real server's columns and cells for every built-in kind served (pods with
+//!   READY, STATUS, RESTARTS and the `-o wide` ones; configmaps' DATA; namespaces' STATUS; …),
+//!   a CRD's `additionalPrinterColumns`, `includeObject`, one-row tables in watches.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -87,9 +91,11 @@
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
 //!   kinds); clients decode either.
-//! - Only JSON and its metadata-only forms: no protobuf, no CBOR, no `as=Table` (passed over
-//!   for a JSON form later in `Accept`, so kubectl prints its client-side columns). No OpenAPI
-//!   documents (`kubectl apply` needs `--validate=false`).
+//! - Only JSON, its metadata-only forms and tables: no protobuf, no CBOR. No OpenAPI
+//!   documents (`kubectl apply` needs `--validate=false`). Tables' column descriptions are
+//!   short, not the OpenAPI documentation; printer columns take simple JSONPaths only
+//!   (`.spec.size`, `.status.items[0].name`); a pod's STATUS covers the phase, container
+//!   waiting and terminated reasons and `Terminating`, not every case kubectl's printer knows.
 //! - `events.k8s.io/v1` and `core/v1` Events are two stores (the real server keeps one and
 //!   serves it through both), so `kubectl get events` lists only core/v1 ones here.
 //! - A CRD's schema is not validated against, nor its defaults applied; its delete is
@@ -115,8 +121,9 @@ mod selectors;
 mod server;
 mod status;
 mod store;
+mod table;
 mod watch;
 
 pub use faults::{Failure, Faults};
-pub use resources::ResourceType;
+pub use resources::{PrinterColumn, ResourceType};
 pub use server::{ApiServer, ApiServerBuilder, ApiServerError, RequestCounts};

@@ -5,8 +5,8 @@
 //! (`application/json`, `*/*`, `application/*`), or the metadata-only forms
 //! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object, and each event
 //! of a watch) and `…;as=PartialObjectMetadataList;…` (a list); `v=v1beta1` works too.
-//! Protobuf, YAML, CBOR and `as=Table` are passed over, so a client that lists JSON after
-//! them (kubectl does) gets JSON. Nothing acceptable: 406, with the real server's messages.
+//! `as=Table` (what `kubectl get` asks for first) is produced too (see `testing::table`).
+//! Protobuf, YAML and CBOR are passed over, so a client that lists JSON after them gets JSON. Nothing acceptable: 406, with the real server's messages.
 //!
 //! What the real server (1.20 and later) does with a form that does not fit the request,
 //! mirrored here: a list asked for as `PartialObjectMetadata`, or one object asked for as
@@ -30,6 +30,8 @@ pub(crate) enum Form {
     Metadata(&'static str),
     /// `PartialObjectMetadataList`, at this `meta.k8s.io` version.
     MetadataList(&'static str),
+    /// `Table`, at this `meta.k8s.io` version.
+    Table(&'static str),
 }
 
 /// What the request reads: a collection (a list or a watch) or one object.
@@ -111,6 +113,7 @@ fn candidate(entry: &str) -> Option<Form> {
     match r#as {
         "PartialObjectMetadata" => Some(Form::Metadata(version)),
         "PartialObjectMetadataList" => Some(Form::MetadataList(version)),
+        "Table" => Some(Form::Table(version)),
         _ => None,
     }
 }
@@ -152,7 +155,9 @@ mod tests {
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
         assert_eq!(accept(list, Reading::List), Ok(Form::MetadataList("v1")));
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(accept(kubectl, Reading::List), Ok(Form::Full));
+        assert_eq!(accept(kubectl, Reading::List), Ok(Form::Table("v1")));
+        let protobuf_first = "application/vnd.kubernetes.protobuf,application/json";
+        assert_eq!(accept(protobuf_first, Reading::List), Ok(Form::Full));
         let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(accept(client_go, Reading::List), Ok(Form::MetadataList("v1")));
         assert_eq!(accept("*/*", Reading::Object), Ok(Form::Full));

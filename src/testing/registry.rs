@@ -137,7 +137,27 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
         value["metadata"] = json!({});
     }
     drop_empty_metadata(&mut value["metadata"]);
+    if rt.group.is_empty() && rt.plural == "secrets" {
+        fold_string_data(value);
+    }
     Ok(())
+}
+
+/// A Secret's `stringData` written into `data`, base64-encoded, as the real server stores
+/// Secrets (a `stringData` key wins over the same key of `data`).
+fn fold_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|s| s.remove("stringData"))
+    else {
+        return;
+    };
+    if !secret["data"].is_object() {
+        secret["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        secret["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
 }
 
 /// Drops the metadata lists and maps that are empty (or null), as the real server's typed

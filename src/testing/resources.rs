@@ -24,6 +24,24 @@ pub struct ResourceType {
     pub scale_subresource: bool,
     /// Short names for kubectl, such as `po`.
     pub short_names: Vec<String>,
+    /// The columns `kubectl get` shows beside the name (a CRD's `additionalPrinterColumns`);
+    /// none: an `Age` column for a CRD's kind, `Created At` for another registered type.
+    pub printer_columns: Vec<PrinterColumn>,
+    /// Whether a CustomResourceDefinition defines the type (set by the server).
+    pub from_definition: bool,
+}
+
+/// A column of `kubectl get`: a CRD's `additionalPrinterColumns` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header, such as `Size`.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub kind: String,
+    /// Where the value is: a simple JSONPath such as `.spec.size` or `.status.items[0].name`.
+    pub json_path: String,
+    /// 0: always shown; more: only with `-o wide`.
+    pub priority: i32,
 }
 
 impl ResourceType {
@@ -38,6 +56,8 @@ impl ResourceType {
             status_subresource: false,
             scale_subresource: false,
             short_names: Vec::new(),
+            printer_columns: Vec::new(),
+            from_definition: false,
         }
     }
 

@@ -50,7 +50,7 @@ pub(crate) fn replicas_of(scale: &Value) -> Result<i64, String> {
 
 /// A label selector as apimachinery's `labels.Selector.String()` writes it: requirements
 /// sorted by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
-fn selector_string(selector: &Value) -> String {
+pub(crate) fn selector_string(selector: &Value) -> String {
     let mut requirements: Vec<(String, String)> = Vec::new();
     if let Some(labels) = selector["matchLabels"].as_object() {
         for (k, v) in labels {

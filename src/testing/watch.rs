@@ -26,6 +26,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
 use super::status::ApiError;
 use super::store::{Change, ChangeType, StoredObject};
+use super::table::{self, Include};
 
 /// A signal to every open watch (fault injection and shutdown).
 #[derive(Debug, Clone)]
@@ -54,8 +55,10 @@ pub(crate) struct WatchRequest {
     pub(crate) start: Start,
     pub(crate) bookmarks: bool,
     pub(crate) timeout: Option<Duration>,
-    /// The form of the events' objects (whole, or metadata only).
+    /// The form of the events' objects (whole, metadata only, or a one-row table).
     pub(crate) form: Form,
+    /// For tables: what each row carries of its object.
+    pub(crate) include: Include,
 }
 
 impl WatchRequest {
@@ -173,14 +176,29 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
             return; // an injected zero lifetime: the watch ends before any event
         }
         let metadata = match req.form {
-            Form::Full => None,
+            Form::Full | Form::Table(_) => None,
             Form::Metadata(version) => Some(version),
             // The real server cannot turn an event's object into a list: it sends nothing.
             Form::MetadataList(_) => return,
         };
+        let rt = shared.registry.store.resource_type(req.resource);
+        // As the real server: only the first table of a watch defines the columns.
+        let mut columns_sent = false;
+        let mut encode = |object: &StoredObject| -> Bytes {
+            match req.form {
+                Form::Table(version) => {
+                    let metadata = json!({ "resourceVersion": object.rv.to_string() });
+                    let one = [object.value()];
+                    let t = table::table(&rt, version, metadata, &one, req.include, !columns_sent);
+                    columns_sent = true;
+                    Bytes::from(t.to_string())
+                }
+                _ => object.json_as(metadata),
+            }
+        };
         let mut last_rv = start_rv;
         for object in initial.iter().filter(|o| req.matches(o)) {
-            if tx.send(Ok(event_line("ADDED", &object.json_as(metadata)))).await.is_err() {
+            if tx.send(Ok(event_line("ADDED", &encode(object)))).await.is_err() {
                 return;
             }
         }
@@ -192,7 +210,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
         for change in &past {
             last_rv = change.rv;
             if let Some((kind, object)) = req.event(change)
-                && tx.send(Ok(event_line(kind.as_str(), &object.json_as(metadata)))).await.is_err()
+                && tx.send(Ok(event_line(kind.as_str(), &encode(object)))).await.is_err()
             {
                 return;
             }
@@ -223,7 +241,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                             return;
                         }
                         match req.event(&change) {
-                            Some((kind, object)) => event_line(kind.as_str(), &object.json_as(metadata)),
+                            Some((kind, object)) => event_line(kind.as_str(), &encode(object)),
                             None => continue,
                         }
                     }

@@ -76,6 +76,25 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     assert!(ok, "{out}");
     let (ok, out) = k(&["get", "pods"], None).await.unwrap();
     assert!(ok && out.contains("web-0"), "{out}");
+    // The server's table: kubectl prints its columns, the wide ones with `-o wide`.
+    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{out}");
+    let (ok, out) = k(&["get", "pods", "-o", "wide"], None).await.unwrap();
+    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    let wide = [
+        "NAME",
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "AGE",
+        "IP",
+        "NODE",
+        "NOMINATED",
+        "NODE",
+        "READINESS",
+        "GATES",
+    ];
+    assert!(ok && header == wide, "{out}");
     let (ok, out) = k(&["label", "pod", "web-0", "tier=front"], None).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) = k(&["annotate", "pod", "web-0", "note=hello"], None).await.unwrap();
@@ -153,4 +172,8 @@ pub async fn kubectl_scales_a_deployment_and_finds_workloads_by_short_name(t: &T
     assert!(ok && out.trim() == "3", "{out}");
     let (ok, out) = k(&["get", "deploy,rs,sts,ds,jobs,sa", "-o", "name"], None).await.unwrap();
     assert!(ok && out.contains("deployment.apps/web"), "{out}");
+    let (ok, out) = k(&["get", "deploy"], None).await.unwrap();
+    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    assert!(ok && header == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{out}");
+    assert!(out.contains("0/3"), "no controller made pods: {out}");
 }

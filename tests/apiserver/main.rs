@@ -16,6 +16,7 @@ mod list;
 mod metadata;
 #[path = "../support/mod.rs"]
 mod support;
+mod tables;
 mod watch;
 
 fn main() -> ExitCode {
@@ -42,6 +43,8 @@ fn main() -> ExitCode {
         kubectl::kubectl_scales_a_deployment_and_finds_workloads_by_short_name,
         crd::a_created_definition_serves_its_kind_until_it_is_deleted,
         builtin::workload_kinds_serve_status_and_scale,
+        tables::tables_have_the_real_servers_columns_and_cells,
+        tables::a_custom_resource_table_shows_its_printer_columns,
         metadata::metadata_lists_and_gets_carry_only_metadata,
         metadata::metadata_forms_that_do_not_fit_the_request_are_refused,
         metadata::metadata_watches_send_partial_objects_and_bookmarks,
