@@ -463,17 +463,15 @@ pub(crate) fn table(
     let columns: Vec<Value> = columns(rt)
         .into_iter()
         .map(|c| {
-            let mut column = json!({
+            let description =
+                c.json_path.map_or_else(|| c.name.clone(), |p| format!("{} ({p})", c.name));
+            json!({
                 "name": c.name,
                 "type": c.kind,
                 "format": c.format,
-                "description": c.json_path.map_or_else(|| c.name.clone(), |p| format!("{} ({p})", c.name)),
+                "description": description,
                 "priority": c.priority,
-            });
-            if c.format.is_empty() {
-                column["format"] = json!("");
-            }
-            column
+            })
         })
         .collect();
     let rows: Vec<Value> = objects
