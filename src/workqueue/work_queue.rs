@@ -457,6 +457,10 @@ where
 
     /// Applies the buffered adds, in order.
     fn apply<'a>(&'a self, mut state: MutexGuard<'a, State<T>>) -> MutexGuard<'a, State<T>> {
+        if !self.adds.is_nonempty() {
+            // Nothing buffered (the common case for a worker): leave the state's lines alone.
+            return state;
+        }
         let mut batch = std::mem::take(&mut state.spare);
         if let Some(since) = self.adds.take(&mut batch) {
             let mut queued = false;
