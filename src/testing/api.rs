@@ -17,6 +17,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use super::apply::ApplyOptions;
 use super::discovery;
 use super::negotiate::{Form, Reading, negotiate};
 use super::patch::{self, PatchType};
@@ -274,6 +275,12 @@ fn serve(
         ("PUT", true) => registry
             .update(&target, &body, status)
             .map(|o| object_response(StatusCode::OK, &o, metadata)),
+        ("PATCH", true) if patch_type(headers)? == PatchType::Apply => {
+            let options = ApplyOptions::parse(query)?;
+            let (object, created) = registry.server_side_apply(&target, &body, &options, status)?;
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(value_response(code, &object))
+        }
         ("PATCH", true) => {
             let kind = patch_type(headers)?;
             registry
@@ -303,7 +310,7 @@ fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"),
         )
     })
 }

@@ -38,7 +38,10 @@
 //!   (finalizers hold an object with a deletionTimestamp until they are removed; a pod is
 //!   first marked with its deletionTimestamp, which watchers see as `MODIFIED`, then removed;
 //!   a completed delete answers with the object for pods, namespaces and services and with a
-//!   `Status` for other kinds), delete collection, the `/status` subresource (built-in kinds
+//!   `Status` for other kinds), delete collection, server-side apply (`fieldManager`,
+//!   ownership in `managedFields`, 409 conflicts naming managers and fields, `force`, removal
+//!   of fields a manager stops applying, merge keys, create on apply, `dryRun=All`, `/status`;
+//!   see the `apply` module's docs), the `/status` subresource (built-in kinds
 //!   take status and metadata through it, custom resources status alone; neither takes spec).
 //!   Errors are `metav1.Status` objects. The `/scale` subresource of deployments, replicasets
 //!   and statefulsets (an `autoscaling/v1` `Scale`: get, update with a resourceVersion
@@ -75,12 +78,16 @@
 //!   `Pending`, as on a real server with no scheduler.
 //! - `generation` is kept for every kind (the real server leaves it unset for kinds without a
 //!   spec, such as ConfigMaps).
-//! - `managedFields` are stored as sent, not computed; server-side apply
-//!   (`application/apply-patch+yaml`) answers 415. (Empty metadata lists and maps, such as
-//!   `finalizers: []`, are dropped as the real server drops them; a JSON patch `test` of a
-//!   missing path against `null` passes, as in its JSON patch library.) So an update whose only change the server
-//!   discards (status sent to the main endpoint) writes nothing here; the real server records
-//!   the request in managedFields, which is a write with a new resourceVersion.
+//! - `managedFields` are computed for server-side apply only (see below); other writes store
+//!   them as sent. So an update whose only change the server discards (status sent to the
+//!   main endpoint) writes nothing here; the real server records the request in
+//!   managedFields, which is a write with a new resourceVersion. (Empty metadata lists and
+//!   maps, such as `finalizers: []`, are dropped as the real server drops them; a JSON patch
+//!   `test` of a missing path against `null` passes, as in its JSON patch library.)
+//! - Server-side apply tracks the ownership of appliers only: creates, updates and other
+//!   patches neither record an `Update` manager nor take fields from appliers, so they never
+//!   cause an apply conflict; custom resources' lists are atomic; a manager's main and
+//!   `/status` applies share one entry; `/scale` takes no apply.
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33 (the discovery version this
 //!   server claims); older servers leave it unset for pods.
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
@@ -108,6 +115,7 @@
 //!   waits a few seconds first).
 
 mod api;
+mod apply;
 mod crd;
 mod discovery;
 mod faults;

@@ -84,7 +84,7 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
         PatchType::Apply => Err(ApiError::new(
             axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
-            "server-side apply is not supported by ctrlkit's embedded API server",
+            "server-side apply of this subresource is not supported by ctrlkit's embedded API server",
         )),
     }
 }
@@ -95,7 +95,7 @@ fn parse(body: &[u8]) -> ApiResult<Value> {
 }
 
 /// How a list field merges in a strategic merge patch.
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// Elements merge on this key.
     MergeKey(&'static str),
     /// A list of scalars merged as a set.
@@ -103,7 +103,7 @@ enum ListStrategy {
     Replace,
 }
 
-fn list_strategy(field: &str, in_container: bool) -> ListStrategy {
+pub(crate) fn list_strategy(field: &str, in_container: bool) -> ListStrategy {
     match field {
         "containers"
         | "initContainers"
@@ -123,7 +123,7 @@ fn list_strategy(field: &str, in_container: bool) -> ListStrategy {
     }
 }
 
-fn is_container_list(field: &str) -> bool {
+pub(crate) fn is_container_list(field: &str) -> bool {
     matches!(field, "containers" | "initContainers" | "ephemeralContainers")
 }
 
@@ -149,7 +149,7 @@ fn directive(v: &Value) -> Option<&str> {
 }
 
 /// Merges map `patch` into `target`. `in_container` tells container ports from service ports.
-fn strategic_merge(target: &mut Value, patch: &Value, in_container: bool) {
+pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, in_container: bool) {
     let Some(patch) = patch.as_object() else {
         *target = patch.clone();
         return;

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::apply::{self, ApplyOptions};
 use super::crd;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
@@ -337,6 +338,59 @@ impl Registry {
             }
             Ok(value)
         })
+    }
+
+    /// PATCH with `application/apply-patch+yaml` (see `testing::apply`): applies, creating
+    /// the object if it does not exist (then `true`, for a 201). With `dryRun=All`, answers
+    /// with the result and stores nothing.
+    pub(crate) fn server_side_apply(
+        &self,
+        target: &Target,
+        body: &[u8],
+        options: &ApplyOptions,
+        status: bool,
+    ) -> ApiResult<(Value, bool)> {
+        let rt = self.rt(target);
+        let applied = apply::parse_body(body)?;
+        let name = target.name.as_deref().unwrap_or_default();
+        if let Some(body_name) = applied["metadata"]["name"].as_str()
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let run = |live: Option<&Value>| {
+            let mut applied = applied.clone();
+            applied["metadata"]["name"] = json!(name);
+            apply::apply(
+                live,
+                &applied,
+                options,
+                &rt.api_version(),
+                status,
+                rt.status_subresource,
+                &now(),
+            )
+        };
+        let current = match self.get(target) {
+            Ok(current) => Some(current.value()),
+            Err(e) if e.code == StatusCode::NOT_FOUND && !status => None,
+            Err(e) => return Err(e),
+        };
+        match current {
+            None => {
+                let object = run(None)?;
+                if options.dry_run {
+                    return Ok((object, true));
+                }
+                let collection = Target { name: None, ..target.clone() };
+                let body = serde_json::to_vec(&object).unwrap_or_default();
+                Ok((self.create(&collection, &body)?.value(), true))
+            }
+            Some(current) if options.dry_run => Ok((run(Some(&current))?, false)),
+            Some(_) => Ok((self.modify(target, status, |live| run(Some(live)))?.value(), false)),
+        }
     }
 
     /// GET of `/scale`.

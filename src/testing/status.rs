@@ -11,20 +11,29 @@ pub(crate) struct ApiError {
     pub(crate) reason: &'static str,
     pub(crate) message: String,
     /// (resource plural, name) for `details`.
-    pub(crate) details: Option<(String, String)>,
+    pub(crate) details: Option<Box<(String, String)>>,
     /// Seconds for a `Retry-After` header.
     pub(crate) retry_after: Option<u64>,
+    /// `details.causes`, such as the fields of an apply's conflicts.
+    pub(crate) causes: Box<[Value]>,
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub(crate) fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None, retry_after: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+            causes: Box::default(),
+        }
     }
 
     fn about(mut self, plural: &str, name: &str) -> Self {
-        self.details = Some((plural.to_owned(), name.to_owned()));
+        self.details = Some(Box::new((plural.to_owned(), name.to_owned())));
         self
     }
 
@@ -99,11 +108,15 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code.as_u16(),
         });
-        if let Some((kind, name)) = &self.details {
+        if let Some(details) = &self.details {
+            let (kind, name) = details.as_ref();
             status["details"] = json!({ "name": name, "kind": kind });
         }
         if let Some(secs) = self.retry_after {
             status["details"]["retryAfterSeconds"] = json!(secs);
+        }
+        if !self.causes.is_empty() {
+            status["details"]["causes"] = json!(self.causes);
         }
         status
     }

@@ -148,7 +148,7 @@ spec:
         image: nginx:1.26
 "#;
 
-pub async fn kubectl_scales_a_deployment_and_finds_workloads_by_short_name(t: &Target) {
+pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_name(t: &Target) {
     let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
         let kubeconfig = t.kubeconfig().to_owned();
         let ns = t.ns.clone();
@@ -161,7 +161,7 @@ pub async fn kubectl_scales_a_deployment_and_finds_workloads_by_short_name(t: &T
     let Some((ok, out)) =
         k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_DEPLOYMENT)).await
     else {
-        eprintln!("kubectl is not on PATH: skipped kubectl_scales_a_deployment_…");
+        eprintln!("kubectl is not on PATH: skipped kubectl_scales_applies_server_side_…");
         return;
     };
     assert!(ok && out.contains("created"), "{out}");
@@ -176,4 +176,37 @@ pub async fn kubectl_scales_a_deployment_and_finds_workloads_by_short_name(t: &T
     let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
     assert!(ok && header == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{out}");
     assert!(out.contains("0/3"), "no controller made pods: {out}");
+
+    // Server-side apply: a second manager changing the first's field conflicts until forced.
+    let ssa = |level: &'static str| -> &'static str {
+        match level {
+            "1" => {
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {level: \"1\"}\n"
+            }
+            _ => {
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {level: \"2\"}\n"
+            }
+        }
+    };
+    let (ok, out) = k(&["apply", "--server-side", "--validate=false", "-f", "-"], Some(ssa("1")))
+        .await
+        .unwrap();
+    assert!(ok && out.contains("serverside-applied"), "{out}");
+    let other = &["apply", "--server-side", "--validate=false", "--field-manager=other", "-f", "-"];
+    let (ok, out) = k(other, Some(ssa("2"))).await.unwrap();
+    assert!(!ok && out.contains("conflict") && out.contains(".data.level"), "{out}");
+    let forced = &[
+        "apply",
+        "--server-side",
+        "--validate=false",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        "-",
+    ];
+    let (ok, out) = k(forced, Some(ssa("2"))).await.unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) =
+        k(&["get", "cm", "settings", "-o", "jsonpath={.data.level}"], None).await.unwrap();
+    assert!(ok && out.trim() == "2", "{out}");
 }

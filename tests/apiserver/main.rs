@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use support::Needs;
 
+mod apply;
 mod builtin;
 mod common;
 mod crd;
@@ -40,9 +41,11 @@ fn main() -> ExitCode {
         watch::objects_that_stop_or_start_matching_arrive_as_deleted_or_added,
         watch::field_selected_watches_see_only_their_object,
         kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
-        kubectl::kubectl_scales_a_deployment_and_finds_workloads_by_short_name,
+        kubectl::kubectl_scales_applies_server_side_and_finds_workloads_by_short_name,
         crd::a_created_definition_serves_its_kind_until_it_is_deleted,
         builtin::workload_kinds_serve_status_and_scale,
+        apply::server_side_apply_owns_conflicts_forces_and_removes,
+        apply::server_side_apply_merges_containers_by_name_and_applies_status,
         tables::tables_have_the_real_servers_columns_and_cells,
         tables::a_custom_resource_table_shows_its_printer_columns,
         metadata::metadata_lists_and_gets_carry_only_metadata,

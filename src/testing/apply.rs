@@ -1,0 +1,535 @@
+//! Server-side apply (`PATCH` with `application/apply-patch+yaml`): field ownership in
+//! `managedFields`, conflicts, `force`, removal of fields a manager stops applying.
+//!
+//! What users observe, as kube-apiserver 1.20 does it (each checked against it by the shared
+//! protocol suite):
+//! - `fieldManager` is required (422 otherwise); the body is YAML or JSON; an object that does
+//!   not exist is created.
+//! - The fields a manager applies are its own, recorded in `managedFields` as `FieldsV1`
+//!   (`f:` fields, `k:` list items by merge key with their `.` marker, `v:` set members) with
+//!   `operation: Apply`. Empty maps own nothing; a manager left owning nothing drops out.
+//! - Applying a value different from the live one to a field another applier owns is a 409
+//!   `Conflict` naming each manager and field (`conflict with "alice": .data.a`); `force=true`
+//!   takes the fields over instead. The same value is shared ownership, no conflict.
+//! - Fields a manager applied before and leaves out now are removed, unless another manager
+//!   owns them; maps emptied that way go too.
+//! - Lists merge by the built-in kinds' merge keys (containers by name, ports by port, ...:
+//!   the strategic-merge table); other lists are atomic, owned whole.
+//! - `dryRun=All` answers with the result and stores nothing; apply on `/status` applies the
+//!   status alone.
+//!
+//! Simpler than structured-merge-diff, and so different from the real server:
+//! - Ownership is tracked for appliers only. A create, update or non-apply patch neither
+//!   records an `Update` manager nor takes fields from appliers, so it never causes a
+//!   conflict, and an applier keeps owning a field another client changed since.
+//! - Custom resources' lists are atomic (their `x-kubernetes-list-type` is not read).
+//! - A manager's main and `/status` applies are one entry.
+
+use std::collections::BTreeSet;
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::patch::{ListStrategy, is_container_list, list_strategy, strategic_merge};
+use super::status::{ApiError, ApiResult};
+
+/// One field or item on the way from an object's root to a value: `f:name`, `k:{"name":"c"}`,
+/// `v:"value"`, or `.` (the list item itself), as `FieldsV1` spells them.
+type Path = Vec<String>;
+
+/// What the query of an apply asks.
+#[derive(Debug, Clone)]
+pub(crate) struct ApplyOptions {
+    pub(crate) manager: String,
+    pub(crate) force: bool,
+    pub(crate) dry_run: bool,
+}
+
+impl ApplyOptions {
+    /// Reads `fieldManager`, `force` and `dryRun`; 422 without a manager, as the real server.
+    pub(crate) fn parse(query: &std::collections::HashMap<String, String>) -> ApiResult<Self> {
+        let manager = query.get("fieldManager").filter(|m| !m.is_empty()).cloned().ok_or_else(|| {
+            let mut e = ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            );
+            e.causes = Box::new([json!({
+                "reason": "FieldValueRequired",
+                "message": "Required value: is required for apply patch",
+                "field": "fieldManager",
+            })]);
+            e
+        })?;
+        let flag = |name: &str| query.get(name).is_some_and(|v| v == "true" || v == "1");
+        Ok(Self {
+            manager,
+            force: flag("force"),
+            dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        })
+    }
+}
+
+/// Parses an apply body: YAML (JSON is YAML too).
+pub(crate) fn parse_body(body: &[u8]) -> ApiResult<Value> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("an apply patch must be UTF-8 YAML or JSON"))?;
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(_) => serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request("an apply patch must be an object"));
+    }
+    Ok(value)
+}
+
+/// Metadata fields a manager can own; the rest is the server's.
+const OWNABLE_METADATA: [&str; 4] = ["labels", "annotations", "ownerReferences", "finalizers"];
+
+/// The paths `applied` sets: its leaves, and the `.` of each keyed list item. `status`: the
+/// status alone (an apply on `/status`); else everything but status when the kind has a
+/// status subresource.
+fn field_set(applied: &Value, status: bool, has_status: bool) -> BTreeSet<Path> {
+    let mut out = BTreeSet::new();
+    let Some(root) = applied.as_object() else { return out };
+    for (key, value) in root {
+        let wanted = match key.as_str() {
+            "apiVersion" | "kind" => false,
+            "status" => status || !has_status,
+            "metadata" => !status,
+            _ => !status,
+        };
+        if !wanted {
+            continue;
+        }
+        let mut path = vec![format!("f:{key}")];
+        if key == "metadata" {
+            for (field, v) in value.as_object().into_iter().flatten() {
+                if OWNABLE_METADATA.contains(&field.as_str()) {
+                    path.push(format!("f:{field}"));
+                    collect(v, field, false, &mut path, &mut out);
+                    path.pop();
+                }
+            }
+        } else {
+            collect(value, key, false, &mut path, &mut out);
+        }
+    }
+    out
+}
+
+fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mut BTreeSet<Path>) {
+    match v {
+        Value::Object(map) => {
+            for (key, child) in map {
+                path.push(format!("f:{key}"));
+                collect(child, key, in_container, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => match list_strategy(field, in_container) {
+            ListStrategy::MergeKey(key) => {
+                let inner = in_container || is_container_list(field);
+                for item in items {
+                    let Some(k) = item.get(key) else { continue };
+                    path.push(format!("k:{}", json!({ key: k })));
+                    path.push(".".to_owned());
+                    out.insert(path.clone());
+                    path.pop();
+                    collect(item, "", inner, path, out);
+                    path.pop();
+                }
+            }
+            ListStrategy::Set => {
+                for item in items {
+                    path.push(format!("v:{item}"));
+                    out.insert(path.clone());
+                    path.pop();
+                }
+            }
+            ListStrategy::Replace => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+/// The value at `path` in `object`, if there is one.
+fn value_at<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut current = object;
+    for segment in path {
+        current = match segment.split_at(2) {
+            ("f:", field) => current.get(field)?,
+            ("k:", key) => {
+                let key: Map<String, Value> = serde_json::from_str(key).ok()?;
+                current
+                    .as_array()?
+                    .iter()
+                    .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))?
+            }
+            ("v:", value) => {
+                let value: Value = serde_json::from_str(value).ok()?;
+                current.as_array()?.iter().find(|item| **item == value)?
+            }
+            _ => current, // "." is the item itself
+        };
+    }
+    Some(current)
+}
+
+/// Removes what `path` names from `object`, then maps left empty on the way.
+fn remove_at(object: &mut Value, path: &[String]) {
+    let Some((last, parent)) = path.split_last() else { return };
+    let (last, parent) = if last == "." {
+        match parent.split_last() {
+            Some((item, list)) => (item, list),
+            None => return,
+        }
+    } else {
+        (last, parent)
+    };
+    let Some(container) = value_at_mut(object, parent) else { return };
+    match last.split_at(2) {
+        ("f:", field) => {
+            if let Some(map) = container.as_object_mut() {
+                map.remove(field);
+            }
+        }
+        ("k:", key) => {
+            let Ok(key) = serde_json::from_str::<Map<String, Value>>(key) else { return };
+            if let Some(list) = container.as_array_mut() {
+                list.retain(|item| !key.iter().all(|(k, v)| item.get(k) == Some(v)));
+            }
+        }
+        ("v:", value) => {
+            let Ok(value) = serde_json::from_str::<Value>(value) else { return };
+            if let Some(list) = container.as_array_mut() {
+                list.retain(|item| *item != value);
+            }
+        }
+        _ => {}
+    }
+    // Maps emptied by the removal go too (not the object's top-level fields).
+    if parent.len() > 1 && value_at(object, parent).is_some_and(is_empty_map) {
+        remove_at(object, parent);
+    }
+}
+
+fn is_empty_map(v: &Value) -> bool {
+    v.as_object().is_some_and(Map::is_empty)
+}
+
+fn value_at_mut<'a>(object: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+    let mut current = object;
+    for segment in path {
+        current = match segment.split_at(2) {
+            ("f:", field) => current.get_mut(field)?,
+            ("k:", key) => {
+                let key: Map<String, Value> = serde_json::from_str(key).ok()?;
+                current
+                    .as_array_mut()?
+                    .iter_mut()
+                    .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))?
+            }
+            _ => current,
+        };
+    }
+    Some(current)
+}
+
+/// A path as the real server names fields in conflicts: `.spec.containers[name="c"].image`.
+fn describe(path: &[String]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment.split_at(2) {
+            ("f:", field) => {
+                out.push('.');
+                out.push_str(field);
+            }
+            ("k:", key) => {
+                let key: Map<String, Value> = serde_json::from_str(key).unwrap_or_default();
+                let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push_str(&format!("[{}]", parts.join(",")));
+            }
+            ("v:", value) => out.push_str(&format!("[={value}]")),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `FieldsV1` of a set of paths.
+fn encode(set: &BTreeSet<Path>) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut node = &mut root;
+        for segment in path {
+            node = node
+                .entry(segment.clone())
+                .or_insert_with(|| Value::Object(Map::new()))
+                .as_object_mut()
+                .expect("built as objects");
+        }
+    }
+    Value::Object(root)
+}
+
+/// The paths of a `FieldsV1` tree: every `{}` leaf and every `.` marker.
+fn decode(fields: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
+    let Some(map) = fields.as_object() else { return };
+    if map.is_empty() && !path.is_empty() {
+        out.insert(path.clone());
+        return;
+    }
+    for (segment, child) in map {
+        path.push(segment.clone());
+        if segment == "." {
+            out.insert(path.clone());
+        } else {
+            decode(child, path, out);
+        }
+        path.pop();
+    }
+}
+
+/// One manager's recorded ownership.
+struct Owner {
+    entry: Value,
+    fields: BTreeSet<Path>,
+}
+
+/// The managers of `object`, from its `managedFields`.
+fn owners(object: &Value) -> Vec<Owner> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let mut fields = BTreeSet::new();
+            decode(&entry["fieldsV1"], &mut Vec::new(), &mut fields);
+            Owner { entry: entry.clone(), fields }
+        })
+        .collect()
+}
+
+/// Applies `applied` by `options.manager` to `live` (`None`: to be created), returning the
+/// new object with its `managedFields`; 409 on conflicts unless forced.
+pub(crate) fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    options: &ApplyOptions,
+    api_version: &str,
+    status: bool,
+    has_status: bool,
+    now: &str,
+) -> ApiResult<Value> {
+    let mut object = live.cloned().unwrap_or_else(|| json!({}));
+    let mine_now = field_set(applied, status, has_status);
+    let mut owners = owners(&object);
+    let is_mine = |o: &Owner| {
+        o.entry["manager"] == options.manager.as_str() && o.entry["operation"] == "Apply"
+    };
+    let mine_before: BTreeSet<Path> =
+        owners.iter().filter(|o| is_mine(o)).flat_map(|o| o.fields.iter().cloned()).collect();
+
+    // Conflicts: a field another applier owns, applied with a different value.
+    let mut conflicts: Vec<(String, Path)> = Vec::new();
+    for owner in owners.iter().filter(|o| !is_mine(o)) {
+        for path in mine_now.intersection(&owner.fields) {
+            if path.last().is_some_and(|s| s == ".") {
+                continue;
+            }
+            if value_at(&object, path) != value_at(applied, path) {
+                let manager = owner.entry["manager"].as_str().unwrap_or_default().to_owned();
+                conflicts.push((manager, path.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !options.force {
+        return Err(conflict_error(&conflicts));
+    }
+    for (manager, path) in &conflicts {
+        for owner in owners.iter_mut().filter(|o| o.entry["manager"] == manager.as_str()) {
+            owner.fields.remove(path);
+        }
+    }
+
+    // Merge the applied fields in (maps merge, keyed lists by key, other lists whole), then
+    // remove what this manager no longer applies and nobody else owns.
+    let mut patch = applied.clone();
+    if let Some(map) = patch.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+        if status {
+            map.retain(|k, _| k == "status");
+        } else if has_status {
+            map.remove("status");
+        }
+    }
+    strategic_merge(&mut object, &patch, false);
+    let others: BTreeSet<&Path> =
+        owners.iter().filter(|o| !is_mine(o)).flat_map(|o| o.fields.iter()).collect();
+    let mut dropped: Vec<&Path> =
+        mine_before.difference(&mine_now).filter(|p| !others.contains(p)).collect();
+    // Deepest first, so that items go before the lists that hold them.
+    dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for path in dropped {
+        remove_at(&mut object, path);
+    }
+
+    // Record ownership: this manager's entry replaced, managers left owning nothing dropped.
+    let mut entries: Vec<Value> = owners
+        .into_iter()
+        .filter(|o| !is_mine(o) && !o.fields.is_empty())
+        .map(|mut o| {
+            o.entry["fieldsV1"] = encode(&o.fields);
+            o.entry
+        })
+        .collect();
+    if !mine_now.is_empty() {
+        entries.push(json!({
+            "manager": options.manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "time": now,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": encode(&mine_now),
+        }));
+    }
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    object["metadata"]["managedFields"] = json!(entries);
+    if object["metadata"]["name"].is_null() {
+        object["metadata"]["name"] = applied["metadata"]["name"].clone();
+    }
+    Ok(object)
+}
+
+/// The real server's 409 for apply conflicts.
+fn conflict_error(conflicts: &[(String, Path)]) -> ApiError {
+    let message = match conflicts {
+        [(manager, path)] => {
+            format!("Apply failed with 1 conflict: conflict with \"{manager}\": {}", describe(path))
+        }
+        _ => {
+            let mut text = format!("Apply failed with {} conflicts:", conflicts.len());
+            for (manager, path) in conflicts {
+                text.push_str(&format!(" conflict with \"{manager}\": {}", describe(path)));
+            }
+            text
+        }
+    };
+    let mut e = ApiError::new(StatusCode::CONFLICT, "Conflict", message);
+    e.causes = conflicts
+        .iter()
+        .map(|(manager, path)| {
+            json!({
+                "reason": "FieldManagerConflict",
+                "message": format!("conflict with \"{manager}\""),
+                "field": describe(path),
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_boxed_slice();
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(manager: &str, force: bool) -> ApplyOptions {
+        ApplyOptions { manager: manager.into(), force, dry_run: false }
+    }
+
+    fn run(live: Option<&Value>, applied: Value, manager: &str, force: bool) -> ApiResult<Value> {
+        apply(live, &applied, &options(manager, force), "v1", false, false, "2026-11-30T00:00:00Z")
+    }
+
+    #[test]
+    fn owners_conflict_force_and_removal_as_the_real_server() {
+        let alice = run(
+            None,
+            json!({"metadata": {"name": "cm", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}}),
+            "alice",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            alice["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:x": {}}}})
+        );
+        let refused = run(
+            Some(&alice),
+            json!({"metadata": {"name": "cm"}, "data": {"a": "2"}}),
+            "bob",
+            false,
+        );
+        let e = refused.unwrap_err();
+        assert_eq!(e.code, StatusCode::CONFLICT);
+        assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"alice\": .data.a");
+        let same = run(
+            Some(&alice),
+            json!({"metadata": {"name": "cm"}, "data": {"a": "1"}}),
+            "bob",
+            false,
+        );
+        assert!(same.is_ok(), "the same value is shared ownership");
+        let bob =
+            run(Some(&alice), json!({"metadata": {"name": "cm"}, "data": {"a": "2"}}), "bob", true)
+                .unwrap();
+        assert_eq!(bob["data"], json!({"a": "2", "b": "2"}));
+        let after =
+            run(Some(&bob), json!({"metadata": {"name": "cm"}, "data": {}}), "alice", false)
+                .unwrap();
+        assert_eq!(after["data"], json!({"a": "2"}), "b removed; a is bob's now");
+        assert!(after["metadata"].get("labels").is_none(), "emptied labels go");
+        let managers: Vec<&Value> = after["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["manager"])
+            .collect();
+        assert_eq!(managers, [&json!("bob")], "alice owns nothing any more");
+    }
+
+    #[test]
+    fn a_manager_is_required_and_yaml_or_json_is_read() {
+        let none = std::collections::HashMap::new();
+        let e = ApplyOptions::parse(&none).unwrap_err();
+        assert_eq!((e.code, e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
+        assert!(e.message.contains("fieldManager: Required value"), "{}", e.message);
+        let query = [("fieldManager", "m"), ("force", "true"), ("dryRun", "All")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+        let options = ApplyOptions::parse(&query).unwrap();
+        assert!(options.force && options.dry_run && options.manager == "m");
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: \"1\"}\n";
+        assert_eq!(parse_body(yaml).unwrap()["data"]["a"], "1");
+        assert_eq!(
+            parse_body(br#"{"metadata": {"name": "cm"}}"#).unwrap()["metadata"]["name"],
+            "cm"
+        );
+        assert!(parse_body(b"- a list").is_err());
+    }
+
+    #[test]
+    fn containers_merge_by_name_and_conflicts_name_the_item() {
+        let deploy = |image: &str| json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}});
+        let a = run(None, deploy("nginx:1"), "a", false).unwrap();
+        let fields = &a["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]
+            ["f:containers"];
+        assert_eq!(fields, &json!({"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}));
+        let e = run(Some(&a), deploy("nginx:2"), "b", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"c\"].image"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! Server-side apply, through kube-client's `Patch::Apply` as kube-rs controllers write.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::Api;
+use kube_client::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support::Target;
+
+fn configmap(labels: Value, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "ssa", "labels": labels },
+        "data": data,
+    })
+}
+
+/// The managers of `object`'s `managedFields`, with their operations.
+fn managers(object: &impl serde::Serialize) -> Vec<(String, String)> {
+    let value = serde_json::to_value(object).unwrap();
+    value["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (e["manager"].as_str().unwrap().to_owned(), e["operation"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// The message and the `details.causes` fields of a failed call.
+fn conflict<T: std::fmt::Debug>(result: kube_client::Result<T>) -> (u16, String) {
+    match result {
+        Err(kube_client::Error::Api(status)) => (status.code, status.message.clone()),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+pub async fn server_side_apply_owns_conflicts_forces_and_removes(t: &Target) {
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let alice = PatchParams::apply("alice");
+    let bob = PatchParams::apply("bob");
+
+    // Create on apply; the applier owns what it applied.
+    let applied = configmap(json!({"x": "1"}), json!({"a": "1", "b": "2"}));
+    let created = configmaps.patch("ssa", &alice, &Patch::Apply(&applied)).await.unwrap();
+    assert_eq!(managers(&created), [("alice".to_owned(), "Apply".to_owned())]);
+    let entry = serde_json::to_value(&created).unwrap()["metadata"]["managedFields"][0].clone();
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:x": {}}}})
+    );
+
+    // Another applier changing alice's field conflicts; the same value is shared.
+    let change = configmap(json!({}), json!({"a": "2"}));
+    let (code, message) = conflict(configmaps.patch("ssa", &bob, &Patch::Apply(&change)).await);
+    assert_eq!(code, 409);
+    assert_eq!(message, "Apply failed with 1 conflict: conflict with \"alice\": .data.a");
+    let same = configmap(json!({}), json!({"a": "1"}));
+    configmaps.patch("ssa", &bob, &Patch::Apply(&same)).await.unwrap();
+
+    // Forced, bob takes the field over.
+    let forced =
+        configmaps.patch("ssa", &bob.clone().force(), &Patch::Apply(&change)).await.unwrap();
+    let data = forced.data.clone().unwrap();
+    assert_eq!((data["a"].as_str(), data["b"].as_str()), ("2", "2"));
+
+    // What alice stops applying goes, unless bob owns it; she then owns nothing.
+    let nothing = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}});
+    let after = configmaps.patch("ssa", &alice, &Patch::Apply(&nothing)).await.unwrap();
+    assert_eq!(after.data.clone().unwrap().len(), 1, "b removed, a kept: {:?}", after.data);
+    assert_eq!(after.data.unwrap()["a"], "2");
+    assert!(after.metadata.labels.is_none_or(|l| l.is_empty()), "the emptied labels go");
+    assert_eq!(
+        managers(&configmaps.get("ssa").await.unwrap()),
+        [("bob".to_owned(), "Apply".to_owned())]
+    );
+
+    // A dry run answers with the result and stores nothing.
+    let dry = PatchParams::apply("carol").dry_run();
+    let more = configmap(json!({}), json!({"c": "3"}));
+    let answered = configmaps.patch("ssa", &dry, &Patch::Apply(&more)).await.unwrap();
+    assert_eq!(answered.data.unwrap()["c"], "3");
+    assert!(!configmaps.get("ssa").await.unwrap().data.unwrap().contains_key("c"));
+}
+
+pub async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &Target) {
+    let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &t.ns);
+    let deployment = |image: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "web" },
+            "spec": {
+                "selector": { "matchLabels": { "app": "web" } },
+                "template": {
+                    "metadata": { "labels": { "app": "web" } },
+                    "spec": { "containers": [{ "name": "main", "image": image }] },
+                },
+            },
+        })
+    };
+    let a = PatchParams::apply("a");
+    deployments.patch("web", &a, &Patch::Apply(&deployment("nginx:1"))).await.unwrap();
+    let (code, message) = conflict(
+        deployments
+            .patch("web", &PatchParams::apply("b"), &Patch::Apply(&deployment("nginx:2")))
+            .await,
+    );
+    assert_eq!(code, 409);
+    assert_eq!(
+        message,
+        "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"main\"].image"
+    );
+    // A second container, applied by another manager, merges in by name.
+    let sidecar = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web" },
+        "spec": { "template": { "spec": { "containers": [{ "name": "log", "image": "busybox:1.36" }] } } },
+    });
+    let merged =
+        deployments.patch("web", &PatchParams::apply("c"), &Patch::Apply(&sidecar)).await.unwrap();
+    let names: Vec<String> =
+        merged.spec.template.spec.unwrap().containers.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["main", "log"]);
+
+    // Apply on /status writes the status alone.
+    let status = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web" },
+        "status": { "replicas": 3 },
+        "spec": { "replicas": 9 },
+    });
+    let written = deployments
+        .patch_status("web", &PatchParams::apply("status-writer"), &Patch::Apply(&status))
+        .await
+        .unwrap();
+    assert_eq!(written.status.and_then(|s| s.replicas), Some(3));
+    assert_ne!(written.spec.replicas, Some(9), "status does not write spec");
+}
