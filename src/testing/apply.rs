@@ -159,11 +159,20 @@ fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mu
     }
 }
 
+/// A path segment's prefix (`f:`, `k:`, `v:`) and the rest; `("", segment)` for `.` and for
+/// anything else (`managedFields` written by clients can hold any keys).
+fn split(segment: &str) -> (&str, &str) {
+    match segment.get(..2) {
+        Some(prefix @ ("f:" | "k:" | "v:")) => (prefix, &segment[2..]),
+        _ => ("", segment),
+    }
+}
+
 /// The value at `path` in `object`, if there is one.
 fn value_at<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
     let mut current = object;
     for segment in path {
-        current = match segment.split_at(2) {
+        current = match split(segment) {
             ("f:", field) => current.get(field)?,
             ("k:", key) => {
                 let key: Map<String, Value> = serde_json::from_str(key).ok()?;
@@ -194,7 +203,7 @@ fn remove_at(object: &mut Value, path: &[String]) {
         (last, parent)
     };
     let Some(container) = value_at_mut(object, parent) else { return };
-    match last.split_at(2) {
+    match split(last) {
         ("f:", field) => {
             if let Some(map) = container.as_object_mut() {
                 map.remove(field);
@@ -227,7 +236,7 @@ fn is_empty_map(v: &Value) -> bool {
 fn value_at_mut<'a>(object: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
     let mut current = object;
     for segment in path {
-        current = match segment.split_at(2) {
+        current = match split(segment) {
             ("f:", field) => current.get_mut(field)?,
             ("k:", key) => {
                 let key: Map<String, Value> = serde_json::from_str(key).ok()?;
@@ -246,7 +255,7 @@ fn value_at_mut<'a>(object: &'a mut Value, path: &[String]) -> Option<&'a mut Va
 fn describe(path: &[String]) -> String {
     let mut out = String::new();
     for segment in path {
-        match segment.split_at(2) {
+        match split(segment) {
             ("f:", field) => {
                 out.push('.');
                 out.push_str(field);
@@ -517,6 +526,21 @@ mod tests {
             "cm"
         );
         assert!(parse_body(b"- a list").is_err());
+    }
+
+    #[test]
+    fn managed_fields_written_by_clients_never_make_apply_panic() {
+        let live = json!({
+            "metadata": {"name": "cm", "managedFields": [
+                {"manager": "x", "operation": "Apply", "fieldsV1": {"x": {}, ".": {}, "f:data": {"k:not json": {}, "v:": {}}}},
+                {"manager": "y", "operation": "Apply", "fieldsV1": "not a map"},
+                "not an entry",
+            ]},
+            "data": "not a map",
+        });
+        let applied = json!({"metadata": {"name": "cm"}, "data": {"a": "1"}});
+        let _ = run(Some(&live), applied.clone(), "me", false);
+        let _ = run(Some(&live), applied, "x", true);
     }
 
     #[test]
