@@ -70,6 +70,9 @@ pub enum ReconcileFailure {
     Panic(String),
     /// The reconcile ran longer than the controller's reconcile timeout.
     Timeout(Duration),
+    /// The reconciler returned this error and called it terminal
+    /// ([`Reconciler::is_terminal`]): it was not retried.
+    Terminal(String),
 }
 
 impl std::fmt::Display for ReconcileFailure {
@@ -78,11 +81,12 @@ impl std::fmt::Display for ReconcileFailure {
             Self::Error(e) => write!(f, "{e}"),
             Self::Panic(p) => write!(f, "reconcile panicked: {p}"),
             Self::Timeout(t) => write!(f, "reconcile timed out after {t:?}"),
+            Self::Terminal(e) => write!(f, "terminal error: {e}"),
         }
     }
 }
 
-/// Called for each key dropped after its last retry.
+/// Called for each key given up on: after its last retry, or at once for a terminal error.
 pub type DroppedHook = Arc<dyn Fn(&ObjectKey, &ReconcileFailure) + Send + Sync>;
 
 /// Counts of what the workers did.
@@ -97,6 +101,8 @@ pub struct ControllerStats {
     pub panicked: u64,
     /// Keys given up on after the last retry.
     pub dropped: u64,
+    /// Reconciles that returned an error the reconciler called terminal (not retried).
+    pub terminal: u64,
 }
 
 #[derive(Default)]
@@ -105,6 +111,7 @@ struct Counters {
     failed: AtomicU64,
     panicked: AtomicU64,
     dropped: AtomicU64,
+    terminal: AtomicU64,
 }
 
 /// Who runs the informers a controller reads.
@@ -378,6 +385,7 @@ impl<K: InformerObject> Controller<K> {
             failed: c.failed.load(Ordering::Relaxed),
             panicked: c.panicked.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
+            terminal: c.terminal.load(Ordering::Relaxed),
         }
     }
 
@@ -552,6 +560,11 @@ impl<K: InformerObject> Controller<K> {
                     None => ReconcileOutcome::Success,
                 }
             }
+            Ok(Ok(Err(err))) if reconciler.is_terminal(&err) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.give_up_terminal(&key, ReconcileFailure::Terminal(err.to_string()));
+                ReconcileOutcome::Error
+            }
             Ok(Ok(Err(err))) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.handle_err(&key, priority, ReconcileFailure::Error(err.to_string()));
@@ -577,6 +590,20 @@ impl<K: InformerObject> Controller<K> {
         }
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
+    }
+
+    /// A terminal error: no retry (controller-runtime's `TerminalError`); the key is forgotten,
+    /// counted and reported, and comes back only when its object changes.
+    fn give_up_terminal(&self, key: &ObjectKey, failure: ReconcileFailure) {
+        self.queue.forget(key);
+        self.shared.counters.terminal.fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.dropped();
+        }
+        tracing::error!(error = %failure, "terminal error; not retrying");
+        if let Some(hook) = &self.on_dropped {
+            hook(key, &failure);
+        }
     }
 
     /// The seed's `handleErr`: retry with the rate limiter up to `max_retries`, then drop.

@@ -33,7 +33,7 @@ pub trait ControllerMetrics: Send + Sync {
     fn worker_finished(&self);
     /// A reconcile ended after `took`.
     fn reconciled(&self, outcome: ReconcileOutcome, took: Duration);
-    /// A key was given up on after its last retry
+    /// A key was given up on: after its last retry, or at once for a terminal error
     /// (`controller_runtime_terminal_reconcile_errors_total`).
     fn dropped(&self);
 }

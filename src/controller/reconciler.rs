@@ -65,4 +65,14 @@ pub trait Reconciler: Send + Sync + 'static {
         key: &ObjectKey,
         object: Option<Arc<Self::Object>>,
     ) -> Result<Action, Self::Error>;
+
+    /// Whether `error` is terminal: retrying cannot help (a spec only its author can fix), so
+    /// the key is not retried, but forgotten, counted (`ControllerStats::terminal`, and
+    /// `controller_runtime_terminal_reconcile_errors_total`), logged and given to the
+    /// `on_dropped` hook as `ReconcileFailure::Terminal`; it comes back when its object
+    /// changes (controller-runtime's `reconcile.TerminalError`). Default: no error is.
+    fn is_terminal(&self, error: &Self::Error) -> bool {
+        let _ = error;
+        false
+    }
 }

@@ -39,8 +39,9 @@
 //! names, types, label sets, help texts and histogram buckets. Where ctrlkit differs:
 //! - `result="requeue"` never counts: a ctrlkit reconcile asks for a requeue with a delay
 //!   (`requeue_after`) or fails (`error`); the series exists, at zero.
-//! - `controller_runtime_terminal_reconcile_errors_total` counts keys dropped after their last
-//!   retry: ctrlkit has no terminal error type, and a dropped key is what follows one.
+//! - `controller_runtime_terminal_reconcile_errors_total` counts the errors a reconciler calls
+//!   terminal (`Reconciler::is_terminal`, as controller-runtime counts `TerminalError`s) and
+//!   also keys dropped after their last retry, which are given up on as well.
 //! - `workqueue_depth` has one series per priority in use (`priority="0"`, `"-100"`, ...),
 //!   for every queue, as controller-runtime's priority queue reports (its plain queue reports
 //!   `priority=""`).

@@ -101,6 +101,64 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
     run.await.unwrap().unwrap();
 }
 
+/// Fails "bad" with an error it calls terminal, and "flaky" with one it does not.
+struct Judging(Arc<Mutex<Vec<String>>>);
+
+#[async_trait]
+impl Reconciler for Judging {
+    type Object = Pod;
+    type Error = String;
+
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+        self.0.lock().unwrap().push(key.name.clone());
+        match key.name.as_str() {
+            "bad" => Err("spec.size must be positive".into()),
+            "flaky" => Err("the server is busy".into()),
+            _ => Ok(Action::done()),
+        }
+    }
+
+    fn is_terminal(&self, error: &String) -> bool {
+        error.starts_with("spec.")
+    }
+}
+
+#[tokio::test]
+async fn a_terminal_error_is_not_retried_but_reported_while_others_retry() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["bad", "flaky"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let d = dropped.clone();
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .build()
+        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
+    let (stop, run) = run_controller(&controller, Judging(calls.clone()));
+    let count = |name: &str| calls.lock().unwrap().iter().filter(|n| *n == name).count();
+    eventually("flaky retried to the end", || count("flaky") == 6).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count("bad"), 1, "a terminal error is not retried");
+    let reports = dropped.lock().unwrap().clone();
+    assert!(reports.contains(&(
+        "default/bad".to_owned(),
+        ReconcileFailure::Terminal("spec.size must be positive".into())
+    )));
+    let stats = controller.stats();
+    assert_eq!(
+        (stats.terminal, stats.dropped),
+        (1, 1),
+        "bad terminal, flaky dropped after its retries"
+    );
+    // The key comes back when its object changes.
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"fixed": "yes"}}}));
+    pods.patch("bad", &PatchParams::default(), &patch).await.unwrap();
+    eventually("bad reconciled again", || count("bad") == 2).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn requeue_after_brings_a_key_back_after_the_delay() {
     let server = server().await;
