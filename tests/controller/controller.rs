@@ -51,18 +51,27 @@ fn fast_limiter() -> ItemExponentialFailureRateLimiter<ObjectKey> {
     ItemExponentialFailureRateLimiter::new(Duration::from_millis(20), Duration::from_secs(5))
 }
 
+/// The keys a controller gave up on, with why.
+type Drops = Arc<Mutex<Vec<(String, ReconcileFailure)>>>;
+
+/// A controller over `pods` with millisecond retries, recording what it gives up on.
+fn reporting_drops(pods: &Api<Pod>) -> (Controller<Pod>, Drops) {
+    let dropped = Drops::default();
+    let d = dropped.clone();
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .build()
+        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
+    (controller, dropped)
+}
+
 #[tokio::test]
 async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_dropped_and_reported() {
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["bad", "good"]).await;
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let dropped = Arc::new(Mutex::new(Vec::new()));
-    let d = dropped.clone();
-    let controller = Controller::builder(pods.clone())
-        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
-        .build()
-        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
+    let (controller, dropped) = reporting_drops(&pods);
     let reconciler = Scripted {
         calls: calls.clone(),
         f: |key: &ObjectKey, attempt: usize| {
@@ -129,12 +138,7 @@ async fn a_terminal_error_is_not_retried_but_reported_while_others_retry() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["bad", "flaky"]).await;
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let dropped = Arc::new(Mutex::new(Vec::new()));
-    let d = dropped.clone();
-    let controller = Controller::builder(pods.clone())
-        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
-        .build()
-        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
+    let (controller, dropped) = reporting_drops(&pods);
     let (stop, run) = run_controller(&controller, Judging(calls.clone()));
     let count = |name: &str| calls.lock().unwrap().iter().filter(|n| *n == name).count();
     eventually("flaky retried to the end", || count("flaky") == 6).await;
