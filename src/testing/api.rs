@@ -30,8 +30,8 @@ use super::store::StoredObject;
 use super::table::{self, Include};
 use super::watch::{self, Start, WatchRequest};
 
-/// The largest request body accepted.
-const MAX_BODY: usize = 64 << 20;
+/// The largest request body accepted: the real server's 3 MiB.
+const MAX_BODY: usize = 3 << 20;
 
 fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
     Response::builder()
@@ -93,8 +93,15 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let Some((group, version, rest)) = split_group_version(&segments) else {
         return error_response(&ApiError::no_route());
     };
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    if declared.and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY) {
+        return error_response(&too_large_body());
+    }
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
+        Err(e) if e.to_string().contains("length limit") => {
+            return error_response(&too_large_body());
+        }
         Err(e) => {
             return error_response(&ApiError::bad_request(format!(
                 "reading the request body: {e}"
@@ -117,6 +124,15 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         Err(e) => Err(e),
     };
     result.unwrap_or_else(|err| error_response(&err))
+}
+
+/// The real server's answer to a body over its limit.
+fn too_large_body() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+        format!("Request entity too large: limit is {MAX_BODY}"),
+    )
 }
 
 /// Refuses bodies in encodings the server does not speak (protobuf, CBOR) with 415, on which

@@ -43,7 +43,8 @@
 //!   of fields a manager stops applying, merge keys, create on apply, `dryRun=All`, `/status`;
 //!   see the `apply` module's docs), the `/status` subresource (built-in kinds
 //!   take status and metadata through it, custom resources status alone; neither takes spec).
-//!   Errors are `metav1.Status` objects. The `/scale` subresource of deployments, replicasets
+//!   Errors are `metav1.Status` objects; a body over 3 MiB is 413 `RequestEntityTooLarge`
+//!   and a ConfigMap holding more than 1 MiB 422, as on the real server. The `/scale` subresource of deployments, replicasets
 //!   and statefulsets (an `autoscaling/v1` `Scale`: get, update with a resourceVersion
 //!   precondition, patch; `spec.replicas` 0 or more, else 422), which `kubectl scale` uses.
 //! - list with one global resourceVersion counter shared by all kinds, `limit` + `continue`

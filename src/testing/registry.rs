@@ -144,6 +144,35 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// The real server's 1 MiB limit on a ConfigMap's data (its values, and binaryData's).
+fn check_size(rt: &ResourceType, value: &Value) -> ApiResult<()> {
+    const MAX: usize = 1 << 20;
+    if !(rt.group.is_empty() && rt.plural == "configmaps") {
+        return Ok(());
+    }
+    let data = value["data"].as_object().into_iter().flatten();
+    let text: usize = data.filter_map(|(_, v)| v.as_str()).map(str::len).sum();
+    let binary = value["binaryData"].as_object().into_iter().flatten();
+    // base64 in JSON: the decoded size, three bytes for every four characters.
+    let bytes: usize = binary.filter_map(|(_, v)| v.as_str()).map(|v| v.len() / 4 * 3).sum();
+    if text + bytes <= MAX {
+        return Ok(());
+    }
+    let name = value["metadata"]["name"].as_str().unwrap_or_default();
+    let mut e = ApiError::invalid(
+        "ConfigMap",
+        name,
+        "configmaps",
+        &format!("[]: Too long: must have at most {MAX} bytes"),
+    );
+    e.causes = Box::new([json!({
+        "reason": "FieldValueTooLong",
+        "message": format!("Too long: must have at most {MAX} bytes"),
+        "field": "[]",
+    })]);
+    Err(e)
+}
+
 /// A Secret's `stringData` written into `data`, base64-encoded, as the real server stores
 /// Secrets (a `stringData` key wins over the same key of `data`).
 fn fold_string_data(secret: &mut Value) {
@@ -220,6 +249,7 @@ impl Registry {
         let rt = self.rt(target).clone();
         let mut value = parse_body(body)?;
         check_type(&rt, &mut value)?;
+        check_size(&rt, &value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
             (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
@@ -439,6 +469,7 @@ impl Registry {
             let old = current.value();
             let mut new = change(&old)?;
             check_type(&rt, &mut new)?;
+            check_size(&rt, &new)?;
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
             if !body_name.is_empty() && body_name != name {
                 return Err(ApiError::bad_request(format!(

@@ -373,3 +373,22 @@ pub async fn custom_resources_work_with_dynamic_objects_and_count_generations(t:
     let list = widgets.list(&Default::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
 }
+
+pub async fn bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422(t: &Target) {
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let sized = |name: &str, bytes: usize| -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "data": { "a": "x".repeat(bytes) },
+        }))
+        .unwrap()
+    };
+    let huge = configmaps.create(&PostParams::default(), &sized("huge", (3 << 20) + 10)).await;
+    assert_eq!(api_error(huge), (413, "RequestEntityTooLarge".into()));
+    let big = configmaps.create(&PostParams::default(), &sized("big", (1 << 20) + 10)).await;
+    assert_eq!(api_error(big), (422, "Invalid".into()));
+    configmaps.create(&PostParams::default(), &sized("fits", 1 << 20)).await.unwrap();
+    let grown = Patch::Merge(json!({ "data": { "b": "y" } }));
+    let refused = configmaps.patch("fits", &PatchParams::default(), &grown).await;
+    assert_eq!(api_error(refused), (422, "Invalid".into()), "an update over the limit too");
+}

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         crud::delete_with_finalizers_waits_for_them,
         crud::delete_preconditions_and_collections,
         crud::custom_resources_work_with_dynamic_objects_and_count_generations,
+        crud::bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422,
         list::one_resource_version_sequence_is_shared_by_all_kinds,
         list::continued_pages_are_a_consistent_snapshot_under_concurrent_writes,
         list::label_and_field_selectors_filter_lists,
