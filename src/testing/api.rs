@@ -93,10 +93,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let Some((group, version, rest)) = split_group_version(&segments) else {
         return error_response(&ApiError::no_route());
     };
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
-    if declared.and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY) {
-        return error_response(&too_large_body());
-    }
+    // Read up to the limit even when Content-Length already says the body is over it: a
+    // client still writing a body the server has stopped reading gets a broken pipe, not
+    // the 413.
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
         Err(e) if e.to_string().contains("length limit") => {
