@@ -105,11 +105,12 @@ impl Shape {
     }
 }
 
-/// Adds `keys` (with priorities when `prioritized`), yielding every 256 adds if asked.
-async fn produce(q: WorkQueue<String>, keys: Vec<String>, shape: Shape, three: bool) {
+/// Adds `keys`, at alternating priorities (key `i` at `priority_of(i + skew, three)`) in the
+/// `priorities` shape, yielding every 256 adds in the `yielding_tasks` one.
+async fn produce(q: WorkQueue<String>, keys: Vec<String>, shape: Shape, three: bool, skew: usize) {
     for (i, k) in keys.into_iter().enumerate() {
         if shape == Shape::Priorities {
-            q.add_with_priority(k, priority_of(i, three));
+            q.add_with_priority(k, priority_of(i + skew, three));
         } else {
             q.add(k);
         }
@@ -119,7 +120,7 @@ async fn produce(q: WorkQueue<String>, keys: Vec<String>, shape: Shape, three: b
     }
 }
 
-/// Starts `n` workers that get + done until shut down, counting what they handle.
+/// Starts two workers that get + done until shut down, counting what they handle.
 fn workers(
     rt: &tokio::runtime::Runtime,
     q: &WorkQueue<String>,
@@ -195,22 +196,11 @@ fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
             }
         }
         _ => rt.block_on(async {
-            let producers: Vec<_> = [(first, false), (second, true)]
+            // The second half alternates priorities the other way round, so both priorities
+            // come from both producers.
+            let producers: Vec<_> = [(first, 0), (second, 1)]
                 .into_iter()
-                .map(|(part, odd)| {
-                    // The second half alternates the other way round, so both priorities
-                    // come from both producers.
-                    let q = q.clone();
-                    tokio::spawn(async move {
-                        if shape == Shape::Priorities && odd {
-                            for (i, k) in part.into_iter().enumerate() {
-                                q.add_with_priority(k, priority_of(i + 1, false));
-                            }
-                        } else {
-                            produce(q, part, shape, false).await;
-                        }
-                    })
-                })
+                .map(|(part, skew)| tokio::spawn(produce(q.clone(), part, shape, false, skew)))
                 .collect();
             for p in producers {
                 p.await.unwrap();
@@ -247,7 +237,7 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
             }
         }),
         _ => rt.block_on(async {
-            tokio::spawn(produce(q.clone(), adds, shape, true)).await.unwrap();
+            tokio::spawn(produce(q.clone(), adds, shape, true, 0)).await.unwrap();
         }),
     }
     let elapsed = start.elapsed();

@@ -450,20 +450,9 @@ fn parse_args() -> Result<Args, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    support::init_logging();
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    let (client, server) = match support::connect(args.embedded).await {
-        Ok(connected) => connected,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
+    let (args, client, server) = match support::start(parse_args(), |a| a.embedded).await {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     if let Err(err) = ensure_crd(&client).await {
         eprintln!("error: {err}");

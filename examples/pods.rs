@@ -109,21 +109,9 @@ async fn demo(client: Client, namespace: &str) -> Result<(), kube_client::Error>
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    support::init_logging();
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-
-    let (client, server) = match support::connect(args.embedded).await {
-        Ok(connected) => connected,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
+    let (args, client, server) = match support::start(parse_args(), |a| a.embedded).await {
+        Ok(started) => started,
+        Err(code) => return code,
     };
 
     let api: Api<Pod> = if args.all_namespaces {

@@ -1,11 +1,32 @@
 //! What the examples share: logs on stderr, and a client for the configured cluster or, when
 //! none is configured (or `--embedded` asks for it), for ctrlkit's embedded API server.
 
+use std::process::ExitCode;
+
 use ctrlkit::testing::ApiServer;
 use kube_client::{Client, Config};
 
+/// What an example's `main` starts with: logs on, its arguments, a client (and the embedded
+/// server behind it, if any). A bad argument is exit code 2, a failed connection 1, each with
+/// its message on stderr.
+pub async fn start<A>(
+    args: Result<A, String>,
+    embedded: impl Fn(&A) -> bool,
+) -> Result<(A, Client, Option<ApiServer>), ExitCode> {
+    init_logging();
+    let args = args.map_err(|message| {
+        eprintln!("{message}");
+        ExitCode::from(2)
+    })?;
+    let (client, server) = connect(embedded(&args)).await.map_err(|err| {
+        eprintln!("error: {err}");
+        ExitCode::FAILURE
+    })?;
+    Ok((args, client, server))
+}
+
 /// Logs to stderr at `warn`, or as `RUST_LOG` says.
-pub fn init_logging() {
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -17,7 +38,7 @@ pub fn init_logging() {
 /// A client for the cluster KUBECONFIG, `~/.kube/config` or the pod's service account names;
 /// without one, or with `embedded`, for an embedded API server started here (returned too, to
 /// keep it running).
-pub async fn connect(embedded: bool) -> Result<(Client, Option<ApiServer>), String> {
+async fn connect(embedded: bool) -> Result<(Client, Option<ApiServer>), String> {
     let cluster = if embedded { None } else { Config::infer().await.ok() };
     match cluster {
         Some(config) => Client::try_from(config)

@@ -114,7 +114,8 @@ fn parse_body(body: &[u8]) -> ApiResult<Value> {
     Ok(value)
 }
 
-/// Sets kind and apiVersion, refusing a body that names another type.
+/// Sets kind and apiVersion, refusing a body that names another type; folds a Secret's
+/// `stringData` into `data` and refuses a ConfigMap over its size limit, as the real server.
 fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     let api_version = rt.api_version();
     if let Some(v) = value.get("apiVersion").and_then(Value::as_str)
@@ -141,7 +142,7 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     if rt.group.is_empty() && rt.plural == "secrets" {
         fold_string_data(value);
     }
-    Ok(())
+    check_size(rt, value)
 }
 
 /// The real server's 1 MiB limit on a ConfigMap's data (its values, and binaryData's).
@@ -249,7 +250,6 @@ impl Registry {
         let rt = self.rt(target).clone();
         let mut value = parse_body(body)?;
         check_type(&rt, &mut value)?;
-        check_size(&rt, &value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
             (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
@@ -469,7 +469,6 @@ impl Registry {
             let old = current.value();
             let mut new = change(&old)?;
             check_type(&rt, &mut new)?;
-            check_size(&rt, &new)?;
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
             if !body_name.is_empty() && body_name != name {
                 return Err(ApiError::bad_request(format!(

@@ -163,17 +163,16 @@ impl QueueMetrics {
 
     /// Moves the depth of `priority` (and the total) by `delta`, which is 1 or -1.
     pub(crate) fn depth_changed(&self, priority: Priority, delta: i8) {
-        let gauge = {
-            let mut gauges = self.depth_by_priority.lock().unwrap_or_else(PoisonError::into_inner);
-            match gauges.iter().find(|(p, _)| *p == priority) {
-                Some((_, gauge)) => Arc::clone(gauge),
-                None => {
-                    let gauge = self.provider.new_depth_metric_with_priority(&self.name, priority);
-                    gauges.push((priority, Arc::clone(&gauge)));
-                    gauge
-                }
+        let mut gauges = self.depth_by_priority.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = match gauges.iter().position(|(p, _)| *p == priority) {
+            Some(at) => at,
+            None => {
+                let gauge = self.provider.new_depth_metric_with_priority(&self.name, priority);
+                gauges.push((priority, gauge));
+                gauges.len() - 1
             }
         };
+        let gauge = &gauges[at].1;
         if delta > 0 {
             self.depth.inc();
             gauge.inc();

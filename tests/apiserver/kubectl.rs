@@ -35,16 +35,24 @@ fn kubectl(
     Some((out.status.success(), text))
 }
 
+/// kubectl against the case's server in its namespace, off the async threads.
+async fn in_case(
+    t: &Target,
+    args: &'static [&'static str],
+    stdin: Option<&'static str>,
+) -> Option<(bool, String)> {
+    let kubeconfig = t.kubeconfig().to_owned();
+    let ns = t.ns.clone();
+    tokio::task::spawn_blocking(move || kubectl(&kubeconfig, &ns, args, stdin)).await.unwrap()
+}
+
+/// The words of the first line of kubectl's output: a table's column headers.
+fn header(out: &str) -> Vec<&str> {
+    out.lines().next().unwrap_or_default().split_whitespace().collect()
+}
+
 pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target) {
-    let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
-        let kubeconfig = t.kubeconfig().to_owned();
-        let ns = t.ns.clone();
-        async move {
-            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, &ns, args, stdin))
-                .await
-                .unwrap()
-        }
-    };
+    let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) = k(&["api-resources"], None).await else {
         eprintln!(
             "kubectl is not on PATH: skipped kubectl_creates_gets_labels_patches_watches_and_deletes"
@@ -77,10 +85,8 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     let (ok, out) = k(&["get", "pods"], None).await.unwrap();
     assert!(ok && out.contains("web-0"), "{out}");
     // The server's table: kubectl prints its columns, the wide ones with `-o wide`.
-    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
-    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{out}");
+    assert_eq!(header(&out), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{out}");
     let (ok, out) = k(&["get", "pods", "-o", "wide"], None).await.unwrap();
-    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
     let wide = [
         "NAME",
         "READY",
@@ -94,7 +100,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
         "READINESS",
         "GATES",
     ];
-    assert!(ok && header == wide, "{out}");
+    assert!(ok && header(&out) == wide, "{out}");
     let (ok, out) = k(&["label", "pod", "web-0", "tier=front"], None).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) = k(&["annotate", "pod", "web-0", "note=hello"], None).await.unwrap();
@@ -149,15 +155,7 @@ spec:
 "#;
 
 pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_name(t: &Target) {
-    let k = |args: &'static [&'static str], stdin: Option<&'static str>| {
-        let kubeconfig = t.kubeconfig().to_owned();
-        let ns = t.ns.clone();
-        async move {
-            tokio::task::spawn_blocking(move || kubectl(&kubeconfig, &ns, args, stdin))
-                .await
-                .unwrap()
-        }
-    };
+    let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) =
         k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_DEPLOYMENT)).await
     else {
@@ -173,8 +171,7 @@ pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_nam
     let (ok, out) = k(&["get", "deploy,rs,sts,ds,jobs,sa", "-o", "name"], None).await.unwrap();
     assert!(ok && out.contains("deployment.apps/web"), "{out}");
     let (ok, out) = k(&["get", "deploy"], None).await.unwrap();
-    let header = out.lines().next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
-    assert!(ok && header == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{out}");
+    assert!(ok && header(&out) == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{out}");
     assert!(out.contains("0/3"), "no controller made pods: {out}");
 
     // Server-side apply: a second manager changing the first's field conflicts until forced.
