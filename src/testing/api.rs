@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use super::apply::ApplyOptions;
 use super::discovery;
-use super::negotiate::{Form, Reading, negotiate};
+use super::negotiate::{self, Form, Reading, negotiate};
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::registry::{Registry, Target};
 use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -107,14 +108,18 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             )));
         }
     };
+    let body = match protobuf_body(&parts.method, &parts.headers, body) {
+        Ok(body) => body,
+        Err(err) => return error_response(&err),
+    };
     if let Some(err) = unsupported_body(&parts.headers, &body) {
         return error_response(&err);
     }
+    let mut watch = false;
     let result = match route(&shared, group, version, rest) {
         Ok(route) => {
             count(&shared, &parts.method, &route, &query);
-            let watch =
-                parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
+            watch = parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
             match shared.faults.take_failure(watch) {
                 Some(err) => Err(err),
                 None => serve(&shared, &parts.method, &parts.headers, route, &query, body),
@@ -122,7 +127,76 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         }
         Err(e) => Err(e),
     };
-    result.unwrap_or_else(|err| error_response(&err))
+    let response = result.unwrap_or_else(|err| error_response(&err));
+    if negotiate::protobuf_only(&parts.headers) {
+        return protobuf_response(response, watch).await;
+    }
+    response
+}
+
+/// A protobuf body of a create, update or delete, as the JSON of its object; other bodies as
+/// they are. 400 for a body that does not decode, or of a kind with no message (a custom
+/// resource).
+fn protobuf_body(method: &Method, headers: &HeaderMap, body: Bytes) -> ApiResult<Bytes> {
+    let media = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let media = media.split(';').next().unwrap_or("").trim();
+    if media != protobuf::MEDIA_TYPE || body.is_empty() || method == Method::PATCH {
+        return Ok(body);
+    }
+    match protobuf::decode(&body) {
+        Ok(value) => Ok(Bytes::from(value.to_string())),
+        Err(protobuf::DecodeError::Malformed(why)) => {
+            Err(ApiError::bad_request(format!("the protobuf body could not be decoded: {why}")))
+        }
+        // kube-apiserver 1.20 reads the body of a custom resource as JSON whatever its type,
+        // and refuses it as an object without a kind.
+        Err(protobuf::DecodeError::UnknownKind { api_version, kind }) => {
+            Err(ApiError::bad_request(format!(
+                "{kind} in version {api_version:?} cannot be handled as a {kind}: custom resources take JSON and YAML bodies, not protobuf"
+            )))
+        }
+    }
+}
+
+/// A JSON answer re-encoded as protobuf, for a client that accepts nothing else: one
+/// envelope for an object, a list or a Status, length-prefixed `WatchEvent` frames for a
+/// watch. A line of a watch that is not JSON (an injected corruption) is sent as a frame of
+/// its raw bytes, which the client cannot decode either.
+async fn protobuf_response(response: Response, watch: bool) -> Response {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let media = if watch { protobuf::WATCH_MEDIA_TYPE } else { protobuf::MEDIA_TYPE };
+    parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(media));
+    if watch {
+        let frames = protobuf::watch_frames(body.into_data_stream());
+        return Response::from_parts(parts, Body::from_stream(frames));
+    }
+    let encoded = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => {
+            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|value| {
+                protobuf::encode(&value)
+                    .unwrap_or_else(|| Err(format!("no protobuf message for {}", value["kind"])))
+            })
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match encoded {
+        Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
+        Err(why) => {
+            let err = ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                format!("encoding the answer as protobuf: {why}"),
+            );
+            value_response(err.code, &err.to_status())
+        }
+    }
 }
 
 /// The real server's answer to a body over its limit.
@@ -134,8 +208,7 @@ fn too_large_body() -> ApiError {
     )
 }
 
-/// Refuses bodies in encodings the server does not speak (protobuf, CBOR) with 415, on which
-/// client-go falls back to JSON.
+/// Refuses bodies in encodings the server does not speak (CBOR, YAML) with 415.
 fn unsupported_body(headers: &HeaderMap, body: &[u8]) -> Option<ApiError> {
     if body.is_empty() {
         return None;
@@ -143,6 +216,7 @@ fn unsupported_body(headers: &HeaderMap, body: &[u8]) -> Option<ApiError> {
     let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let media = content_type.split(';').next().unwrap_or("").trim();
     let json = media == "application/json"
+        || media == protobuf::MEDIA_TYPE // decoded to JSON by `protobuf_body`
         || media.ends_with("+json")
         || media == "application/apply-patch+yaml"
         || media.is_empty()
@@ -264,7 +338,9 @@ fn serve(
         ("GET" | "DELETE", false) => Reading::List,
         _ => Reading::Object,
     };
-    let form = negotiate(headers, reading, &registry.rt(&target).kind)?;
+    let rt = registry.rt(&target);
+    let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
+    let form = negotiate(headers, reading, &rt.kind, protobuf)?;
     let include = Include::parse(query.get("includeObject").map(String::as_str));
     let (metadata, table) = match form {
         Form::Full => (None, None),

@@ -63,6 +63,10 @@
 //!   asks for): the real server's columns and cells for every built-in kind served (pods with
 //!   READY, STATUS, RESTARTS and the `-o wide` ones; configmaps' DATA; namespaces' STATUS; …),
 //!   a CRD's `additionalPrinterColumns`, `includeObject`, one-row tables in watches.
+//! - Protobuf (`application/vnd.kubernetes.protobuf`) for the built-in kinds: request bodies
+//!   (what kubectl's generator commands and client-go's protobuf clients send), and answers to
+//!   a client that accepts nothing else (objects, lists, `Status`, watch frames); see the
+//!   `protobuf` module's docs. A client that lists JSON too is answered in JSON.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -99,7 +103,9 @@
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
 //!   kinds); clients decode either.
-//! - Only JSON, its metadata-only forms and tables: no protobuf, no CBOR. No OpenAPI
+//! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.20.2 (a field added
+//!   later is dropped from a protobuf body), answered only to clients that accept nothing
+//!   else (the real server answers protobuf whenever a client lists it first). No OpenAPI
 //!   documents (`kubectl apply` needs `--validate=false`). Tables' column descriptions are
 //!   short, not the OpenAPI documentation; printer columns take simple JSONPaths only
 //!   (`.spec.size`, `.status.items[0].name`); a pod's STATUS covers the phase, container
@@ -123,6 +129,7 @@ mod faults;
 pub mod fixtures;
 mod negotiate;
 mod patch;
+mod protobuf;
 mod registry;
 mod resources;
 mod scale;

@@ -6,7 +6,10 @@
 //! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object, and each event
 //! of a watch) and `…;as=PartialObjectMetadataList;…` (a list); `v=v1beta1` works too.
 //! `as=Table` (what `kubectl get` asks for first) is produced too (see `testing::table`).
-//! Protobuf, YAML and CBOR are passed over, so a client that lists JSON after them gets JSON. Nothing acceptable: 406, with the real server's messages.
+//! YAML and CBOR are passed over, and so is protobuf while a JSON form is listed, so a client
+//! that lists JSON after them gets JSON; a client that accepts protobuf alone gets it, for
+//! built-in kinds (see `testing::protobuf`). Nothing acceptable: 406, with the real server's
+//! messages.
 //!
 //! What the real server (1.20 and later) does with a form that does not fit the request,
 //! mirrored here: a list asked for as `PartialObjectMetadata`, or one object asked for as
@@ -43,27 +46,33 @@ pub(crate) enum Reading {
 }
 
 /// The form the `Accept` header asks for; see the module docs.
+///
+/// `protobuf` says whether the kind has a protobuf message (built-in kinds do, custom resources
+/// do not): protobuf is produced only for a client that accepts nothing in JSON (see
+/// [`protobuf_only`]), and tables never.
 pub(crate) fn negotiate(
     headers: &HeaderMap,
     reading: Reading,
     kind: &str,
+    protobuf: bool,
 ) -> Result<Form, ApiError> {
-    let accept = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect::<Vec<_>>()
-        .join(",");
+    let accept = accept(headers);
     if accept.trim().is_empty() {
         return Ok(Form::Full);
     }
-    let form = accept.split(',').find_map(candidate).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json",
-        )
-    })?;
+    let json = accept.split(',').find_map(|entry| candidate(entry, JSON));
+    let form = json
+        .or_else(|| {
+            let form = accept.split(',').find_map(|entry| candidate(entry, PROTOBUF))?;
+            (protobuf && !matches!(form, Form::Table(_))).then_some(form)
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_ACCEPTABLE,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json",
+            )
+        })?;
     match (form, reading) {
         (Form::Metadata(_), Reading::List) => Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -83,8 +92,30 @@ pub(crate) fn negotiate(
     }
 }
 
-/// The form one entry of `Accept` asks for, if this server produces it.
-fn candidate(entry: &str) -> Option<Form> {
+/// Whether the answer is to be protobuf: `Accept` names protobuf and nothing in JSON. (The
+/// real server answers protobuf whenever it comes first; this one keeps JSON, which every
+/// client that also lists it reads, and which tests can read too.)
+pub(crate) fn protobuf_only(headers: &HeaderMap) -> bool {
+    let accept = accept(headers);
+    accept.split(',').all(|entry| candidate(entry, JSON).is_none())
+        && accept.split(',').any(|entry| candidate(entry, PROTOBUF).is_some())
+}
+
+fn accept(headers: &HeaderMap) -> String {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The media types of `candidate`'s two passes.
+const JSON: &[&str] = &["application/json", "*/*", "application/*"];
+const PROTOBUF: &[&str] = &[super::protobuf::MEDIA_TYPE];
+
+/// The form one entry of `Accept` asks for, if its media type is one of `media_types`.
+fn candidate(entry: &str, media_types: &[&str]) -> Option<Form> {
     let mut parts = entry.split(';').map(str::trim);
     let media = parts.next()?.to_ascii_lowercase();
     let (mut r#as, mut group, mut version) = (None, None, None);
@@ -97,8 +128,7 @@ fn candidate(entry: &str) -> Option<Form> {
             _ => {} // q= and the like
         }
     }
-    let json = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
-    if !json {
+    if !media_types.contains(&media.as_str()) {
         return None;
     }
     let Some(r#as) = r#as else { return Some(Form::Full) };
@@ -147,7 +177,7 @@ mod tests {
     fn accept(value: &str, reading: Reading) -> Result<Form, u16> {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
-        negotiate(&headers, reading, "Pod").map_err(|e| e.code.as_u16())
+        negotiate(&headers, reading, "Pod", true).map_err(|e| e.code.as_u16())
     }
 
     #[test]
@@ -168,6 +198,28 @@ mod tests {
             ),
             Ok(Form::Metadata("v1beta1"))
         );
+    }
+
+    #[test]
+    fn protobuf_is_produced_only_for_clients_that_accept_nothing_else() {
+        let only = "application/vnd.kubernetes.protobuf";
+        let headers = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+            headers
+        };
+        assert!(protobuf_only(&headers(only)));
+        assert!(!protobuf_only(&headers("application/vnd.kubernetes.protobuf,application/json")));
+        assert!(!protobuf_only(&headers("application/json")));
+        assert_eq!(accept(only, Reading::Object), Ok(Form::Full));
+        let metadata =
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(accept(metadata, Reading::List), Ok(Form::MetadataList("v1")));
+        let table = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
+        assert_eq!(accept(table, Reading::List), Err(406));
+        // A custom resource has no message.
+        let custom = negotiate(&headers(only), Reading::Object, "Widget", false);
+        assert_eq!(custom.map_err(|e| e.code.as_u16()), Err(406));
     }
 
     #[test]

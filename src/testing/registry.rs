@@ -115,7 +115,8 @@ fn parse_body(body: &[u8]) -> ApiResult<Value> {
 }
 
 /// Sets kind and apiVersion, refusing a body that names another type; folds a Secret's
-/// `stringData` into `data` and refuses a ConfigMap over its size limit, as the real server.
+/// `stringData` into `data` and gives it the default type `Opaque`, and refuses a ConfigMap
+/// over its size limit, as the real server.
 fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     let api_version = rt.api_version();
     if let Some(v) = value.get("apiVersion").and_then(Value::as_str)
@@ -141,6 +142,10 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
     drop_empty_metadata(&mut value["metadata"]);
     if rt.group.is_empty() && rt.plural == "secrets" {
         fold_string_data(value);
+        // The real server's defaulting: a Secret without a type is Opaque.
+        if value["type"].as_str().is_none_or(str::is_empty) {
+            value["type"] = json!("Opaque");
+        }
     }
     check_size(rt, value)
 }

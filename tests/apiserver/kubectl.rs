@@ -207,3 +207,69 @@ pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_nam
         k(&["get", "cm", "settings", "-o", "jsonpath={.data.level}"], None).await.unwrap();
     assert!(ok && out.trim() == "2", "{out}");
 }
+
+/// kubectl's generator commands send protobuf (`-v=8` shows it); a session of them works,
+/// and what they create is what a JSON client reads back.
+pub async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Target) {
+    let kubeconfig = t.kubeconfig().to_owned();
+    let ns = t.ns.clone();
+    let team = format!("{ns}-team");
+    let k = move |args: Vec<String>| {
+        let (kubeconfig, ns) = (kubeconfig.clone(), ns.clone());
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                kubectl(&kubeconfig, &ns, &args, None)
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let Some((ok, out)) = k(words(&format!("create namespace {team} -v=8"))).await else {
+        eprintln!("kubectl is not on PATH: skipped kubectl_generators_…");
+        return;
+    };
+    assert!(ok && out.contains(&format!("namespace/{team} created")), "{out}");
+    assert!(
+        out.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "sent as protobuf: {out}"
+    );
+    let (ok, out) = k(words(&format!("get namespace {team}"))).await.unwrap();
+    assert!(ok && header(&out) == ["NAME", "STATUS", "AGE"] && out.contains("Active"), "{out}");
+
+    let create =
+        format!("create configmap settings -n {team} --from-literal=level=1 --from-literal=empty=");
+    let (ok, out) = k(words(&create)).await.unwrap();
+    assert!(ok && out.contains("configmap/settings created"), "{out}");
+    let (ok, out) = k(words(&format!("get configmap settings -n {team} -o json"))).await.unwrap();
+    assert!(ok, "{out}");
+    let configmap: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(configmap["data"], serde_json::json!({ "level": "1", "empty": "" }), "{out}");
+    assert!(configmap["metadata"].get("generateName").is_none(), "no empty fields: {out}");
+
+    let create = format!("create secret generic creds -n {team} --from-literal=password=hunter2");
+    let (ok, out) = k(words(&create)).await.unwrap();
+    assert!(ok && out.contains("secret/creds created"), "{out}");
+    let (ok, out) = k(words(&format!("get secrets -n {team}"))).await.unwrap();
+    assert!(ok && header(&out) == ["NAME", "TYPE", "DATA", "AGE"], "{out}");
+    assert!(out.lines().any(|l| words(l)[..3] == ["creds", "Opaque", "1"]), "{out}");
+    let jsonpath = "jsonpath={.data.password}";
+    let (ok, out) = k(vec![
+        "get".into(),
+        "secret".into(),
+        "creds".into(),
+        "-n".into(),
+        team.clone(),
+        "-o".into(),
+        jsonpath.into(),
+    ])
+    .await
+    .unwrap();
+    assert!(ok && out.trim() == "aHVudGVyMg==", "{out}");
+
+    let (ok, out) = k(words("get configmaps,secrets -A")).await.unwrap();
+    assert!(ok && out.contains(&team) && out.contains("settings"), "{out}");
+    let (ok, out) = k(words(&format!("delete namespace {team} --wait=false"))).await.unwrap();
+    assert!(ok && out.contains("deleted"), "{out}");
+}

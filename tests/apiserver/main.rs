@@ -15,6 +15,7 @@ mod faults;
 mod kubectl;
 mod list;
 mod metadata;
+mod protobuf;
 #[path = "../support/mod.rs"]
 mod support;
 mod tables;
@@ -43,10 +44,13 @@ fn main() -> ExitCode {
         watch::field_selected_watches_see_only_their_object,
         kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
         kubectl::kubectl_scales_applies_server_side_and_finds_workloads_by_short_name,
+        kubectl::kubectl_generators_create_namespaces_configmaps_and_secrets,
         crd::a_created_definition_serves_its_kind_until_it_is_deleted,
         builtin::workload_kinds_serve_status_and_scale,
         apply::server_side_apply_owns_conflicts_forces_and_removes,
         apply::server_side_apply_merges_containers_by_name_and_applies_status,
+        protobuf::protobuf_bodies_create_update_and_delete_built_in_kinds,
+        protobuf::clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it,
         tables::tables_have_the_real_servers_columns_and_cells,
         tables::a_custom_resource_table_shows_its_printer_columns,
         metadata::metadata_lists_and_gets_carry_only_metadata,

@@ -189,14 +189,25 @@ impl Target {
 
     /// As [`raw_get`](Self::raw_get), with request headers (`Accept`, say).
     pub async fn raw_get_with(&self, path: &str, headers: &[(&str, &str)]) -> RawResponse {
+        self.raw_request(http::Method::GET, path, headers, Vec::new()).await
+    }
+
+    /// Any request, sent and answered as it is (no retries).
+    pub async fn raw_request(
+        &self,
+        method: http::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> RawResponse {
         let mut config = self.config.clone();
         config.default_retry = false;
         let client = Client::try_from(config).expect("a client");
-        let mut request = http::Request::get(path);
+        let mut request = http::Request::builder().method(method).uri(path);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request.body(Vec::new().into()).expect("a valid request path");
+        let request = request.body(body.into()).expect("a valid request path");
         let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
             .await
             .expect("an answer within 30 s")
@@ -207,8 +218,13 @@ impl Target {
             .iter()
             .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
             .collect();
-        let body = response.into_body().collect().await.expect("the whole body").to_bytes();
-        RawResponse { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+        let bytes = response.into_body().collect().await.expect("the whole body").to_bytes();
+        RawResponse {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+            bytes: bytes.to_vec(),
+        }
     }
 
     /// The Widget custom resource, defined on the server if it is not yet.
@@ -307,7 +323,10 @@ async fn etcdctl(endpoint: &str, args: &[&str], benign: &[&str]) -> String {
 pub struct RawResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The body as text (lossy where it is not UTF-8).
     pub body: String,
+    /// The body's bytes.
+    pub bytes: Vec<u8>,
 }
 
 impl RawResponse {

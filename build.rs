@@ -1,0 +1,37 @@
+//! With the `testing` feature, compiles the vendored Kubernetes `.proto` files (`protos/`, see
+//! `scripts/vendor-protos.py`) into a descriptor set, from which the embedded API server
+//! decodes protobuf bodies. protox is a .proto compiler in Rust: no `protoc` is needed.
+
+fn main() {
+    println!("cargo::rerun-if-changed=protos");
+    #[cfg(feature = "testing")]
+    compile_protos();
+}
+
+#[cfg(feature = "testing")]
+fn compile_protos() {
+    let root = std::path::Path::new("protos");
+    let mut files = Vec::new();
+    collect(root, &mut files);
+    files.sort();
+    let set = protox::Compiler::new([root])
+        .and_then(|mut compiler| {
+            compiler.include_imports(true).include_source_info(false).open_files(&files)?;
+            Ok(compiler.encode_file_descriptor_set())
+        })
+        .unwrap_or_else(|e| panic!("compiling protos/: {e}"));
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(out.join("kubernetes.fds"), set).expect("writing the descriptor set");
+}
+
+#[cfg(feature = "testing")]
+fn collect(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("reading protos/") {
+        let path = entry.expect("reading protos/").path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else if path.extension().is_some_and(|e| e == "proto") {
+            files.push(path);
+        }
+    }
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Vendors Kubernetes' .proto files, and how Go encodes their fields in JSON, into protos/.
+
+    scripts/vendor-protos.py KUBERNETES_TREE
+
+KUBERNETES_TREE is a Kubernetes source tree, such as the one `scripts/kube-apiserver.sh peer`
+unpacks into ${CTRLKIT_KUBE_CACHE:-~/.cache/ctrlkit/kube-apiserver}/peers-gopath/src/k8s.io/kubernetes.
+
+The embedded API server decodes protobuf bodies with prost-reflect from these files (compiled by
+build.rs with protox). Protobuf says nothing of what Go's JSON encoding then does with a
+field, which the server must reproduce to store what the real server stores, so this script
+also reads the Go types (the `json` and `protobuf` struct tags) and writes protos/go-json.txt,
+one line per field whose JSON differs from "the proto name, present when set on the wire":
+
+    MESSAGE FIELD omitempty   a non-pointer Go field with `omitempty`: Go writes it on the
+                              wire even when empty, and leaves it out of JSON when it is ""
+                              0 or false
+    MESSAGE FIELD inline      the field's message is inlined into its parent in JSON
+    MESSAGE FIELD json=NAME   the JSON name differs from the proto name
+
+Comments are dropped from the copied .proto files (they are the Go types' documentation, and
+would make the copies ten times larger); the license header is kept.
+"""
+
+import os
+import re
+import sys
+
+PACKAGES = [
+    "api/core/v1",
+    "api/apps/v1",
+    "api/batch/v1",
+    "api/coordination/v1",
+    "api/events/v1",
+    "api/autoscaling/v1",
+    "apimachinery/pkg/apis/meta/v1",
+    "apimachinery/pkg/runtime",
+    "apimachinery/pkg/runtime/schema",
+    "apimachinery/pkg/util/intstr",
+    "apimachinery/pkg/api/resource",
+    "apiextensions-apiserver/pkg/apis/apiextensions/v1",
+]
+
+STRUCT = re.compile(r"^(?:type\s+|\t)(\w+)\s+struct\s*{\s*$")
+FIELD = re.compile(r"^\s*(?:(\w+)\s+)?([\w.*\[\]]+)\s+`([^`]*)`")
+TAG = re.compile(r'(\w+):"([^"]*)"')
+
+
+def proto_package(proto_text):
+    return re.search(r"^package\s+([\w.]+)\s*;", proto_text, re.M).group(1)
+
+
+def strip_comments(text):
+    lines = text.splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("//") and not line.startswith("/*") and not header[-1:] == ["*/"]:
+            if line.strip() == "" and header:
+                break
+        header.append(line)
+        if line.strip() == "*/":
+            break
+    body = []
+    for line in lines[len(header):]:
+        stripped = line.strip()
+        if stripped.startswith("//"):
+            continue
+        if stripped == "" and body and body[-1].strip() == "":
+            continue
+        body.append(line.rstrip())
+    return "\n".join(header + body).rstrip() + "\n"
+
+
+def go_fields(directory):
+    """Yields (struct, proto_name, json_name, pointer, omitempty) for every tagged field."""
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".go") or name.endswith("_test.go") or name.startswith("zz_"):
+            continue
+        if name == "generated.pb.go":
+            continue
+        struct = None
+        with open(os.path.join(directory, name)) as f:
+            for line in f:
+                m = STRUCT.match(line)
+                if m:
+                    struct = m.group(1)
+                    continue
+                if struct and line.startswith(("}", "\t}")) and line.strip() == "}":
+                    struct = None
+                    continue
+                if not struct:
+                    continue
+                m = FIELD.match(line)
+                if not m:
+                    continue
+                tags = dict(TAG.findall(m.group(3)))
+                if "protobuf" not in tags or "json" not in tags:
+                    continue
+                proto_name = next(
+                    (p[5:] for p in tags["protobuf"].split(",") if p.startswith("name=")), None
+                )
+                json_parts = tags["json"].split(",")
+                yield (
+                    struct,
+                    proto_name,
+                    json_parts[0],
+                    m.group(2).startswith("*"),
+                    "omitempty" in json_parts[1:],
+                )
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    tree = sys.argv[1]
+    staging = os.path.join(tree, "staging/src/k8s.io")
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protos")
+    rules = []
+    for package in PACKAGES:
+        source = os.path.join(staging, package)
+        with open(os.path.join(source, "generated.proto")) as f:
+            proto = f.read()
+        target = os.path.join(out, "k8s.io", package)
+        os.makedirs(target, exist_ok=True)
+        with open(os.path.join(target, "generated.proto"), "w") as f:
+            f.write(strip_comments(proto))
+        prefix = proto_package(proto)
+        messages = set(re.findall(r"^message\s+(\w+)\s*{", proto, re.M))
+        for struct, proto_name, json_name, pointer, omitempty in go_fields(source):
+            if struct not in messages or not proto_name:
+                continue
+            message = f"{prefix}.{struct}"
+            if json_name == "":
+                rules.append(f"{message} {proto_name} inline")
+                continue
+            if json_name != proto_name:
+                rules.append(f"{message} {proto_name} json={json_name}")
+            if omitempty and not pointer:
+                rules.append(f"{message} {proto_name} omitempty")
+    with open(os.path.join(out, "go-json.txt"), "w") as f:
+        f.write("# Generated by scripts/vendor-protos.py from the Go types of Kubernetes v1.20.2.\n")
+        f.write("# MESSAGE FIELD omitempty|inline|json=NAME (see the script's docs).\n")
+        f.write("\n".join(sorted(set(rules))) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+//! A decoded message → the JSON Go's `encoding/json` makes of the same object (module docs).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::jiff::Timestamp;
+use prost_reflect::{DynamicMessage, FieldDescriptor, MapKey, ReflectMessage as _, Value as Proto};
+use serde_json::{Map, Value};
+
+use super::{Special, raw_field, rule, special};
+
+/// The JSON of a message.
+pub(crate) fn to_value(message: &DynamicMessage) -> Result<Value, String> {
+    let descriptor = message.descriptor();
+    if let Some(form) = special(descriptor.full_name()) {
+        return special_value(message, form);
+    }
+    let mut out = Map::new();
+    for (field, value) in message.fields() {
+        let json = field_value(&field, value)?;
+        let rule = rule(field.full_name());
+        if rule.is_some_and(|r| r.omitempty) && is_zero(&json) {
+            continue;
+        }
+        match (rule.is_some_and(|r| r.inline), json) {
+            (true, Value::Object(inner)) => out.extend(inner),
+            (_, json) => {
+                let name = rule.and_then(|r| r.json_name.clone());
+                out.insert(name.unwrap_or_else(|| field.name().to_owned()), json);
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `""`, `0`, `false`: what `omitempty` leaves out.
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
+    }
+}
+
+fn field_value(field: &FieldDescriptor, value: &Proto) -> Result<Value, String> {
+    match value {
+        Proto::List(items) => items.iter().map(scalar).collect::<Result<_, _>>().map(Value::Array),
+        Proto::Map(entries) => {
+            let mut out = Map::new();
+            for (key, value) in entries {
+                let key = match key {
+                    MapKey::String(s) => s.clone(),
+                    other => return Err(format!("{}: a map key {other:?}", field.full_name())),
+                };
+                out.insert(key, scalar(value)?);
+            }
+            Ok(Value::Object(out))
+        }
+        value => scalar(value),
+    }
+}
+
+fn scalar(value: &Proto) -> Result<Value, String> {
+    Ok(match value {
+        Proto::Bool(b) => Value::Bool(*b),
+        Proto::I32(n) => (*n).into(),
+        Proto::I64(n) => (*n).into(),
+        Proto::U32(n) => (*n).into(),
+        Proto::U64(n) => (*n).into(),
+        Proto::EnumNumber(n) => (*n).into(),
+        Proto::F32(n) => float(f64::from(*n))?,
+        Proto::F64(n) => float(*n)?,
+        Proto::String(s) => Value::String(s.clone()),
+        // Go writes []byte as standard base64 (a Secret's data).
+        Proto::Bytes(b) => Value::String(STANDARD.encode(b)),
+        Proto::Message(m) => to_value(m)?,
+        Proto::List(_) | Proto::Map(_) => return Err("a list or map nested in a list".into()),
+    })
+}
+
+fn float(n: f64) -> Result<Value, String> {
+    serde_json::Number::from_f64(n).map(Value::Number).ok_or_else(|| format!("the number {n}"))
+}
+
+fn int(message: &DynamicMessage, name: &str) -> i64 {
+    message.get_field_by_name(name).map_or(0, |v| match v.as_ref() {
+        Proto::I64(n) => *n,
+        Proto::I32(n) => i64::from(*n),
+        _ => 0,
+    })
+}
+
+fn text(message: &DynamicMessage, name: &str) -> Option<String> {
+    message.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned))
+}
+
+fn special_value(message: &DynamicMessage, form: Special) -> Result<Value, String> {
+    let has = |name: &str| message.has_field_by_name(name);
+    Ok(match form {
+        // Go's zero time is marshalled as an empty message, and written as null in JSON.
+        Special::Time | Special::MicroTime if !has("seconds") => Value::Null,
+        Special::Time => {
+            // The real server keeps seconds only (metav1.Time's Unmarshal drops nanos).
+            let at = Timestamp::from_second(int(message, "seconds")).map_err(|e| e.to_string())?;
+            Value::String(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        }
+        Special::MicroTime => {
+            let nanos = i32::try_from(int(message, "nanos")).map_err(|e| e.to_string())?;
+            let at = Timestamp::new(int(message, "seconds"), nanos).map_err(|e| e.to_string())?;
+            Value::String(at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string())
+        }
+        Special::Duration => Value::String(go_duration(int(message, "duration"))),
+        Special::IntOrString => match int(message, "type") {
+            1 => Value::String(text(message, "strVal").unwrap_or_default()),
+            _ => int(message, "intVal").into(),
+        },
+        Special::Quantity => Value::String(text(message, "string").unwrap_or_default()),
+        Special::RawJson => {
+            let field = raw_field(&message.descriptor()).ok_or("a raw message without raw")?;
+            let raw = message.get_field(&field);
+            let bytes = raw.as_bytes().map(|b| b.as_ref()).unwrap_or_default();
+            if bytes.is_empty() {
+                Value::Null
+            } else if bytes.starts_with(super::MAGIC) {
+                super::decode(bytes).map_err(|e| format!("an embedded object: {e:?}"))?
+            } else {
+                serde_json::from_slice(bytes)
+                    .map_err(|e| format!("{}: embedded JSON: {e}", message.descriptor().name()))?
+            }
+        }
+        Special::SchemaOrArray => match message.get_field_by_name("jSONSchemas") {
+            Some(list) if list.as_list().is_some_and(|l| !l.is_empty()) => {
+                field_value(&field(message, "jSONSchemas")?, &list)?
+            }
+            _ => schema(message)?,
+        },
+        Special::SchemaOrBool if has("schema") => schema(message)?,
+        Special::SchemaOrBool => Value::Bool(
+            message.get_field_by_name("allows").and_then(|v| v.as_bool()).unwrap_or(false),
+        ),
+        Special::SchemaOrStringArray => match message.get_field_by_name("property") {
+            Some(list) if list.as_list().is_some_and(|l| !l.is_empty()) => {
+                field_value(&field(message, "property")?, &list)?
+            }
+            _ => schema(message)?,
+        },
+    })
+}
+
+fn field(message: &DynamicMessage, name: &str) -> Result<FieldDescriptor, String> {
+    message.descriptor().get_field_by_name(name).ok_or_else(|| format!("no field {name}"))
+}
+
+fn schema(message: &DynamicMessage) -> Result<Value, String> {
+    match message.get_field_by_name("schema") {
+        Some(value) if message.has_field_by_name("schema") => scalar(&value),
+        _ => Ok(Value::Null),
+    }
+}
+
+/// Go's `time.Duration.String()`: `1h2m3.5s`, `150ms`, `0s`.
+pub(crate) fn go_duration(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    if n == 0 {
+        return "0s".to_owned();
+    }
+    if n < 1_000_000_000 {
+        let (unit, scale) = match n {
+            ..1_000 => ("ns", 1),
+            1_000..1_000_000 => ("µs", 1_000),
+            _ => ("ms", 1_000_000),
+        };
+        return format!("{sign}{}{unit}", fraction(n, scale));
+    }
+    let (hours, rest) = (n / 3_600_000_000_000, n % 3_600_000_000_000);
+    let (minutes, rest) = (rest / 60_000_000_000, rest % 60_000_000_000);
+    let seconds = fraction(rest, 1_000_000_000);
+    match (hours, minutes) {
+        (0, 0) => format!("{sign}{seconds}s"),
+        (0, m) => format!("{sign}{m}m{seconds}s"),
+        (h, m) => format!("{sign}{h}h{m}m{seconds}s"),
+    }
+}
+
+/// `n / scale` with the fraction's trailing zeros cut: `1.5`, `2`.
+fn fraction(n: u64, scale: u64) -> String {
+    let (whole, part) = (n / scale, n % scale);
+    if part == 0 {
+        return whole.to_string();
+    }
+    let digits = scale.ilog10() as usize;
+    let part = format!("{part:0digits$}");
+    format!("{whole}.{}", part.trim_end_matches('0'))
+}
