@@ -293,6 +293,11 @@ where
         .map_err(kube_client::Error::BuildRequest)?;
         // kube-client marks watches so that its read timeout does not cut them.
         request.extensions_mut().insert("watch");
-        self.client.request_events::<K>(request).await
+        // As kube-client's own watches: servers from 1.37 gzip a watch one member per event,
+        // which the client's decompression reads only the first of.
+        let identity = "identity".parse().expect("a valid header value");
+        request.headers_mut().insert("accept-encoding", identity);
+        let body = self.client.request_stream(request).await?;
+        Ok(super::watch_stream::events(body))
     }
 }

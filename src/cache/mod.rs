@@ -40,6 +40,7 @@ mod processor;
 mod reflector;
 mod strip;
 mod sync;
+mod watch_stream;
 
 pub use backoff::BackoffConfig;
 pub use factory::{CacheSyncError, SharedInformerFactory, SharedInformerFactoryBuilder};

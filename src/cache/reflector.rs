@@ -11,6 +11,11 @@
 //! - `Backoff(delay, next)`: after any other failure, logged once with its cause; 800 ms
 //!   doubling to 30 s with jitter, reset after a healthy period.
 //!
+//! A watch asks the server to end it after `timeoutSeconds` (5 to 10 minutes); one still open
+//! 30 s after that has stalled (the server stopped sending without closing it, or the
+//! connection died without a reset): it is given up and resumed from its last version, so a
+//! silent stream costs at most 10.5 minutes, whatever the client's read timeout.
+//!
 //! Every object passes through [`Prepare`] (managedFields dropped, the user's transform) on
 //! its way in. A transform that panics fails the list or watch it came in, like any other
 //! failure: logged with the object's key, backed off, retried (a watch resumes from the
@@ -72,6 +77,29 @@ pub enum InformerError {
     /// client-go's reflector does, so a server that drops watches at once is not hammered.
     #[error("watch from resourceVersion {0:?} closed within a second with no events")]
     ShortWatch(String),
+    /// A watch was still open well after the time it asked the server to end it at
+    /// (`timeoutSeconds` + 30 s): the server stopped sending without closing the stream.
+    #[error(
+        "watch from resourceVersion {rv:?} stalled: still open {waited:?} after it asked the server to end it"
+    )]
+    Stalled {
+        /// The last resourceVersion seen.
+        rv: String,
+        /// How long past the requested end it waited.
+        waited: Duration,
+    },
+    /// A list answer could not be decoded: not JSON (an HTML page from a proxy, say), or JSON
+    /// of another shape or kind.
+    #[error(
+        "a list answer could not be decoded ({source}); it is not JSON of the expected kind, and begins: {excerpt:?}"
+    )]
+    Undecodable {
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+        /// The answer's first 120 characters.
+        excerpt: String,
+    },
     /// A streaming list ended before its initial events did.
     #[error("streaming list ended before its initial events did")]
     StreamingListCut,
@@ -137,6 +165,14 @@ pub(crate) struct Reflector<K> {
     random: RandomState,
 }
 
+/// How long past its requested timeout a watch may stay open before it counts as stalled.
+const STALL_GRACE: Duration = Duration::from_secs(30);
+
+/// When a watch asked to end after `timeout_seconds` counts as stalled.
+fn give_up_at(timeout_seconds: u32) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(u64::from(timeout_seconds)) + STALL_GRACE
+}
+
 fn is_expired(err: &kube_client::Error) -> bool {
     matches!(err, kube_client::Error::Api(s) if s.code == 410)
 }
@@ -198,9 +234,8 @@ impl<K: InformerObject> Reflector<K> {
             }
             state = match state {
                 State::Relist if streaming => match self.streaming_list(sink).await {
-                    Ok((rv, stream)) => {
-                        self.after_watch(self.consume(stream, rv, sink).await, &mut backoff)
-                    }
+                    Ok((rv, stream, give_up)) => self
+                        .after_watch(self.consume(stream, rv, sink, give_up).await, &mut backoff),
                     Err(StreamingError::Refused(why)) => {
                         tracing::info!(%why, "server refused a streaming list; falling back to list + watch");
                         streaming = false;
@@ -220,12 +255,15 @@ impl<K: InformerObject> Reflector<K> {
                     }
                 },
                 State::Watch(rv) => {
-                    let watch = self.list_watch.watch(&rv, self.watch_timeout(), false).await;
+                    let timeout = self.watch_timeout();
+                    let give_up = give_up_at(timeout);
+                    let watch = self.list_watch.watch(&rv, timeout, false).await;
                     self.count_request(|m, r| m.watch_request(r), watch.is_ok());
                     match watch {
-                        Ok(stream) => {
-                            self.after_watch(self.consume(stream, rv, sink).await, &mut backoff)
-                        }
+                        Ok(stream) => self.after_watch(
+                            self.consume(stream, rv, sink, give_up).await,
+                            &mut backoff,
+                        ),
                         Err(err) if is_expired(&err) => {
                             tracing::info!(%rv, "resourceVersion expired; relisting");
                             State::Relist
@@ -307,7 +345,7 @@ impl<K: InformerObject> Reflector<K> {
                 Err(err) => return Err(InformerError::List(err)),
             };
             // Only the list's metadata; serde skips the items without building them.
-            let head: ListHead = serde_json::from_str(&text).map_err(decode_failed)?;
+            let head: ListHead = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
             if decoding.len() >= 2 {
                 let oldest = decoding.pop_front().expect("two in flight");
                 items.extend(join_decode(oldest).await?);
@@ -328,14 +366,19 @@ impl<K: InformerObject> Reflector<K> {
     }
 
     /// Opens a streaming list and reads it up to the initial-events-end bookmark, then
-    /// replaces the store. Returns the bookmark's version and the open stream.
+    /// replaces the store. Returns the bookmark's version, the open stream, and when the
+    /// stream counts as stalled.
     async fn streaming_list(
         &self,
         sink: &impl Sink<K>,
-    ) -> Result<(String, BoxStream<'static, kube_client::Result<WatchEvent<K>>>), StreamingError>
-    {
+    ) -> Result<
+        (String, BoxStream<'static, kube_client::Result<WatchEvent<K>>>, tokio::time::Instant),
+        StreamingError,
+    > {
         let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
-        let watch = self.list_watch.watch("", self.watch_timeout(), true).await;
+        let timeout = self.watch_timeout();
+        let give_up = give_up_at(timeout);
+        let watch = self.list_watch.watch("", timeout, true).await;
         self.count_request(|m, r| m.watch_request(r), watch.is_ok());
         let mut stream = match watch {
             Ok(stream) => stream.boxed(),
@@ -343,7 +386,15 @@ impl<K: InformerObject> Reflector<K> {
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
         let mut items: HashMap<ObjectKey, Arc<K>> = HashMap::new();
-        while let Some(event) = stream.next().await {
+        loop {
+            let event = match tokio::time::timeout_at(give_up, stream.next()).await {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(_) => {
+                    let stalled = InformerError::Stalled { rv: String::new(), waited: STALL_GRACE };
+                    return Err(StreamingError::Failed(stalled));
+                }
+            };
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     if let Ok(key) = meta_namespace_key_func(&o) {
@@ -362,7 +413,7 @@ impl<K: InformerObject> Reflector<K> {
                     {
                         let rv = b.metadata.resource_version;
                         sink.replace(items.into_values().collect(), &rv);
-                        return Ok((rv, stream));
+                        return Ok((rv, stream, give_up));
                     }
                 }
                 Ok(WatchEvent::Error(status)) if status.code == 410 => {
@@ -388,19 +439,26 @@ impl<K: InformerObject> Reflector<K> {
     }
 
     /// Applies a watch stream's events until it ends; a watch that closes within a second
-    /// with no events at all counts as a failure.
+    /// with no events at all counts as a failure, and one still open at `give_up` as stalled.
     async fn consume(
         &self,
         stream: impl Stream<Item = kube_client::Result<WatchEvent<K>>>,
         rv: String,
         sink: &impl Sink<K>,
+        give_up: tokio::time::Instant,
     ) -> WatchEnd {
         let started = tokio::time::Instant::now();
         let events = AtomicUsize::new(0);
-        let counted = stream.inspect(|_| {
-            events.fetch_add(1, Ordering::Relaxed);
-        });
+        let counted = stream
+            .inspect(|_| {
+                events.fetch_add(1, Ordering::Relaxed);
+            })
+            .take_until(tokio::time::sleep_until(give_up));
         match self.consume_events(counted, rv, sink).await {
+            WatchEnd::Closed(rv) if tokio::time::Instant::now() >= give_up => WatchEnd::Failed(
+                Some(rv.clone()),
+                InformerError::Stalled { rv, waited: STALL_GRACE },
+            ),
             WatchEnd::Closed(rv)
                 if events.load(Ordering::Relaxed) == 0
                     && started.elapsed() < Duration::from_secs(1) =>
@@ -470,6 +528,12 @@ fn decode_failed(err: serde_json::Error) -> InformerError {
     InformerError::List(kube_client::Error::SerdeError(err))
 }
 
+/// A list answer that does not decode, with its beginning, so the log shows what came (an
+/// HTML page, an object of another kind).
+fn undecodable(source: serde_json::Error, text: &str) -> InformerError {
+    InformerError::Undecodable { source, excerpt: text.chars().take(120).collect() }
+}
+
 /// Decodes one list page (managedFields cut out of the text first, unless kept) and prepares
 /// its objects, each into the `Arc` the store keeps: the final allocation, made once, on the
 /// decoding thread.
@@ -478,7 +542,7 @@ fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> Decoded
         true => text,
         false => strip_managed_fields(&text).unwrap_or(text),
     };
-    let page: ObjectList<K> = serde_json::from_str(&text).map_err(decode_failed)?;
+    let page: ObjectList<K> = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
     page.items.into_iter().map(|o| prepare.apply(o).map(Arc::new)).collect()
 }
 

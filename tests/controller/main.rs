@@ -5,6 +5,7 @@
 //! (a paused clock would jump ahead while requests are in flight); backoffs and rate limits
 //! are set to milliseconds so the suite stays fast.
 
+mod bad_input;
 mod common;
 mod controller;
 mod events;

@@ -8,6 +8,7 @@ use support::Needs;
 
 mod common;
 mod controller;
+mod convergence;
 mod events;
 mod example;
 mod factory;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,
+        convergence::seeded_mutations_under_faults_converge,
     ]);
     support::harness::main(all)
 }

@@ -8,11 +8,13 @@
 //! as ignored, with a line that says why.
 #![allow(dead_code)] // each test binary uses part of the support code
 
+pub mod convergence;
 pub mod harness;
 pub mod http;
 pub mod observe;
 pub mod proxy;
 pub mod requests;
+pub mod scripted;
 pub mod target;
 
 #[allow(unused_imports)] // the harness binaries use them, tests/controller does not

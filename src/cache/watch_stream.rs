@@ -1,0 +1,170 @@
+//! Reading a watch: one JSON event per line, each decoded into a [`WatchEvent`].
+//!
+//! kube-client's `request_events` does this too, but it drops a line whose JSON ends early
+//! (meant for a line cut by the end of the stream, it also drops a cut line in the middle,
+//! and the event is lost while later ones move the resourceVersion on), and it turns a line of
+//! an unknown event type into an empty `Status` error. Here every line that cannot be read is
+//! an error saying what it was (not JSON, an unknown type, an object that does not decode as
+//! the kind watched) with the line's beginning, so the informer logs it and resumes from
+//! before it; a line cut off by the end of the stream (no newline) ends the stream, which the
+//! informer resumes from before it too.
+
+use futures::io::{AsyncBufRead, AsyncBufReadExt};
+use futures::{Stream, stream};
+use kube_client::api::WatchEvent;
+use kube_client::core::Status;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// The events of a watch's body.
+pub(crate) fn events<K: DeserializeOwned + Send>(
+    body: impl AsyncBufRead + Send + 'static,
+) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send {
+    let state = (Box::pin(body), Vec::new(), false);
+    stream::unfold(state, |(mut body, mut line, failed)| async move {
+        if failed {
+            return None;
+        }
+        loop {
+            line.clear();
+            match body.read_until(b'\n', &mut line).await {
+                Ok(0) => return None,
+                Ok(_) if line.last() != Some(&b'\n') => {
+                    tracing::debug!(bytes = line.len(), "a watch stream ended inside an event");
+                    return None;
+                }
+                Ok(_) if line.trim_ascii().is_empty() => continue,
+                Ok(_) => return Some((decode(line.trim_ascii()), (body, line, false))),
+                // The server or a proxy closed the connection mid-stream: the watch ends and
+                // is resumed, as when the server ends it.
+                Err(e) if ends_stream(&e) => return None,
+                Err(e) => {
+                    return Some((Err(kube_client::Error::ReadEvents(e)), (body, line, true)));
+                }
+            }
+        }
+    })
+}
+
+/// Whether a read error is the connection ending (an unexpected EOF, however nested).
+fn ends_stream(err: &std::io::Error) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    for _ in 0..16 {
+        let Some(e) = current else { return false };
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        if e.to_string().contains("unexpected EOF during chunk") {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// The known event types.
+const TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+
+#[derive(Deserialize)]
+struct Head {
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    kind: Option<String>,
+}
+
+/// One line as an event, or an error that says what the line was.
+fn decode<K: DeserializeOwned>(line: &[u8]) -> kube_client::Result<WatchEvent<K>> {
+    let err = match serde_json::from_slice::<WatchEvent<K>>(line) {
+        Ok(event) => return Ok(event),
+        Err(err) => err,
+    };
+    let head = serde_json::from_slice::<Head>(line);
+    let what = match &head {
+        Err(_) => format!("a watch stream line is not JSON ({err})"),
+        // A bare Status instead of an event: the server's error, as kube-client reads it.
+        Ok(Head { event_type: None, kind: Some(kind) }) if kind == "Status" => {
+            if let Ok(status) = serde_json::from_slice::<Status>(line) {
+                return Err(kube_client::Error::Api(status.boxed()));
+            }
+            format!("a watch stream line is a Status that does not decode ({err})")
+        }
+        Ok(Head { event_type: None, .. }) => format!("a watch event without a type ({err})"),
+        Ok(Head { event_type: Some(t), .. }) if !TYPES.contains(&t.as_str()) => {
+            format!("a watch event of unknown type {t:?}")
+        }
+        Ok(Head { event_type: Some(t), .. }) => {
+            format!("the object of a {t} watch event does not decode ({err})")
+        }
+    };
+    let excerpt: String = String::from_utf8_lossy(line).chars().take(120).collect();
+    Err(kube_client::Error::SerdeError(serde::de::Error::custom(format!(
+        "{what}; the line begins: {excerpt:?}"
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    async fn read(body: &'static str) -> Vec<Result<String, String>> {
+        let body = futures::io::Cursor::new(body.as_bytes());
+        events::<ConfigMap>(body)
+            .map(|e| match e {
+                Ok(WatchEvent::Added(cm)) => Ok(format!("ADDED {}", cm.metadata.name.unwrap())),
+                Ok(other) => Ok(format!("{other:?}").chars().take(12).collect()),
+                Err(e) => Err(e.to_string()),
+            })
+            .collect()
+            .await
+    }
+
+    const A: &str = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}}"#;
+
+    #[tokio::test]
+    async fn events_are_read_line_by_line_and_blank_lines_skipped() {
+        let body = Box::leak(format!("{A}\n\n{A}\n").into_boxed_str());
+        assert_eq!(read(body).await, [Ok("ADDED a".into()), Ok("ADDED a".into())]);
+    }
+
+    #[tokio::test]
+    async fn a_line_cut_by_the_end_of_the_stream_ends_it_quietly() {
+        let body = Box::leak(format!("{A}\n{}", &A[..30]).into_boxed_str());
+        assert_eq!(read(body).await, [Ok("ADDED a".into())]);
+    }
+
+    #[tokio::test]
+    async fn a_cut_line_inside_the_stream_is_an_error_not_dropped() {
+        let body = Box::leak(format!("{}\n{A}\n", &A[..30]).into_boxed_str());
+        let events = read(body).await;
+        let err = events[0].as_ref().unwrap_err();
+        assert!(err.contains("not JSON") && err.contains("the line begins"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn unknown_types_and_objects_of_another_kind_say_what_they_were() {
+        let unknown = r#"{"type":"TELEPORTED","object":{}}"#;
+        let pod =
+            r#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}}"#;
+        let body = Box::leak(format!("{unknown}\n{pod}\n").into_boxed_str());
+        let events = read(body).await;
+        let (first, second) = (events[0].as_ref().unwrap_err(), events[1].as_ref().unwrap_err());
+        assert!(first.contains("unknown type \"TELEPORTED\""), "{first}");
+        assert!(
+            second.contains("ADDED watch event does not decode") && second.contains("Pod"),
+            "{second}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bare_status_is_the_servers_error() {
+        let status = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"no","reason":"Forbidden","code":403}"#;
+        let body = Box::leak(format!("{status}\n").into_boxed_str());
+        let events = read(body).await;
+        assert!(events[0].as_ref().unwrap_err().contains("no"), "{events:?}");
+    }
+}

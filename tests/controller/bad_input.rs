@@ -1,0 +1,265 @@
+//! Bad input from the server, each ending in a clear, logged error and recovery: never a
+//! crash, never a silently wrong cache. The answers come from a scripted server
+//! (`support::scripted`), since no well-behaved API server gives them.
+
+use std::time::Duration;
+
+use ctrlkit::cache::{HasSynced, Informer, ListWatch, wait_for_cache_sync};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::{Api, Client};
+use serde_json::json;
+
+use super::common::*;
+use crate::support::scripted::{Reply, Scripted, configmap, event, list};
+
+fn informer(client: Client) -> Informer<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build()
+}
+
+/// The names in the informer's store, sorted.
+fn names(informer: &Informer<ConfigMap>) -> Vec<String> {
+    let mut names: Vec<String> =
+        informer.indexer().list().iter().filter_map(|cm| cm.metadata.name.clone()).collect();
+    names.sort();
+    names
+}
+
+/// A watch that sends nothing and stays open, for cases about the list alone.
+fn quiet_watch() -> Reply {
+    Reply::Stream { lines: Vec::new(), stall: true }
+}
+
+#[tokio::test]
+async fn malformed_json_in_a_list_page_is_a_logged_failure_and_the_list_is_retried() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = Scripted::start(|asked| match (asked.watch, asked.nth) {
+        (false, 0) => Reply::json(r#"{"kind":"ConfigMapList","items":[{"metadata":{"name":"#),
+        (false, _) => Reply::json(list(10, &[configmap("a", 5)])),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert_eq!(names(&inf), ["a"]);
+    assert_eq!(server.count(false), 2, "the broken page, then one that decodes");
+    let text = logs.text();
+    assert!(text.contains("list failed") && text.contains("EOF while parsing"), "{text}");
+}
+
+/// A line that is not JSON, and an event of a type no server sends.
+#[tokio::test]
+async fn a_watch_line_that_cannot_be_read_fails_the_watch_which_resumes_without_a_relist() {
+    let unknown = event("TELEPORTED", configmap("z", 11));
+    for (line, said) in
+        [("{this is not json".to_owned(), "not JSON"), (unknown, "unknown type \"TELEPORTED\"")]
+    {
+        let logs = CapturedLogs::default();
+        let _capture = logs.capture();
+        let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+            (false, _) => Reply::json(list(10, &[configmap("a", 5)])),
+            (true, 0) => Reply::events(std::slice::from_ref(&line)),
+            (true, 1) => Reply::events(&[event("ADDED", configmap("b", 11))]),
+            (true, _) => quiet_watch(),
+        })
+        .await;
+        let inf = informer(server.client());
+        let _running = start(&inf);
+        eventually("b arrives on the second watch, and no z", || names(&inf) == ["a", "b"]).await;
+        assert_eq!(server.count(false), 1, "no relist");
+        let second = &server.asked().into_iter().filter(|a| a.watch).nth(1).unwrap().line;
+        assert!(second.contains("resourceVersion=10"), "resumed from the list's version: {second}");
+        let text = logs.text();
+        assert!(text.contains("watch failed") && text.contains(said), "{said}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn an_object_of_another_kind_is_refused_not_cached() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let pod = json!({ "kind": "Pod", "apiVersion": "v1", "metadata": { "name": "p", "namespace": "default", "resourceVersion": "6" } });
+    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, 0) => Reply::json(list(10, &[configmap("a", 5), pod.clone()])),
+        (false, _) => Reply::json(list(10, &[configmap("a", 5)])),
+        (true, 0) => Reply::events(&[event("ADDED", pod.clone())]),
+        (true, 1) => Reply::events(&[event("ADDED", configmap("b", 11))]),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    eventually("a, then b; never the pod", || names(&inf) == ["a", "b"]).await;
+    let text = logs.text();
+    assert!(text.contains("list failed") && text.contains("Pod"), "{text}");
+    assert!(text.contains("watch failed"), "{text}");
+}
+
+#[tokio::test]
+async fn objects_without_a_name_are_skipped_with_a_warning() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let nameless = json!({ "kind": "ConfigMap", "apiVersion": "v1", "metadata": { "namespace": "default", "resourceVersion": "6" } });
+    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, _) => Reply::json(list(10, &[configmap("a", 5), nameless.clone()])),
+        (true, 0) => {
+            Reply::events(&[event("ADDED", nameless.clone()), event("ADDED", configmap("b", 11))])
+        }
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    eventually("a and b", || names(&inf) == ["a", "b"]).await;
+    assert_eq!(inf.indexer().len(), 2);
+    let text = logs.text();
+    assert!(text.contains("without a name"), "{text}");
+}
+
+#[tokio::test]
+async fn a_ten_megabyte_object_is_listed_and_watched() {
+    let big = |name: &str, rv: u64| {
+        let mut cm = configmap(name, rv);
+        cm["data"] = json!({ "blob": "x".repeat(10 << 20) });
+        cm
+    };
+    let (listed, watched) = (big("big", 5), big("bigger", 11));
+    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, _) => Reply::json(list(10, std::slice::from_ref(&listed))),
+        (true, 0) => Reply::events(&[event("ADDED", watched.clone())]),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    eventually("both", || names(&inf) == ["big", "bigger"]).await;
+    let stored = inf.indexer().get_by_key("default/bigger").unwrap();
+    assert_eq!(stored.data.as_ref().unwrap()["blob"].len(), 10 << 20);
+}
+
+#[tokio::test]
+async fn an_error_event_other_than_410_relists() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = Scripted::start(|asked| match (asked.watch, asked.nth) {
+        (false, 0) => Reply::json(list(10, &[configmap("a", 5)])),
+        (false, _) => Reply::json(list(12, &[configmap("b", 12)])),
+        (true, 0) => {
+            let status = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "reason": "InternalError", "message": "etcd is sad" });
+            Reply::events(&[event("ERROR", status)])
+        }
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    eventually("the relist's content", || names(&inf) == ["b"]).await;
+    assert_eq!(server.count(false), 2);
+    let text = logs.text();
+    assert!(text.contains("etcd is sad") && text.contains("500"), "{text}");
+}
+
+#[tokio::test]
+async fn unauthorized_and_forbidden_are_retried_with_backoff_not_in_a_hot_loop() {
+    for (code, reason) in [(401, "Unauthorized"), (403, "Forbidden")] {
+        let logs = CapturedLogs::default();
+        let _capture = logs.capture();
+        let server = Scripted::start(move |asked| match asked.watch {
+            false => Reply::status(
+                code,
+                reason,
+                "configmaps is forbidden: User \"system:anonymous\" cannot list resource \"configmaps\" in the namespace \"default\"",
+            ),
+            true => quiet_watch(),
+        })
+        .await;
+        let inf = informer(server.client());
+        let _running = start(&inf);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // 20 ms doubling to 100 ms allows about a dozen in a second; a loop, thousands.
+        let lists = server.count(false);
+        assert!((2..=20).contains(&lists), "{code}: {lists} lists in a second");
+        assert!(!inf.has_synced());
+        let text = logs.text();
+        assert!(
+            text.contains("list failed")
+                && text.contains(&code.to_string())
+                && text.contains("configmaps"),
+            "the log names the verb, the code and the resource: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_server_down_at_start_is_listed_once_it_comes_up() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let addr = crate::support::http::free_address();
+    let client = {
+        let config = kube_client::Config::new(format!("http://{addr}").parse().unwrap());
+        Client::try_from(config).unwrap()
+    };
+    let inf = informer(client);
+    let _running = start(&inf);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!inf.has_synced());
+    let server = Scripted::start_on(addr, |asked| match asked.watch {
+        false => Reply::json(list(10, &[configmap("a", 5)])),
+        true => quiet_watch(),
+    })
+    .await;
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert_eq!(names(&inf), ["a"]);
+    assert_eq!(server.count(false), 1);
+    assert!(logs.text().contains("list failed"), "{}", logs.text());
+}
+
+#[tokio::test]
+async fn an_html_answer_is_a_clear_list_error() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = Scripted::start(|asked| match (asked.watch, asked.nth) {
+        (false, 0) => Reply::Body {
+            status: 200,
+            content_type: "text/html",
+            body: "<html><body><h1>Welcome to nginx!</h1></body></html>".into(),
+        },
+        (false, _) => Reply::json(list(10, &[configmap("a", 5)])),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    let text = logs.text();
+    assert!(text.contains("not JSON") && text.contains("Welcome to nginx"), "{text}");
+}
+
+/// On a paused clock: the server keeps the stream open and sends nothing after its timeout.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_watch_is_abandoned_after_its_timeout_and_resumed() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = Scripted::start(|asked| match (asked.watch, asked.nth) {
+        (false, _) => Reply::json(list(10, &[configmap("a", 5)])),
+        (true, 0) => Reply::Stream { lines: vec![event("ADDED", configmap("b", 11))], stall: true },
+        (true, 1) => Reply::events(&[event("ADDED", configmap("c", 12))]),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let inf = informer(server.client());
+    let _running = start(&inf);
+    let started = tokio::time::Instant::now();
+    eventually_within(Duration::from_secs(3600), "c, from the second watch", || {
+        names(&inf) == ["a", "b", "c"]
+    })
+    .await;
+    let waited = started.elapsed();
+    // The watch asked the server to end it within 5 to 10 minutes; 30 s later it is given up.
+    assert!(waited >= Duration::from_secs(300) && waited <= Duration::from_secs(700), "{waited:?}");
+    let second = &server.asked().into_iter().filter(|a| a.watch).nth(1).unwrap().line;
+    assert!(second.contains("resourceVersion=11"), "resumed after b: {second}");
+    assert!(logs.text().contains("stalled"), "{}", logs.text());
+}
