@@ -103,6 +103,9 @@ pub struct ControllerStats {
     pub dropped: u64,
     /// Reconciles that returned an error the reconciler called terminal (not retried).
     pub terminal: u64,
+    /// Reconciles still running when the shutdown grace period ran out (or when the run was
+    /// dropped), abandoned.
+    pub abandoned: u64,
 }
 
 #[derive(Default)]
@@ -112,6 +115,7 @@ struct Counters {
     panicked: AtomicU64,
     dropped: AtomicU64,
     terminal: AtomicU64,
+    abandoned: AtomicU64,
 }
 
 /// Who runs the informers a controller reads.
@@ -173,6 +177,7 @@ pub struct Controller<K> {
     max_retries: u32,
     on_dropped: Option<DroppedHook>,
     reconcile_timeout: Option<Duration>,
+    shutdown_grace: Option<Duration>,
     needs_leader_election: bool,
     metrics: Option<Arc<dyn ControllerMetrics>>,
     shared: Arc<Shared>,
@@ -191,6 +196,7 @@ impl<K> Clone for Controller<K> {
             max_retries: self.max_retries,
             on_dropped: self.on_dropped.clone(),
             reconcile_timeout: self.reconcile_timeout,
+            shutdown_grace: self.shutdown_grace,
             needs_leader_election: self.needs_leader_election,
             metrics: self.metrics.clone(),
             shared: self.shared.clone(),
@@ -223,8 +229,29 @@ impl Drop for StopOnDrop {
 /// timeout), so no handler is left feeding a queue nobody reads.
 struct Cleanup<'a, K>(&'a Controller<K>);
 
+impl<K> Controller<K> {
+    /// Logs the keys still being reconciled as abandoned, counts them, and forgets them.
+    fn abandon_in_flight(&self, why: &str) {
+        let keys = std::mem::take(
+            &mut *self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        if keys.is_empty() {
+            return;
+        }
+        self.shared.counters.abandoned.fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        tracing::error!(
+            count = keys.len(),
+            keys = %keys.join(", "),
+            "{why}: abandoning the reconciles still running"
+        );
+    }
+}
+
 impl<K> Drop for Cleanup<'_, K> {
     fn drop(&mut self) {
+        // Reconciles still in flight here are dropped with the run (a Manager's timeout).
+        self.0.abandon_in_flight("the controller's run was dropped");
         self.0.queue.shut_down();
         let sources = std::mem::take(
             &mut *self.0.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
@@ -287,6 +314,7 @@ impl<K: InformerObject> Controller<K> {
             max_retries: 5,
             on_dropped: None,
             reconcile_timeout: None,
+            shutdown_grace: None,
             needs_leader_election: true,
             metrics: None,
             shared: Arc::new(Shared {
@@ -320,6 +348,18 @@ impl<K: InformerObject> Controller<K> {
         hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
     ) -> Self {
         self.on_dropped = Some(Arc::new(hook));
+        self
+    }
+
+    /// How long reconciles still running at shutdown may take to finish: after it, they are
+    /// abandoned (their futures dropped), logged with their keys as an error, and counted
+    /// ([`ControllerStats::abandoned`]), and `run` returns. Default: none, `run` waits for every
+    /// reconcile in flight, as client-go's `ShutDownWithDrain`. (A Manager's
+    /// graceful-shutdown timeout bounds the whole controller as well; reconciles it abandons
+    /// are logged the same way.)
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
         self
     }
 
@@ -386,6 +426,7 @@ impl<K: InformerObject> Controller<K> {
             panicked: c.panicked.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             terminal: c.terminal.load(Ordering::Relaxed),
+            abandoned: c.abandoned.load(Ordering::Relaxed),
         }
     }
 
@@ -493,7 +534,19 @@ impl<K: InformerObject> Controller<K> {
         };
         tracing::info!("stopping controller");
         drop(stop);
-        while tasks.join_next().await.is_some() {}
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        match self.shutdown_grace {
+            None => drain.await,
+            Some(grace) => {
+                if tokio::time::timeout(grace, drain).await.is_err() {
+                    self.abandon_in_flight(&format!(
+                        "the shutdown grace period of {grace:?} ran out"
+                    ));
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                }
+            }
+        }
         drop(cleanup);
         match self.informers.as_ref() {
             Informers::OwnFactory(factory) => factory.shutdown().await,

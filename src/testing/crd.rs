@@ -95,12 +95,7 @@ fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
 pub(crate) fn validate(crd: &Value) -> ApiResult<()> {
     served_types(crd).map(|_| ()).map_err(|cause| {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-        ApiError::invalid(
-            "CustomResourceDefinition.apiextensions.k8s.io",
-            name,
-            "customresourcedefinitions",
-            &cause,
-        )
+        ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, &cause)
     })
 }
 

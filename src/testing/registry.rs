@@ -78,9 +78,12 @@ fn name_suffix() -> String {
 }
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case \
-    alphanumeric characters or '-', and must start and end with an alphanumeric character";
+    alphanumeric characters or '-', and must start and end with an alphanumeric character \
+    (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+    (e.g. 'example.com', regex used for validation is \
+    '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// Why `name` is not a valid name for `rt`, if it is not.
 fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
@@ -165,18 +168,12 @@ fn check_size(rt: &ResourceType, value: &Value) -> ApiResult<()> {
         return Ok(());
     }
     let name = value["metadata"]["name"].as_str().unwrap_or_default();
-    let mut e = ApiError::invalid(
-        "ConfigMap",
-        name,
-        "configmaps",
-        &format!("[]: Too long: must have at most {MAX} bytes"),
-    );
-    e.causes = Box::new([json!({
-        "reason": "FieldValueTooLong",
-        "message": format!("Too long: must have at most {MAX} bytes"),
-        "field": "[]",
-    })]);
-    Err(e)
+    let why = format!("Too long: must have at most {MAX} bytes");
+    Err(ApiError::invalid("ConfigMap", name, &format!("[]: {why}")).with_cause(
+        "FieldValueTooLong",
+        &why,
+        "[]",
+    ))
 }
 
 /// A Secret's `stringData` written into `data`, base64-encoded, as the real server stores
@@ -273,23 +270,17 @@ impl Registry {
         if name.is_empty() {
             let prefix = meta["generateName"].as_str().unwrap_or_default();
             if prefix.is_empty() {
-                return Err(ApiError::invalid(
-                    &rt.kind,
-                    "",
-                    &rt.plural,
-                    "metadata.name: Required value: name or generateName is required",
-                ));
+                let why = "Required value: name or generateName is required";
+                return Err(ApiError::invalid(&rt.kind, "", &format!("metadata.name: {why}"))
+                    .with_cause("FieldValueRequired", why, "metadata.name"));
             }
             name = format!("{prefix}{}", name_suffix());
             meta["name"] = json!(name);
         }
         if let Some(why) = invalid_name(&rt, &name) {
-            return Err(ApiError::invalid(
-                &rt.kind,
-                &name,
-                &rt.plural,
-                &format!("metadata.name: Invalid value: \"{name}\": {why}"),
-            ));
+            let why = format!("Invalid value: \"{name}\": {why}");
+            return Err(ApiError::invalid(&rt.kind, &name, &format!("metadata.name: {why}"))
+                .with_cause("FieldValueInvalid", &why, "metadata.name"));
         }
         let meta = meta.as_object_mut().expect("metadata is an object");
         for field in

@@ -32,8 +32,8 @@ impl ApiError {
         }
     }
 
-    fn about(mut self, plural: &str, name: &str) -> Self {
-        self.details = Some(Box::new((plural.to_owned(), name.to_owned())));
+    fn about(mut self, kind: &str, name: &str) -> Self {
+        self.details = Some(Box::new((kind.to_owned(), name.to_owned())));
         self
     }
 
@@ -72,13 +72,22 @@ impl ApiError {
         .about(plural, name)
     }
 
-    pub(crate) fn invalid(kind: &str, name: &str, plural: &str, cause: &str) -> Self {
+    /// 422 Invalid, as the real server's validation answers: its details name the kind (not
+    /// the plural, as NotFound's do).
+    pub(crate) fn invalid(kind: &str, name: &str, cause: &str) -> Self {
         Self::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Invalid",
             format!("{kind} \"{name}\" is invalid: {cause}"),
         )
-        .about(plural, name)
+        .about(kind, name)
+    }
+
+    /// Adds a `details.causes` entry: `reason` (`FieldValueInvalid`, …), its message, the field.
+    pub(crate) fn with_cause(mut self, reason: &str, message: &str, field: &str) -> Self {
+        let cause = serde_json::json!({ "reason": reason, "message": message, "field": field });
+        self.causes = self.causes.iter().cloned().chain([cause]).collect();
+        self
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {

@@ -58,6 +58,32 @@ pub async fn create_refuses_duplicates_missing_namespaces_and_bad_names(t: &Targ
         422,
         "namespace names are labels"
     );
+    // The real server's message, and its details: the kind, and the field that is wrong.
+    let status = match pods.create(&PostParams::default(), &pod("Bad_Name", json!({}))).await {
+        Err(kube_client::Error::Api(status)) => status,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        status.message,
+        "Pod \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    );
+    let details = status.details.expect("details");
+    assert_eq!((details.kind.as_str(), details.name.as_str()), ("Pod", "Bad_Name"));
+    let causes: Vec<(&str, &str)> =
+        details.causes.iter().map(|c| (c.reason.as_str(), c.field.as_str())).collect();
+    assert_eq!(causes, [("FieldValueInvalid", "metadata.name")]);
+    let unnamed: Namespace = serde_json::from_value(json!({"metadata": {}})).unwrap();
+    let status = match namespaces.create(&PostParams::default(), &unnamed).await {
+        Err(kube_client::Error::Api(status)) => status,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            422,
+            "Namespace \"\" is invalid: metadata.name: Required value: name or generateName is required"
+        )
+    );
 }
 
 pub async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) {
@@ -71,6 +97,10 @@ pub async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) 
         }
         other => panic!("{other:?}"),
     }
+    // Parameters the server does not know are ignored, as the real server ignores them.
+    let unknown =
+        t.raw_get(&format!("/api/v1/namespaces/{}/pods?bogus=1&limit=1&x=%ff", t.ns)).await;
+    assert_eq!(unknown.status, 200, "{}", unknown.body);
 }
 
 pub async fn update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource(

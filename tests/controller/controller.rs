@@ -354,6 +354,70 @@ async fn shutdown_stops_taking_keys_and_drains_the_reconciles_in_flight() {
     );
 }
 
+/// Reconciles `stuck` forever, everything else at once.
+struct Stuck;
+
+#[async_trait]
+impl Reconciler for Stuck {
+    type Object = Pod;
+    type Error = String;
+
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+        if key.name == "stuck" {
+            std::future::pending::<()>().await;
+        }
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn reconciles_still_running_after_the_shutdown_grace_are_abandoned_and_listed() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["stuck", "fine"]).await;
+    let controller =
+        Controller::builder(pods).build().workers(2).shutdown_grace(Duration::from_millis(200));
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn({
+        let controller = controller.clone();
+        async move { controller.run(Stuck, stopped).await }
+    });
+    eventually("stuck in flight, fine done", || {
+        controller.in_flight().len() == 1 && controller.stats().succeeded == 1
+    })
+    .await;
+    let stopping = Instant::now();
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    let took = stopping.elapsed();
+    assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(controller.stats().abandoned, 1);
+    assert!(controller.in_flight().is_empty());
+    let text = logs.text();
+    assert!(
+        text.contains("abandoning the reconciles still running") && text.contains("default/stuck"),
+        "{text}"
+    );
+
+    // Without a grace period, shutdown waits for the reconcile however long it takes.
+    let server = super::common::server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["stuck"]).await;
+    let controller = Controller::builder(pods).build();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn({
+        let controller = controller.clone();
+        async move { controller.run(Stuck, stopped).await }
+    });
+    eventually("stuck in flight", || controller.in_flight().len() == 1).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!run.is_finished(), "run returned with a reconcile in flight");
+    run.abort();
+}
+
 #[tokio::test]
 async fn run_fails_clearly_when_the_cache_cannot_sync() {
     let server = server().await;
