@@ -139,6 +139,11 @@ impl<T: Eq> WaitingSet<T> {
         let Waiting { item, hash, priority, .. } =
             self.slots[slot as usize].take().expect("an indexed slot is occupied");
         self.free.push(slot);
+        if self.index.is_empty() && self.slots.capacity() > 1024 {
+            // The last one: give back the memory a burst of waiting items took (whatever is
+            // left in the heap is stale).
+            self.clear();
+        }
         Some(Due { item, hash, priority })
     }
 

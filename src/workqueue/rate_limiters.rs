@@ -58,8 +58,17 @@ impl<T: Clone + Eq + Hash> Failures<T> {
         0
     }
 
+    /// Forgets `item`; the table shrinks once it is a quarter full, so a burst of failing
+    /// items does not keep its memory after they are forgotten (Go's maps never shrink).
     fn forget(&self, item: &T) {
-        lock(&self.0).remove(item);
+        let mut failures = lock(&self.0);
+        if failures.remove(item).is_some()
+            && failures.capacity() > 64
+            && failures.len() * 4 < failures.capacity()
+        {
+            let keep = failures.len() * 2;
+            failures.shrink_to(keep);
+        }
     }
 
     fn get(&self, item: &T) -> u32 {

@@ -1,0 +1,160 @@
+//! No leaks: the heap after a million keys pass through the queue and its rate limiters, and
+//! after an informer relists a hundred times, is what it was before.
+//!
+//! A counting global allocator measures the live heap bytes of this test binary; the tests
+//! take turns (one lock), so each measures only itself. Each measures after a warm-up round
+//! of the same work, so what is allocated once and kept (tokio's timer wheel, connection
+//! pools, the tables' first growth) is in the baseline.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
+
+use ctrlkit::cache::{Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::testing::ApiServer;
+use ctrlkit::workqueue::WorkQueue;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::Api;
+use kube_client::api::PostParams;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let live =
+                LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed) + layout.size() as isize;
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One measuring test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn kib(bytes: isize) -> f64 {
+    bytes as f64 / 1024.0
+}
+
+/// `n` distinct keys through `queue`: added, handed out, a third of them failing once
+/// (`add_rate_limited`, back after the rate limiters' delay), then forgotten and done.
+async fn churn(queue: &WorkQueue<ObjectKey>, round: usize, n: usize) {
+    for i in 0..n {
+        queue.add(ObjectKey::namespaced("default", &format!("r{round}-key-{i}")));
+    }
+    let mut finished = 0;
+    while finished < n {
+        let key = queue.get().await.expect("the queue is running");
+        let index: usize = key.name.rsplit('-').next().unwrap().parse().unwrap();
+        if index.is_multiple_of(3) && queue.num_requeues(&key) == 0 {
+            queue.add_rate_limited(key.clone());
+        } else {
+            queue.forget(&key);
+            finished += 1;
+        }
+        queue.done(&key);
+    }
+    assert_eq!(queue.len(), 0);
+}
+
+/// On a paused clock, so the rate limiters' delays (the default controller limiter's 10 per
+/// second bucket puts the last of 333,334 retries 9 hours out) pass at once.
+#[tokio::test(start_paused = true)]
+async fn a_million_keys_through_the_queue_and_its_rate_limiters_leave_nothing_behind() {
+    let _serial = SERIAL.lock().await;
+    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    churn(&queue, 0, 10_000).await;
+    let before = live();
+    PEAK.store(before, Ordering::Relaxed);
+    churn(&queue, 1, 1_000_000).await;
+    let after = live();
+    let peak = PEAK.load(Ordering::Relaxed);
+    println!(
+        "queue: {:.0} KiB live before, {:.0} KiB at the peak, {:.0} KiB after a million keys",
+        kib(before),
+        kib(peak),
+        kib(after)
+    );
+    assert!(peak - before > 50 << 20, "the million keys were held at once: {peak}");
+    assert!(after - before < 64 << 10, "{} KiB more than before", kib(after - before));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_after_the_first() {
+    let _serial = SERIAL.lock().await;
+    let server = ApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for i in 0..1000 {
+        let cm = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": format!("cm-{i}") }, "data": { "v": "x".repeat(200) },
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let informer = Informer::new(ListWatch::new(api.clone()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let informer = informer.clone();
+        async move {
+            informer
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    let relist = || async {
+        let lists = server.requests().list;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // Sent again until it lands: it reaches only a watch that is open.
+        while server.requests().list == lists {
+            assert!(tokio::time::Instant::now() < deadline, "no relist");
+            server.faults().send_error_event(410, "Expired", "too old resource version");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        while informer.indexer().len() != 1000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Let the watch that follows the relist start too.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for _ in 0..5 {
+        relist().await;
+    }
+    let after_first = live();
+    for _ in 0..100 {
+        relist().await;
+    }
+    let after_hundred = live();
+    println!(
+        "informer: {:.0} KiB live after the first relists, {:.0} KiB after 100 more (server, client and informer of 1,000 ConfigMaps)",
+        kib(after_first),
+        kib(after_hundred)
+    );
+    assert!(server.requests().list >= 106);
+    let slack = (after_first / 50).max(256 << 10);
+    assert!(
+        after_hundred - after_first < slack,
+        "{} KiB more after 100 relists",
+        kib(after_hundred - after_first)
+    );
+    let _ = stop.send(());
+    run.await.unwrap();
+}
