@@ -87,6 +87,9 @@ struct Inner<K> {
     /// The resourceVersion of the last list, event or bookmark applied; empty before the
     /// first list.
     last_sync_rv: Mutex<String>,
+    /// The highest resourceVersion applied, as an integer (0 before the first list, and for
+    /// versions that are not integers), for [`Informer::wait_for_resource_version`].
+    reached: watch::Sender<u64>,
     span: tracing::Span,
     metrics: Option<Arc<dyn InformerMetrics>>,
 }
@@ -235,6 +238,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 state: watch::channel(RunState::NotStarted).0,
                 resync: self.config.resync,
                 last_sync_rv: Mutex::new(String::new()),
+                reached: watch::channel(0).0,
                 span,
                 metrics,
             }),
@@ -315,6 +319,20 @@ impl<K: InformerObject> Informer<K> {
     pub fn last_sync_resource_version(&self) -> Option<String> {
         let rv = self.inner.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
         (!rv.is_empty()).then(|| rv.clone())
+    }
+
+    /// Resolves once the cache has applied a list, event or bookmark at `resource_version`
+    /// or later, so that it holds every write the server answered with that version or an
+    /// earlier one: a reconciler's own write, say (see
+    /// [`report_write`](crate::controller::report_write)). Resolves `false` at once for a
+    /// version that is not an integer, which cannot be compared (resourceVersions are
+    /// integers on every etcd-backed server, and comparable by contract from Kubernetes
+    /// 1.35); `true` otherwise. Bound it with a timeout: a cache that is not running never
+    /// gets there.
+    pub async fn wait_for_resource_version(&self, resource_version: &str) -> bool {
+        let Ok(target) = resource_version.parse::<u64>() else { return false };
+        let mut reached = self.inner.reached.subscribe();
+        reached.wait_for(|rv| *rv >= target).await.is_ok()
     }
 
     /// Whether [`run`](Self::run) is running.
@@ -408,6 +426,13 @@ impl<K: Send + Sync + 'static> Inner<K> {
         let mut last = self.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
         rv.clone_into(&mut last);
         drop(last);
+        if let Ok(rv) = rv.parse::<u64>() {
+            self.reached.send_if_modified(|reached| {
+                let newer = rv > *reached;
+                *reached = (*reached).max(rv);
+                newer
+            });
+        }
         if let Some(metrics) = &self.metrics {
             metrics.resource_version(rv);
             metrics.objects(self.indexer.len());

@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
+use super::writes::{self, PendingWrites};
 use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey,
     ResourceEventHandler, RunState, SharedInformerFactory, SyncFailure, wait_for_informers,
@@ -106,6 +107,9 @@ pub struct ControllerStats {
     /// Reconciles still running when the shutdown grace period ran out (or when the run was
     /// dropped), abandoned.
     pub abandoned: u64,
+    /// Reconciles that started on a cache without the controller's own last write of their
+    /// key, after waiting [`Controller::stale_cache_timeout`] for it.
+    pub stale_cache_timeouts: u64,
 }
 
 #[derive(Default)]
@@ -116,6 +120,7 @@ struct Counters {
     dropped: AtomicU64,
     terminal: AtomicU64,
     abandoned: AtomicU64,
+    stale_cache_timeouts: AtomicU64,
 }
 
 /// Who runs the informers a controller reads.
@@ -157,6 +162,8 @@ struct Shared {
     counters: Counters,
     /// Keys being reconciled now.
     in_flight: Mutex<BTreeSet<ObjectKey>>,
+    /// The versions of the controller's own writes that keys' next reconciles wait for.
+    pending_writes: PendingWrites,
     /// Handlers to remove at stop.
     sources: Mutex<Vec<Source>>,
     /// External triggers, taken by `run`.
@@ -178,6 +185,7 @@ pub struct Controller<K> {
     on_dropped: Option<DroppedHook>,
     reconcile_timeout: Option<Duration>,
     shutdown_grace: Option<Duration>,
+    stale_cache_timeout: Duration,
     needs_leader_election: bool,
     metrics: Option<Arc<dyn ControllerMetrics>>,
     shared: Arc<Shared>,
@@ -197,6 +205,7 @@ impl<K> Clone for Controller<K> {
             on_dropped: self.on_dropped.clone(),
             reconcile_timeout: self.reconcile_timeout,
             shutdown_grace: self.shutdown_grace,
+            stale_cache_timeout: self.stale_cache_timeout,
             needs_leader_election: self.needs_leader_election,
             metrics: self.metrics.clone(),
             shared: self.shared.clone(),
@@ -315,11 +324,13 @@ impl<K: InformerObject> Controller<K> {
             on_dropped: None,
             reconcile_timeout: None,
             shutdown_grace: None,
+            stale_cache_timeout: Duration::from_secs(5),
             needs_leader_election: true,
             metrics: None,
             shared: Arc::new(Shared {
                 counters: Counters::default(),
                 in_flight: Mutex::new(BTreeSet::new()),
+                pending_writes: PendingWrites::default(),
                 sources: Mutex::new(sources),
                 triggers: Mutex::new(triggers),
                 ran: AtomicBool::new(false),
@@ -360,6 +371,16 @@ impl<K: InformerObject> Controller<K> {
     #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = Some(grace);
+        self
+    }
+
+    /// How long a key's reconcile waits for the cache to hold the controller's own last write
+    /// of it, reported with [`report_write`](super::report_write) (see its module docs);
+    /// after it, the reconcile proceeds, logged and counted. Default 5 s; zero turns the
+    /// wait off.
+    #[must_use]
+    pub fn stale_cache_timeout(mut self, timeout: Duration) -> Self {
+        self.stale_cache_timeout = timeout;
         self
     }
 
@@ -427,6 +448,7 @@ impl<K: InformerObject> Controller<K> {
             dropped: c.dropped.load(Ordering::Relaxed),
             terminal: c.terminal.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
+            stale_cache_timeouts: c.stale_cache_timeouts.load(Ordering::Relaxed),
         }
     }
 
@@ -594,12 +616,20 @@ impl<K: InformerObject> Controller<K> {
             m.worker_started();
             Instant::now()
         });
+        self.wait_for_own_write(&key).await;
         let object = self.informer.indexer().get(&key);
-        let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
+        let reconcile =
+            writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
         let outcome = match self.reconcile_timeout {
             Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
             None => Ok(reconcile.await),
         };
+        let outcome = outcome.map(|(outcome, reported)| {
+            if reported > 0 {
+                self.shared.pending_writes.insert(&key, reported);
+            }
+            outcome
+        });
         let counted = match outcome {
             Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
@@ -643,6 +673,25 @@ impl<K: InformerObject> Controller<K> {
         }
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
+    }
+
+    /// Waits (up to the stale-cache timeout) for the cache to hold the controller's own last
+    /// reported write of `key`; see the `writes` module.
+    async fn wait_for_own_write(&self, key: &ObjectKey) {
+        let Some(rv) = self.shared.pending_writes.take(key) else { return };
+        if self.stale_cache_timeout.is_zero() {
+            return;
+        }
+        let rv = rv.to_string();
+        let wait = self.informer.wait_for_resource_version(&rv);
+        if tokio::time::timeout(self.stale_cache_timeout, wait).await.is_err() {
+            self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                resource_version = %rv,
+                timeout = ?self.stale_cache_timeout,
+                "the cache does not hold this controller's own write yet; reconciling anyway"
+            );
+        }
     }
 
     /// A terminal error: no retry (controller-runtime's `TerminalError`); the key is forgotten,

@@ -38,6 +38,7 @@ mod metrics;
 mod predicate;
 mod reconciler;
 mod source;
+mod writes;
 
 pub use builder::ControllerBuilder;
 pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
@@ -45,3 +46,4 @@ pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome
 pub use predicate::{Event, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use source::{enqueue_handler, event_priority};
+pub use writes::{report_write, report_written};

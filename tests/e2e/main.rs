@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         informer::bookmarks_move_the_resume_version_on,
         informer::streaming_lists_sync_or_fall_back_to_list_and_watch,
         controller::a_stale_update_conflicts_and_the_retry_succeeds,
+        controller::a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it,
         factory::two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind,
         factory::a_metadata_informer_caches_only_metadata,
         events::repeated_events_form_one_series_and_floods_are_filtered,
