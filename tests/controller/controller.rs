@@ -87,9 +87,14 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
         let controller = controller.clone();
         async move { controller.run(reconciler, stopped).await }
     });
+    // A key created while "bad" is retrying flows past it.
+    eventually("bad's first attempt", || !calls_for(&calls, "default/bad").is_empty()).await;
+    create(&pods, &["late"]).await;
     eventually("bad dropped", || !dropped.lock().unwrap().is_empty()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let attempts = calls_for(&calls, "default/bad");
+    let late = calls_for(&calls, "default/late");
+    assert!(late.len() == 1 && late[0] < attempts[5], "late waited for bad's retries");
     assert_eq!(attempts.len(), 6, "one try and five retries, then no more");
     let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
     for (i, pair) in gaps.windows(2).enumerate() {
@@ -105,7 +110,7 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
     );
     assert_eq!(calls_for(&calls, "default/good").len(), 1);
     let stats = controller.stats();
-    assert_eq!((stats.failed, stats.dropped, stats.succeeded), (6, 1, 1));
+    assert_eq!((stats.failed, stats.dropped, stats.succeeded), (6, 1, 2));
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
 }
