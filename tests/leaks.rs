@@ -96,7 +96,7 @@ async fn a_million_keys_through_the_queue_and_its_rate_limiters_leave_nothing_be
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_after_the_first() {
+async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
     let _serial = SERIAL.lock().await;
     let server = ApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
@@ -135,20 +135,32 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_after_the_f
         // Let the watch that follows the relist start too.
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    for _ in 0..5 {
+    // The heap moves with what is in flight (pages, connections) when it is read: compare the
+    // mean of ten readings after the first relists with the mean of ten after a hundred more.
+    let mean_of_ten = async || {
+        let mut sum = 0;
+        for _ in 0..10 {
+            relist().await;
+            sum += live();
+        }
+        sum / 10
+    };
+    // Warm-up: the first dozens of relists grow buffers to their working size (the heap
+    // plateaus by the 30th and stays there for hundreds more).
+    for _ in 0..30 {
         relist().await;
     }
-    let after_first = live();
-    for _ in 0..100 {
+    let after_first = mean_of_ten().await;
+    for _ in 0..90 {
         relist().await;
     }
-    let after_hundred = live();
+    let after_hundred = mean_of_ten().await;
     println!(
-        "informer: {:.0} KiB live after the first relists, {:.0} KiB after 100 more (server, client and informer of 1,000 ConfigMaps)",
+        "informer: {:.0} KiB live after 40 relists, {:.0} KiB after 100 more (means of ten readings; server, client and informer of 1,000 ConfigMaps)",
         kib(after_first),
         kib(after_hundred)
     );
-    assert!(server.requests().list >= 106);
+    assert!(server.requests().list >= 140);
     let slack = (after_first / 50).max(256 << 10);
     assert!(
         after_hundred - after_first < slack,
