@@ -31,9 +31,11 @@ cargo test --all-features --no-fail-fast --test apiserver --test e2e -- real:: "
     status=$?
 stop
 started=
-passed=$(grep -Eo '[0-9]+ passed' /tmp/ctrlkit-e2e.$$.log | awk '{n += $1} END {print n + 0}')
-failed=$(grep -Eo '[0-9]+ failed' /tmp/ctrlkit-e2e.$$.log | awk '{n += $1} END {print n + 0}')
-skipped=$(grep -Eo '[0-9]+ ignored' /tmp/ctrlkit-e2e.$$.log | awk '{n += $1} END {print n + 0}')
+# Only the runners' summary lines count (cases print figures of their own).
+count() { grep -E '^test result:' /tmp/ctrlkit-e2e.$$.log | grep -Eo "[0-9]+ $1" | awk '{n += $1} END {print n + 0}'; }
+passed=$(count passed)
+failed=$(count failed)
+skipped=$(count ignored)
 rm -f /tmp/ctrlkit-e2e.$$.log
 echo
 echo "e2e: $passed passed, $failed failed, $skipped skipped"

@@ -32,7 +32,7 @@ pub async fn seeded_mutations_under_faults_converge(t: &Target) {
         };
         let report = convergence::run(t, settings).await;
         println!(
-            "seed {seed}: {} mutations in {:.1?}, converged {:.1?} later; {} reconciles ({} failed, {} panicked), {} relists, faults {:?}",
+            "seed {seed}: {} mutations in {:.1?}, converged {:.1?} later; {} reconciles ({} injected failures, {} injected panics), {} relists, faults {:?}",
             report.mutations,
             report.mutating,
             report.converging,
