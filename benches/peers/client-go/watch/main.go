@@ -7,7 +7,7 @@
 // Syncs, reconciles every object once, prints "ready"; reads "go UNIX_NANOS" from stdin; then
 // reconciles until every object's final data.seq (the writers' round robin: update j gives
 // object j % OBJECTS the seq j / OBJECTS + 1) was reconciled, recording now - data.t for each
-// reconcile. Prints "result SECONDS P50_MS P99_MS PEAK_RSS_MIB".
+// reconcile. Prints "result SECONDS P50_MS P99_MS PEAK_RSS_MIB CPU_SECONDS" (CPU from go to done).
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,13 @@ func (t *tracker) reconciled(cm *corev1.ConfigMap) {
 			t.doneOnce.Do(func() { close(t.done) })
 		}
 	}
+}
+
+// cpuSeconds is this process's CPU time, user + system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 func peakRSS() float64 {
@@ -137,6 +145,7 @@ func main() {
 	fmt.Println("ready")
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	goAt, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+	cpuAtGo := cpuSeconds()
 	select {
 	case <-t.done:
 	case <-time.After(600 * time.Second):
@@ -144,10 +153,11 @@ func main() {
 		os.Exit(1)
 	}
 	seconds := float64(time.Now().UnixNano()-goAt) / 1e9
+	cpu := cpuSeconds() - cpuAtGo
 	t.mu.Lock()
 	delays := t.delays
 	t.mu.Unlock()
 	sort.Slice(delays, func(a, b int) bool { return delays[a] < delays[b] })
 	at := func(q float64) float64 { return float64(delays[int(float64(len(delays)-1)*q)]) / 1e6 }
-	fmt.Printf("result %f %f %f %f\n", seconds, at(0.5), at(0.99), peakRSS())
+	fmt.Printf("result %f %f %f %f %f\n", seconds, at(0.5), at(0.99), peakRSS(), cpu)
 }
