@@ -326,9 +326,8 @@ impl<K: InformerObject> Informer<K> {
     /// earlier one: a reconciler's own write, say (see
     /// [`report_write`](crate::controller::report_write)). Resolves `false` at once for a
     /// version that is not an integer, which cannot be compared (resourceVersions are
-    /// integers on every etcd-backed server, and comparable by contract from Kubernetes
-    /// 1.35); `true` otherwise. Bound it with a timeout: a cache that is not running never
-    /// gets there.
+    /// integers on every etcd-backed server, ordered as etcd's revisions); `true` otherwise.
+    /// Bound it with a timeout: a cache that is not running never gets there.
     pub async fn wait_for_resource_version(&self, resource_version: &str) -> bool {
         let Ok(target) = resource_version.parse::<u64>() else { return false };
         let mut reached = self.inner.reached.subscribe();
