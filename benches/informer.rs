@@ -1,6 +1,14 @@
-//! Informer initial sync and reconcile-all, ctrlkit against kube-runtime 5, side by side.
+//! Informer initial sync and reconcile-all, ctrlkit against kube-runtime 5 (and client-go),
+//! side by side.
 //!
 //! `cargo bench --bench informer --features testing [-- 10000 30000]`
+//! `scripts/bench-informer.sh [10000 30000]`: on a real kube-apiserver, with client-go
+//!
+//! With `CTRLKIT_BENCH_KUBECONFIG` set, the pods are served by that server instead (a real
+//! kube-apiserver: `scripts/bench-informer.sh` starts one), created once in a namespace per
+//! size (`bench-10000`, …) and listed there; with `CTRLKIT_PEER_CLIENT_GO_INFORMER` naming the
+//! binary of `benches/peers/client-go/informer/main.go`, client-go's informer is measured
+//! too, alternating with the others.
 //!
 //! The parent process starts the embedded API server and fills it with realistic pods as a
 //! real apiserver serves them (`fixtures::realistic_pod` with `managedFields`: about 6 KB of
@@ -16,7 +24,8 @@
 //!
 //! Each reports the time until its store holds the first list (`has_synced` / the reflector
 //! store holding all pods, polled every 2 ms), the time until every pod was reconciled once,
-//! and its peak RSS. Medians are printed at the end; the README records them.
+//! its peak RSS, and its settled RSS (3 s after every pod was reconciled, the informer still
+//! running). Medians are printed at the end; the README records them.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -35,16 +44,21 @@ use kube_client::{Api, Client, Config};
 use tokio::sync::Notify;
 
 mod support;
-use support::{create_pods, runtime};
+use support::{create_pods, create_pods_with, runtime};
 
 const PEERS: [&str; 3] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata"];
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// A `/proc/self/status` figure in KiB (`VmHWM:` the peak RSS, `VmRSS:` the current one).
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
@@ -53,7 +67,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let (peer, url, n) = (&args[i + 1], &args[i + 2], args[i + 3].parse().unwrap());
-        return child(peer, url, n);
+        return child(peer, url, n, &args[i + 4]);
     }
     let sizes: Vec<usize> = args.iter().skip(1).filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() { vec![10_000, 30_000] } else { sizes };
@@ -65,57 +79,120 @@ struct Sample {
     sync_s: f64,
     all_s: f64,
     peak_mib: f64,
+    settled_mib: f64,
+}
+
+/// A client of the server `target` names: `kubeconfig:PATH` or a URL.
+async fn client_of(target: &str) -> Client {
+    let config = match target.strip_prefix("kubeconfig:") {
+        Some(path) => {
+            let kubeconfig = kube_client::config::Kubeconfig::read_from(path).unwrap();
+            let options = kube_client::config::KubeConfigOptions::default();
+            Config::from_custom_kubeconfig(kubeconfig, &options).await.unwrap()
+        }
+        None => Config::new(target.parse().unwrap()),
+    };
+    Client::try_from(config).unwrap()
+}
+
+/// Creates what is missing of `n` realistic pods in the namespace `ns` of a real server.
+async fn fill_real_server(target: &str, ns: &str, n: usize) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let client = client_of(target).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": ns } })).unwrap();
+    match namespaces.create(&Default::default(), &namespace).await {
+        Ok(_) | Err(kube_client::Error::Api(_)) => {}
+        Err(e) => panic!("creating namespace {ns}: {e}"),
+    }
+    let pods: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), ns);
+    let have = pods.list_metadata(&Default::default()).await.unwrap().items.len();
+    if have < n {
+        eprintln!("creating pods {have}..{n} in {ns}");
+        create_pods_with(client, ns, have..n, false).await;
+    }
 }
 
 fn parent(sizes: &[usize]) {
     let rt = runtime();
     let exe = std::env::current_exe().unwrap();
+    let real = std::env::var("CTRLKIT_BENCH_KUBECONFIG").ok();
+    let client_go = std::env::var("CTRLKIT_PEER_CLIENT_GO_INFORMER").ok();
+    let mut peers = PEERS.to_vec();
+    if client_go.is_some() {
+        peers.push("client-go");
+    }
     let mut results = Vec::new();
     for &n in sizes {
-        let server = rt.block_on(async {
-            let server = ApiServer::start().await.unwrap();
-            create_pods(&server, "default", n, true).await;
-            server
-        });
+        // The embedded server (its pods in `default`, listed across namespaces), or the real
+        // one (a namespace per size, listed alone).
+        let (_server, target, ns) = match &real {
+            Some(path) => {
+                let (target, ns) = (format!("kubeconfig:{path}"), format!("bench-{n}"));
+                rt.block_on(fill_real_server(&target, &ns, n));
+                (None, target, ns)
+            }
+            None => {
+                let server = rt.block_on(async {
+                    let server = ApiServer::start().await.unwrap();
+                    create_pods(&server, "default", n, true).await;
+                    server
+                });
+                let url = server.url();
+                (Some(server), url, String::new())
+            }
+        };
         let mut samples: Vec<(&str, Sample)> = Vec::new();
         for run in 0..RUNS {
-            for peer in PEERS {
-                let out = Command::new(&exe)
-                    .args(["--child", peer, &server.url(), &n.to_string()])
-                    .output()
-                    .unwrap();
+            for &peer in &peers {
+                let mut command = match (peer, &client_go) {
+                    ("client-go", Some(path)) => {
+                        let mut c = Command::new(path);
+                        c.args([&target, &n.to_string(), &ns]);
+                        c
+                    }
+                    _ => {
+                        let mut c = Command::new(&exe);
+                        c.args(["--child", peer, &target, &n.to_string(), &ns]);
+                        c
+                    }
+                };
+                let out = command.output().unwrap();
                 let text = String::from_utf8_lossy(&out.stdout);
                 let line = text.lines().find(|l| l.starts_with("result ")).unwrap_or_else(|| {
                     panic!("{peer} child failed: {text}{}", String::from_utf8_lossy(&out.stderr))
                 });
                 let v: Vec<f64> =
                     line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
-                let s = Sample { sync_s: v[0], all_s: v[1], peak_mib: v[2] };
+                let s = Sample { sync_s: v[0], all_s: v[1], peak_mib: v[2], settled_mib: v[3] };
                 eprintln!(
-                    "{n} pods, run {run}, {peer}: sync {:.2} s, all reconciled {:.2} s, peak {:.0} MiB",
-                    s.sync_s, s.all_s, s.peak_mib
+                    "{n} pods, run {run}, {peer}: sync {:.2} s, all reconciled {:.2} s, peak {:.0} MiB, settled {:.0} MiB",
+                    s.sync_s, s.all_s, s.peak_mib, s.settled_mib
                 );
                 samples.push((peer, s));
             }
         }
-        for peer in PEERS {
+        for &peer in &peers {
             let mut of: Vec<Sample> =
                 samples.iter().filter(|(p, _)| *p == peer).map(|(_, s)| *s).collect();
             let median = |f: fn(&Sample) -> f64, of: &mut Vec<Sample>| {
                 of.sort_by(|a, b| f(a).total_cmp(&f(b)));
                 f(&of[of.len() / 2])
             };
-            let (sync, all, peak) = (
+            let (sync, all, peak, settled) = (
                 median(|s| s.sync_s, &mut of),
                 median(|s| s.all_s, &mut of),
                 median(|s| s.peak_mib, &mut of),
+                median(|s| s.settled_mib, &mut of),
             );
-            results.push(format!("| {n} | {peer} | {sync:.2} s | {peak:.0} MiB | {all:.2} s |"));
+            results.push(format!(
+                "| {n} | {peer} | {sync:.2} s | {peak:.0} MiB | {settled:.0} MiB | {all:.2} s |"
+            ));
         }
-        drop(server);
     }
-    println!("| pods | peer | sync | peak RSS | all reconciled once |");
-    println!("|---|---|---|---|---|");
+    println!("| pods | peer | sync | peak RSS | settled RSS | all reconciled once |");
+    println!("|---|---|---|---|---|---|");
     for r in results {
         println!("{r}");
     }
@@ -148,13 +225,19 @@ impl<K: Send + Sync + 'static> Reconciler for Noop<K> {
     }
 }
 
+/// The RSS (MiB) 3 s after every object was reconciled, the informer still running.
+async fn settled_mib() -> f64 {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    status_kib("VmRSS:") as f64 / 1024.0
+}
+
 /// ctrlkit's informer, queue and controller with one worker over `api`; returns the time to
-/// sync and the time until every object was reconciled once.
+/// sync, the time until every object was reconciled once, and the settled RSS.
 async fn ctrlkit<K: InformerObject>(
     api: Api<K>,
     counter: Arc<Counter>,
     start: Instant,
-) -> (Duration, Duration)
+) -> (Duration, Duration, f64)
 where
     K::DynamicType: Default,
 {
@@ -177,29 +260,33 @@ where
     let sync = start.elapsed();
     counter.done.notified().await;
     let all = start.elapsed();
+    let settled = settled_mib().await;
     let _ = stop.send(());
     let _ = run.await;
-    (sync, all)
+    (sync, all, settled)
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("never")]
 struct Never;
 
-fn child(peer: &str, url: &str, n: usize) {
+fn child(peer: &str, target: &str, n: usize, ns: &str) {
     if let Ok(filter) = std::env::var("CHILD_LOG") {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     }
     let rt = runtime();
-    let (sync, all) = rt.block_on(async {
-        let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
-        let api: Api<Pod> = Api::all(client);
+    let (sync, all, settled) = rt.block_on(async {
+        let client = client_of(target).await;
+        let api: Api<Pod> =
+            if ns.is_empty() { Api::all(client) } else { Api::namespaced(client, ns) };
         let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
         let start = Instant::now();
         match peer {
             "ctrlkit" => ctrlkit(api, counter, start).await,
             "ctrlkit-metadata" => {
-                let api: Api<PartialObjectMeta<Pod>> = Api::all(api.into_client());
+                let client = api.into_client();
+                let api: Api<PartialObjectMeta<Pod>> =
+                    if ns.is_empty() { Api::all(client) } else { Api::namespaced(client, ns) };
                 ctrlkit(api, counter, start).await
             }
             _ => {
@@ -237,11 +324,12 @@ fn child(peer: &str, url: &str, n: usize) {
                     done.seen.load(Ordering::SeqCst)
                 );
                 let all = start.elapsed();
+                let settled = settled_mib().await;
                 runner.abort();
-                (sync, all)
+                (sync, all, settled)
             }
         }
     });
     let peak = peak_rss_kib() as f64 / 1024.0;
-    println!("result {} {} {}", sync.as_secs_f64(), all.as_secs_f64(), peak);
+    println!("result {} {} {} {}", sync.as_secs_f64(), all.as_secs_f64(), peak, settled);
 }

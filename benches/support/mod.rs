@@ -17,8 +17,20 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// given its running status through `/status` (a server resets a new pod's status to
 /// Pending), so the stored pods are the fixture's full size.
 pub async fn create_pods(server: &ApiServer, namespace: &str, n: usize, managed_fields: bool) {
-    let pods: Api<Pod> = Api::namespaced(server.client(), namespace);
-    let next = Arc::new(AtomicUsize::new(0));
+    create_pods_with(server.client(), namespace, 0..n, managed_fields).await;
+}
+
+/// As [`create_pods`], through any client (a real kube-apiserver's), for the pods numbered
+/// `range`.
+pub async fn create_pods_with(
+    client: kube_client::Client,
+    namespace: &str,
+    range: std::ops::Range<usize>,
+    managed_fields: bool,
+) {
+    let n = range.end;
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    let next = Arc::new(AtomicUsize::new(range.start));
     let tasks: Vec<_> = (0..16)
         .map(|_| {
             let (pods, next, namespace) = (pods.clone(), next.clone(), namespace.to_owned());
