@@ -455,18 +455,25 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
         let mut listeners = self.processor.lock();
         // Adds before the first sync are the initial list's; a relist's are not.
         let initial = !*self.synced.borrow();
-        let old = self.indexer.replace(fresh.clone());
+        // The notifications are worked out against the store before the list replaces it, so
+        // the list's map moves into the store whole (a copy of it, keys and all, would raise
+        // the peak memory of a large list). This is the only writer of the store.
+        let mut changes = Vec::with_capacity(fresh.len());
         for (key, new) in &fresh {
-            match old.get(key) {
-                None => listeners.distribute(Notification::Add(new.clone(), initial)),
+            match self.indexer.get(key) {
+                None => changes.push(Notification::Add(new.clone(), initial)),
                 Some(prev) if prev.meta().resource_version != new.meta().resource_version => {
-                    listeners.distribute(Notification::Update(prev.clone(), new.clone()))
+                    changes.push(Notification::Update(prev, new.clone()))
                 }
                 Some(_) => {}
             }
         }
+        let old = self.indexer.replace(fresh);
+        for change in changes {
+            listeners.distribute(change);
+        }
         for (key, object) in old {
-            if !fresh.contains_key(&key) {
+            if self.indexer.get(&key).is_none() {
                 let tombstone = DeletedFinalStateUnknown { key, object };
                 listeners.distribute(Notification::Delete(Deleted::Tombstone(tombstone)));
             }
