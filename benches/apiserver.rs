@@ -21,16 +21,11 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 mod support;
-use support::{create_pods, runtime};
+use support::{create_pods, runtime, status_kib};
 
 /// Resident memory of this process, in bytes.
 fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        .map_or(0, |kb| kb * 1024)
+    status_kib("VmRSS:") as usize * 1024
 }
 
 fn memory_per_pod(rt: &tokio::runtime::Runtime) {

@@ -44,23 +44,13 @@ use kube_client::{Api, Client, Config};
 use tokio::sync::Notify;
 
 mod support;
-use support::{create_pods, create_pods_with, runtime};
+use support::{create_pods, create_pods_with, runtime, status_kib};
 
 const PEERS: [&str; 3] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata"];
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
     status_kib("VmHWM:")
-}
-
-/// A `/proc/self/status` figure in KiB (`VmHWM:` the peak RSS, `VmRSS:` the current one).
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn main() {

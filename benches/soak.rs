@@ -16,17 +16,14 @@ use std::time::Duration;
 #[allow(unused_imports)]
 mod test_support;
 
+#[allow(dead_code)] // the pod fixtures serve the other benches
+mod support;
+use support::status_kib;
 use test_support::convergence::{self, Settings};
 use test_support::target::{Kind, Target};
 
 fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
+    status_kib("VmHWM:") as f64 / 1024.0
 }
 
 fn main() {

@@ -44,7 +44,7 @@ use tokio::sync::Notify;
 
 #[allow(dead_code)] // the pod fixtures serve the other benches
 mod support;
-use support::runtime;
+use support::{runtime, status_kib};
 
 const WRITERS: usize = 16;
 
@@ -63,13 +63,7 @@ fn cpu_seconds() -> f64 {
 }
 
 fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
+    status_kib("VmHWM:") as f64 / 1024.0
 }
 
 /// Each object's last `seq`, as the writers' round robin gives it.

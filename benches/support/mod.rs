@@ -8,6 +8,17 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{Patch, PatchParams, PostParams};
 
+/// A `/proc/self/status` figure in KiB: `VmHWM:` the peak RSS, `VmRSS:` the current one (0
+/// where the file or the field is missing).
+pub fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Two worker threads: the machine has two cores, and the peers are measured that way.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
