@@ -21,6 +21,8 @@
 //!   same no-op reconciler;
 //! - ctrlkit-metadata: as ctrlkit, with a metadata-only informer (`PartialObjectMeta<Pod>`,
 //!   listed and watched as `PartialObjectMetadata`), for the memory of caching metadata alone;
+//! - ctrlkit-compact: as ctrlkit, with a compact store (`Indexer::compact()`: each pod kept as
+//!   its JSON, decoded on every read, so each reconcile's read of its pod is a decode);
 //!
 //! Each reports the time until its store holds the first list (`has_synced` / the reflector
 //! store holding all pods, polled every 2 ms), the time until every pod was reconciled once,
@@ -33,7 +35,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ctrlkit::cache::{Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::cache::{
+    Indexer, Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync,
+};
 use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
 use ctrlkit::testing::ApiServer;
 use ctrlkit::workqueue::WorkQueue;
@@ -46,7 +50,7 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 3] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata"];
+const PEERS: [&str; 4] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata", "ctrlkit-compact"];
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
@@ -225,6 +229,7 @@ async fn settled_mib() -> f64 {
 /// sync, the time until every object was reconciled once, and the settled RSS.
 async fn ctrlkit<K: InformerObject>(
     api: Api<K>,
+    indexer: Indexer<K>,
     counter: Arc<Counter>,
     start: Instant,
 ) -> (Duration, Duration, f64)
@@ -232,7 +237,7 @@ where
     K::DynamicType: Default,
 {
     let queue: WorkQueue<ObjectKey> = WorkQueue::new();
-    let informer = Informer::new(ListWatch::new(api));
+    let informer = Informer::builder(ListWatch::new(api)).indexer(indexer).build();
     informer.add_event_handler(enqueue_handler(queue.clone()));
     let controller = Controller::new(queue, informer.indexer(), informer.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -272,12 +277,13 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
         let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
         let start = Instant::now();
         match peer {
-            "ctrlkit" => ctrlkit(api, counter, start).await,
+            "ctrlkit" => ctrlkit(api, Indexer::new(), counter, start).await,
+            "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), counter, start).await,
             "ctrlkit-metadata" => {
                 let client = api.into_client();
                 let api: Api<PartialObjectMeta<Pod>> =
                     if ns.is_empty() { Api::all(client) } else { Api::namespaced(client, ns) };
-                ctrlkit(api, counter, start).await
+                ctrlkit(api, Indexer::new(), counter, start).await
             }
             _ => {
                 use kube_runtime::controller::{Action as KAction, Controller as KController};

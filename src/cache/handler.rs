@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::ObjectKey;
+use super::stored::Stored;
 
 /// client-go's `DeletedFinalStateUnknown`: an object deleted while the watch was down, so its
 /// final state is unknown. It carries the last state the cache held.
@@ -135,13 +136,26 @@ pub struct HandlerRegistration {
     pub(crate) id: u64,
 }
 
-/// One notification for one handler.
+/// One notification for one handler. Adds and updates carry the objects as stored: a compact
+/// store's are decoded by each handler's task, just before its handler runs.
 #[derive(Debug)]
 pub(crate) enum Notification<K> {
     /// The object, and whether it came with the initial list.
-    Add(Arc<K>, bool),
-    Update(Arc<K>, Arc<K>),
+    Add(Stored<K>, bool),
+    Update(Stored<K>, Stored<K>),
     Delete(Deleted<K>),
+}
+
+impl<K> Notification<K> {
+    /// An add of a decoded object.
+    pub(crate) fn add(object: Arc<K>, initial: bool) -> Self {
+        Self::Add(Stored::Shared(object), initial)
+    }
+
+    /// An update between decoded objects.
+    pub(crate) fn update(old: Arc<K>, new: Arc<K>) -> Self {
+        Self::Update(Stored::Shared(old), Stored::Shared(new))
+    }
 }
 
 impl<K> Clone for Notification<K> {

@@ -35,7 +35,8 @@ use super::list_watch::KindScope;
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::processor::Processor;
 use super::reflector::{Prepare, Reflector, ReflectorConfig, Sink, Transform};
-use super::{Indexer, ListWatch, meta_namespace_key_func};
+use super::stored::Stored;
+use super::{Indexer, ListWatch, ObjectKey, meta_namespace_key_func};
 
 /// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
 /// k8s-openapi's or kube's (see [`KindScope`]), decodable, cloneable and shareable.
@@ -205,7 +206,8 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
-    /// Uses `indexer` as the store (for indexes added before the informer is built).
+    /// Uses `indexer` as the store: for indexes added before the informer is built, or for a
+    /// compact store ([`Indexer::compact`]: objects kept as JSON, decoded on every read).
     #[must_use]
     pub fn indexer(mut self, indexer: Indexer<K>) -> Self {
         self.indexer = Some(indexer);
@@ -217,12 +219,14 @@ impl<K: InformerObject> InformerBuilder<K> {
         let span = informer_span(&self.list_watch);
         let metrics =
             self.metrics.map(|p| p.new_informer_metrics(&InformerLabels::of(&self.list_watch)));
+        let indexer = self.indexer.unwrap_or_default();
         let reflector = Reflector::new(
             self.list_watch,
             ReflectorConfig {
                 prepare: Prepare {
                     keep_managed_fields: self.config.keep_managed_fields,
                     transform: self.transform,
+                    codec: indexer.codec(),
                 },
                 backoff: self.config.backoff,
                 streaming_list: self.config.streaming_list,
@@ -232,7 +236,7 @@ impl<K: InformerObject> InformerBuilder<K> {
         Informer {
             inner: Arc::new(Inner {
                 reflector,
-                indexer: self.indexer.unwrap_or_default(),
+                indexer,
                 processor: Processor::new(span.clone()),
                 synced: watch::channel(false).0,
                 state: watch::channel(RunState::NotStarted).0,
@@ -352,7 +356,7 @@ impl<K: InformerObject> Informer<K> {
     /// current contents as adds. Keep the returned registration to remove the handler.
     pub fn add_event_handler(&self, handler: impl ResourceEventHandler<K>) -> HandlerRegistration {
         let mut listeners = self.inner.processor.lock();
-        let current = self.inner.indexer.list();
+        let current = self.inner.indexer.list_stored();
         listeners.add(Arc::new(handler), current)
     }
 
@@ -410,7 +414,7 @@ impl<K: InformerObject> Informer<K> {
                 continue;
             }
             let mut listeners = self.inner.processor.lock();
-            let objects = self.inner.indexer.list();
+            let objects = self.inner.indexer.list_stored();
             tracing::debug!(objects = objects.len(), "resync");
             for object in objects {
                 listeners.distribute(Notification::Update(object.clone(), object));
@@ -442,41 +446,33 @@ impl<K: Send + Sync + 'static> Inner<K> {
 /// The store side of the informer: what the reflector learns, applied to the indexer and
 /// handed to the handlers under one lock.
 impl<K: InformerObject> Sink<K> for Inner<K> {
-    fn replace(&self, items: Vec<Arc<K>>, rv: &str) {
-        let mut fresh = HashMap::with_capacity(items.len());
-        for object in items {
-            match meta_namespace_key_func(object.as_ref()) {
-                Ok(key) => {
-                    fresh.insert(key, object);
-                }
-                Err(_) => tracing::warn!("ignoring a listed object without a name"),
-            }
-        }
+    fn replace(&self, items: Vec<(ObjectKey, Stored<K>)>, rv: &str) {
+        let fresh: HashMap<ObjectKey, Stored<K>> = items.into_iter().collect();
         let mut listeners = self.processor.lock();
         // Adds before the first sync are the initial list's; a relist's are not.
         let initial = !*self.synced.borrow();
         // The notifications are worked out against the store before the list replaces it, so
         // the list's map moves into the store whole (a copy of it, keys and all, would raise
-        // the peak memory of a large list). This is the only writer of the store.
+        // the peak memory of a large list). This is the only writer of the store. They carry
+        // the objects as stored: a compact store's are decoded by each handler's task.
         let mut changes = Vec::with_capacity(fresh.len());
         for (key, new) in &fresh {
-            match self.indexer.get(key) {
+            match self.indexer.peek(key) {
                 None => changes.push(Notification::Add(new.clone(), initial)),
-                Some(prev) if prev.meta().resource_version != new.meta().resource_version => {
+                Some(prev) if prev.resource_version() != new.resource_version() => {
                     changes.push(Notification::Update(prev, new.clone()))
                 }
                 Some(_) => {}
             }
         }
-        let old = self.indexer.replace(fresh);
+        let removed = self.indexer.replace(fresh);
         for change in changes {
             listeners.distribute(change);
         }
-        for (key, object) in old {
-            if self.indexer.get(&key).is_none() {
-                let tombstone = DeletedFinalStateUnknown { key, object };
-                listeners.distribute(Notification::Delete(Deleted::Tombstone(tombstone)));
-            }
+        for (key, object) in removed {
+            let Some(object) = object.load() else { continue };
+            let tombstone = DeletedFinalStateUnknown { key, object };
+            listeners.distribute(Notification::Delete(Deleted::Tombstone(tombstone)));
         }
         drop(listeners);
         self.set_last_sync_resource_version(rv);
@@ -490,8 +486,8 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
         };
         let mut listeners = self.processor.lock();
         let notification = match self.indexer.upsert(key, object.clone()) {
-            Some(old) => Notification::Update(old, object),
-            None => Notification::Add(object, false),
+            Some(old) => Notification::update(old, object),
+            None => Notification::add(object, false),
         };
         listeners.distribute(notification);
         drop(listeners);

@@ -2,7 +2,8 @@
 //!
 //! - [`ObjectKey`] names objects as client-go does (`namespace/name`);
 //!   [`meta_namespace_key_func`] and [`deletion_handling_meta_namespace_key_func`] make keys.
-//! - [`Indexer`] is the cache: `Arc<K>` by key, named indexes, cheap clones for readers.
+//! - [`Indexer`] is the cache: `Arc<K>` by key, named indexes, cheap clones for readers; or,
+//!   [`Indexer::compact`], each object's JSON, decoded on read, for a ninth of the memory.
 //! - [`ListWatch`] says what to list and watch; [`Informer`] keeps the indexer in step with
 //!   the API server and tells [`ResourceEventHandler`]s what changed, tombstones
 //!   ([`DeletedFinalStateUnknown`]) included for deletes missed while disconnected.
@@ -38,6 +39,7 @@ mod metrics;
 mod object_key;
 mod processor;
 mod reflector;
+mod stored;
 mod strip;
 mod sync;
 mod watch_stream;

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::handler::{HandlerRegistration, Notification, ResourceEventHandler};
+use super::stored::Stored;
 use crate::panic::catch;
 
 /// A handler registered before the informer runs, with the notifications queued for it.
@@ -68,7 +69,7 @@ impl<K: Send + Sync + 'static> Listeners<K> {
     pub(crate) fn add(
         &mut self,
         handler: Arc<dyn ResourceEventHandler<K>>,
-        initial: impl IntoIterator<Item = Arc<K>>,
+        initial: impl IntoIterator<Item = Stored<K>>,
     ) -> HandlerRegistration {
         // Unique across informers, so removing a handler from the wrong one does nothing.
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -116,9 +117,22 @@ async fn run_listener<K: Send + Sync + 'static>(
     mut rx: mpsc::UnboundedReceiver<Notification<K>>,
 ) {
     while let Some(notification) = rx.recv().await {
+        // A compact store's objects are decoded here, on the handler's task; one that does
+        // not decode was logged by `load` and is skipped.
         let outcome = catch(|| match &notification {
-            Notification::Add(o, initial) => handler.on_add(o, *initial),
-            Notification::Update(old, new) => handler.on_update(old, new),
+            Notification::Add(o, initial) => {
+                if let Some(o) = o.load() {
+                    handler.on_add(&o, *initial)
+                }
+            }
+            Notification::Update(old, new) => {
+                let Some(new_object) = new.load() else { return };
+                // A resync's update is one object twice: decoded once.
+                let old = if old.same(new) { Some(new_object.clone()) } else { old.load() };
+                if let Some(old) = old {
+                    handler.on_update(&old, &new_object)
+                }
+            }
             Notification::Delete(d) => handler.on_delete(d),
         });
         if let Err(panic) = outcome {

@@ -37,6 +37,7 @@ use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
+use super::stored::{Codec, Stored};
 use super::strip::strip_managed_fields;
 use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::catch;
@@ -115,8 +116,8 @@ pub enum InformerError {
 
 /// Where a reflector puts what it learns: the informer's store, and through it the handlers.
 pub(crate) trait Sink<K>: Send + Sync {
-    /// A list's whole content, at its resourceVersion `rv`.
-    fn replace(&self, items: Vec<Arc<K>>, rv: &str);
+    /// A list's whole content, at its resourceVersion `rv`, by key, as the store keeps it.
+    fn replace(&self, items: Vec<(ObjectKey, Stored<K>)>, rv: &str);
     /// An object added or modified, by an event at `rv`.
     fn upsert(&self, object: Arc<K>, rv: &str);
     /// An object deleted, by an event at `rv`.
@@ -129,11 +130,18 @@ pub(crate) trait Sink<K>: Send + Sync {
 pub(crate) struct Prepare<K> {
     pub(crate) keep_managed_fields: bool,
     pub(crate) transform: Option<Transform<K>>,
+    /// The store's codec, if it is compact: a list's objects are encoded as soon as they are
+    /// decoded, so a large list is never held decoded whole.
+    pub(crate) codec: Option<Codec<K>>,
 }
 
 impl<K> Clone for Prepare<K> {
     fn clone(&self) -> Self {
-        Self { keep_managed_fields: self.keep_managed_fields, transform: self.transform.clone() }
+        Self {
+            keep_managed_fields: self.keep_managed_fields,
+            transform: self.transform.clone(),
+            codec: self.codec.clone(),
+        }
     }
 }
 
@@ -147,6 +155,21 @@ impl<K: InformerObject> Prepare<K> {
         let key = meta_namespace_key_func(&object)
             .map_or_else(|_| "<no name>".to_owned(), |k| k.to_string());
         catch(|| transform(object)).map_err(|panic| InformerError::Transform { key, panic })
+    }
+
+    /// A listed `object` prepared, by key, as the store keeps it; `None` (logged) if it has
+    /// no name.
+    fn store(&self, object: K) -> Result<Option<(ObjectKey, Stored<K>)>, InformerError> {
+        let object = Arc::new(self.apply(object)?);
+        let Ok(key) = meta_namespace_key_func(object.as_ref()) else {
+            tracing::warn!("ignoring a listed object without a name");
+            return Ok(None);
+        };
+        let stored = match &self.codec {
+            Some(codec) => codec.store(object),
+            None => Stored::Shared(object),
+        };
+        Ok(Some((key, stored)))
     }
 }
 
@@ -212,7 +235,7 @@ struct ListHead {
     metadata: ListMeta,
 }
 
-type DecodedPage<K> = Result<Vec<Arc<K>>, InformerError>;
+type DecodedPage<K> = Result<Vec<(ObjectKey, Stored<K>)>, InformerError>;
 
 impl<K: InformerObject> Reflector<K> {
     pub(crate) fn new(list_watch: ListWatch<K>, config: ReflectorConfig<K>) -> Self {
@@ -385,7 +408,7 @@ impl<K: InformerObject> Reflector<K> {
             Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
-        let mut items: HashMap<ObjectKey, Arc<K>> = HashMap::new();
+        let mut items: HashMap<ObjectKey, Stored<K>> = HashMap::new();
         loop {
             let event = match tokio::time::timeout_at(give_up, stream.next()).await {
                 Ok(Some(event)) => event,
@@ -397,9 +420,9 @@ impl<K: InformerObject> Reflector<K> {
             };
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
-                    if let Ok(key) = meta_namespace_key_func(&o) {
-                        let o = self.config.prepare.apply(o).map_err(StreamingError::Failed)?;
-                        items.insert(key, Arc::new(o));
+                    let prepared = self.config.prepare.store(o).map_err(StreamingError::Failed)?;
+                    if let Some((key, o)) = prepared {
+                        items.insert(key, o);
                     }
                 }
                 Ok(WatchEvent::Deleted(o)) => {
@@ -412,7 +435,7 @@ impl<K: InformerObject> Reflector<K> {
                         == Some("true")
                     {
                         let rv = b.metadata.resource_version;
-                        sink.replace(items.into_values().collect(), &rv);
+                        sink.replace(items.into_iter().collect(), &rv);
                         return Ok((rv, stream, give_up));
                     }
                 }
@@ -535,15 +558,19 @@ fn undecodable(source: serde_json::Error, text: &str) -> InformerError {
 }
 
 /// Decodes one list page (managedFields cut out of the text first, unless kept) and prepares
-/// its objects, each into the `Arc` the store keeps: the final allocation, made once, on the
-/// decoding thread.
+/// its objects, each into the form the store keeps (the final allocation, made once, on the
+/// decoding thread).
 fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> DecodedPage<K> {
     let text = match prepare.keep_managed_fields {
         true => text,
         false => strip_managed_fields(&text).unwrap_or(text),
     };
     let page: ObjectList<K> = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
-    page.items.into_iter().map(|o| prepare.apply(o).map(Arc::new)).collect()
+    let mut items = Vec::with_capacity(page.items.len());
+    for object in page.items {
+        items.extend(prepare.store(object)?);
+    }
+    Ok(items)
 }
 
 /// The objects of a page decoded on a blocking thread. A decoding thread that panicked is

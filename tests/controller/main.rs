@@ -7,6 +7,7 @@
 
 mod bad_input;
 mod common;
+mod compact;
 mod controller;
 mod events;
 mod factory;
