@@ -198,16 +198,24 @@ impl<K> Indexer<K> {
     where
         K: kube_client::Resource,
     {
-        // Encoding, and decoding the old object for its index values, happen outside the
-        // lock: readers wait only for the swap. The informer is the only writer of items, so
-        // the old object cannot change in between.
-        let stored = match self.codec() {
-            Some(codec) => codec.store(object.clone()),
-            None => Stored::Shared(object.clone()),
-        };
-        let old = self.peek(&key).and_then(|s| s.load());
         let mut state = self.write();
-        state.items.insert(key.clone(), stored);
+        let old = match &state.codec {
+            // Decoded: one lock, as before compact stores existed (the watch's hot path).
+            None => state.items.insert(key.clone(), Stored::Shared(object.clone())),
+            // Compact: encoding, and decoding the old object for its index values, happen
+            // outside the lock, so readers wait only for the swap. The informer is the only
+            // writer of items: the old object cannot change in between.
+            Some(codec) => {
+                let codec = codec.clone();
+                drop(state);
+                let stored = codec.store(object.clone());
+                let old = self.peek(&key).and_then(|s| s.load()).map(Stored::Shared);
+                state = self.write();
+                state.items.insert(key.clone(), stored);
+                old
+            }
+        };
+        let old = old.and_then(|s| s.load());
         let state = &mut *state;
         update_indices(&state.indexers, &mut state.indices, &key, old.as_deref(), Some(&object));
         old
@@ -215,9 +223,18 @@ impl<K> Indexer<K> {
 
     /// Removes `key`; returns the object it held, decoded.
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        let old = self.peek(key)?.load();
         let mut state = self.write();
-        state.items.remove(key)?;
+        let removed = state.items.remove(key)?;
+        if matches!(removed, Stored::Compact(_)) {
+            // Decoded outside the lock, for its index values.
+            drop(state);
+            let old = removed.load();
+            state = self.write();
+            let state = &mut *state;
+            update_indices(&state.indexers, &mut state.indices, key, old.as_deref(), None);
+            return old;
+        }
+        let old = removed.load();
         let state = &mut *state;
         update_indices(&state.indexers, &mut state.indices, key, old.as_deref(), None);
         old
