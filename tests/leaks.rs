@@ -11,9 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
-use ctrlkit::cache::{
-    Indexer, Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync,
-};
+use ctrlkit::cache::{Indexer, Informer, ListWatch, ObjectKey, wait_for_cache_sync};
 use ctrlkit::testing::ApiServer;
 use ctrlkit::testing::fixtures::realistic_pod;
 use ctrlkit::workqueue::WorkQueue;
@@ -41,6 +39,11 @@ unsafe impl GlobalAlloc for Counting {
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
     }
 }
+
+#[allow(dead_code)] // the informer and controller cases' helpers; this file runs informers
+#[path = "support/observe.rs"]
+mod observe;
+use observe::start;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -75,22 +78,6 @@ async fn churn(queue: &WorkQueue<ObjectKey>, round: usize, n: usize) {
         queue.done(&key);
     }
     assert_eq!(queue.len(), 0);
-}
-
-/// Runs `informer` until the returned sender fires (or is dropped).
-fn start<K: InformerObject>(
-    informer: &Informer<K>,
-) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let informer = informer.clone();
-    let run = tokio::spawn(async move {
-        informer
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    (stop, run)
 }
 
 /// On a paused clock, so the rate limiters' delays (the default controller limiter's 10 per

@@ -201,7 +201,10 @@ impl<K> Indexer<K> {
         let mut state = self.write();
         let old = match &state.codec {
             // Decoded: one lock, as before compact stores existed (the watch's hot path).
-            None => state.items.insert(key.clone(), Stored::Shared(object.clone())),
+            None => state
+                .items
+                .insert(key.clone(), Stored::Shared(object.clone()))
+                .and_then(|s| s.load()),
             // Compact: encoding, and decoding the old object for its index values, happen
             // outside the lock, so readers wait only for the swap. The informer is the only
             // writer of items: the old object cannot change in between.
@@ -209,13 +212,12 @@ impl<K> Indexer<K> {
                 let codec = codec.clone();
                 drop(state);
                 let stored = codec.store(object.clone());
-                let old = self.peek(&key).and_then(|s| s.load()).map(Stored::Shared);
+                let old = self.peek(&key).and_then(|s| s.load());
                 state = self.write();
                 state.items.insert(key.clone(), stored);
                 old
             }
         };
-        let old = old.and_then(|s| s.load());
         let state = &mut *state;
         update_indices(&state.indexers, &mut state.indices, &key, old.as_deref(), Some(&object));
         old
@@ -224,17 +226,16 @@ impl<K> Indexer<K> {
     /// Removes `key`; returns the object it held, decoded.
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let mut state = self.write();
-        let removed = state.items.remove(key)?;
-        if matches!(removed, Stored::Compact(_)) {
+        let old = match state.items.remove(key)? {
+            Stored::Shared(old) => Some(old),
             // Decoded outside the lock, for its index values.
-            drop(state);
-            let old = removed.load();
-            state = self.write();
-            let state = &mut *state;
-            update_indices(&state.indexers, &mut state.indices, key, old.as_deref(), None);
-            return old;
-        }
-        let old = removed.load();
+            compact => {
+                drop(state);
+                let old = compact.load();
+                state = self.write();
+                old
+            }
+        };
         let state = &mut *state;
         update_indices(&state.indexers, &mut state.indices, key, old.as_deref(), None);
         old

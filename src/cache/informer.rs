@@ -446,8 +446,7 @@ impl<K: Send + Sync + 'static> Inner<K> {
 /// The store side of the informer: what the reflector learns, applied to the indexer and
 /// handed to the handlers under one lock.
 impl<K: InformerObject> Sink<K> for Inner<K> {
-    fn replace(&self, items: Vec<(ObjectKey, Stored<K>)>, rv: &str) {
-        let fresh: HashMap<ObjectKey, Stored<K>> = items.into_iter().collect();
+    fn replace(&self, fresh: HashMap<ObjectKey, Stored<K>>, rv: &str) {
         let mut listeners = self.processor.lock();
         // Adds before the first sync are the initial list's; a relist's are not.
         let initial = !*self.synced.borrow();

@@ -117,7 +117,7 @@ pub enum InformerError {
 /// Where a reflector puts what it learns: the informer's store, and through it the handlers.
 pub(crate) trait Sink<K>: Send + Sync {
     /// A list's whole content, at its resourceVersion `rv`, by key, as the store keeps it.
-    fn replace(&self, items: Vec<(ObjectKey, Stored<K>)>, rv: &str);
+    fn replace(&self, items: HashMap<ObjectKey, Stored<K>>, rv: &str);
     /// An object added or modified, by an event at `rv`.
     fn upsert(&self, object: Arc<K>, rv: &str);
     /// An object deleted, by an event at `rv`.
@@ -347,7 +347,7 @@ impl<K: InformerObject> Reflector<K> {
     /// decoded, which keeps the peak memory of a large list down.
     async fn list(&self, sink: &impl Sink<K>) -> Result<String, InformerError> {
         let mut decoding: VecDeque<JoinHandle<DecodedPage<K>>> = VecDeque::new();
-        let mut items = Vec::new();
+        let mut items = HashMap::new();
         let mut token: Option<String> = None;
         let mut paginate = true;
         let rv = loop {
@@ -435,7 +435,7 @@ impl<K: InformerObject> Reflector<K> {
                         == Some("true")
                     {
                         let rv = b.metadata.resource_version;
-                        sink.replace(items.into_iter().collect(), &rv);
+                        sink.replace(items, &rv);
                         return Ok((rv, stream, give_up));
                     }
                 }
