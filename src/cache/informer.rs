@@ -360,6 +360,21 @@ impl<K: InformerObject> Informer<K> {
         listeners.add(Arc::new(handler), current)
     }
 
+    /// Registers one of the crate's own handlers that neither blocks nor runs user code to run
+    /// on the informer's task (see `processor`), unless the store is compact: then it gets a
+    /// task like any other, so that decoding its objects stays off the informer's task.
+    pub(crate) fn add_inline_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+    ) -> HandlerRegistration {
+        let mut listeners = self.inner.processor.lock();
+        let current = self.inner.indexer.list_stored();
+        match self.inner.indexer.is_compact() {
+            true => listeners.add(Arc::new(handler), current),
+            false => listeners.add_inline(Arc::new(handler), current),
+        }
+    }
+
     /// Removes a handler (client-go's `RemoveEventHandler`): it receives nothing after the
     /// notifications already queued for it. Returns whether it was registered here.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> bool {

@@ -17,10 +17,11 @@ use tracing::Instrument;
 
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
+use super::source::EnqueueHandler;
 use super::writes::{self, PendingWrites};
 use crate::cache::{
-    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey,
-    ResourceEventHandler, RunState, SharedInformerFactory, SyncFailure, wait_for_informers,
+    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
+    SharedInformerFactory, SyncFailure, wait_for_informers,
 };
 use crate::panic::panic_message;
 use crate::workqueue::{Priority, WorkQueue};
@@ -142,12 +143,16 @@ pub(crate) struct Source {
 }
 
 impl Source {
-    /// Registers `handler` on `informer`.
+    /// Registers `handler` on `informer`: on the informer's task when it runs no user code
+    /// (no predicate, no mapper), on a task of its own otherwise.
     pub(crate) fn register<K: InformerObject>(
         informer: &Informer<K>,
-        handler: impl ResourceEventHandler<K>,
+        handler: EnqueueHandler<K>,
     ) -> Self {
-        let registration = informer.add_event_handler(handler);
+        let registration = match handler.runs_user_code() {
+            true => informer.add_event_handler(handler),
+            false => informer.add_inline_event_handler(handler),
+        };
         let remover = informer.clone();
         Self {
             informer: Arc::new(informer.clone()),

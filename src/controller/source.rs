@@ -110,6 +110,12 @@ pub(crate) struct EnqueueHandler<S> {
 }
 
 impl<S: InformerObject> EnqueueHandler<S> {
+    /// Whether events go through a user's predicate or mapper, which may be slow or block:
+    /// such a handler needs a task of its own.
+    pub(crate) fn runs_user_code(&self) -> bool {
+        self.predicate.is_some() || matches!(self.mapper, Mapper::Map(_))
+    }
+
     fn passes(&self, event: &Event<'_, S>, object: &S) -> bool {
         let Some(predicate) = &self.predicate else { return true };
         catch(|| predicate.evaluate(event)).unwrap_or_else(|panic| {
