@@ -2,9 +2,11 @@
 //! reconciler, and the delay from each write to the reconcile that saw it; ctrlkit,
 //! kube-runtime 5 and client-go on the same embedded API server, in the same run.
 //!
-//! `scripts/bench-watch.sh [RUNS]` builds client-go's harness and runs this with it;
-//! `cargo bench --bench watch --features testing [-- OBJECTS UPDATES RUNS]` runs the Rust
-//! peers alone (defaults 1,000 objects, 100,000 updates, 3 runs).
+//! `scripts/bench-watch.sh [OBJECTS UPDATES RUNS]` builds client-go's harness and runs both
+//! scenarios with it; `cargo bench --bench watch --features testing [-- OBJECTS UPDATES RUNS]
+//! [catch-up]` runs the Rust peers alone (defaults 1,000 objects, 100,000 updates, 3 runs).
+//! `WATCH_PEERS=ctrlkit,none` runs a subset; `none` is the server and its writers with no
+//! peer watching, what bounds every peer's rate in the live scenario.
 //!
 //! The parent process serves the embedded API server, a fresh one for each measurement. For
 //! each run and each peer it creates OBJECTS ConfigMaps in a namespace, starts the peer as a child process, which
@@ -24,6 +26,16 @@
 //! p99 delay from write to reconcile, the peer's CPU time per 1,000 updates (from `go` to
 //! done: what the pipeline costs, which the rates hide when the server is the bound), the
 //! writers' rate (what the server took), and the child's peak RSS.
+//!
+//! Live, every peer keeps up with the writers, so the rate is the server's (it shares the
+//! two cores with the writers and the peer). `catch-up` measures the peer's own rate: the
+//! parent stops the ready peer (SIGSTOP), the writers write every update, then it sends `go`
+//! and resumes the peer (SIGCONT). With more updates than the server buffers for one watch
+//! (16,384, and the sockets' buffers), the peer's watch fell too far behind and the server
+//! closed it; the peer resumes from its last resourceVersion and reads the rest from the
+//! server's history (which holds them all), as fast as it can take them. The figure is
+//! UPDATES over the time from resume to done. The list and watch requests of each run are printed, so that a
+//! peer that relisted (and skipped the history) would show.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -82,10 +94,23 @@ fn main() {
     let objects = numbers.first().copied().unwrap_or(1_000);
     let updates = numbers.get(1).copied().unwrap_or(100_000);
     let runs = numbers.get(2).copied().unwrap_or(3);
-    parent(objects, updates, runs);
+    let scenario =
+        if args.iter().any(|a| a == "catch-up") { Scenario::CatchUp } else { Scenario::Live };
+    parent(objects, updates, runs, scenario);
 }
 
-#[derive(Debug, Clone, Copy)]
+/// When the writers write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// While the peer watches: the peer follows the server, which the writers keep busy.
+    Live,
+    /// While the peer is stopped (SIGSTOP), so that on SIGCONT it meets all the updates at
+    /// once: its watch, fallen too far behind, is closed, and it resumes from its last
+    /// resourceVersion through the server's history. The rate is then the peer's own.
+    CatchUp,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Sample {
     per_second: f64,
     p50_ms: f64,
@@ -94,9 +119,12 @@ struct Sample {
     peak_mib: f64,
     /// The peer's CPU time per 1,000 updates, from `go` to done.
     cpu_ms_per_thousand: f64,
+    /// The list and watch requests the server answered from the peer's `ready` to its result.
+    lists: u64,
+    watches: u64,
 }
 
-fn parent(objects: usize, updates: usize, runs: usize) {
+fn parent(objects: usize, updates: usize, runs: usize, scenario: Scenario) {
     let rt = runtime();
     let exe = std::env::current_exe().unwrap();
     let client_go = std::env::var("CTRLKIT_PEER_CLIENT_GO_WATCH").ok();
@@ -108,14 +136,38 @@ fn parent(objects: usize, updates: usize, runs: usize) {
             "client-go skipped: CTRLKIT_PEER_CLIENT_GO_WATCH is not set (scripts/bench-watch.sh sets it)"
         );
     }
+    // `WATCH_PEERS=ctrlkit,none`: a subset (in the usual order); `none` is the server and its
+    // writers with no peer watching, what bounds every peer's rate.
+    if let Ok(chosen) = std::env::var("WATCH_PEERS") {
+        peers = ["ctrlkit", "kube-runtime", "client-go", "none"]
+            .into_iter()
+            .filter(|p| chosen.split(',').any(|c| c == *p))
+            .filter(|p| *p != "client-go" || client_go.is_some())
+            .filter(|p| *p != "none" || scenario == Scenario::Live)
+            .collect();
+    }
     let mut samples: Vec<(&str, Sample)> = Vec::new();
     for run in 0..runs {
         for &peer in &peers {
             // A fresh server for each measurement, so that no peer meets the history and the
             // objects of the ones before it.
-            let server = rt.block_on(ApiServer::start()).unwrap();
+            // Catching up replays every update from the history: room for all of them.
+            let mut builder = ApiServer::builder();
+            if scenario == Scenario::CatchUp {
+                builder = builder.history_limit(objects + updates + 1_000);
+            }
+            let server = rt.block_on(builder.start()).unwrap();
             let ns = format!("run-{run}-{peer}");
             rt.block_on(create_objects(&server, &ns, objects));
+            if peer == "none" {
+                let took = rt.block_on(write_updates(&server, &ns, objects, updates));
+                let writes_per_second = updates as f64 / took.as_secs_f64();
+                let sample = Sample { writes_per_second, ..Sample::default() };
+                rt.block_on(server.shutdown());
+                eprintln!("run {run}, {peer}: {sample:?}");
+                samples.push((peer, sample));
+                continue;
+            }
             let mut command = match (peer, &client_go) {
                 ("client-go", Some(path)) => {
                     let mut c = Command::new(path);
@@ -135,13 +187,28 @@ fn parent(objects: usize, updates: usize, runs: usize) {
             let ready = lines.next().and_then(Result::ok).unwrap_or_default();
             assert_eq!(ready, "ready", "{peer} did not get ready");
             let mut stdin = child.stdin.take().unwrap();
-            writeln!(stdin, "go {}", now_nanos()).unwrap();
-            stdin.flush().unwrap();
-            let took = rt.block_on(write_updates(&server, &ns, objects, updates));
+            let before = server.requests();
+            let took = match scenario {
+                Scenario::Live => {
+                    writeln!(stdin, "go {}", now_nanos()).unwrap();
+                    stdin.flush().unwrap();
+                    rt.block_on(write_updates(&server, &ns, objects, updates))
+                }
+                Scenario::CatchUp => {
+                    signal(child.id(), "-STOP");
+                    let took = rt.block_on(write_updates(&server, &ns, objects, updates));
+                    // `go` waits in the pipe; the child reads it as it wakes.
+                    writeln!(stdin, "go {}", now_nanos()).unwrap();
+                    stdin.flush().unwrap();
+                    signal(child.id(), "-CONT");
+                    took
+                }
+            };
             let result = lines
                 .find_map(|l| l.ok().filter(|l| l.starts_with("result ")))
                 .unwrap_or_else(|| panic!("{peer} printed no result"));
             let _ = child.wait();
+            let after = server.requests();
             let v: Vec<f64> =
                 result.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
             let sample = Sample {
@@ -151,16 +218,22 @@ fn parent(objects: usize, updates: usize, runs: usize) {
                 writes_per_second: updates as f64 / took.as_secs_f64(),
                 peak_mib: v[3],
                 cpu_ms_per_thousand: v[4] * 1e6 / updates as f64,
+                lists: after.list - before.list,
+                watches: after.watch - before.watch,
             };
             rt.block_on(server.shutdown());
             eprintln!("run {run}, {peer}: {sample:?}");
             samples.push((peer, sample));
         }
     }
-    println!(
-        "| peer | updates reconciled/s | delay p50 | delay p99 | peer's CPU per 1,000 updates | server took (writes/s) | peak RSS |"
-    );
-    println!("|---|---|---|---|---|---|---|");
+    match scenario {
+        Scenario::Live => println!(
+            "| peer | updates reconciled/s | delay p50 | delay p99 | peer's CPU per 1,000 updates | server took (writes/s) | peak RSS |\n|---|---|---|---|---|---|---|"
+        ),
+        Scenario::CatchUp => println!(
+            "| peer | updates caught up/s | peer's CPU per 1,000 updates | peak RSS | lists, watches |\n|---|---|---|---|---|"
+        ),
+    }
     for peer in peers {
         let of: Vec<Sample> = samples.iter().filter(|(p, _)| *p == peer).map(|(_, s)| *s).collect();
         let median = |f: fn(&Sample) -> f64| {
@@ -168,6 +241,25 @@ fn parent(objects: usize, updates: usize, runs: usize) {
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
+        if peer == "none" {
+            let writes = median(|s| s.writes_per_second);
+            println!("| none (the server and its writers alone) | | | | | {writes:.0} | |");
+            continue;
+        }
+        if scenario == Scenario::CatchUp {
+            println!(
+                "| {peer} | {:.0} | {:.0} ms | {:.0} MiB | {} |",
+                median(|s| s.per_second),
+                median(|s| s.cpu_ms_per_thousand),
+                median(|s| s.peak_mib),
+                // Every run's, so that a relist (which would skip the history) shows.
+                of.iter()
+                    .map(|s| format!("{}, {}", s.lists, s.watches))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+            continue;
+        }
         println!(
             "| {peer} | {:.0} | {:.1} ms | {:.1} ms | {:.0} ms | {:.0} | {:.0} MiB |",
             median(|s| s.per_second),
@@ -178,6 +270,12 @@ fn parent(objects: usize, updates: usize, runs: usize) {
             median(|s| s.peak_mib),
         );
     }
+}
+
+/// Sends a signal to a child with kill(1).
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid} failed");
 }
 
 async fn create_objects(server: &ApiServer, ns: &str, objects: usize) {
