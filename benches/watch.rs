@@ -34,8 +34,8 @@
 //! (16,384, and the sockets' buffers), the peer's watch fell too far behind and the server
 //! closed it; the peer resumes from its last resourceVersion and reads the rest from the
 //! server's history (which holds them all), as fast as it can take them. The figure is
-//! UPDATES over the time from resume to done. The list and watch requests of each run are printed, so that a
-//! peer that relisted (and skipped the history) would show.
+//! UPDATES over the time from resume to done. The list and watch requests of each run are
+//! printed, so that a peer that relisted (and skipped the history) would show.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
