@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The e2e suite against a real kube-apiserver + etcd: builds and starts them
-# (scripts/kube-apiserver.sh), runs the real-server cases of the protocol suite
-# (tests/apiserver) and of the end-to-end suite (tests/e2e), stops what it started, and ends
-# with the runner's summary.
+# The e2e suite against a real kube-apiserver + etcd: starts them (scripts/kube-apiserver.sh:
+# the binaries of KUBEBUILDER_ASSETS when it is set, an envtest-style folder of any version;
+# else v1.20.2, built once), runs the real-server cases of the protocol suite (tests/apiserver)
+# and of the end-to-end suite (tests/e2e), stops what it started, and ends with the runners'
+# summary and the server's version.
+#
+#   scripts/e2e.sh                                              # v1.20.2, built here
+#   KUBEBUILDER_ASSETS=../shared/kube/v1.36.2/bin scripts/e2e.sh  # v1.36.2, as CI runs it
 #
 # With CTRLKIT_E2E_KUBECONFIG already set, it uses that cluster instead and starts nothing;
-# set CTRLKIT_E2E_ETCD too (an etcd client URL) for the cases that compact history.
+# set CTRLKIT_E2E_ETCD too (an etcd client URL) for the cases that compact history, and
+# CTRLKIT_E2E_ETCDCTL if the etcdctl for it is not the one on the PATH.
 # Arguments are passed to the test runner, after the `real::` filter.
 set -euo pipefail
+if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
+    KUBEBUILDER_ASSETS=$(cd "$KUBEBUILDER_ASSETS" && pwd)
+    export KUBEBUILDER_ASSETS
+fi
 cd "$(dirname "$0")/.."
 
 started=
@@ -26,6 +35,9 @@ fi
 
 # The examples run as processes in two cases: build them first.
 cargo build --quiet --all-features --example pods --example configmap_sets
+version=$(kubectl --kubeconfig "$CTRLKIT_E2E_KUBECONFIG" version -o json 2>/dev/null |
+    sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -n1 || true)
+echo "e2e: running the real-server cases on kube-apiserver ${version:-(version unknown)}"
 status=0
 cargo test --all-features --no-fail-fast --test apiserver --test e2e -- real:: "$@" 2>&1 | tee /tmp/ctrlkit-e2e.$$.log ||
     status=$?
@@ -38,5 +50,6 @@ failed=$(count failed)
 skipped=$(count ignored)
 rm -f /tmp/ctrlkit-e2e.$$.log
 echo
+echo "e2e ran on kube-apiserver ${version:-(version unknown)}"
 echo "e2e: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A real kube-apiserver (v1.20.2, built from Debian's source package) and etcd on 127.0.0.1,
-# for ctrlkit's e2e tests.
+# A real kube-apiserver and etcd on 127.0.0.1, for ctrlkit's e2e tests: the binaries of an
+# envtest-style assets folder (KUBEBUILDER_ASSETS), or else v1.20.2 built from Debian's source
+# package with Debian's etcd.
 #
 #   scripts/kube-apiserver.sh build   install what the build needs, build kube-apiserver once
 #                                     (about 5 minutes cold) into the cache
@@ -15,6 +16,11 @@
 #                                     use it to measure client-go beside ctrlkit
 #
 # Settings (environment):
+#   KUBEBUILDER_ASSETS   a folder holding `kube-apiserver` and `etcd`, optionally `etcdctl`
+#                        (the layout controller-runtime's envtest and setup-envtest use):
+#                        those binaries run, of whatever version, and nothing is built.
+#                        Unset: kube-apiserver v1.20.2 is built into the cache (`build`) and
+#                        Debian's etcd runs. `peer` always builds against v1.20.2's tree.
 #   CTRLKIT_KUBE_CACHE   build cache, outside the repository
 #                        (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ctrlkit/kube-apiserver)
 #   CTRLKIT_KUBE_RUN     run state: etcd data, certificates, pids, logs, kubeconfig
@@ -22,6 +28,8 @@
 #   CTRLKIT_KUBE_PORT    kube-apiserver's HTTPS port (default 6443)
 #   CTRLKIT_ETCD_PORT    etcd's client port; the peer port is the next one (default 2379)
 #
+# Both versions get the same flags but for `--insecure-port=0` (required before 1.24, gone
+# after) and a serving certificate of this script's own CA (1.36 makes none itself).
 # The server runs without controller-manager, scheduler or kubelet: pods stay Pending.
 # Secrets are served without the watch cache (`--watch-cache-sizes=secrets#0`), so that an
 # `etcdctl compact` makes their old resource versions expire (HTTP 410) as on a busy cluster;
@@ -36,7 +44,18 @@ RUN=${CTRLKIT_KUBE_RUN:-${TMPDIR:-/tmp}/ctrlkit-kube-apiserver}
 PORT=${CTRLKIT_KUBE_PORT:-6443}
 ETCD_PORT=${CTRLKIT_ETCD_PORT:-2379}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
-BINARY=$CACHE/bin/kube-apiserver-$KUBE_VERSION
+ASSETS=${KUBEBUILDER_ASSETS:-}
+if [[ -n $ASSETS ]]; then
+    ASSETS=$(cd "$ASSETS" && pwd)
+    BINARY=$ASSETS/kube-apiserver
+    ETCD=$ASSETS/etcd
+    ETCDCTL=etcdctl
+    [[ -x $ASSETS/etcdctl ]] && ETCDCTL=$ASSETS/etcdctl
+else
+    BINARY=$CACHE/bin/kube-apiserver-$KUBE_VERSION
+    ETCD=etcd
+    ETCDCTL=etcdctl
+fi
 
 log() { echo "kube-apiserver.sh: $*" >&2; }
 die() {
@@ -47,8 +66,8 @@ die() {
 # Debian packages: etcd to run, the rest to build. Installed only when missing.
 ensure_packages() {
     local missing=()
-    command -v etcd >/dev/null || missing+=(etcd-server)
-    command -v etcdctl >/dev/null || missing+=(etcd-client)
+    command -v "$ETCD" >/dev/null || missing+=(etcd-server)
+    command -v "$ETCDCTL" >/dev/null || missing+=(etcd-client)
     command -v openssl >/dev/null || missing+=(openssl)
     command -v curl >/dev/null || missing+=(curl)
     if [[ ${1:-} == build ]]; then
@@ -153,6 +172,11 @@ cmd_peer() {
 }
 
 cmd_build() {
+    if [[ -n $ASSETS ]]; then
+        [[ -x $BINARY ]] || die "KUBEBUILDER_ASSETS=$ASSETS has no executable kube-apiserver"
+        [[ -x $ETCD ]] || die "KUBEBUILDER_ASSETS=$ASSETS has no executable etcd"
+        return
+    fi
     if [[ -x $BINARY ]]; then
         log "cached: $BINARY"
         return
@@ -227,8 +251,10 @@ cmd_start() {
     token=$(openssl rand -hex 24)
     echo "$token,admin,admin-uid,\"system:masters\"" >"$RUN/tokens.csv"
 
+    make_certificates
+
     local etcd_url=http://127.0.0.1:$ETCD_PORT
-    setsid etcd --name ctrlkit-e2e --data-dir "$RUN/etcd" \
+    setsid "$ETCD" --name ctrlkit-e2e --data-dir "$RUN/etcd" \
         --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
         --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -236,10 +262,16 @@ cmd_start() {
         --unsafe-no-fsync=true >"$RUN/etcd.log" 2>&1 </dev/null &
     echo $! >"$RUN/etcd.pid"
     wait_for etcd 100 "$RUN/etcd.log" \
-        env ETCDCTL_API=3 etcdctl --endpoints="$etcd_url" endpoint health
+        env ETCDCTL_API=3 "$ETCDCTL" --endpoints="$etcd_url" endpoint health
 
+    local version minor extra=()
+    version=$("$BINARY" --version | awk '{print $2}')
+    minor=$(echo "$version" | cut -d. -f2)
+    ((minor >= 24)) || extra+=(--insecure-port=0)
     setsid "$BINARY" --etcd-servers="$etcd_url" --bind-address=127.0.0.1 --secure-port="$PORT" \
-        --advertise-address=127.0.0.1 --insecure-port=0 --cert-dir="$RUN/certs" \
+        --advertise-address=127.0.0.1 "${extra[@]}" \
+        --tls-cert-file="$RUN/certs/serving.crt" --tls-private-key-file="$RUN/certs/serving.key" \
+        --client-ca-file="$RUN/ca.crt" \
         --token-auth-file="$RUN/tokens.csv" --authorization-mode=AlwaysAllow \
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --service-account-key-file="$RUN/sa.pub" --service-account-signing-key-file="$RUN/sa.key" \
@@ -250,12 +282,7 @@ cmd_start() {
         >"$RUN/kube-apiserver.log" 2>&1 </dev/null &
     echo $! >"$RUN/kube-apiserver.pid"
 
-    # The serving certificate appears first; its CA is the second certificate in the file.
-    wait_for "kube-apiserver's certificate" 150 "$RUN/kube-apiserver.log" \
-        test -s "$RUN/certs/apiserver.crt"
-    awk '/BEGIN CERTIFICATE/{n++} n==2' "$RUN/certs/apiserver.crt" >"$RUN/ca.crt"
-    [[ -s $RUN/ca.crt ]] || cp "$RUN/certs/apiserver.crt" "$RUN/ca.crt"
-    wait_for kube-apiserver 300 "$RUN/kube-apiserver.log" \
+    wait_for "kube-apiserver $version" 300 "$RUN/kube-apiserver.log" \
         curl -sf --cacert "$RUN/ca.crt" -H "Authorization: Bearer $token" \
         "https://127.0.0.1:$PORT/readyz"
 
@@ -280,7 +307,21 @@ contexts:
 current-context: ctrlkit-e2e
 EOF
     echo "$etcd_url" >"$RUN/etcd-endpoint"
-    log "ready: kube-apiserver on https://127.0.0.1:$PORT, kubeconfig $RUN/kubeconfig"
+    log "ready: kube-apiserver $version on https://127.0.0.1:$PORT, kubeconfig $RUN/kubeconfig"
+}
+
+# A CA of the run's own and a serving certificate it signs (SANs 127.0.0.1 and localhost):
+# kube-apiserver 1.36 makes no self-signed certificate, and one CA for both versions keeps the
+# kubeconfig the same.
+make_certificates() {
+    local certs=$RUN/certs
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ctrlkit-e2e-ca" \
+        -keyout "$certs/ca.key" -out "$RUN/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+        -keyout "$certs/serving.key" -out "$certs/serving.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$certs/ext"
+    openssl x509 -req -in "$certs/serving.csr" -CA "$RUN/ca.crt" -CAkey "$certs/ca.key" \
+        -CAcreateserial -days 2 -extfile "$certs/ext" -out "$certs/serving.crt" 2>/dev/null
 }
 
 stop_pid() {
@@ -311,6 +352,7 @@ cmd_env() {
     [[ -f $RUN/kubeconfig ]] || die "not started: run '$0 start' first"
     echo "export CTRLKIT_E2E_KUBECONFIG=$RUN/kubeconfig"
     echo "export CTRLKIT_E2E_ETCD=$(cat "$RUN/etcd-endpoint")"
+    echo "export CTRLKIT_E2E_ETCDCTL=$ETCDCTL"
 }
 
 case ${1:-} in

@@ -606,14 +606,13 @@ fn start_watch(
     let initial = query.get("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
     let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
     let start = if initial {
-        watch::check_streaming_list(
-            query.get("resourceVersionMatch").map(String::as_str),
-            bookmarks,
-        )?;
-        Start::Initial { end_bookmark: true }
+        watch::check_streaming_list(query.get("resourceVersionMatch").map(String::as_str))?;
+        Start::Initial { end_bookmark: bookmarks }
     } else {
         match rv.map(String::as_str) {
-            None | Some("0") => Start::Initial { end_bookmark: false },
+            // Kubernetes 1.36 ends the initial events of a watch without a version with the
+            // same marked bookmark as a streaming list's, to a client that allows bookmarks.
+            None | Some("0") => Start::Initial { end_bookmark: bookmarks },
             Some(rv) => Start::After(parse_rv(rv)?),
         }
     };

@@ -1,13 +1,18 @@
 //! Server-side apply (`PATCH` with `application/apply-patch+yaml`): field ownership in
 //! `managedFields`, conflicts, `force`, removal of fields a manager stops applying.
 //!
-//! What users observe, as kube-apiserver 1.20 does it (each checked against it by the shared
-//! protocol suite):
+//! What users observe, as kube-apiserver 1.36 does it (each checked against it, and against
+//! 1.20 where the two differ, by the shared protocol suite):
 //! - `fieldManager` is required (422 otherwise); the body is YAML or JSON; an object that does
 //!   not exist is created.
 //! - The fields a manager applies are its own, recorded in `managedFields` as `FieldsV1`
 //!   (`f:` fields, `k:` list items by merge key with their `.` marker, `v:` set members) with
-//!   `operation: Apply`. Empty maps own nothing; a manager left owning nothing drops out.
+//!   `operation: Apply`. A manager left owning nothing drops out.
+//! - An applied empty map (`labels: {}`) is owned as a field of its own (`f:labels: {}`), as
+//!   structured-merge-diff does in 1.36 (1.20 recorded nothing). Another applier that applies
+//!   that map, empty or not, while the live object has none conflicts with its owner
+//!   (`conflict with "bob": .metadata.labels`); where the live object has the map, the map's
+//!   fields are compared, not the map.
 //! - Applying a value different from the live one to a field another applier owns is a 409
 //!   `Conflict` naming each manager and field (`conflict with "alice": .data.a`); `force=true`
 //!   takes the fields over instead. The same value is shared ownership, no conflict.
@@ -122,6 +127,9 @@ fn field_set(applied: &Value, status: bool, has_status: bool) -> BTreeSet<Path> 
 
 fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mut BTreeSet<Path>) {
     match v {
+        Value::Object(map) if map.is_empty() => {
+            out.insert(path.clone());
+        }
         Value::Object(map) => {
             for (key, child) in map {
                 path.push(format!("f:{key}"));
@@ -349,13 +357,23 @@ pub(crate) fn apply(
     // Conflicts: a field another applier owns, applied with a different value.
     let mut conflicts: Vec<(String, Path)> = Vec::new();
     for owner in owners.iter().filter(|o| !is_mine(o)) {
+        let manager = || owner.entry["manager"].as_str().unwrap_or_default().to_owned();
         for path in mine_now.intersection(&owner.fields) {
             if path.last().is_some_and(|s| s == ".") {
                 continue;
             }
             if value_at(&object, path) != value_at(applied, path) {
-                let manager = owner.entry["manager"].as_str().unwrap_or_default().to_owned();
-                conflicts.push((manager, path.clone()));
+                conflicts.push((manager(), path.clone()));
+            }
+        }
+        // A map the owner applied empty, applied with fields where the live object has none.
+        for path in &owner.fields {
+            let under = |p: &Path| p.len() > path.len() && p.starts_with(path);
+            if path.last().is_some_and(|s| s != ".")
+                && mine_now.iter().any(under)
+                && value_at(&object, path).is_none()
+            {
+                conflicts.push((manager(), path.clone()));
             }
         }
     }
@@ -383,8 +401,13 @@ pub(crate) fn apply(
     strategic_merge(&mut object, &patch, false);
     let others: BTreeSet<&Path> =
         owners.iter().filter(|o| !is_mine(o)).flat_map(|o| o.fields.iter()).collect();
-    let mut dropped: Vec<&Path> =
-        mine_before.difference(&mine_now).filter(|p| !others.contains(p)).collect();
+    // A map this manager applied empty stays while others own fields in it.
+    let others_under =
+        |p: &Path| others.iter().any(|o| o.len() > p.len() && o.starts_with(p.as_slice()));
+    let mut dropped: Vec<&Path> = mine_before
+        .difference(&mine_now)
+        .filter(|p| !others.contains(p) && !others_under(p))
+        .collect();
     // Deepest first, so that items go before the lists that hold them.
     dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for path in dropped {
@@ -494,9 +517,7 @@ mod tests {
             run(Some(&alice), json!({"metadata": {"name": "cm"}, "data": {"a": "2"}}), "bob", true)
                 .unwrap();
         assert_eq!(bob["data"], json!({"a": "2", "b": "2"}));
-        let after =
-            run(Some(&bob), json!({"metadata": {"name": "cm"}, "data": {}}), "alice", false)
-                .unwrap();
+        let after = run(Some(&bob), json!({"metadata": {"name": "cm"}}), "alice", false).unwrap();
         assert_eq!(after["data"], json!({"a": "2"}), "b removed; a is bob's now");
         assert!(after["metadata"].get("labels").is_none(), "emptied labels go");
         let managers: Vec<&Value> = after["metadata"]["managedFields"]
@@ -506,6 +527,41 @@ mod tests {
             .map(|e| &e["manager"])
             .collect();
         assert_eq!(managers, [&json!("bob")], "alice owns nothing any more");
+    }
+
+    /// The sequence run against kube-apiserver 1.36.2 by hand, answer for answer.
+    #[test]
+    fn an_applied_empty_map_is_owned_and_conflicts_where_the_live_object_has_none() {
+        let labels = |l: Value| json!({"metadata": {"name": "cm", "labels": l}});
+        let fields = |o: &Value, manager: &str| -> Value {
+            let entries = o["metadata"]["managedFields"].as_array().unwrap();
+            entries.iter().find(|e| e["manager"] == manager).unwrap()["fieldsV1"].clone()
+        };
+        let alice = run(None, labels(json!({"x": "1"})), "alice", false).unwrap();
+        // An empty map where the live one has fields: no conflict, and carol owns the map.
+        let carol = run(Some(&alice), labels(json!({})), "carol", false).unwrap();
+        assert_eq!(fields(&carol, "carol"), json!({"f:metadata": {"f:labels": {}}}));
+        assert_eq!(carol["metadata"]["labels"], json!({"x": "1"}));
+        let dave = run(Some(&carol), labels(json!({"y": "1"})), "dave", false).unwrap();
+        assert_eq!(dave["metadata"]["labels"], json!({"x": "1", "y": "1"}));
+        // Those who own its fields leave: the map goes, carol still owns it.
+        let gone = run(Some(&dave), json!({"metadata": {"name": "cm"}}), "alice", false).unwrap();
+        let gone = run(Some(&gone), json!({"metadata": {"name": "cm"}}), "dave", false).unwrap();
+        assert!(gone["metadata"].get("labels").is_none(), "{gone}");
+        assert_eq!(fields(&gone, "carol"), json!({"f:metadata": {"f:labels": {}}}));
+        // Now applying the map, empty or not, conflicts with carol.
+        for applied in [json!({}), json!({"z": "1"})] {
+            let e = run(Some(&gone), labels(applied), "erin", false).unwrap_err();
+            assert_eq!(
+                e.message,
+                "Apply failed with 1 conflict: conflict with \"carol\": .metadata.labels"
+            );
+            assert_eq!(e.causes[0]["field"], ".metadata.labels");
+        }
+        // A map carol applied empty stays while another manager owns fields in it.
+        let frank = run(Some(&carol), labels(json!({"f": "1"})), "frank", false).unwrap();
+        let left = run(Some(&frank), json!({"metadata": {"name": "cm"}}), "carol", false).unwrap();
+        assert_eq!(left["metadata"]["labels"], json!({"x": "1", "f": "1"}));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::resources::ResourceType;
 
 /// The Kubernetes version the server claims.
 pub(crate) const MAJOR: &str = "1";
-pub(crate) const MINOR: &str = "33";
+pub(crate) const MINOR: &str = "36";
 
 pub(crate) fn version() -> Value {
     json!({

@@ -128,10 +128,19 @@ impl Faults {
         self.shared.faults.fail_watches_remaining.store(n, Ordering::SeqCst);
     }
 
-    /// Compacts the history: watches from, and list continuations at, any resourceVersion
-    /// before now get 410 Expired.
+    /// Compacts the history and storage both, as when the watch cache's window has moved
+    /// past every older version: watches from, list continuations at, and exact-version lists
+    /// of any resourceVersion before now get 410 Expired, for every resource.
     pub fn compact(&self) {
         self.shared.registry.store.compact();
+    }
+
+    /// Compacts storage alone, as `etcdctl compact` does on a real server: only resources
+    /// served [`without_watch_cache`](super::ApiServerBuilder::without_watch_cache) get 410
+    /// for older versions; the others answer from the watch cache's window, as
+    /// kube-apiserver 1.36 does.
+    pub fn compact_storage(&self) {
+        self.shared.registry.store.compact_storage();
     }
 
     /// Delays every response by `latency` (zero turns it off).

@@ -100,6 +100,7 @@ pub struct ApiServerBuilder {
     port: u16,
     bookmark_interval: Duration,
     history_limit: usize,
+    uncached: Vec<(String, String)>,
 }
 
 impl Default for ApiServerBuilder {
@@ -109,6 +110,7 @@ impl Default for ApiServerBuilder {
             port: 0,
             bookmark_interval: Duration::from_secs(60),
             history_limit: 100_000,
+            uncached: Vec::new(),
         }
     }
 }
@@ -153,6 +155,16 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Serves `group` `plural` (empty group for the core) without the watch cache, as a real
+    /// server started with `--watch-cache-sizes=secrets#0` serves secrets:
+    /// [`Faults::compact_storage`] then expires its older resourceVersions (HTTP 410 for
+    /// watches, continue tokens and exact-version lists), where a resource with the watch
+    /// cache keeps answering from its window, as kube-apiserver 1.36 does.
+    pub fn without_watch_cache(mut self, group: &str, plural: &str) -> Self {
+        self.uncached.push((group.to_owned(), plural.to_owned()));
+        self
+    }
+
     /// Binds `127.0.0.1` and starts serving, with the `default` and `kube-system` namespaces.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
@@ -163,7 +175,9 @@ impl ApiServerBuilder {
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
-            registry: Registry { store: Store::new(self.resources, self.history_limit) },
+            registry: Registry {
+                store: Store::new(self.resources, self.history_limit, self.uncached),
+            },
             control,
             faults: FaultState::default(),
             stats: Stats::default(),

@@ -2,6 +2,14 @@
 //! etcd's revision), the objects of each resource type, and a bounded history of changes that
 //! serves watches from a past resourceVersion and consistent snapshots for paginated lists.
 //!
+//! Two horizons make old resourceVersions expire (410), as on kube-apiserver 1.36: the
+//! history's own (its size, or [`Store::compact`]), which plays the watch cache's window, and
+//! storage compaction ([`Store::compact_storage`], `etcdctl compact`). A resource served from
+//! the watch cache (the default) answers watches, continue tokens and exact-version lists
+//! from the window even after storage compaction; one served without it (`--watch-cache-sizes=
+//! secrets#0` on the real server, [`without_watch_cache`] here) expires at storage compaction.
+//!
+//! [`without_watch_cache`]: super::ApiServerBuilder::without_watch_cache
 //! Every write happens in a [`Txn`] under one lock; its changes enter the history and the
 //! broadcast to open watches in resourceVersion order before the lock is released, so a
 //! watcher never sees changes out of order and a list never sees half a write.
@@ -115,7 +123,11 @@ struct State {
     /// Every change with `rv > compacted`, oldest first.
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
+    /// The history holds every change after this version.
     compacted: u64,
+    /// Storage (etcd) is compacted up to this version: resources without the watch cache
+    /// cannot be read older than it.
+    storage_compacted: u64,
 }
 
 /// One resource type, and whether it is served: a type whose CRD was deleted keeps its
@@ -125,6 +137,9 @@ struct Registered {
     served: bool,
 }
 
+/// Resources served without the watch cache, by group and plural.
+pub(crate) type Uncached = Vec<(String, String)>;
+
 /// The store; see the module docs.
 pub(crate) struct Store {
     /// Every type ever served, by index. Lock order: this lock is never taken to write while
@@ -132,6 +147,7 @@ pub(crate) struct Store {
     resources: RwLock<Vec<Registered>>,
     state: Mutex<State>,
     changes: broadcast::Sender<Arc<Change>>,
+    uncached: Uncached,
 }
 
 /// The storage key of an object.
@@ -238,7 +254,11 @@ pub(crate) struct Page {
 }
 
 impl Store {
-    pub(crate) fn new(resources: Vec<ResourceType>, history_limit: usize) -> Self {
+    pub(crate) fn new(
+        resources: Vec<ResourceType>,
+        history_limit: usize,
+        uncached: Uncached,
+    ) -> Self {
         let resources =
             resources.into_iter().map(|rt| Registered { rt: Arc::new(rt), served: true }).collect();
         // Watchers that fall this far behind are closed and resume from their last version.
@@ -251,8 +271,10 @@ impl Store {
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 compacted: 1,
+                storage_compacted: 1,
             }),
             changes,
+            uncached,
         }
     }
 
@@ -336,11 +358,26 @@ impl Store {
     }
 
     /// Forgets the history: every resourceVersion before now becomes too old to watch from or
-    /// to continue a list at.
+    /// to continue a list at, for every resource.
     pub(crate) fn compact(&self) {
         let mut state = self.lock();
         state.history.clear();
         state.compacted = state.rv;
+        state.storage_compacted = state.rv;
+    }
+
+    /// Compacts storage at the current version, as `etcdctl compact` does: resources served
+    /// without the watch cache expire every older version; the others keep their window.
+    pub(crate) fn compact_storage(&self) {
+        let mut state = self.lock();
+        state.storage_compacted = state.rv;
+    }
+
+    /// The oldest version `resource` can still be read at (older ones are 410).
+    fn horizon(&self, state: &State, resource: usize) -> u64 {
+        let rt = self.resource_type(resource);
+        let uncached = self.uncached.iter().any(|(g, p)| *g == rt.group && *p == rt.plural);
+        if uncached { state.compacted.max(state.storage_compacted) } else { state.compacted }
     }
 
     fn expired(rv: u64, compacted: u64) -> ApiError {
@@ -360,8 +397,9 @@ impl Store {
     ) -> ApiResult<Page> {
         let state = self.lock();
         let rv = at.unwrap_or(state.rv);
-        if rv < state.compacted {
-            return Err(Self::expired(rv, state.compacted));
+        let horizon = self.horizon(&state, resource);
+        if rv < horizon {
+            return Err(Self::expired(rv, horizon));
         }
         let current = state.objects(resource);
         let range = match namespace {
@@ -428,11 +466,16 @@ impl Store {
     }
 
     /// Every change after `rv` still in the history, and a receiver for the changes to come,
-    /// with no gap between them. `rv` older than the history → 410 Expired.
-    pub(crate) fn watch_from(&self, rv: u64) -> ApiResult<(Vec<Arc<Change>>, ChangeReceiver)> {
+    /// with no gap between them. `rv` older than `resource` can be read at → 410 Expired.
+    pub(crate) fn watch_from(
+        &self,
+        resource: usize,
+        rv: u64,
+    ) -> ApiResult<(Vec<Arc<Change>>, ChangeReceiver)> {
         let state = self.lock();
-        if rv < state.compacted {
-            return Err(Self::expired(rv, state.compacted));
+        let horizon = self.horizon(&state, resource);
+        if rv < horizon {
+            return Err(Self::expired(rv, horizon));
         }
         let past = state.history.iter().skip_while(|c| c.rv <= rv).cloned().collect();
         Ok((past, self.changes.subscribe()))

@@ -2,10 +2,11 @@
 //! application/json;as=Table;g=meta.k8s.io;v=v1`) and prints, column for column.
 //!
 //! The columns and cells are the real server's (read off kube-apiserver 1.20 for every kind
-//! served here): pods `Name, Ready, Status, Restarts, Age` and, wide (priority 1), `IP, Node,
+//! served here, and off 1.36 where the two differ: pods' RESTARTS is text, serviceaccounts have
+//! no `Secrets` column): pods `Name, Ready, Status, Restarts, Age` and, wide (priority 1), `IP, Node,
 //! Nominated Node, Readiness Gates`; namespaces `Name, Status, Age`; configmaps `Name, Data,
 //! Age`; secrets `Name, Type, Data, Age`; services `Name, Type, Cluster-IP, External-IP,
-//! Port(s), Age` and `Selector`; serviceaccounts `Name, Secrets, Age`; leases `Name, Holder,
+//! Port(s), Age` and `Selector`; serviceaccounts `Name, Age`; leases `Name, Holder,
 //! Age`; events `Last Seen, Type, Reason, Object, Message` and more, wide; the apps/v1
 //! workloads and jobs as `kubectl get` shows them; custom resources `Name`, their CRD's
 //! `additionalPrinterColumns` (JSONPath, simple paths only) or `Age` (a date) when it has none;
@@ -67,7 +68,7 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
         ("", "pods") => vec![
             s("Ready"),
             s("Status"),
-            int("Restarts"),
+            s("Restarts"),
             s("Age"),
             wide("IP"),
             wide("Node"),
@@ -85,7 +86,7 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             s("Age"),
             wide("Selector"),
         ],
-        ("", "serviceaccounts") => vec![s("Secrets"), s("Age")],
+        ("", "serviceaccounts") => vec![s("Age")],
         ("coordination.k8s.io", "leases") => vec![s("Holder"), s("Age")],
         ("", "events") | ("events.k8s.io", "events") => {
             return vec![
@@ -180,7 +181,7 @@ fn cells(rt: &ResourceType, object: &Value, now: i64) -> Vec<Value> {
     let or_none = |v: &Value| json!(v.as_str().filter(|s| !s.is_empty()).unwrap_or("<none>"));
     let mut row = vec![name.clone()];
     let rest = match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "pods") => pod_cells(object, age),
+        ("", "pods") => pod_cells(object, age, now),
         ("", "namespaces") => vec![json!(status["phase"].as_str().unwrap_or("Active")), age],
         ("", "configmaps") => {
             vec![json!(count(&object["data"]) + count(&object["binaryData"])), age]
@@ -198,7 +199,7 @@ fn cells(rt: &ResourceType, object: &Value, now: i64) -> Vec<Value> {
             age,
             json!(map_string(&spec["selector"]).unwrap_or_else(|| "<none>".to_owned())),
         ],
-        ("", "serviceaccounts") => vec![json!(len(&object["secrets"])), age],
+        ("", "serviceaccounts") => vec![age],
         ("coordination.k8s.io", "leases") => vec![or_none(&spec["holderIdentity"]), age],
         ("", "events") | ("events.k8s.io", "events") => return event_cells(object, now),
         ("apps", "deployments") => vec![
@@ -343,7 +344,9 @@ fn job_duration(status: &Value) -> String {
 
 /// READY, STATUS, RESTARTS, AGE and the wide columns, as kubectl's pod printer computes them
 /// (the common cases: phase, a container's waiting or terminated reason, `Terminating`).
-fn pod_cells(pod: &Value, age: Value) -> Vec<Value> {
+/// RESTARTS is text, as Kubernetes 1.36 sends it: the count, and how long ago the last
+/// container terminated when one did (`2 (5m ago)`); 1.20 sent the count as an integer.
+fn pod_cells(pod: &Value, age: Value, now: i64) -> Vec<Value> {
     let spec = &pod["spec"];
     let status = &pod["status"];
     let total = len(&spec["containers"]);
@@ -351,6 +354,13 @@ fn pod_cells(pod: &Value, age: Value) -> Vec<Value> {
         status["containerStatuses"].as_array().into_iter().flatten().collect();
     let ready = statuses.iter().filter(|c| c["ready"].as_bool() == Some(true)).count();
     let restarts: i64 = statuses.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum();
+    // RFC 3339 timestamps in UTC compare as text.
+    let last_restart =
+        statuses.iter().filter_map(|c| c["lastState"]["terminated"]["finishedAt"].as_str()).max();
+    let restarts = match last_restart {
+        Some(at) => format!("{restarts} ({} ago)", age_since(at, now)),
+        None => restarts.to_string(),
+    };
     let mut reason =
         status["reason"].as_str().or(status["phase"].as_str()).unwrap_or("Pending").to_owned();
     for c in statuses.iter().rev() {

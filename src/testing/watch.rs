@@ -42,7 +42,8 @@ pub(crate) enum Start {
     /// After this resourceVersion.
     After(u64),
     /// With `ADDED` for every current object; with `end_bookmark`, then a bookmark annotated
-    /// `k8s.io/initial-events-end` (a streaming list).
+    /// `k8s.io/initial-events-end` (a streaming list, or a watch without a version that
+    /// allows bookmarks).
     Initial { end_bookmark: bool },
 }
 
@@ -106,9 +107,9 @@ fn bookmark_line(shared: &Shared, req: &WatchRequest, rv: u64, initial_end: bool
         metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
     let object = match req.form {
+        // As kube-apiserver 1.36 writes it: the resourceVersion (and the annotation) alone;
+        // 1.20 added `creationTimestamp: null`.
         Form::Metadata(version) => {
-            // As the real server writes it: an empty object's metadata, transformed.
-            metadata["creationTimestamp"] = Value::Null;
             json!({
                 "kind": "PartialObjectMetadata",
                 "apiVersion": format!("meta.k8s.io/{version}"),
@@ -148,7 +149,9 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
     // The initial state, the history and the subscription come from one lock, so nothing is
     // missed or sent twice between them.
     let setup = match req.start {
-        Start::After(rv) => store.watch_from(rv).map(|(past, rx)| (Vec::new(), past, rv, rx)),
+        Start::After(rv) => {
+            store.watch_from(req.resource, rv).map(|(past, rx)| (Vec::new(), past, rv, rx))
+        }
         Start::Initial { .. } => {
             let (rv, objects, rx) =
                 store.snapshot_and_subscribe(req.resource, req.namespace.as_deref());
@@ -274,26 +277,24 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
     response.body(Body::from_stream(rx)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
-/// Checks the parameters of a streaming list, as the real server does.
-pub(crate) fn check_streaming_list(
-    rv_match: Option<&str>,
-    bookmarks: bool,
-) -> Result<(), ApiError> {
-    if rv_match != Some("NotOlderThan") {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents \
-             requires setting resourceVersionMatch to NotOlderThan",
-        ));
+/// Checks the parameters of a streaming list, as kube-apiserver 1.36 does: `sendInitialEvents`
+/// needs `resourceVersionMatch=NotOlderThan`; without `allowWatchBookmarks` the initial events
+/// come with no bookmark after them (1.36 no longer refuses that).
+pub(crate) fn check_streaming_list(rv_match: Option<&str>) -> Result<(), ApiError> {
+    if rv_match == Some("NotOlderThan") {
+        return Ok(());
     }
-    if !bookmarks {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            "ListOptions.meta.k8s.io \"\" is invalid: allowWatchBookmarks: Forbidden: \
-             sendInitialEvents requires setting allowWatchBookmarks to true",
-        ));
-    }
-    Ok(())
+    let message =
+        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+    let mut e = ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: {message}"),
+    );
+    e.causes = Box::new([json!({
+        "reason": "FieldValueForbidden",
+        "message": message,
+        "field": "resourceVersionMatch",
+    })]);
+    Err(e)
 }

@@ -77,9 +77,24 @@ pub async fn server_side_apply_owns_conflicts_forces_and_removes(t: &Target) {
         [("bob".to_owned(), "Apply".to_owned())]
     );
 
-    // A dry run answers with the result and stores nothing.
+    // bob applied `labels: {}` and, on 1.36, owns the map itself: now that the object has no
+    // labels, another applier's `labels: {}` conflicts with him. 1.20 recorded no ownership.
     let dry = PatchParams::apply("carol").dry_run();
-    let more = configmap(json!({}), json!({"c": "3"}));
+    let with_labels = configmap(json!({}), json!({"c": "3"}));
+    let answered = configmaps.patch("ssa", &dry, &Patch::Apply(&with_labels)).await;
+    if t.version().at_least(36) {
+        let (code, message) = conflict(answered);
+        assert_eq!(code, 409);
+        assert_eq!(
+            message,
+            "Apply failed with 1 conflict: conflict with \"bob\": .metadata.labels"
+        );
+    } else {
+        assert_eq!(answered.unwrap().data.unwrap()["c"], "3", "on {}", t.version());
+    }
+
+    // A dry run answers with the result and stores nothing.
+    let more = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"c": "3"}});
     let answered = configmaps.patch("ssa", &dry, &Patch::Apply(&more)).await.unwrap();
     assert_eq!(answered.data.unwrap()["c"], "3");
     assert!(!configmaps.get("ssa").await.unwrap().data.unwrap().contains_key("c"));

@@ -42,6 +42,9 @@ fn main() -> ExitCode {
         watch::bookmarks_come_before_the_timeout_and_carry_newer_versions,
         watch::objects_that_stop_or_start_matching_arrive_as_deleted_or_added,
         watch::field_selected_watches_see_only_their_object,
+        watch::streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes,
+        watch::streaming_lists_without_not_older_than_are_refused,
+        watch::streaming_lists_without_bookmarks_send_the_initial_events_alone,
         kubectl::kubectl_creates_gets_labels_patches_watches_and_deletes,
         kubectl::kubectl_scales_applies_server_side_and_finds_workloads_by_short_name,
         kubectl::kubectl_generators_create_namespaces_configmaps_and_secrets,
@@ -59,14 +62,12 @@ fn main() -> ExitCode {
         metadata::a_watch_asked_for_as_a_list_ends_without_events,
     ];
     all.extend(cases![Needs::Compaction;
-        list::an_expired_continue_token_gets_410,
-        list::a_list_at_a_compacted_version_gets_410,
+        list::continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_them,
+        list::exact_lists_expire_at_compaction_unless_the_watch_cache_serves_them,
         watch::a_watch_from_a_compacted_version_gets_an_error_event_with_410,
     ]);
     all.extend(cases![Needs::Embedded;
         crud::deleting_a_namespace_deletes_its_objects,
-        watch::streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes,
-        watch::streaming_lists_without_not_older_than_are_refused,
         faults::close_watches_ends_open_streams,
         faults::fail_next_fails_that_many_requests_with_500_or_429,
         faults::latency_delays_responses,

@@ -118,8 +118,9 @@ pub async fn metadata_forms_that_do_not_fit_the_request_are_refused(t: &Target) 
     assert_eq!(body["items"][0]["data"]["big"].as_str().map(str::len), Some(1000));
 }
 
-/// A watch's events carry `PartialObjectMetadata`, its bookmarks too (with the real server's
-/// `creationTimestamp: null`), read raw and through kube-client.
+/// A watch's events carry `PartialObjectMetadata`, its bookmarks too (1.20 added
+/// `creationTimestamp: null` to them, 1.36 sends the resourceVersion alone), read raw and
+/// through kube-client.
 pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
     let api = configmaps(t, &["a"]).await;
     let rv = api.get("a").await.unwrap().resource_version().unwrap();
@@ -153,13 +154,16 @@ pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
     let bookmark_rv = number(&object["metadata"]["resourceVersion"]);
     assert!(bookmark_rv >= modified_rv, "{bookmark_rv} < {modified_rv}");
     object["metadata"]["resourceVersion"] = json!("rv");
+    let metadata = if t.version().at_least(36) {
+        json!({ "resourceVersion": "rv" })
+    } else {
+        json!({ "resourceVersion": "rv", "creationTimestamp": null })
+    };
     assert_eq!(
         object,
-        json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": { "resourceVersion": "rv", "creationTimestamp": null }
-        })
+        json!({ "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata }),
+        "on {}",
+        t.version()
     );
 
     // kube-client's metadata API: lists and watches decode, with the data left out.

@@ -267,14 +267,25 @@ pub async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_
     }
     assert_eq!(events, [("ADDED".to_owned(), "ConfigMap".to_owned(), "a".to_owned())]);
 
-    // Custom resources have no protobuf: a body is refused (400, as kube-apiserver 1.20
-    // answers; nothing is created), and an answer is 406.
+    // Custom resources have no protobuf: a body is refused and nothing is created, an answer
+    // is 406. kube-apiserver 1.20 answers the body 400; 1.36.2 panics decoding it (a nil
+    // dereference in the custom resource handler's decoder, in its log) and closes the
+    // connection unanswered. The embedded server answers 400 on both counts.
     let widgets = t.widgets().await;
     let path =
         format!("/apis/{}/{}/namespaces/{ns}/{}", widgets.group, widgets.version, widgets.plural);
     let widget = envelope(&widgets.api_version, "Widget", &go_metadata("w"));
-    let refused = send(t, Method::POST, &path, widget).await;
-    assert_eq!(refused.status, 400, "{}", refused.body);
+    let headers = [("Content-Type", PROTOBUF), ("Accept", "application/json")];
+    let refused = t.try_raw_request(Method::POST, &path, &headers, widget).await;
+    if t.is_real() && t.version().at_least(36) {
+        let error = refused.err().expect("no answer: the connection is closed");
+        assert!(format!("{error:?}").contains("IncompleteMessage"), "{error:?}");
+    } else {
+        let refused = refused.expect("an answer");
+        assert_eq!(refused.status, 400, "{}", refused.body);
+    }
+    let missing = t.raw_get(&format!("{path}/w")).await;
+    assert_eq!(missing.status, 404, "nothing was created: {}", missing.body);
     let refused = t.raw_get_with(&path, &only).await;
     assert_eq!(refused.status, 406, "{}", refused.body);
 }

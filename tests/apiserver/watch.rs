@@ -49,6 +49,23 @@ pub async fn a_watch_without_a_version_starts_with_the_current_objects(t: &Targe
     let mut names = [first, second];
     names.sort(); // in no particular order: the real server sends its cache's order
     assert_eq!(names, [("ADDED".into(), "a".into()), ("ADDED".into(), "b".into())]);
+    if t.version().at_least(36) {
+        expect_initial_events_end(next(&mut stream).await.unwrap().unwrap());
+    }
+}
+
+/// 1.36 ends the initial events of a watch without a version, to a client that allows
+/// bookmarks (kube-client does by default), with a bookmark marked as a streaming list's.
+fn expect_initial_events_end(event: WatchEvent<Pod>) {
+    match event {
+        WatchEvent::Bookmark(b) => assert_eq!(
+            b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str),
+            Some("true"),
+            "{:?}",
+            b.metadata.annotations
+        ),
+        other => panic!("expected the initial-events-end bookmark, got {other:?}"),
+    }
 }
 
 /// Secrets, because the real server under test serves them without its watch cache: a
@@ -124,39 +141,77 @@ pub async fn field_selected_watches_see_only_their_object(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let mut stream =
         pods.watch(&WatchParams::default().fields("metadata.name=b"), "0").await.unwrap().boxed();
+    if t.version().at_least(36) {
+        expect_initial_events_end(next(&mut stream).await.unwrap().unwrap());
+    }
     create_pods(&pods, ["a".to_owned(), "b".to_owned()]).await;
     assert_eq!(describe(&next(&mut stream).await.unwrap().unwrap()), ("ADDED".into(), "b".into()));
 }
 
-/// Embedded only: streaming lists arrived in Kubernetes 1.27; the real server under test is
-/// 1.20 (the informer's fallback from them is an e2e case).
+/// Streaming lists exist from Kubernetes 1.27 (the informer's fallback on older servers is an
+/// e2e case); 1.20 refuses the request (422: `resourceVersionMatch` is forbidden for a watch).
 pub async fn streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, ["a".to_owned(), "b".to_owned()]).await;
     let wp = WatchParams::streaming_lists();
+    if !t.version().at_least(27) {
+        let refused = pods.watch(&wp, "").await.map(|_| ());
+        assert_eq!(api_error(refused).0, 422, "on {}", t.version());
+        return;
+    }
     let mut stream = pods.watch(&wp, "").await.unwrap().boxed();
     assert_eq!(describe(&next(&mut stream).await.unwrap().unwrap()).1, "a");
     assert_eq!(describe(&next(&mut stream).await.unwrap().unwrap()).1, "b");
-    match next(&mut stream).await.unwrap().unwrap() {
-        WatchEvent::Bookmark(b) => {
-            assert_eq!(
-                b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str),
-                Some("true")
-            );
-        }
-        other => panic!("expected the initial-events-end bookmark, got {other:?}"),
-    }
+    expect_initial_events_end(next(&mut stream).await.unwrap().unwrap());
     create_pods(&pods, ["c".to_owned()]).await;
     assert_eq!(describe(&next(&mut stream).await.unwrap().unwrap()), ("ADDED".into(), "c".into()));
 }
 
-/// Embedded only, as streaming lists are.
+/// 1.36 refuses `sendInitialEvents` without `resourceVersionMatch=NotOlderThan`, naming the
+/// field; 1.20 does not know the parameter and starts a plain watch.
 pub async fn streaming_lists_without_not_older_than_are_refused(t: &Target) {
     let url = format!(
-        "/api/v1/namespaces/{}/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true",
+        "/api/v1/namespaces/{}/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&timeoutSeconds=1",
         t.ns
     );
     let response = t.raw_get(&url).await;
-    assert_eq!(response.status, 422);
+    if !t.version().at_least(27) {
+        assert_eq!(response.status, 200, "on {}: {}", t.version(), response.body);
+        return;
+    }
+    assert_eq!(response.status, 422, "{}", response.body);
+    let status: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(status["details"]["causes"][0]["field"], "resourceVersionMatch", "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
+        "{status}"
+    );
+}
+
+/// 1.36 sends a streaming list's initial events without the closing bookmark to a client
+/// that does not allow bookmarks; 1.20 refuses `resourceVersionMatch` on any watch.
+pub async fn streaming_lists_without_bookmarks_send_the_initial_events_alone(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create_pods(&pods, ["a".to_owned()]).await;
+    let url = format!(
+        "/api/v1/namespaces/{}/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2",
+        t.ns
+    );
+    let response = t.raw_get(&url).await;
+    if !t.version().at_least(36) {
+        assert_eq!(response.status, 422, "on {}: {}", t.version(), response.body);
+        assert!(response.body.contains("resourceVersionMatch is forbidden for watch"));
+        return;
+    }
+    assert_eq!(response.status, 200, "{}", response.body);
+    let types: Vec<String> = response
+        .body
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].to_string())
+        .collect();
+    assert_eq!(types, ["\"ADDED\""], "{}", response.body);
 }

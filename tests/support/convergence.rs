@@ -423,6 +423,9 @@ async fn inject(
                 1 + rng.below(3) as usize,
                 Failure::TooManyRequests { retry_after_seconds: 1 },
             ),
+            // The embedded server forgets its whole history, watch cache included, so that
+            // every kind's watches expire; the real one has etcd compacted.
+            "compaction" if embedded => t.embedded().faults().compact(),
             "compaction" => t.compact().await,
             "latency" => {
                 t.embedded().faults().set_latency(Duration::from_millis(5 + rng.below(40)));

@@ -26,6 +26,8 @@ use super::requests::{RequestLog, recording_client};
 pub const KUBECONFIG_ENV: &str = "CTRLKIT_E2E_KUBECONFIG";
 /// The real server's etcd client URL, for cases that compact its history.
 pub const ETCD_ENV: &str = "CTRLKIT_E2E_ETCD";
+/// The etcdctl to compact it with (an assets folder's own); unset, `etcdctl` on the PATH.
+pub const ETCDCTL_ENV: &str = "CTRLKIT_E2E_ETCDCTL";
 
 /// Which server a case runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,43 @@ pub struct Target {
     config: Config,
     kubeconfig: PathBuf,
     dir: PathBuf,
+    version: ServerVersion,
+}
+
+/// The Kubernetes version a server reports at `/version`.
+///
+/// The suites run on kube-apiserver 1.20.2 and 1.36.2 (and the embedded server, which claims
+/// 1.36). Where the two differ, a case asserts 1.36's behaviour from 1.36 on and 1.20's
+/// before it: a server of a release in between may need a threshold moved to the release
+/// that made the change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl ServerVersion {
+    /// Whether the server is `1.minor` or later.
+    pub fn at_least(self, minor: u32) -> bool {
+        self >= ServerVersion { major: 1, minor }
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Reads `/version` (`minor` may carry a `+`, as on some distributions).
+async fn server_version(client: &Client) -> ServerVersion {
+    let info = client.apiserver_version().await.expect("the server answers /version");
+    let number = |s: &str| -> u32 {
+        s.trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap_or_else(|_| panic!("a version number, not {s:?}"))
+    };
+    ServerVersion { major: number(&info.major), minor: number(&info.minor) }
 }
 
 /// The custom resource the suites use: namespaced, with a status subresource.
@@ -72,8 +111,11 @@ impl Target {
             Kind::Embedded => {
                 // Bookmarks every 5 s rather than the real server's minute, to keep the
                 // suite short; the real server's pre-timeout bookmark is the same here.
+                // Secrets without the watch cache, as scripts/kube-apiserver.sh starts the
+                // real one.
                 let server = ApiServer::builder()
                     .bookmark_interval(Duration::from_secs(5))
+                    .without_watch_cache("", "secrets")
                     .resource(widget())
                     .start()
                     .await
@@ -91,6 +133,7 @@ impl Target {
         };
         let config = config_from(&kubeconfig).await;
         let client = Client::try_from(config.clone()).expect("a client for the server");
+        let version = server_version(&client).await;
         let ns = namespace_name(case, n);
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let namespace = serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
@@ -98,7 +141,12 @@ impl Target {
             .create(&PostParams::default(), &namespace)
             .await
             .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
-        Target { client, ns, kind, embedded, config, kubeconfig, dir }
+        Target { client, ns, kind, embedded, config, kubeconfig, dir, version }
+    }
+
+    /// The server's Kubernetes version.
+    pub fn version(&self) -> ServerVersion {
+        self.version
     }
 
     /// Whether this is a real kube-apiserver.
@@ -146,15 +194,17 @@ impl Target {
         &self.dir
     }
 
-    /// Forgets the server's history up to now, so that older resourceVersions expire (410):
-    /// the embedded server compacts its history; the real one has etcd compacted.
+    /// Compacts the server's storage up to now (etcd on the real server, its model on the
+    /// embedded one), so that older resourceVersions expire (410).
     ///
-    /// On the real server, lists at an old version and continue tokens expire for every
-    /// resource, watches only for resources served without the watch cache: secrets, as
-    /// `scripts/kube-apiserver.sh` starts it.
+    /// Resources served without the watch cache (secrets, as `scripts/kube-apiserver.sh`
+    /// starts the real server and this harness the embedded one) expire for watches, lists
+    /// and continue tokens alike. The others keep answering from the watch cache: watches on
+    /// every version, lists and continue tokens from 1.36 on (1.20 reads those from etcd,
+    /// so they expire there).
     pub async fn compact(&self) {
         if let Some(server) = &self.embedded {
-            server.faults().compact();
+            server.faults().compact_storage();
             return;
         }
         // A write first, so that the compaction covers every version the case has seen (etcd
@@ -200,6 +250,20 @@ impl Target {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> RawResponse {
+        self.try_raw_request(method, path, headers, body)
+            .await
+            .unwrap_or_else(|e| panic!("the request reaches the server: {e}"))
+    }
+
+    /// As [`raw_request`](Self::raw_request), for a request the server may leave unanswered
+    /// (closing the connection): the client's error then.
+    pub async fn try_raw_request(
+        &self,
+        method: http::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<RawResponse, kube_client::Error> {
         let mut config = self.config.clone();
         config.default_retry = false;
         let client = Client::try_from(config).expect("a client");
@@ -210,8 +274,7 @@ impl Target {
         let request = request.body(body.into()).expect("a valid request path");
         let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
             .await
-            .expect("an answer within 30 s")
-            .expect("the request reaches the server");
+            .expect("an answer within 30 s")?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -219,12 +282,12 @@ impl Target {
             .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
             .collect();
         let bytes = response.into_body().collect().await.expect("the whole body").to_bytes();
-        RawResponse {
+        Ok(RawResponse {
             status,
             headers,
             body: String::from_utf8_lossy(&bytes).into_owned(),
             bytes: bytes.to_vec(),
-        }
+        })
     }
 
     /// The Widget custom resource, defined on the server if it is not yet.
@@ -304,7 +367,8 @@ fn namespace_name(case: &str, n: u32) -> String {
 
 /// Runs etcdctl; a failure whose message contains one of `benign` counts as success.
 async fn etcdctl(endpoint: &str, args: &[&str], benign: &[&str]) -> String {
-    let out = tokio::process::Command::new("etcdctl")
+    let etcdctl = std::env::var_os(ETCDCTL_ENV).unwrap_or_else(|| "etcdctl".into());
+    let out = tokio::process::Command::new(etcdctl)
         .env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
         .args(args)
