@@ -8,6 +8,7 @@
 //! pools, the tables' first growth) is in the baseline.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
@@ -117,16 +118,26 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
     let informer = Informer::new(ListWatch::new(api.clone()));
     let (stop, run) = start(&informer);
     assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    // With its defaults the informer relists by streaming lists: each one a watch request.
     let relist = || async {
-        let lists = server.requests().list;
+        // A relist replaces every cached object with the one it listed, a new allocation.
+        let before = informer.indexer().get_by_key("default/cm-0").expect("cm-0 cached");
+        let lists = server.requests().watch;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         // Sent again until it lands: it reaches only a watch that is open.
-        while server.requests().list == lists {
+        while server.requests().watch == lists {
             assert!(tokio::time::Instant::now() < deadline, "no relist");
             server.faults().send_error_event(410, "Expired", "too old resource version");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        while informer.indexer().len() != 1000 {
+        // Done when the store holds the relist's objects (a streaming list's stream stays
+        // open as the watch: a reading before then would count its objects twice).
+        while informer.indexer().len() != 1000
+            || informer
+                .indexer()
+                .get_by_key("default/cm-0")
+                .is_some_and(|o| Arc::ptr_eq(&o, &before))
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // Let the watch that follows the relist start too.
@@ -157,8 +168,13 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
         kib(after_first),
         kib(after_hundred)
     );
-    assert!(server.requests().list >= 140);
-    let slack = (after_first / 50).max(256 << 10);
+    assert!(server.requests().watch >= 140);
+    // A streaming relist reads its 1,000 objects as one burst on one connection, and hyper
+    // keeps a connection's read buffer at the size its largest burst grew it to: in some runs
+    // a burst after the warm-up raises the plateau once, by about 512 KiB (seen: 0 or 514-577
+    // KiB, never more, after 100 or 300 relists). A leak grows with the relists instead: a
+    // tenth of the objects kept per relist would be 5 MiB here.
+    let slack = (after_first / 50).max(1 << 20);
     assert!(
         after_hundred - after_first < slack,
         "{} KiB more after 100 relists",

@@ -52,7 +52,7 @@ impl<K> InformerObject for K where
 /// The settings of an informer that do not depend on its kind: what an
 /// [`InformerBuilder`] starts from and what a
 /// [`SharedInformerFactory`](super::SharedInformerFactory) gives every informer it makes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InformerConfig {
     /// Replays every cached object to the handlers as an update every period (client-go's
@@ -62,11 +62,23 @@ pub struct InformerConfig {
     /// 2 minutes).
     pub backoff: BackoffConfig,
     /// Builds the cache from a streaming list (a watch with `sendInitialEvents`) instead of a
-    /// paginated list, falling back to list + watch when the server refuses it. Default: off.
+    /// paginated list, falling back to list + watch where the server does not support it.
+    /// Default: on, as client-go's since 1.35; see [`InformerBuilder::streaming_list`].
     pub streaming_list: bool,
     /// Keeps `metadata.managedFields` in cached objects. Default: dropped; see
     /// [`InformerBuilder::keep_managed_fields`].
     pub keep_managed_fields: bool,
+}
+
+impl Default for InformerConfig {
+    fn default() -> Self {
+        Self {
+            resync: None,
+            backoff: BackoffConfig::default(),
+            streaming_list: true,
+            keep_managed_fields: false,
+        }
+    }
 }
 
 /// Where an informer's run stands.
@@ -100,9 +112,10 @@ struct Inner<K> {
 ///
 /// Its list/watch loop moves between three states:
 ///
-/// - relist: a paginated, consistent list (or, in streaming mode, a watch with
-///   `sendInitialEvents`), then an atomic replace of the store, whose difference reaches the
-///   handlers as adds, updates and tombstones;
+/// - relist: a streaming list (a watch with `sendInitialEvents`, by default) or, where the
+///   server does not support it or streaming is off, a paginated, consistent list; then an
+///   atomic replace of the store, whose difference reaches the handlers as adds, updates and
+///   tombstones;
 /// - watch from the last resourceVersion seen (events and bookmarks alike), with bookmarks and
 ///   a server timeout drawn between 5 and 10 minutes; a stream that ends resumes without a
 ///   relist, and 410 Expired (an HTTP status or an `ERROR` event) relists;
@@ -191,8 +204,14 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
-    /// Builds the cache from a streaming list (a watch with `sendInitialEvents`) instead of a
-    /// paginated list; falls back to list + watch when the server refuses it.
+    /// Whether to build the cache from a streaming list (a watch with `sendInitialEvents`,
+    /// Kubernetes 1.27 and later) instead of a paginated list. Default: on, as client-go's
+    /// since 1.35.
+    ///
+    /// A server that refuses streaming lists, or ends or stalls one without its
+    /// initial-events-end bookmark, is listed instead, with one warning; streaming is tried
+    /// again at the next relist a 410 forces. Off, every relist is a paginated list (whose
+    /// page size [`ListWatch::page_size`](super::ListWatch::page_size) sets).
     #[must_use]
     pub fn streaming_list(mut self, on: bool) -> Self {
         self.config.streaming_list = on;

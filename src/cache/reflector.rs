@@ -1,15 +1,25 @@
 //! The list/watch loop of one informer: client-go's `Reflector`, as an explicit state machine
 //! ([`State`]) with one function per transition, in the manner of kube-runtime's watcher.
 //!
-//! - `Relist`: a paginated, consistent list (or, in streaming mode, a watch with
-//!   `sendInitialEvents`), then the whole content handed to the [`Sink`] at once. →
-//!   `Watch(rv)`.
+//! - `Relist`: a streaming list (a watch with `sendInitialEvents`, read up to the bookmark
+//!   annotated `k8s.io/initial-events-end`; the default, as client-go's since 1.35) or a
+//!   paginated, consistent list, then the whole content handed to the [`Sink`] at once. →
+//!   `Watch(rv)` (a streaming list goes on as that watch).
 //! - `Watch(rv)`: a watch from `rv`, with bookmarks, and a server timeout drawn between 5 and
 //!   10 minutes. A stream that ends resumes from the last resourceVersion seen (events and
 //!   bookmarks alike) without a relist; 410 Expired, as an HTTP status or an `ERROR` event,
-//!   → `Relist`.
+//!   → `Expired`.
+//! - `Expired`: streaming lists are tried again (if configured), → `Relist`.
 //! - `Backoff(delay, next)`: after any other failure, logged once with its cause; 800 ms
 //!   doubling to 30 s with jitter, reset after a healthy period.
+//!
+//! A server that refuses a streaming list (a 4xx other than 410 and 429, as Kubernetes before
+//! 1.27 answers), or accepts it but ends the stream, or sends nothing for
+//! [`INITIAL_EVENTS_END_WAIT`], without the initial-events-end bookmark (aggregated API servers
+//! may; kubernetes/kubernetes#140890), does not support them: the informer warns once and
+//! lists instead, in the same relist, and tries streaming again only at the relist a later
+//! 410 forces. A transport failure of a streaming list is an ordinary failure: backed off, and
+//! retried as a streaming list.
 //!
 //! A watch asks the server to end it after `timeoutSeconds` (5 to 10 minutes); one still open
 //! 30 s after that has stalled (the server stopped sending without closing it, or the
@@ -101,9 +111,6 @@ pub enum InformerError {
         /// The answer's first 120 characters.
         excerpt: String,
     },
-    /// A streaming list ended before its initial events did.
-    #[error("streaming list ended before its initial events did")]
-    StreamingListCut,
     /// The user's transform panicked on an object.
     #[error("the informer's transform panicked on {key}: {panic}")]
     Transform {
@@ -191,6 +198,11 @@ pub(crate) struct Reflector<K> {
 /// How long past its requested timeout a watch may stay open before it counts as stalled.
 const STALL_GRACE: Duration = Duration::from_secs(30);
 
+/// How long a streaming list may send nothing before its initial-events-end bookmark: past
+/// it the server counts as not supporting streaming lists. client-go warns after the same
+/// minute (and keeps waiting).
+pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(60);
+
 /// When a watch asked to end after `timeout_seconds` counts as stalled.
 fn give_up_at(timeout_seconds: u32) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(u64::from(timeout_seconds)) + STALL_GRACE
@@ -209,6 +221,8 @@ fn describe_status(status: &Status) -> String {
 enum State {
     Relist,
     Watch(String),
+    /// 410: the cache must be rebuilt, by a streaming list again if one is configured.
+    Expired,
     Backoff(Duration, Box<State>),
 }
 
@@ -222,9 +236,14 @@ enum WatchEnd {
     Failed(Option<String>, InformerError),
 }
 
+/// Why a streaming list did not build the cache.
 enum StreamingError {
-    Refused(String),
+    /// The server does not support streaming lists: it refused the request, or ended or
+    /// stalled the stream without the initial-events-end bookmark. List instead.
+    Unsupported(String),
+    /// 410 Expired: start over.
     Expired,
+    /// A transport or decoding failure: back off and try again.
     Failed(InformerError),
 }
 
@@ -246,6 +265,7 @@ impl<K: InformerObject> Reflector<K> {
     pub(crate) async fn run(&self, sink: &impl Sink<K>) {
         let mut backoff = Backoff::new(self.config.backoff);
         let mut streaming = self.config.streaming_list;
+        let mut warned = false;
         let mut state = State::Relist;
         let mut listed = false;
         loop {
@@ -259,10 +279,21 @@ impl<K: InformerObject> Reflector<K> {
                 State::Relist if streaming => match self.streaming_list(sink).await {
                     Ok((rv, stream, give_up)) => self
                         .after_watch(self.consume(stream, rv, sink, give_up).await, &mut backoff),
-                    Err(StreamingError::Refused(why)) => {
-                        tracing::info!(%why, "server refused a streaming list; falling back to list + watch");
+                    Err(StreamingError::Unsupported(why)) => {
+                        let resource = self.list_watch.url();
+                        if warned {
+                            tracing::debug!(%why, resource, "streaming list not supported; listing");
+                        } else {
+                            tracing::warn!(
+                                %why,
+                                resource,
+                                "the server does not support streaming lists of this resource; \
+                                 listing instead (streaming is tried again after a 410)"
+                            );
+                            warned = true;
+                        }
                         streaming = false;
-                        State::Relist
+                        self.list_now(sink, &mut backoff).await
                     }
                     Err(StreamingError::Expired) => State::Relist,
                     Err(StreamingError::Failed(err)) => {
@@ -270,13 +301,11 @@ impl<K: InformerObject> Reflector<K> {
                         State::Backoff(backoff.next_delay(), Box::new(State::Relist))
                     }
                 },
-                State::Relist => match self.list(sink).await {
-                    Ok(rv) => State::Watch(rv),
-                    Err(err) => {
-                        tracing::warn!(error = %err, "list failed");
-                        State::Backoff(backoff.next_delay(), Box::new(State::Relist))
-                    }
-                },
+                State::Relist => self.list_now(sink, &mut backoff).await,
+                State::Expired => {
+                    streaming = self.config.streaming_list;
+                    State::Relist
+                }
                 State::Watch(rv) => {
                     let timeout = self.watch_timeout();
                     let give_up = give_up_at(timeout);
@@ -289,7 +318,7 @@ impl<K: InformerObject> Reflector<K> {
                         ),
                         Err(err) if is_expired(&err) => {
                             tracing::info!(%rv, "resourceVersion expired; relisting");
-                            State::Relist
+                            State::Expired
                         }
                         Err(source) => {
                             let err = InformerError::Watch { rv: rv.clone(), source };
@@ -320,12 +349,23 @@ impl<K: InformerObject> Reflector<K> {
             WatchEnd::Closed(rv) => State::Watch(rv),
             WatchEnd::Expired => {
                 tracing::info!("watch expired (410); relisting");
-                State::Relist
+                State::Expired
             }
             WatchEnd::Failed(rv, err) => {
                 tracing::warn!(error = %err, "watch failed");
                 let next = rv.map_or(State::Relist, State::Watch);
                 State::Backoff(backoff.next_delay(), Box::new(next))
+            }
+        }
+    }
+
+    /// A paginated list, then the watch from its version; a failure backs off and relists.
+    async fn list_now(&self, sink: &impl Sink<K>, backoff: &mut Backoff) -> State {
+        match self.list(sink).await {
+            Ok(rv) => State::Watch(rv),
+            Err(err) => {
+                tracing::warn!(error = %err, "list failed");
+                State::Backoff(backoff.next_delay(), Box::new(State::Relist))
             }
         }
     }
@@ -390,7 +430,8 @@ impl<K: InformerObject> Reflector<K> {
 
     /// Opens a streaming list and reads it up to the initial-events-end bookmark, then
     /// replaces the store. Returns the bookmark's version, the open stream, and when the
-    /// stream counts as stalled.
+    /// stream counts as stalled. A stream that ends, or sends nothing for
+    /// [`INITIAL_EVENTS_END_WAIT`], before that bookmark is [`StreamingError::Unsupported`].
     async fn streaming_list(
         &self,
         sink: &impl Sink<K>,
@@ -405,19 +446,27 @@ impl<K: InformerObject> Reflector<K> {
         self.count_request(|m, r| m.watch_request(r), watch.is_ok());
         let mut stream = match watch {
             Ok(stream) => stream.boxed(),
-            Err(err) if refused(&err) => return Err(StreamingError::Refused(err.to_string())),
+            Err(err) if refused(&err) => return Err(StreamingError::Unsupported(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
         let mut items: HashMap<ObjectKey, Stored<K>> = HashMap::new();
+        let mut events = 0usize;
         loop {
-            let event = match tokio::time::timeout_at(give_up, stream.next()).await {
+            let idle = tokio::time::Instant::now() + INITIAL_EVENTS_END_WAIT;
+            let event = match tokio::time::timeout_at(idle.min(give_up), stream.next()).await {
                 Ok(Some(event)) => event,
-                Ok(None) => break,
+                Ok(None) => {
+                    return Err(StreamingError::Unsupported(format!(
+                        "the stream ended after {events} events without the initial-events-end bookmark"
+                    )));
+                }
                 Err(_) => {
-                    let stalled = InformerError::Stalled { rv: String::new(), waited: STALL_GRACE };
-                    return Err(StreamingError::Failed(stalled));
+                    return Err(StreamingError::Unsupported(format!(
+                        "no initial-events-end bookmark: nothing for {INITIAL_EVENTS_END_WAIT:?} after {events} events"
+                    )));
                 }
             };
+            events += 1;
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     let prepared = self.config.prepare.store(o).map_err(StreamingError::Failed)?;
@@ -443,7 +492,7 @@ impl<K: InformerObject> Reflector<K> {
                     return Err(StreamingError::Expired);
                 }
                 Ok(WatchEvent::Error(status)) if (400..500).contains(&status.code) => {
-                    return Err(StreamingError::Refused(describe_status(&status)));
+                    return Err(StreamingError::Unsupported(describe_status(&status)));
                 }
                 Ok(WatchEvent::Error(status)) => {
                     return Err(StreamingError::Failed(InformerError::Event(describe_status(
@@ -458,7 +507,6 @@ impl<K: InformerObject> Reflector<K> {
                 }
             }
         }
-        Err(StreamingError::Failed(InformerError::StreamingListCut))
     }
 
     /// Applies a watch stream's events until it ends; a watch that closes within a second

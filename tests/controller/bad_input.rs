@@ -10,11 +10,13 @@ use kube_client::{Api, Client};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::scripted::{Reply, Scripted, configmap, event, list};
+use crate::support::scripted::{Asked, Reply, Scripted, configmap, event, list};
 
+/// An informer on the list + watch path (streaming lists off): the scripts answer lists and
+/// watches. The streaming-list cases build their own.
 fn informer(client: Client) -> Informer<ConfigMap> {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build()
+    Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).streaming_list(false).build()
 }
 
 /// The names in the informer's store, sorted.
@@ -262,4 +264,142 @@ async fn a_stalled_watch_is_abandoned_after_its_timeout_and_resumed() {
     let second = &server.asked().into_iter().filter(|a| a.watch).nth(1).unwrap().line;
     assert!(second.contains("resourceVersion=11"), "resumed after b: {second}");
     assert!(logs.text().contains("stalled"), "{}", logs.text());
+}
+
+/// A streaming-list request, as the informer sends it.
+fn streaming(asked: &Asked) -> bool {
+    asked.watch && asked.line.contains("sendInitialEvents=true")
+}
+
+/// How many of `asked` are streaming lists, lists and plain watches.
+fn requests(server: &Scripted) -> (usize, usize, usize) {
+    let asked = server.asked();
+    let streaming_lists = asked.iter().filter(|a| streaming(a)).count();
+    let lists = asked.iter().filter(|a| !a.watch).count();
+    (streaming_lists, lists, asked.len() - streaming_lists - lists)
+}
+
+/// A server that accepts `sendInitialEvents`, sends the initial events and ends the stream
+/// without the initial-events-end bookmark (as some aggregated API servers do): the informer
+/// warns once, lists instead and syncs; a 410 later makes it try streaming again, which fails
+/// the same way, and it lists again, without a second warning.
+#[tokio::test]
+async fn a_server_that_accepts_streaming_lists_but_never_bookmarks_is_listed_instead() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let plain_watches = std::sync::atomic::AtomicUsize::new(0);
+    let server = Scripted::start(move |asked| {
+        if streaming(asked) {
+            return Reply::events(&[event("ADDED", configmap("a", 5))]);
+        }
+        if !asked.watch {
+            return Reply::json(list(10, &[configmap("a", 5), configmap("b", 6)]));
+        }
+        match plain_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::events(&[event(
+                "ERROR",
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "reason": "Expired", "code": 410, "message": "too old resource version"}),
+            )]),
+            _ => quiet_watch(),
+        }
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert_eq!(names(&inf), ["a", "b"], "synced from the list, not the cut stream");
+    eventually("the 410, a second streaming list, a second list and a quiet watch", || {
+        requests(&server) == (2, 2, 2)
+    })
+    .await;
+    let text = logs.text();
+    let warnings = text.matches("does not support streaming lists").count();
+    assert_eq!(warnings, 1, "one warning for the informer: {text}");
+    assert!(text.contains("without the initial-events-end bookmark"), "{text}");
+    assert!(text.contains("/api/v1/namespaces/default/configmaps"), "names the resource: {text}");
+}
+
+/// On a paused clock: a streaming list that stays open and silent after its initial events,
+/// without the bookmark, counts as unsupported after a minute; the informer lists.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_that_stalls_before_its_bookmark_falls_back_to_a_list_after_a_minute() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = Scripted::start(|asked| {
+        if streaming(asked) {
+            Reply::Stream { lines: vec![event("ADDED", configmap("a", 5))], stall: true }
+        } else if asked.watch {
+            quiet_watch()
+        } else {
+            Reply::json(list(10, &[configmap("a", 5), configmap("b", 6)]))
+        }
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let _running = start(&inf);
+    let started = tokio::time::Instant::now();
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    let waited = started.elapsed();
+    assert!(
+        waited >= ctrlkit::cache::INITIAL_EVENTS_END_WAIT
+            && waited < ctrlkit::cache::INITIAL_EVENTS_END_WAIT + Duration::from_secs(5),
+        "{waited:?}"
+    );
+    assert_eq!(names(&inf), ["a", "b"]);
+    assert_eq!(requests(&server).0, 1, "streaming is not tried again without a 410");
+    assert!(logs.text().contains("no initial-events-end bookmark"), "{}", logs.text());
+}
+
+/// A server that refuses streaming lists (422, as Kubernetes 1.20 answers) is listed, and
+/// only a 410 brings another try.
+#[tokio::test]
+async fn a_refused_streaming_list_is_listed_and_tried_again_only_after_a_410() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let plain_watches = std::sync::atomic::AtomicUsize::new(0);
+    let server = Scripted::start(move |asked| {
+        if streaming(asked) {
+            return Reply::status(422, "Invalid", "resourceVersionMatch is forbidden for watch");
+        }
+        if !asked.watch {
+            return Reply::json(list(10, &[configmap("a", 5)]));
+        }
+        // The first watch closes at once (a resume, not a relist), the second gets 410.
+        match plain_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::events(&[event("ADDED", configmap("b", 11))]),
+            1 => Reply::events(&[event(
+                "ERROR",
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "reason": "Expired", "code": 410, "message": "too old resource version"}),
+            )]),
+            _ => quiet_watch(),
+        }
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let _running = start(&inf);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    eventually("resume, 410, one more streaming try, a list and a quiet watch", || {
+        requests(&server) == (2, 2, 3)
+    })
+    .await;
+    let asked = server.asked();
+    let order: Vec<&str> = asked
+        .iter()
+        .map(|a| {
+            if streaming(a) {
+                "stream"
+            } else if a.watch {
+                "watch"
+            } else {
+                "list"
+            }
+        })
+        .collect();
+    assert_eq!(order, ["stream", "list", "watch", "watch", "stream", "list", "watch"]);
+    assert_eq!(logs.text().matches("does not support streaming lists").count(), 1);
 }

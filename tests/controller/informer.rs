@@ -15,8 +15,13 @@ use serde_json::json;
 
 use super::common::*;
 
+/// An informer on the list + watch path (streaming lists off), in pages of two: what a
+/// server without streaming lists gets, and what these cases count requests of.
 fn informer(pods: &Api<Pod>) -> Informer<Pod> {
-    Informer::builder(ListWatch::new(pods.clone()).page_size(2)).backoff(fast_backoff()).build()
+    Informer::builder(ListWatch::new(pods.clone()).page_size(2))
+        .backoff(fast_backoff())
+        .streaming_list(false)
+        .build()
 }
 
 #[tokio::test]

@@ -33,12 +33,22 @@ impl RequestLog {
             .collect()
     }
 
-    /// The watch requests.
+    /// The watch requests, streaming lists included.
     pub fn watches(&self) -> Vec<String> {
         self.all()
             .into_iter()
             .filter(|r| r.contains("watch=true") || r.contains("watch=1"))
             .collect()
+    }
+
+    /// The streaming lists: watches with `sendInitialEvents=true`.
+    pub fn streaming_lists(&self) -> Vec<String> {
+        self.watches().into_iter().filter(|r| r.contains("sendInitialEvents=true")).collect()
+    }
+
+    /// The watches that are not streaming lists: those from a version.
+    pub fn plain_watches(&self) -> Vec<String> {
+        self.watches().into_iter().filter(|r| !r.contains("sendInitialEvents=true")).collect()
     }
 }
 
