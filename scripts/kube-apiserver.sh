@@ -8,7 +8,8 @@
 #   scripts/kube-apiserver.sh start   build if needed, start etcd + kube-apiserver, wait for
 #                                     /readyz, write a kubeconfig
 #   scripts/kube-apiserver.sh stop    stop the processes `start` started (by pid), delete state
-#   scripts/kube-apiserver.sh env     print `export CTRLKIT_E2E_KUBECONFIG=...` for the tests
+#   scripts/kube-apiserver.sh env     print `export CTRLKIT_E2E_KUBECONFIG=...` (and the etcd,
+#                                     etcdctl and audit log settings) for the tests
 #   scripts/kube-apiserver.sh peer NAME
 #                                     build the Go peer benches/peers/client-go/NAME/main.go
 #                                     against the tree's vendored client-go (offline, GOPATH
@@ -30,6 +31,8 @@
 #
 # Both versions get the same flags but for `--insecure-port=0` (required before 1.24, gone
 # after) and a serving certificate of this script's own CA (1.36 makes none itself).
+# Every request is written to an audit log ($RUN/audit.log, level Metadata), which the tests
+# read to see what a client sent (its User-Agent, say).
 # The server runs without controller-manager, scheduler or kubelet: pods stay Pending.
 # Secrets are served without the watch cache (`--watch-cache-sizes=secrets#0`), so that an
 # `etcdctl compact` makes their old resource versions expire (HTTP 410) as on a busy cluster;
@@ -252,6 +255,13 @@ cmd_start() {
     echo "$token,admin,admin-uid,\"system:masters\"" >"$RUN/tokens.csv"
 
     make_certificates
+    cat >"$RUN/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+EOF
 
     local etcd_url=http://127.0.0.1:$ETCD_PORT
     setsid "$ETCD" --name ctrlkit-e2e --data-dir "$RUN/etcd" \
@@ -279,6 +289,7 @@ cmd_start() {
         --service-cluster-ip-range=10.0.0.0/24 --disable-admission-plugins=ServiceAccount \
         --endpoint-reconciler-type=none --watch-cache-sizes=secrets#0 \
         --etcd-compaction-interval=0 \
+        --audit-policy-file="$RUN/audit-policy.yaml" --audit-log-path="$RUN/audit.log" \
         >"$RUN/kube-apiserver.log" 2>&1 </dev/null &
     echo $! >"$RUN/kube-apiserver.pid"
 
@@ -353,6 +364,7 @@ cmd_env() {
     echo "export CTRLKIT_E2E_KUBECONFIG=$RUN/kubeconfig"
     echo "export CTRLKIT_E2E_ETCD=$(cat "$RUN/etcd-endpoint")"
     echo "export CTRLKIT_E2E_ETCDCTL=$ETCDCTL"
+    echo "export CTRLKIT_E2E_AUDIT_LOG=$RUN/audit.log"
 }
 
 case ${1:-} in

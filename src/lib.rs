@@ -25,6 +25,7 @@
 //!   the `/metrics` `/healthz` `/readyz` endpoint.
 //! - [`finalizer`]: clean up before an object goes.
 //! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
+//! - [`user_agent`]: every request ctrlkit sends names its binary, as client-go's do.
 //!
 //! ## Cargo features
 //!
@@ -50,6 +51,7 @@ pub mod metrics;
 mod panic;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod user_agent;
 pub mod workqueue;
 
 /// The README's examples, compiled as doc tests so that they stay true.

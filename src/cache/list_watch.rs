@@ -207,7 +207,7 @@ where
         dyntype: &K::DynamicType,
     ) -> Self {
         Self {
-            client,
+            client: crate::user_agent::with_default(client),
             url,
             namespace,
             resource: ApiResource::erase::<K>(dyntype),

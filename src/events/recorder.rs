@@ -153,6 +153,7 @@ impl EventRecorder {
         reporting_controller: &str,
         metrics: Option<Arc<dyn EventMetrics>>,
     ) -> Self {
+        let client = crate::user_agent::with_default(client);
         let (tx, rx) = mpsc::channel(BUFFER);
         let controller: Arc<str> = Arc::from(reporting_controller);
         let host = crate::host::hostname().unwrap_or_else(|| "unknown".to_owned());

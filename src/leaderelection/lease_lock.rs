@@ -76,7 +76,7 @@ impl LeaseLock {
     /// hostname and process id, a pod name).
     pub fn new(client: Client, namespace: &str, name: &str, identity: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(crate::user_agent::with_default(client), namespace),
             name: name.to_owned(),
             identity: identity.to_owned(),
             lease: Mutex::new(None),

@@ -18,6 +18,7 @@ mod leaderelection;
 mod sources;
 #[path = "../support/mod.rs"]
 mod support;
+mod user_agent;
 
 fn main() -> ExitCode {
     let mut all = cases![Needs::Protocol;
@@ -44,6 +45,9 @@ fn main() -> ExitCode {
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,
         convergence::seeded_mutations_under_faults_converge,
+    ]);
+    all.extend(cases![Needs::AuditLog;
+        user_agent::every_request_names_its_binary_and_a_client_can_name_its_controller,
     ]);
     support::harness::main(all)
 }

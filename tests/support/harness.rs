@@ -12,7 +12,7 @@ use std::sync::{PoisonError, RwLock};
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
 
-use super::target::{ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
+use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
 
 /// A case's body: it gets its target and panics on failure.
 pub type CaseFn = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -27,6 +27,8 @@ pub enum Needs {
     /// The embedded server alone: its fault injection, or behaviour the real server under
     /// test lacks (each such case says why).
     Embedded,
+    /// A real server's audit log (`CTRLKIT_E2E_AUDIT_LOG`): runs on the real server alone.
+    AuditLog,
 }
 
 /// One test case.
@@ -63,6 +65,7 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     args.test_threads.get_or_insert(6);
     let real = std::env::var_os(KUBECONFIG_ENV).is_some();
     let etcd = std::env::var_os(ETCD_ENV).is_some();
+    let audit = std::env::var_os(AUDIT_LOG_ENV).is_some();
     if !real && !args.list {
         println!(
             "real-server cases skipped (listed as ignored): {KUBECONFIG_ENV} is not set; \
@@ -75,10 +78,16 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     for case in cases {
         let kinds: &[Kind] = match case.needs {
             Needs::Embedded => &[Kind::Embedded],
+            Needs::AuditLog => &[Kind::Real],
             _ => &[Kind::Embedded, Kind::Real],
         };
         for &kind in kinds {
-            let skip = kind == Kind::Real && (!real || (case.needs == Needs::Compaction && !etcd));
+            let unmet = match case.needs {
+                Needs::Compaction => !etcd,
+                Needs::AuditLog => !audit,
+                _ => false,
+            };
+            let skip = kind == Kind::Real && (!real || unmet);
             let name = format!("{}::{}", kind.name(), case.name);
             let (run, needs) = (case.run, case.needs);
             let trial_name = name.clone();

@@ -28,6 +28,8 @@ pub const KUBECONFIG_ENV: &str = "CTRLKIT_E2E_KUBECONFIG";
 pub const ETCD_ENV: &str = "CTRLKIT_E2E_ETCD";
 /// The etcdctl to compact it with (an assets folder's own); unset, `etcdctl` on the PATH.
 pub const ETCDCTL_ENV: &str = "CTRLKIT_E2E_ETCDCTL";
+/// The real server's audit log (JSON lines), for cases that check what clients sent.
+pub const AUDIT_LOG_ENV: &str = "CTRLKIT_E2E_AUDIT_LOG";
 
 /// Which server a case runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
