@@ -483,8 +483,8 @@ fn split_term(term: &str) -> Option<(&str, bool, &str)> {
     for (i, _) in term.char_indices() {
         let rest = &term[i..];
         for (op, equal) in [("!=", false), ("==", true), ("=", true)] {
-            if rest.starts_with(op) {
-                return Some((&term[..i], equal, &rest[op.len()..]));
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((&term[..i], equal, value));
             }
         }
     }
