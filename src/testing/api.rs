@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 
 use super::apply::ApplyOptions;
 use super::discovery;
+use super::fields;
 use super::negotiate::{self, Form, Reading, negotiate};
+use super::openapi;
 use super::patch::{self, PatchType};
 use super::protobuf;
 use super::registry::{Registry, Target};
@@ -234,7 +236,8 @@ fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Op
     if method != Method::GET {
         return None;
     }
-    let served = shared.registry.store.served_types();
+    let store = &shared.registry.store;
+    let served = store.served_types();
     let resources: Vec<Arc<ResourceType>> = served.into_iter().map(|(_, rt)| rt).collect();
     let resources = resources.as_slice();
     let not_found = || error_response(&ApiError::no_route());
@@ -248,6 +251,12 @@ fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Op
         ["apis"] => value_response(StatusCode::OK, &discovery::group_list(resources)),
         ["apis", group] => found(discovery::group(resources, group)),
         ["apis", group, version] => found(discovery::resource_list(resources, group, version)),
+        ["openapi", "v2"] => json_response(StatusCode::OK, openapi::v2_document(store)),
+        ["openapi", "v3"] => value_response(StatusCode::OK, &openapi::v3_index(store)),
+        ["openapi", "v3", path @ ..] => match openapi::v3_document(store, &path.join("/")) {
+            Some(document) => json_response(StatusCode::OK, document),
+            None => not_found(),
+        },
         ["openapi", ..] => not_found(),
         _ => return None,
     })
@@ -348,7 +357,10 @@ fn serve(
         // Only reads are printed as tables; a write answers with the object.
         Form::Table(version) => (None, Some(version)),
     };
-    match (method.as_str(), target.name.is_some()) {
+    let warnings = validate_fields(shared, method, headers, &rt, query, &body)?;
+    // `dryRun=All`: a write is worked out and answered, and stores nothing.
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let answered = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if is_watch(query) => start_watch(shared, target, query, form),
         ("GET", false) => list(shared, &target, query, metadata, table.map(|v| (v, include))),
         ("GET", true) => registry.get(&target).map(|o| match table {
@@ -361,10 +373,10 @@ fn serve(
             None => object_response(StatusCode::OK, &o, metadata),
         }),
         ("POST", false) => registry
-            .create(&target, &body)
+            .create(&target, &body, dry_run)
             .map(|o| object_response(StatusCode::CREATED, &o, metadata)),
         ("PUT", true) => registry
-            .update(&target, &body, status)
+            .update(&target, &body, status, dry_run)
             .map(|o| object_response(StatusCode::OK, &o, metadata)),
         ("PATCH", true) if patch_type(headers)? == PatchType::Apply => {
             let options = ApplyOptions::parse(query)?;
@@ -375,12 +387,12 @@ fn serve(
         ("PATCH", true) => {
             let kind = patch_type(headers)?;
             registry
-                .patch(&target, kind, &body, status)
+                .patch(&target, kind, &body, status, dry_run)
                 .map(|o| object_response(StatusCode::OK, &o, metadata))
         }
         ("DELETE", true) => {
             let rt = registry.rt(&target);
-            registry.delete(&target, &body).map(|deletion| {
+            registry.delete(&target, &body, dry_run).map(|deletion| {
                 if deletion.removed && !rt.returns_deleted_object() {
                     value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
                 } else {
@@ -390,7 +402,60 @@ fn serve(
         }
         ("DELETE", false) => delete_collection(shared, &target, query, &body, metadata),
         _ => Err(ApiError::method_not_allowed()),
+    };
+    answered.map(|mut response| {
+        for problem in &warnings {
+            if let Ok(value) = fields::warning(problem).parse() {
+                response.headers_mut().append("warning", value);
+            }
+        }
+        response
+    })
+}
+
+/// Server-side field validation of a write's body (see `testing::fields`): a `Strict` write
+/// with unknown or duplicate fields is refused; a `Warn` one (the default) answers with the
+/// problems, which become `Warning` headers.
+fn validate_fields(
+    shared: &Shared,
+    method: &Method,
+    headers: &HeaderMap,
+    rt: &ResourceType,
+    query: &HashMap<String, String>,
+    body: &Bytes,
+) -> ApiResult<Vec<String>> {
+    let (json, patch) = match method.as_str() {
+        "POST" | "PUT" => (body.clone(), false),
+        "PATCH" => match patch_type(headers)? {
+            PatchType::Merge | PatchType::Strategic => (body.clone(), true),
+            // YAML or JSON: read as the apply reads it.
+            PatchType::Apply => match super::apply::parse_body(body) {
+                Ok(value) => (Bytes::from(value.to_string()), false),
+                Err(_) => return Ok(Vec::new()),
+            },
+            PatchType::Json => return Ok(Vec::new()),
+        },
+        _ => return Ok(Vec::new()),
+    };
+    let options = match method.as_str() {
+        "POST" => "CreateOptions",
+        "PUT" => "UpdateOptions",
+        _ => "PatchOptions",
+    };
+    let requested = query.get("fieldValidation").map(String::as_str);
+    let validation = fields::Validation::parse(requested, options)?;
+    if validation == fields::Validation::Ignore || json.is_empty() {
+        return Ok(Vec::new());
     }
+    let store = &shared.registry.store;
+    let problems = openapi::with_kind_schema(store, &rt.group, &rt.version, &rt.kind, |s, k| {
+        fields::problems(s, k, &json, patch)
+    })
+    .unwrap_or_default();
+    if validation == fields::Validation::Strict && !problems.is_empty() {
+        return Err(fields::strict_error(&rt.kind, &rt.version, &problems));
+    }
+    Ok(problems)
 }
 
 /// The patch type a PATCH's `Content-Type` names; 415 for any other.
@@ -668,7 +733,8 @@ fn delete_collection(
                 .or_else(|| rt.namespaced.then(|| object.fields.namespace.clone())),
             name: Some(object.fields.name.clone()),
         };
-        match shared.registry.delete(&one, body) {
+        let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+        match shared.registry.delete(&one, body, dry_run) {
             Ok(deletion) => deleted.push(match metadata {
                 None => deletion.object.value(),
                 Some(version) => serde_json::from_slice(&deletion.object.json_as(Some(version)))

@@ -26,8 +26,18 @@
 //! ```
 //!
 //! ## What it serves
+//! - OpenAPI: `/openapi/v3` and its per-group-version documents, `/openapi/v2` (JSON), from
+//!   Kubernetes 1.36.2's published documents, with each CustomResourceDefinition's schema
+//!   added while it is served (see the `openapi` module's docs): `kubectl apply -f`,
+//!   `create -f`, `diff -f`, `explain` and `apply --server-side` work with kubectl's default
+//!   validation, for built-in kinds and CRDs' kinds alike.
+//! - Server-side field validation (`fieldValidation=Strict|Warn|Ignore`, the default `Warn`):
+//!   unknown and duplicate fields of a create, update, apply or merge patch are warned of in
+//!   `Warning` headers or, when strict, refused with 400 (the `fields` module's docs).
+//! - Dry runs (`dryRun=All`, in the query or a delete's options) of every write: answered as
+//!   the write would be, nothing stored.
 //! - Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`), enough
-//!   for kubectl's `get`, `get -w`, `create`, `apply --validate=false`, `label`, `annotate`,
+//!   for kubectl's `get`, `get -w`, `create`, `apply`, `diff`, `explain`, `label`, `annotate`,
 //!   `patch`, `delete`, `api-resources`, `-n` and `-A`.
 //! - core/v1 pods, namespaces, configmaps, secrets, services, serviceaccounts, events;
 //!   apps/v1 deployments, replicasets, statefulsets, daemonsets; batch/v1 jobs;
@@ -121,10 +131,13 @@
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
 //!   kinds); clients decode either.
-//! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.20.2 (a field added
-//!   later is dropped from a protobuf body), answered only to clients that accept nothing
-//!   else (the real server answers protobuf whenever a client lists it first). No OpenAPI
-//!   documents (`kubectl apply` needs `--validate=false`). Tables' column descriptions are
+//! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.36.2, answered only
+//!   to clients that accept nothing else (the real server answers protobuf whenever a client
+//!   lists it first). `/openapi/v2` is JSON only (the real server also answers its protobuf
+//!   form). Field validation reads field names, not types or values (a CRD schema's types,
+//!   enums and patterns are not checked), and not JSON patches; a duplicate key in a JSON
+//!   body keeps its last value, where the real server merges two objects under one key.
+//!   Tables' column descriptions are
 //!   short, not the OpenAPI documentation; printer columns take simple JSONPaths only
 //!   (`.spec.size`, `.status.items[0].name`); a pod's STATUS covers the phase, container
 //!   waiting and terminated reasons and `Terminating`, not every case kubectl's printer knows.
@@ -144,8 +157,10 @@ mod apply;
 mod crd;
 mod discovery;
 mod faults;
+mod fields;
 pub mod fixtures;
 mod negotiate;
+mod openapi;
 mod patch;
 mod protobuf;
 mod registry;

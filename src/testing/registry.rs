@@ -30,6 +30,9 @@ pub(crate) struct Target {
 pub(crate) struct DeleteOptions {
     #[serde(default)]
     preconditions: Option<Preconditions>,
+    /// `["All"]` for a dry run, as kube-client sends it (the query's `dryRun` works too).
+    #[serde(default)]
+    dry_run: Vec<String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -247,8 +250,13 @@ impl Registry {
         object_key(target.namespace.as_deref(), name)
     }
 
-    /// POST: creates the object in `body`.
-    pub(crate) fn create(&self, target: &Target, body: &[u8]) -> ApiResult<Arc<StoredObject>> {
+    /// POST: creates the object in `body`; with `dry_run`, answers what it would create.
+    pub(crate) fn create(
+        &self,
+        target: &Target,
+        body: &[u8],
+        dry_run: bool,
+    ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
         let mut value = parse_body(body)?;
         check_type(&rt, &mut value)?;
@@ -302,7 +310,7 @@ impl Registry {
         }
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();
-        let created = self.store.write(|txn| {
+        let created = self.store.write_as(dry_run, |txn| {
             if let Some(ns) = &target.namespace
                 && txn.get(ns_id, ns).is_none()
             {
@@ -313,7 +321,7 @@ impl Registry {
             }
             Ok(txn.put(target.resource, &key, value))
         })?;
-        if rt.is_definition() {
+        if rt.is_definition() && !dry_run {
             crd::serve(&self.store, target.resource, &created.value());
         }
         Ok(created)
@@ -328,24 +336,28 @@ impl Registry {
             .ok_or_else(|| ApiError::not_found(&self.rt(target).plural, name))
     }
 
-    /// PUT: replaces the object (or, with `status`, its status only).
+    /// PUT: replaces the object (or, with `status`, its status only); `dry_run` stores
+    /// nothing.
     pub(crate) fn update(
         &self,
         target: &Target,
         body: &[u8],
         status: bool,
+        dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let value = parse_body(body)?;
-        self.modify(target, status, |_| Ok(value))
+        self.modify(target, status, dry_run, |_| Ok(value))
     }
 
-    /// PATCH: applies a patch to the object (or, with `status`, keeps only its status change).
+    /// PATCH: applies a patch to the object (or, with `status`, keeps only its status change);
+    /// `dry_run` stores nothing.
     pub(crate) fn patch(
         &self,
         target: &Target,
         kind: PatchType,
         body: &[u8],
         status: bool,
+        dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target);
         if kind == PatchType::Strategic && !rt.is_builtin() {
@@ -356,7 +368,7 @@ impl Registry {
                  application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             ));
         }
-        self.modify(target, status, |current| {
+        self.modify(target, status, dry_run, |current| {
             let mut value = current.clone();
             patch::apply(&mut value, kind, body)?;
             if !value.is_object() {
@@ -412,10 +424,12 @@ impl Registry {
                 }
                 let collection = Target { name: None, ..target.clone() };
                 let body = serde_json::to_vec(&object).unwrap_or_default();
-                Ok((self.create(&collection, &body)?.value(), true))
+                Ok((self.create(&collection, &body, false)?.value(), true))
             }
             Some(current) if options.dry_run => Ok((run(Some(&current))?, false)),
-            Some(_) => Ok((self.modify(target, status, |live| run(Some(live)))?.value(), false)),
+            Some(_) => {
+                Ok((self.modify(target, status, false, |live| run(Some(live)))?.value(), false))
+            }
         }
     }
 
@@ -432,7 +446,7 @@ impl Registry {
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Value> {
         let rt = self.rt(target);
-        let object = self.modify(target, false, |current| {
+        let object = self.modify(target, false, false, |current| {
             let written = change(&super::scale::scale_of(current))?;
             let stale = written["metadata"]["resourceVersion"]
                 .as_str()
@@ -455,12 +469,13 @@ impl Registry {
         &self,
         target: &Target,
         status: bool,
+        dry_run: bool,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
-        let modified = self.store.write(|txn| {
+        let modified = self.store.write_as(dry_run, |txn| {
             let current = txn.get(target.resource, &key).ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
             let old = current.value();
             let mut new = change(&old)?;
@@ -534,7 +549,7 @@ impl Registry {
             Ok((txn.put(target.resource, &key, new), false))
         });
         let (object, removed) = modified?;
-        if rt.is_definition() {
+        if rt.is_definition() && !dry_run {
             match removed {
                 true => crd::unserve(&self.store, &object.value()),
                 false => crd::serve(&self.store, target.resource, &object.value()),
@@ -545,7 +560,13 @@ impl Registry {
 
     /// DELETE of one object: marks it for deletion while it has finalizers, removes it
     /// otherwise. Deleting a namespace deletes what it holds.
-    pub(crate) fn delete(&self, target: &Target, body: &[u8]) -> ApiResult<Deletion> {
+    /// With `dry_run`, answers what it would do and deletes nothing.
+    pub(crate) fn delete(
+        &self,
+        target: &Target,
+        body: &[u8],
+        dry_run: bool,
+    ) -> ApiResult<Deletion> {
         let options: DeleteOptions = if body.iter().all(u8::is_ascii_whitespace) {
             DeleteOptions::default()
         } else {
@@ -555,10 +576,11 @@ impl Registry {
                 ))
             })?
         };
+        let dry_run = dry_run || options.dry_run.iter().any(|d| d == "All");
         let rt = self.rt(target).clone();
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
-        let deletion = self.store.write(|txn| {
+        let deletion = self.store.write_as(dry_run, |txn| {
             let current = txn
                 .get(target.resource, &key)
                 .ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
@@ -598,7 +620,7 @@ impl Registry {
             }
             Ok(Deletion { object: txn.remove(target.resource, &key, value), removed: true })
         })?;
-        if deletion.removed && rt.is_definition() {
+        if deletion.removed && rt.is_definition() && !dry_run {
             crd::unserve(&self.store, &deletion.object.value());
         }
         Ok(deletion)

@@ -190,7 +190,7 @@ impl ApiServerBuilder {
             let body = serde_json::json!({ "metadata": { "name": name } }).to_string();
             shared
                 .registry
-                .create(&target, body.as_bytes())
+                .create(&target, body.as_bytes(), false)
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
         let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());

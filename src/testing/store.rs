@@ -178,6 +178,8 @@ fn objects_in(
 pub(crate) struct Txn<'a> {
     state: &'a mut State,
     changes: Vec<Arc<Change>>,
+    /// A dry run (`dryRun=All`): writes are worked out and answered, never stored.
+    dry_run: bool,
 }
 
 impl State {
@@ -218,6 +220,20 @@ impl Txn<'_> {
         mut value: Value,
         delete: bool,
     ) -> Arc<StoredObject> {
+        if self.dry_run {
+            // As the real server answers a dry run: an existing object keeps its version, a
+            // new one has none.
+            let prev = self.state.objects(resource).get(key).map(|o| o.rv);
+            match prev {
+                Some(rv) => value["metadata"]["resourceVersion"] = Value::String(rv.to_string()),
+                None => {
+                    if let Some(meta) = value["metadata"].as_object_mut() {
+                        meta.remove("resourceVersion");
+                    }
+                }
+            }
+            return Arc::new(StoredObject::new(prev.unwrap_or(0), &value));
+        }
         self.state.rv += 1;
         let rv = self.state.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -329,8 +345,14 @@ impl Store {
     /// Runs `f` as one transaction: its changes get consecutive resourceVersions, enter the
     /// history and reach the watchers before any other request sees the store.
     pub(crate) fn write<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
+        self.write_as(false, f)
+    }
+
+    /// As [`write`](Self::write), or with `dry_run` a transaction whose writes are answered
+    /// and never stored (nobody sees them, the version does not move).
+    pub(crate) fn write_as<R>(&self, dry_run: bool, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
         let mut state = self.lock();
-        let mut txn = Txn { state: &mut state, changes: Vec::new() };
+        let mut txn = Txn { state: &mut state, changes: Vec::new(), dry_run };
         let result = f(&mut txn);
         let changes = std::mem::take(&mut txn.changes);
         for change in changes {
@@ -349,7 +371,7 @@ impl Store {
     /// Reads within the same lock as writes.
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Txn<'_>) -> R) -> R {
         let mut state = self.lock();
-        let txn = Txn { state: &mut state, changes: Vec::new() };
+        let txn = Txn { state: &mut state, changes: Vec::new(), dry_run: false };
         f(&txn)
     }
 

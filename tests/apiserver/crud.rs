@@ -8,6 +8,8 @@ use serde_json::json;
 
 use super::common::*;
 use crate::support::Target;
+use crate::support::target::RawResponse;
+use http::Method;
 
 pub async fn create_sets_server_fields_and_the_path_namespace(t: &Target) {
     let client = t.client.clone();
@@ -421,4 +423,89 @@ pub async fn bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422(t:
     let grown = Patch::Merge(json!({ "data": { "b": "y" } }));
     let refused = configmaps.patch("fits", &PatchParams::default(), &grown).await;
     assert_eq!(api_error(refused), (422, "Invalid".into()), "an update over the limit too");
+}
+
+/// Server-side field validation (from 1.25; 1.20 ignores the parameter): unknown and
+/// duplicate fields warned of by default, refused with `fieldValidation=Strict`, not
+/// mentioned with `Ignore`; another value is refused.
+pub async fn field_validation_warns_of_or_refuses_unknown_and_duplicate_fields(t: &Target) {
+    let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
+    let body = |name: &str| {
+        format!(
+            r#"{{"metadata":{{"name":"{name}","bogus":1}},"immutable":false,"spec":{{"x":1}},"immutable":true}}"#
+        )
+        .into_bytes()
+    };
+    let post = |query: &'static str, name: &'static str| {
+        let path = format!("{path}{query}");
+        async move {
+            t.raw_request(Method::POST, &path, &[("Content-Type", "application/json")], body(name))
+                .await
+        }
+    };
+    let warnings = |r: &RawResponse| -> Vec<String> {
+        r.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("warning"))
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let problems = [
+        r#"299 - "unknown field \"metadata.bogus\"""#,
+        r#"299 - "unknown field \"spec\"""#,
+        r#"299 - "duplicate field \"immutable\"""#,
+    ];
+    let warned = post("", "warned").await;
+    let strict = post("?fieldValidation=Strict", "strict").await;
+    let ignored = post("?fieldValidation=Ignore", "ignored").await;
+    let bogus = post("?fieldValidation=bogus", "bogus").await;
+    if !t.version().at_least(25) {
+        for r in [&warned, &strict, &ignored, &bogus] {
+            assert_eq!((r.status, warnings(r).len()), (201, 0), "on {}: {}", t.version(), r.body);
+        }
+        return;
+    }
+    assert_eq!(warned.status, 201, "{}", warned.body);
+    assert_eq!(warnings(&warned), problems);
+    let stored: serde_json::Value = serde_json::from_str(&warned.body).unwrap();
+    assert_eq!(stored["immutable"], true, "the last of a duplicate wins");
+    assert_eq!(strict.status, 400, "{}", strict.body);
+    let status: serde_json::Value = serde_json::from_str(&strict.body).unwrap();
+    assert_eq!(
+        status["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "metadata.bogus", unknown field "spec", duplicate field "immutable""#
+    );
+    assert_eq!((ignored.status, warnings(&ignored).len()), (201, 0), "{}", ignored.body);
+    assert_eq!(bogus.status, 422, "{}", bogus.body);
+    assert!(
+        bogus.body.contains(r#"fieldValidation: Unsupported value: \"bogus\""#),
+        "{}",
+        bogus.body
+    );
+}
+
+/// `dryRun=All` on a create, a patch and a delete: each answered as it would be done,
+/// nothing stored (kubectl's `diff` and `--dry-run=server` rely on it).
+pub async fn dry_runs_are_answered_and_store_nothing(t: &Target) {
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let cm = |name: &str, v: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"a": v}})).unwrap()
+    };
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let answered = configmaps.create(&dry, &cm("dry", "1")).await.unwrap();
+    assert_eq!(answered.data.unwrap()["a"], "1");
+    assert!(answered.metadata.resource_version.is_none(), "a dry create has no version");
+    assert!(configmaps.get_opt("dry").await.unwrap().is_none(), "nothing created");
+
+    let stored = configmaps.create(&PostParams::default(), &cm("kept", "1")).await.unwrap();
+    let patch = Patch::Merge(json!({"data": {"a": "2"}}));
+    let answered =
+        configmaps.patch("kept", &PatchParams::default().dry_run(), &patch).await.unwrap();
+    assert_eq!(answered.data.unwrap()["a"], "2");
+    assert_eq!(answered.metadata.resource_version, stored.metadata.resource_version);
+    let dry_delete = DeleteParams { dry_run: true, ..Default::default() };
+    configmaps.delete("kept", &dry_delete).await.unwrap();
+    let now = configmaps.get("kept").await.unwrap();
+    assert_eq!(now.data.unwrap()["a"], "1", "neither patched nor deleted");
+    assert_eq!(now.metadata.resource_version, stored.metadata.resource_version);
 }

@@ -80,7 +80,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let (ok, out) = k(&["create", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await.unwrap();
+    let (ok, out) = k(&["create", "-f", "-"], Some(KUBECTL_POD)).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) = k(&["get", "pods"], None).await.unwrap();
     assert!(ok && out.contains("web-0"), "{out}");
@@ -120,7 +120,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     assert!(ok, "{out}");
     let (ok, out) = k(&["get", "pod", "web-0", "-o", "jsonpath={.metadata.labels.tier} {.metadata.annotations.note} {.spec.containers[0].image}"], None).await.unwrap();
     assert!(ok && out.contains("front hello nginx:1.26"), "{out}");
-    let (ok, out) = k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await.unwrap();
+    let (ok, out) = k(&["apply", "-f", "-"], Some(KUBECTL_POD)).await.unwrap();
     assert!(ok && out.contains("configured"), "{out}");
     let (ok, out) = k(&["get", "pods", "-A", "-l", "app=web"], None).await.unwrap();
     assert!(ok && out.contains(&t.ns) && out.contains("web-0"), "{out}");
@@ -156,9 +156,7 @@ spec:
 
 pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_name(t: &Target) {
     let k = |args, stdin| in_case(t, args, stdin);
-    let Some((ok, out)) =
-        k(&["apply", "-f", "-", "--validate=false"], Some(KUBECTL_DEPLOYMENT)).await
-    else {
+    let Some((ok, out)) = k(&["apply", "-f", "-"], Some(KUBECTL_DEPLOYMENT)).await else {
         eprintln!("kubectl is not on PATH: skipped kubectl_scales_applies_server_side_…");
         return;
     };
@@ -185,22 +183,13 @@ pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_nam
             }
         }
     };
-    let (ok, out) = k(&["apply", "--server-side", "--validate=false", "-f", "-"], Some(ssa("1")))
-        .await
-        .unwrap();
+    let (ok, out) = k(&["apply", "--server-side", "-f", "-"], Some(ssa("1"))).await.unwrap();
     assert!(ok && out.contains("serverside-applied"), "{out}");
-    let other = &["apply", "--server-side", "--validate=false", "--field-manager=other", "-f", "-"];
+    let other = &["apply", "--server-side", "--field-manager=other", "-f", "-"];
     let (ok, out) = k(other, Some(ssa("2"))).await.unwrap();
     assert!(!ok && out.contains("conflict") && out.contains(".data.level"), "{out}");
-    let forced = &[
-        "apply",
-        "--server-side",
-        "--validate=false",
-        "--field-manager=other",
-        "--force-conflicts",
-        "-f",
-        "-",
-    ];
+    let forced =
+        &["apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-"];
     let (ok, out) = k(forced, Some(ssa("2"))).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) =
@@ -272,4 +261,98 @@ pub async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Tar
     assert!(ok && out.contains(&team) && out.contains("settings"), "{out}");
     let (ok, out) = k(words(&format!("delete namespace {team} --wait=false"))).await.unwrap();
     assert!(ok && out.contains("deleted"), "{out}");
+}
+
+const GADGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.kubectl.example.com
+spec:
+  group: kubectl.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A gadget, for kubectl's cases.
+        properties:
+          spec:
+            type: object
+            description: What the gadget should be.
+            properties:
+              size: {type: integer, description: How big it is.}
+";
+
+const GADGET: &str = "apiVersion: kubectl.example.com/v1
+kind: Gadget
+metadata: {name: g1}
+spec: {size: 3}
+";
+
+const SETTINGS: &str = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {level: \"1\"}
+";
+
+const SETTINGS_CHANGED: &str = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {level: \"2\"}
+";
+
+const UNKNOWN_FIELD: &str = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: typo}
+dta: {level: \"1\"}
+";
+
+/// kubectl with its default validation (`--validate=strict`): it reads the server's OpenAPI
+/// documents (v3 on 1.36 and the embedded server, v2 on 1.20) to validate, diff and explain,
+/// for built-in kinds and a CRD's kind alike.
+pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &Target) {
+    let k = |args, stdin| in_case(t, args, stdin);
+    let Some((ok, out)) = k(&["apply", "-f", "-"], Some(SETTINGS)).await else {
+        eprintln!("kubectl is not on PATH: skipped");
+        return;
+    };
+    assert!(ok && out.contains("configmap/settings created"), "{out}");
+    let (ok, out) = k(&["apply", "-f", "-"], Some(KUBECTL_DEPLOYMENT)).await.unwrap();
+    assert!(ok && out.contains("deployment.apps/web"), "{out}");
+    let (ok, out) = k(&["apply", "-f", "-"], Some(GADGET_CRD)).await.unwrap();
+    assert!(ok && out.contains("customresourcedefinition"), "{out}");
+    let established: &'static [&'static str] = &[
+        "wait",
+        "--for=condition=established",
+        "--timeout=30s",
+        "crd/gadgets.kubectl.example.com",
+    ];
+    let (ok, out) = k(established, None).await.unwrap();
+    assert!(ok, "{out}");
+    let (ok, out) = k(&["apply", "-f", "-"], Some(GADGET)).await.unwrap();
+    assert!(ok && out.contains("gadget.kubectl.example.com/g1"), "{out}");
+
+    // diff: exit status 1 and the change, nothing written.
+    let (ok, out) = k(&["diff", "-f", "-"], Some(SETTINGS_CHANGED)).await.unwrap();
+    assert!(!ok && out.contains("-  level: \"1\"") && out.contains("+  level: \"2\""), "{out}");
+    let (_, out) =
+        k(&["get", "configmap", "settings", "-o", "jsonpath={.data.level}"], None).await.unwrap();
+    assert_eq!(out, "1", "diff wrote nothing");
+
+    let (ok, out) = k(&["explain", "pods.spec.restartPolicy"], None).await.unwrap();
+    assert!(ok && out.contains("restartPolicy") && out.contains("<string>"), "{out}");
+    let (ok, out) = k(&["explain", "gadgets.spec.size"], None).await.unwrap();
+    assert!(ok && out.contains("How big it is."), "{out}");
+
+    // An unknown field fails the command: on 1.36 the server refuses it (kubectl asks for
+    // fieldValidation=Strict), on 1.20 kubectl itself, from the v2 document.
+    let (ok, out) = k(&["apply", "-f", "-"], Some(UNKNOWN_FIELD)).await.unwrap();
+    assert!(!ok && out.contains("dta"), "{out}");
+    if t.version().at_least(25) {
+        assert!(out.contains("strict decoding error: unknown field \"dta\""), "{out}");
+    }
 }

@@ -188,7 +188,10 @@ pub async fn a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it(t: &
             assert_eq!(stale, 0, "no reconcile read a cache without its own write: {stats:?}");
             assert_eq!(stats.stale_cache_timeouts, 0);
         } else {
-            assert!(stale > 0, "without a report, reconciles read the cache before their write");
+            // Whether a requeue beats its own write's watch event is a race each time: usually
+            // it does (stale reads here), but a busy machine can order every one the other
+            // way, so the count is shown, not asserted.
+            println!("without a report: {stale} of 30 reconciles read a cache without their write");
         }
     }
 }

@@ -134,7 +134,7 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
     // Give the example time to list before the first change; a pod created before its list
     // would be printed too, so this only keeps the count of lines predictable.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    kubectl(t, &["create", "-f", "-", "--validate=false"], Some(KUBECTL_POD)).await;
+    kubectl(t, &["create", "-f", "-"], Some(KUBECTL_POD)).await;
     eventually("the add is printed", || example.printed(sync) >= 1).await;
     let after_add = example.printed(sync);
     kubectl(t, &["label", "pod", "web-0", "tier=front"], None).await;
@@ -219,7 +219,7 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
         }
     };
 
-    kubectl(t, &["apply", "-f", "-", "--validate=false"], Some(SET)).await;
+    kubectl(t, &["apply", "-f", "-"], Some(SET)).await;
     ready(3).await;
     assert_eq!(names().await, ["greetings-0", "greetings-1", "greetings-2"]);
     let cm = configmaps.get("greetings-1").await.unwrap();
@@ -337,7 +337,7 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
     let sets = configmap_sets(t);
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let ready = |want: i64| wait_ready(&sets, want);
-    kubectl(t, &["apply", "-f", "-", "--validate=false"], Some(SET)).await;
+    kubectl(t, &["apply", "-f", "-"], Some(SET)).await;
     ready(3).await;
     let set = sets.get("greetings").await.unwrap();
     assert_eq!(set.finalizers(), ["ctrlkit.example.com/cleanup"]);

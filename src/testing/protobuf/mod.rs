@@ -5,7 +5,7 @@
 //! A protobuf body is the 4 bytes `k8s\0` and a `runtime.Unknown` message whose `typeMeta`
 //! names the object's `apiVersion` and `kind` and whose `raw` holds the object's message.
 //! Messages are decoded and encoded by prost-reflect from Kubernetes' own `.proto` files
-//! (v1.20.2, vendored in `protos/` by `scripts/vendor-protos.py`, compiled by `build.rs`);
+//! (v1.36.2, vendored in `protos/` by `scripts/vendor-protos.py`, compiled by `build.rs`);
 //! nothing here reads the wire format by hand.
 //!
 //! What this module writes is the rest: the mapping between a message and the JSON that Go's
@@ -21,10 +21,11 @@
 //! `…OrStringArray`.
 //!
 //! Custom resources have no messages: a protobuf body for one is 400 (as kube-apiserver 1.20
-//! answers), and a client that accepts nothing but protobuf for one gets 406.
+//! answers; 1.36.2 closes the connection unanswered), and a client that accepts nothing but
+//! protobuf for one gets 406.
 //!
-//! Known differences from the real server: messages are those of Kubernetes v1.20.2, so a field
-//! added later is dropped from a protobuf body (a JSON body keeps it); a `Quantity` is kept as
+//! Known differences from the real server: messages are those of Kubernetes v1.36.2, so a
+//! field added later is dropped from a protobuf body (a JSON body keeps it); a `Quantity` is kept as
 //! written, not canonicalized (`"0.5"` stays, the real server answers `"500m"`), as the
 //! server does for JSON bodies.
 
