@@ -271,6 +271,19 @@ fn streaming(asked: &Asked) -> bool {
     asked.watch && asked.line.contains("sendInitialEvents=true")
 }
 
+/// A watch that sends a 410 `ERROR` event and ends.
+fn expired() -> Reply {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "reason": "Expired", "code": 410, "message": "too old resource version"});
+    Reply::events(&[event("ERROR", status)])
+}
+
+/// An informer with its defaults: streaming lists on.
+fn default_informer(client: Client) -> Informer<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build()
+}
+
 /// How many of `asked` are streaming lists, lists and plain watches.
 fn requests(server: &Scripted) -> (usize, usize, usize) {
     let asked = server.asked();
@@ -296,17 +309,12 @@ async fn a_server_that_accepts_streaming_lists_but_never_bookmarks_is_listed_ins
             return Reply::json(list(10, &[configmap("a", 5), configmap("b", 6)]));
         }
         match plain_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-            0 => Reply::events(&[event(
-                "ERROR",
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                       "reason": "Expired", "code": 410, "message": "too old resource version"}),
-            )]),
+            0 => expired(),
             _ => quiet_watch(),
         }
     })
     .await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let inf = default_informer(server.client());
     let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     assert_eq!(names(&inf), ["a", "b"], "synced from the list, not the cut stream");
@@ -337,8 +345,7 @@ async fn a_streaming_list_that_stalls_before_its_bookmark_falls_back_to_a_list_a
         }
     })
     .await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let inf = default_informer(server.client());
     let _running = start(&inf);
     let started = tokio::time::Instant::now();
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
@@ -370,17 +377,12 @@ async fn a_refused_streaming_list_is_listed_and_tried_again_only_after_a_410() {
         // The first watch closes at once (a resume, not a relist), the second gets 410.
         match plain_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
             0 => Reply::events(&[event("ADDED", configmap("b", 11))]),
-            1 => Reply::events(&[event(
-                "ERROR",
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                       "reason": "Expired", "code": 410, "message": "too old resource version"}),
-            )]),
+            1 => expired(),
             _ => quiet_watch(),
         }
     })
     .await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let inf = Informer::builder(ListWatch::new(api)).backoff(fast_backoff()).build();
+    let inf = default_informer(server.client());
     let _running = start(&inf);
     assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
     eventually("resume, 410, one more streaming try, a list and a quiet watch", || {
