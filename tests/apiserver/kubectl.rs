@@ -266,11 +266,11 @@ pub async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Tar
 const GADGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: gadgets.kubectl.example.com
+  name: applygadgets.kubectl.example.com
 spec:
   group: kubectl.example.com
   scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
+  names: {plural: applygadgets, singular: applygadget, kind: ApplyGadget, listKind: ApplyGadgetList}
   versions:
   - name: v1
     served: true
@@ -288,7 +288,7 @@ spec:
 ";
 
 const GADGET: &str = "apiVersion: kubectl.example.com/v1
-kind: Gadget
+kind: ApplyGadget
 metadata: {name: g1}
 spec: {size: 3}
 ";
@@ -313,7 +313,8 @@ dta: {level: \"1\"}
 
 /// kubectl with its default validation (`--validate=strict`): it reads the server's OpenAPI
 /// documents (v3 on 1.36 and the embedded server, v2 on 1.20) to validate, diff and explain,
-/// for built-in kinds and a CRD's kind alike.
+/// for built-in kinds and a CRD's kind alike. The kind's plural is the suite's only one
+/// (`gadgets` of another case's CRD would make `explain gadgets` ambiguous on a shared server).
 pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &Target) {
     let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) = k(&["apply", "-f", "-"], Some(SETTINGS)).await else {
@@ -329,12 +330,12 @@ pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &
         "wait",
         "--for=condition=established",
         "--timeout=30s",
-        "crd/gadgets.kubectl.example.com",
+        "crd/applygadgets.kubectl.example.com",
     ];
     let (ok, out) = k(established, None).await.unwrap();
     assert!(ok, "{out}");
     let (ok, out) = k(&["apply", "-f", "-"], Some(GADGET)).await.unwrap();
-    assert!(ok && out.contains("gadget.kubectl.example.com/g1"), "{out}");
+    assert!(ok && out.contains("applygadget.kubectl.example.com/g1"), "{out}");
 
     // diff: exit status 1 and the change, nothing written.
     let (ok, out) = k(&["diff", "-f", "-"], Some(SETTINGS_CHANGED)).await.unwrap();
@@ -345,7 +346,7 @@ pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &
 
     let (ok, out) = k(&["explain", "pods.spec.restartPolicy"], None).await.unwrap();
     assert!(ok && out.contains("restartPolicy") && out.contains("<string>"), "{out}");
-    let (ok, out) = k(&["explain", "gadgets.spec.size"], None).await.unwrap();
+    let (ok, out) = k(&["explain", "applygadgets.spec.size"], None).await.unwrap();
     assert!(ok && out.contains("How big it is."), "{out}");
 
     // An unknown field fails the command: on 1.36 the server refuses it (kubectl asks for
