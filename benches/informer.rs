@@ -15,8 +15,12 @@
 //! JSON each). For each size it then runs one child process per measurement, alternating
 //! ctrlkit and kube-runtime, three runs each, so each peer's peak memory is its own process's
 //! high-water mark (VmHWM) and the server's memory is not counted. Each child:
-//! - ctrlkit: an `Informer` over all pods, the key-enqueuing handler, a `WorkQueue` and a
-//!   `Controller` with one worker and a no-op reconciler;
+//! - ctrlkit: an `Informer` over all pods with its defaults (a streaming list where the
+//!   server has them, Kubernetes 1.27 on; a paginated list where it refuses them), the
+//!   key-enqueuing handler, a `WorkQueue` and a `Controller` with one worker and a no-op
+//!   reconciler;
+//! - ctrlkit-paginated: as ctrlkit, with streaming lists off (`streaming_list(false)`): pages
+//!   of 500 on every server, for the same run's comparison;
 //! - kube-runtime: `kube_runtime::Controller` (its reflector store and its scheduler) with the
 //!   same no-op reconciler;
 //! - ctrlkit-metadata: as ctrlkit, with a metadata-only informer (`PartialObjectMeta<Pod>`,
@@ -50,7 +54,8 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 4] = ["ctrlkit", "kube-runtime", "ctrlkit-metadata", "ctrlkit-compact"];
+const PEERS: [&str; 5] =
+    ["ctrlkit", "kube-runtime", "ctrlkit-paginated", "ctrlkit-metadata", "ctrlkit-compact"];
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
@@ -230,6 +235,7 @@ async fn settled_mib() -> f64 {
 async fn ctrlkit<K: InformerObject>(
     api: Api<K>,
     indexer: Indexer<K>,
+    streaming: bool,
     counter: Arc<Counter>,
     start: Instant,
 ) -> (Duration, Duration, f64)
@@ -237,7 +243,8 @@ where
     K::DynamicType: Default,
 {
     let queue: WorkQueue<ObjectKey> = WorkQueue::new();
-    let informer = Informer::builder(ListWatch::new(api)).indexer(indexer).build();
+    let informer =
+        Informer::builder(ListWatch::new(api)).indexer(indexer).streaming_list(streaming).build();
     informer.add_event_handler(enqueue_handler(queue.clone()));
     let controller = Controller::new(queue, informer.indexer(), informer.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -277,13 +284,14 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
         let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
         let start = Instant::now();
         match peer {
-            "ctrlkit" => ctrlkit(api, Indexer::new(), counter, start).await,
-            "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), counter, start).await,
+            "ctrlkit" => ctrlkit(api, Indexer::new(), true, counter, start).await,
+            "ctrlkit-paginated" => ctrlkit(api, Indexer::new(), false, counter, start).await,
+            "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), true, counter, start).await,
             "ctrlkit-metadata" => {
                 let client = api.into_client();
                 let api: Api<PartialObjectMeta<Pod>> =
                     if ns.is_empty() { Api::all(client) } else { Api::namespaced(client, ns) };
-                ctrlkit(api, Indexer::new(), counter, start).await
+                ctrlkit(api, Indexer::new(), true, counter, start).await
             }
             _ => {
                 use kube_runtime::controller::{Action as KAction, Controller as KController};
