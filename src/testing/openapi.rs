@@ -48,16 +48,16 @@ fn hash(text: &str) -> String {
     format!("{:016X}", hasher.finish())
 }
 
-/// A built-in document's JSON tree, parsed once.
+/// A built-in document's JSON tree, parsed when first asked for (a ConfigMap's write reads
+/// `api/v1` alone).
 fn parsed(path: &str) -> Option<&'static Value> {
-    static PARSED: OnceLock<Vec<Value>> = OnceLock::new();
-    let all = PARSED.get_or_init(|| {
-        BUILT_IN
-            .iter()
-            .map(|(_, text)| serde_json::from_str(text).expect("a vendored OpenAPI document"))
-            .collect()
-    });
-    BUILT_IN.iter().position(|(p, _)| *p == path).map(|i| &all[i])
+    static PARSED: [OnceLock<Value>; BUILT_IN.len()] = [const { OnceLock::new() }; BUILT_IN.len()];
+    let i = BUILT_IN.iter().position(|(p, _)| *p == path)?;
+    Some(
+        PARSED[i].get_or_init(|| {
+            serde_json::from_str(BUILT_IN[i].1).expect("a vendored OpenAPI document")
+        }),
+    )
 }
 
 /// One served version of a CRD: what its documents need.
@@ -280,24 +280,23 @@ pub(crate) fn with_kind_schema<R>(
 ) -> Option<R> {
     let path =
         if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
-    let find = |schemas: &Map<String, Value>| {
-        schemas.values().find(|s| is_kind(s, group, version, kind)).cloned()
-    };
-    if let Some(document) = parsed(&path) {
+    let on = |document: &Value| {
         let schemas = document["components"]["schemas"].as_object()?;
-        let schema = find(schemas)?;
-        return Some(f(schemas, &schema));
+        let schema = schemas.values().find(|s| is_kind(s, group, version, kind))?;
+        Some(f(schemas, schema))
+    };
+    match parsed(&path) {
+        Some(document) => on(document),
+        None => on(&crd_group_document(store, group, version)?),
     }
+}
+
+/// The v3 document of the CRDs served at `group`/`version`, if any are.
+fn crd_group_document(store: &Store, group: &str, version: &str) -> Option<Value> {
     let crds = crd_versions(store);
     let of: Vec<&CrdVersion> =
         crds.iter().filter(|c| c.group == group && c.version == version).collect();
-    if of.is_empty() {
-        return None;
-    }
-    let document = crd_document(&of);
-    let schemas = document["components"]["schemas"].as_object()?;
-    let schema = find(schemas)?;
-    Some(f(schemas, &schema))
+    (!of.is_empty()).then(|| crd_document(&of))
 }
 
 /// `/openapi/v3`: every group version's document URL, with its hash.
@@ -314,7 +313,11 @@ pub(crate) fn v3_index(store: &Store) -> Value {
 
 /// `/openapi/v3/<group version path>`, if one is served.
 pub(crate) fn v3_document(store: &Store, path: &str) -> Option<Bytes> {
-    documents(store).into_iter().find(|(p, _)| p == path).map(|(_, text)| text)
+    if let Some((_, text)) = BUILT_IN.iter().find(|(p, _)| *p == path) {
+        return Some(Bytes::from_static(text.as_bytes()));
+    }
+    let ["apis", group, version] = path.split('/').collect::<Vec<_>>()[..] else { return None };
+    crd_group_document(store, group, version).map(|document| Bytes::from(document.to_string()))
 }
 
 /// `/openapi/v2`: the vendored document with each served CRD version's definitions and
