@@ -346,8 +346,17 @@ pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &
 
     let (ok, out) = k(&["explain", "pods.spec.restartPolicy"], None).await.unwrap();
     assert!(ok && out.contains("restartPolicy") && out.contains("<string>"), "{out}");
-    let (ok, out) = k(&["explain", "applygadgets.spec.size"], None).await.unwrap();
-    assert!(ok && out.contains("How big it is."), "{out}");
+    // A real server publishes a new CRD's schema a moment after the CRD is established: the
+    // same 30 s as the wait above.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = k(&["explain", "applygadgets.spec.size"], None).await.unwrap();
+        if ok && out.contains("How big it is.") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // An unknown field fails the command: on 1.36 the server refuses it (kubectl asks for
     // fieldValidation=Strict), on 1.20 kubectl itself, from the v2 document.
