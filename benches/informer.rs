@@ -27,11 +27,21 @@
 //!   listed and watched as `PartialObjectMetadata`), for the memory of caching metadata alone;
 //! - ctrlkit-compact: as ctrlkit, with a compact store (`Indexer::compact()`: each pod kept as
 //!   its JSON, decoded on every read, so each reconcile's read of its pod is a decode);
+//! - ctrlkit-informer: the shape a user writes first, an `Informer` with its defaults run until
+//!   synced: no handler, no queue, no controller;
+//! - kube-runtime-reflector: the same shape in kube-runtime, a `reflector` filling a store from
+//!   a `watcher` with its defaults;
+//! - with `CTRLKIT_PEER_CLIENT_GO_INFORMER`: client-go (its harness's `controller` shape: a
+//!   shared informer, the enqueueing handler, a rate-limited workqueue, one worker),
+//!   client-go-protobuf (the same with protobuf on the wire, as kube-controller-manager runs)
+//!   and client-go-informer (the informer alone until synced).
 //!
 //! Each reports the time until its store holds the first list (`has_synced` / the reflector
-//! store holding all pods, polled every 2 ms), the time until every pod was reconciled once,
-//! its peak RSS, and its settled RSS (3 s after every pod was reconciled, the informer still
-//! running). Medians are printed at the end; the README records them.
+//! store holding all pods, polled every 2 ms), the time until every pod was reconciled once
+//! (none in the informer-only shapes), its peak RSS, and its settled RSS (3 s after every pod
+//! was reconciled, or after the sync in the informer-only shapes, the informer still running).
+//! Medians are printed at the end, then the memory target (the default peak RSS at or under
+//! client-go's) in each shape; the README records them.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -54,8 +64,26 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 5] =
-    ["ctrlkit", "kube-runtime", "ctrlkit-paginated", "ctrlkit-metadata", "ctrlkit-compact"];
+const PEERS: [&str; 7] = [
+    "ctrlkit",
+    "kube-runtime",
+    "ctrlkit-paginated",
+    "ctrlkit-metadata",
+    "ctrlkit-compact",
+    "ctrlkit-informer",
+    "kube-runtime-reflector",
+];
+/// client-go's peers and the harness shape each runs.
+const CLIENT_GO: [(&str, &str); 3] = [
+    ("client-go", "controller"),
+    ("client-go-protobuf", "controller-protobuf"),
+    ("client-go-informer", "informer"),
+];
+
+/// Whether `peer` is an informer-only shape (nothing reconciled).
+fn informer_only(peer: &str) -> bool {
+    peer.ends_with("-informer") || peer.ends_with("-reflector")
+}
 const RUNS: usize = 3;
 
 fn peak_rss_kib() -> u64 {
@@ -120,9 +148,10 @@ fn parent(sizes: &[usize]) {
     let client_go = std::env::var("CTRLKIT_PEER_CLIENT_GO_INFORMER").ok();
     let mut peers = PEERS.to_vec();
     if client_go.is_some() {
-        peers.push("client-go");
+        peers.extend(CLIENT_GO.iter().map(|(peer, _)| *peer));
     }
     let mut results = Vec::new();
+    let mut targets = Vec::new();
     for &n in sizes {
         // The embedded server (its pods in `default`, listed across namespaces), or the real
         // one (a namespace per size, listed alone).
@@ -145,10 +174,11 @@ fn parent(sizes: &[usize]) {
         let mut samples: Vec<(&str, Sample)> = Vec::new();
         for run in 0..RUNS {
             for &peer in &peers {
-                let mut command = match (peer, &client_go) {
-                    ("client-go", Some(path)) => {
+                let shape = CLIENT_GO.iter().find(|(p, _)| *p == peer).map(|(_, shape)| *shape);
+                let mut command = match (shape, &client_go) {
+                    (Some(shape), Some(path)) => {
                         let mut c = Command::new(path);
-                        c.args([&target, &n.to_string(), &ns]);
+                        c.args([&target, &n.to_string(), &ns, shape]);
                         c
                     }
                     _ => {
@@ -172,6 +202,7 @@ fn parent(sizes: &[usize]) {
                 samples.push((peer, s));
             }
         }
+        let mut peaks = std::collections::HashMap::new();
         for &peer in &peers {
             let mut of: Vec<Sample> =
                 samples.iter().filter(|(p, _)| *p == peer).map(|(_, s)| *s).collect();
@@ -185,15 +216,35 @@ fn parent(sizes: &[usize]) {
                 median(|s| s.peak_mib, &mut of),
                 median(|s| s.settled_mib, &mut of),
             );
+            peaks.insert(peer, peak);
+            let all = if informer_only(peer) { "—".to_string() } else { format!("{all:.2} s") };
             results.push(format!(
-                "| {n} | {peer} | {sync:.2} s | {peak:.0} MiB | {settled:.0} MiB | {all:.2} s |"
+                "| {n} | {peer} | {sync:.2} s | {peak:.0} MiB | {settled:.0} MiB | {all} |"
             ));
+        }
+        // The target: ctrlkit's default peak RSS at or under client-go's, shape for shape.
+        for (ours, theirs) in [("ctrlkit", "client-go"), ("ctrlkit-informer", "client-go-informer")]
+        {
+            if let (Some(ours_mib), Some(theirs_mib)) = (peaks.get(ours), peaks.get(theirs)) {
+                let verdict = if ours_mib <= theirs_mib { "met" } else { "missed" };
+                targets.push(format!(
+                    "{n} pods: {ours} {ours_mib:.0} MiB against {theirs} {theirs_mib:.0} MiB ({:.2}x): {verdict}",
+                    ours_mib / theirs_mib
+                ));
+            }
         }
     }
     println!("| pods | peer | sync | peak RSS | settled RSS | all reconciled once |");
     println!("|---|---|---|---|---|---|");
     for r in results {
         println!("{r}");
+    }
+    if !targets.is_empty() {
+        println!();
+        println!("target (peak RSS at or under client-go's):");
+        for t in targets {
+            println!("- {t}");
+        }
     }
 }
 
@@ -268,6 +319,29 @@ where
     (sync, all, settled)
 }
 
+/// ctrlkit's informer alone, with its defaults, until synced: the time to sync (twice: there
+/// is nothing to reconcile) and the settled RSS.
+async fn ctrlkit_informer(api: Api<Pod>, start: Instant) -> (Duration, Duration, f64) {
+    let informer = Informer::new(ListWatch::new(api));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let informer = informer.clone();
+        async move {
+            informer
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    let sync = start.elapsed();
+    let settled = settled_mib().await;
+    let _ = stop.send(());
+    let _ = run.await;
+    (sync, sync, settled)
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("never")]
 struct Never;
@@ -287,6 +361,20 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
             "ctrlkit" => ctrlkit(api, Indexer::new(), true, counter, start).await,
             "ctrlkit-paginated" => ctrlkit(api, Indexer::new(), false, counter, start).await,
             "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), true, counter, start).await,
+            "ctrlkit-informer" => ctrlkit_informer(api, start).await,
+            "kube-runtime-reflector" => {
+                use kube_runtime::{reflector, watcher};
+                let (store, writer) = reflector::store();
+                let stream = reflector(writer, watcher(api, watcher::Config::default()));
+                let runner = tokio::spawn(stream.for_each(|_| async {}));
+                while store.state().len() < n {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let sync = start.elapsed();
+                let settled = settled_mib().await;
+                runner.abort();
+                (sync, sync, settled)
+            }
             "ctrlkit-metadata" => {
                 let client = api.into_client();
                 let api: Api<PartialObjectMeta<Pod>> =

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Informer sync and memory on a real kube-apiserver (v1.20.2 with etcd, started here unless
-# one is running): ctrlkit, ctrlkit metadata-only, kube-runtime 5 and client-go (v1.20.2, from
-# the Kubernetes tree scripts/kube-apiserver.sh fetches), alternating, medians of 3; prints
-# the README's table. See benches/informer.rs.
+# Informer sync and memory on a real kube-apiserver with etcd (scripts/kube-apiserver.sh's:
+# the binaries of KUBEBUILDER_ASSETS, else v1.20.2; started here unless one is running): every
+# ctrlkit shape, kube-runtime 5 and client-go (the client-go module CTRLKIT_CLIENT_GO names,
+# by default the one beside KUBEBUILDER_ASSETS; built by scripts/peer.sh), alternating,
+# medians of 3; prints the README's table. See benches/informer.rs.
 #
-#   scripts/bench-informer.sh [SIZES...]     (default 10000 30000)
+#   KUBEBUILDER_ASSETS=../shared/kube/v1.36.2/bin scripts/bench-informer.sh [SIZES...]
+#                                                               (default 10000 30000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CTRLKIT_PEER_CLIENT_GO_INFORMER=$(scripts/kube-apiserver.sh peer informer)
+CTRLKIT_PEER_CLIENT_GO_INFORMER=$(scripts/peer.sh informer)
 export CTRLKIT_PEER_CLIENT_GO_INFORMER
 if ! scripts/kube-apiserver.sh env >/dev/null 2>&1; then
     scripts/kube-apiserver.sh start

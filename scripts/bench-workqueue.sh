@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# ctrlkit's workqueue beside client-go's own (v1.20.2, from the Kubernetes tree that
-# scripts/kube-apiserver.sh fetches), measured in one run: one process per measurement,
-# alternating client-go and every ctrlkit shape of the same scenario, ROUNDS rounds; prints the
-# medians and the ratios as the README's table.
+# ctrlkit's workqueue beside client-go's own (the client-go module CTRLKIT_CLIENT_GO names,
+# built by scripts/peer.sh), measured in one run: one process per measurement, alternating
+# client-go and every ctrlkit shape of the same scenario, ROUNDS rounds; prints the medians and
+# the ratios as the README's table.
 #
-#   scripts/bench-workqueue.sh [ROUNDS]     (default 5)
+#   CTRLKIT_CLIENT_GO=../shared/kube/v1.36.2/client-go scripts/bench-workqueue.sh [ROUNDS]
+#                                                               (default 5 rounds)
 #
 # The scenarios and shapes are described in benches/workqueue.rs; client-go's harness is
 # benches/peers/client-go/workqueue/main.go (goroutines, GOMAXPROCS = the machine's cores).
@@ -13,7 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
 
-peer=$(scripts/kube-apiserver.sh peer workqueue)
+peer=$(scripts/peer.sh workqueue)
+# The binary is client-go-VERSION-workqueue.
+label=$(basename "$peer" | sed 's/^client-go-\(.*\)-workqueue$/client-go \1/')
 ours=$(cargo bench --bench workqueue --no-run --message-format=json |
     python3 -c 'import json, sys
 for line in sys.stdin:
@@ -43,7 +46,7 @@ for ((round = 1; round <= rounds; round++)); do
     done
 done
 
-python3 - "$results" "$rounds" "$(nproc)" <<'EOF'
+python3 - "$results" "$rounds" "$(nproc)" "$label" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 
@@ -69,7 +72,7 @@ def figure(scenario, ns):
 
 print(f"medians of {sys.argv[2]} alternating runs, {sys.argv[3]} cores; ratio = client-go's time / ctrlkit's")
 print()
-print("| scenario | shape | client-go v1.20.2 | ctrlkit | ratio | target 2x |")
+print(f"| scenario | shape | {sys.argv[4]} | ctrlkit | ratio | target 2x |")
 print("|---|---|---|---|---|---|")
 for scenario in titles:
     go = median[("client-go", scenario)]

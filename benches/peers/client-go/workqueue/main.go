@@ -1,12 +1,13 @@
-// client-go's workqueue (v1.20.2, vendored in the Kubernetes tree) on the scenarios of
-// ctrlkit's benches/workqueue.rs, for scripts/bench-workqueue.sh.
+// client-go's workqueue (v0.36.2 as Kubernetes 1.36 ships it, its typed queues) on the
+// scenarios of ctrlkit's benches/workqueue.rs, for scripts/bench-workqueue.sh.
 //
 //	workqueue SCENARIO   runs SCENARIO once and prints "SCENARIO NS_PER_OP"
 //
 // Scenarios, as in the Rust file: add, get_done, producers_workers, dedup_storm,
 // rate_limited_forget. Keys are "default/pod-NNNNNN" strings made before the clock starts;
-// queues are the ones client-go's controllers use (workqueue.New, and
-// NewRateLimitingQueue(DefaultControllerRateLimiter()) for the rate-limited scenario).
+// queues are the ones client-go 1.36's controllers use (workqueue.NewTyped[string], and
+// NewTypedRateLimitingQueue(DefaultTypedControllerRateLimiter[string]()) for the rate-limited
+// scenario).
 // Producers and workers are goroutines; GOMAXPROCS is the machine's (2 here).
 package main
 
@@ -31,7 +32,7 @@ func keys(n int) []string {
 
 func add() time.Duration {
 	ks := keys(n)
-	q := workqueue.New()
+	q := workqueue.NewTyped[string]()
 	start := time.Now()
 	for _, k := range ks {
 		q.Add(k)
@@ -41,7 +42,7 @@ func add() time.Duration {
 
 func getDone() time.Duration {
 	ks := keys(n)
-	q := workqueue.New()
+	q := workqueue.NewTyped[string]()
 	for _, k := range ks {
 		q.Add(k)
 	}
@@ -54,7 +55,7 @@ func getDone() time.Duration {
 }
 
 // workers starts two goroutines that get + done until shut down, counting what they handle.
-func workers(q workqueue.Interface, wg *sync.WaitGroup, handled []int) {
+func workers(q workqueue.TypedInterface[string], wg *sync.WaitGroup, handled []int) {
 	for w := 0; w < 2; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -74,7 +75,7 @@ func workers(q workqueue.Interface, wg *sync.WaitGroup, handled []int) {
 
 func producersWorkers() time.Duration {
 	ks := keys(n)
-	q := workqueue.New()
+	q := workqueue.NewTyped[string]()
 	var wg sync.WaitGroup
 	handled := make([]int, 2)
 	workers(q, &wg, handled)
@@ -106,7 +107,7 @@ func dedupStorm() time.Duration {
 	for i := range adds {
 		adds[i] = distinct[i%1000]
 	}
-	q := workqueue.New()
+	q := workqueue.NewTyped[string]()
 	var wg sync.WaitGroup
 	workers(q, &wg, make([]int, 2))
 	start := time.Now()
@@ -126,7 +127,7 @@ func dedupStorm() time.Duration {
 
 func rateLimitedForget() time.Duration {
 	ks := keys(n)
-	q := workqueue.NewRateLimitingQueue(workqueue.DefaultControllerRateLimiter())
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	start := time.Now()
 	for _, k := range ks {
 		q.AddRateLimited(k)
