@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::{Indexer, ObjectKey};
-use ctrlkit::controller::{Action, Controller, Predicate, Reconciler};
+use ctrlkit::controller::{Action, Config, Predicate, Reconciler};
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock, default_identity};
@@ -483,12 +483,11 @@ async fn main() -> ExitCode {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }
-    let controller = Controller::builder(sets)
-        .factory(manager.factory())
+    let controller = manager
+        .controller(sets)
         .predicate(Predicate::generation_changed())
         .owns(configmaps)
-        .build()
-        .workers(2);
+        .config(Config::default().workers(2));
     let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
     manager.add_controller(
         controller,

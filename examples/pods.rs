@@ -19,7 +19,7 @@ use ctrlkit::cache::{
     Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs,
     deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
 };
-use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::manager::shutdown_signal;
 use ctrlkit::workqueue::WorkQueue;
 use k8s_openapi::api::core::v1::Pod;
@@ -144,7 +144,9 @@ async fn main() -> ExitCode {
                 }
             }),
     );
-    let controller = Controller::new(queue, informer.indexer(), informer).workers(args.workers);
+    // The seed's NewController(queue, indexer, informer), and Run's threadiness.
+    let config = Config::default().workers(args.workers);
+    let controller = Controller::with_config(queue, informer.indexer(), informer, config);
 
     let shutdown = async {
         match &server {

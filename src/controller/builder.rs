@@ -4,12 +4,17 @@
 //! One path configures each part, and takes the lower layers whole: what to list and watch is
 //! a [`ListWatch`] (or an `Api`); the primary informer's settings are a function of its
 //! [`InformerBuilder`]; the queue is a [`WorkQueueBuilder`]; informers come from a
-//! [`SharedInformerFactory`]. The controller's own settings (workers, retries, the dropped-key
-//! hook) are set on the [`Controller`] it builds.
+//! [`SharedInformerFactory`]; how the controller runs (workers, retries, timeouts, the
+//! dropped-key hook, leader election) is a [`Config`], taken whole. Every setting is made
+//! here: the [`Controller`] it builds only runs and reports.
+
+use std::sync::Arc;
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 
-use super::controller::{Controller, Informers, Source};
+use super::config::Config;
+use super::controller::{Controller, Informers, Parts, Source};
+use super::metrics::ControllerMetricsProvider;
 use super::predicate::Predicate;
 use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
 use crate::cache::{InformerBuilder, InformerObject, ListWatch, ObjectKey, SharedInformerFactory};
@@ -39,6 +44,8 @@ pub struct ControllerBuilder<K> {
     sources: Vec<AddSource>,
     triggers: Vec<BoxStream<'static, ObjectKey>>,
     prioritize: bool,
+    config: Config,
+    metrics: Option<Arc<dyn ControllerMetricsProvider>>,
 }
 
 impl<K> std::fmt::Debug for ControllerBuilder<K> {
@@ -50,6 +57,8 @@ impl<K> std::fmt::Debug for ControllerBuilder<K> {
             .field("secondary_sources", &self.sources.len())
             .field("triggers", &self.triggers.len())
             .field("prioritize", &self.prioritize)
+            .field("config", &self.config)
+            .field("metrics", &self.metrics.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +77,8 @@ impl<K: InformerObject> Controller<K> {
             sources: Vec::new(),
             triggers: Vec::new(),
             prioritize: true,
+            config: Config::default(),
+            metrics: None,
         }
     }
 }
@@ -95,6 +106,24 @@ impl<K: InformerObject> ControllerBuilder<K> {
     #[must_use]
     pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
         self.factory = Some(factory.clone());
+        self
+    }
+
+    /// How the controller runs: workers, retries, timeouts, the dropped-key hook, leader
+    /// election (default: [`Config::default()`]). Taken whole; a second call replaces the
+    /// first.
+    #[must_use]
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Reports reconciles, errors, panics, timeouts, dropped keys and workers to `provider`
+    /// (a [`Manager`](crate::manager::Manager) with metrics sets its registry on the builders
+    /// [`Manager::controller`](crate::manager::Manager::controller) hands out).
+    #[must_use]
+    pub fn metrics(mut self, provider: Arc<dyn ControllerMetricsProvider>) -> Self {
+        self.metrics = Some(provider);
         self
     }
 
@@ -260,6 +289,28 @@ impl<K: InformerObject> ControllerBuilder<K> {
         };
         sources.extend(self.sources.into_iter().map(|add| add(&wiring)));
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
-        Controller::from_parts(name, queue, informer, secondary, informers, sources, self.triggers)
+        let mut controller = Controller::from_parts(Parts {
+            name,
+            queue,
+            informer,
+            secondary,
+            informers,
+            sources,
+            triggers: self.triggers,
+            config: self.config,
+        });
+        if let Some(provider) = self.metrics {
+            controller.report_to_if_unset(provider.as_ref());
+        }
+        controller
+    }
+}
+
+impl<K: InformerObject> From<ControllerBuilder<K>> for Controller<K> {
+    /// [`ControllerBuilder::build`], so that what takes a controller
+    /// ([`Manager::add_controller`](crate::manager::Manager::add_controller)) takes its
+    /// builder too.
+    fn from(builder: ControllerBuilder<K>) -> Self {
+        builder.build()
     }
 }

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::config::Config;
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
 use super::source::EnqueueHandler;
@@ -109,7 +110,7 @@ pub struct ControllerStats {
     /// dropped), abandoned.
     pub abandoned: u64,
     /// Reconciles that started on a cache without the controller's own last write of their
-    /// key, after waiting [`Controller::stale_cache_timeout`] for it.
+    /// key, after waiting [`Config::stale_cache_timeout`] for it.
     pub stale_cache_timeouts: u64,
 }
 
@@ -162,6 +163,19 @@ impl Source {
     }
 }
 
+/// What a controller is built from (by the builder, or the seed's constructor).
+pub(crate) struct Parts<K> {
+    pub(crate) name: String,
+    pub(crate) queue: WorkQueue<ObjectKey>,
+    pub(crate) informer: Informer<K>,
+    /// Informers besides the primary one whose caches must sync before workers start.
+    pub(crate) secondary: Vec<Arc<dyn InformerHandle>>,
+    pub(crate) informers: Informers,
+    pub(crate) sources: Vec<Source>,
+    pub(crate) triggers: Vec<BoxStream<'static, ObjectKey>>,
+    pub(crate) config: Config,
+}
+
 /// What the clones of one controller share.
 struct Shared {
     counters: Counters,
@@ -177,6 +191,12 @@ struct Shared {
 }
 
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
+///
+/// Built whole, by [`Controller::builder`] (or [`Manager::controller`](crate::manager::Manager::controller))
+/// or the seed's [`Controller::new`] / [`Controller::with_config`]; it then only runs and
+/// reports. A clone is the same controller: clones share its queue, its informers, its
+/// [`stats`](Self::stats) and [`in_flight`](Self::in_flight), and its one run (so a clone kept
+/// before [`run`](Self::run) takes the controller reads the run's figures).
 pub struct Controller<K> {
     name: String,
     queue: WorkQueue<ObjectKey>,
@@ -185,13 +205,7 @@ pub struct Controller<K> {
     secondary: Vec<Arc<dyn InformerHandle>>,
     informers: Arc<Informers>,
     indexer_mismatch: bool,
-    workers: usize,
-    max_retries: u32,
-    on_dropped: Option<DroppedHook>,
-    reconcile_timeout: Option<Duration>,
-    shutdown_grace: Option<Duration>,
-    stale_cache_timeout: Duration,
-    needs_leader_election: bool,
+    config: Config,
     metrics: Option<Arc<dyn ControllerMetrics>>,
     shared: Arc<Shared>,
 }
@@ -205,13 +219,7 @@ impl<K> Clone for Controller<K> {
             secondary: self.secondary.clone(),
             informers: self.informers.clone(),
             indexer_mismatch: self.indexer_mismatch,
-            workers: self.workers,
-            max_retries: self.max_retries,
-            on_dropped: self.on_dropped.clone(),
-            reconcile_timeout: self.reconcile_timeout,
-            shutdown_grace: self.shutdown_grace,
-            stale_cache_timeout: self.stale_cache_timeout,
-            needs_leader_election: self.needs_leader_election,
+            config: self.config.clone(),
             metrics: self.metrics.clone(),
             shared: self.shared.clone(),
         }
@@ -222,8 +230,7 @@ impl<K> std::fmt::Debug for Controller<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
             .field("name", &self.name)
-            .field("workers", &self.workers)
-            .field("max_retries", &self.max_retries)
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
@@ -288,35 +295,42 @@ impl<K: InformerObject> Controller<K> {
     ///
     /// The controller runs the informer unless it already runs, and then stops it when it
     /// stops, as the seed does. To share an informer among controllers, take it from a
-    /// [`SharedInformerFactory`] and build with [`Controller::builder`].
+    /// [`SharedInformerFactory`] and build with [`Controller::builder`]. Runs with
+    /// [`Config::default()`]; see [`with_config`](Self::with_config).
     pub fn new(queue: WorkQueue<ObjectKey>, indexer: Indexer<K>, informer: Informer<K>) -> Self {
+        Self::with_config(queue, indexer, informer, Config::default())
+    }
+
+    /// As [`new`](Self::new), running as `config` says (workers, retries, timeouts):
+    /// the seed's `NewController` and `Run(threadiness, ..)` together.
+    pub fn with_config(
+        queue: WorkQueue<ObjectKey>,
+        indexer: Indexer<K>,
+        informer: Informer<K>,
+        config: Config,
+    ) -> Self {
         let indexer_mismatch = !indexer.same_store(&informer.indexer());
         let name = match queue.name() {
             "" => informer.list_watch().api_resource().plural.clone(),
             name => name.to_owned(),
         };
-        let mut controller = Self::from_parts(
+        let mut controller = Self::from_parts(Parts {
             name,
             queue,
             informer,
-            Vec::new(),
-            Informers::Seed,
-            Vec::new(),
-            Vec::new(),
-        );
+            secondary: Vec::new(),
+            informers: Informers::Seed,
+            sources: Vec::new(),
+            triggers: Vec::new(),
+            config,
+        });
         controller.indexer_mismatch = indexer_mismatch;
         controller
     }
 
-    pub(crate) fn from_parts(
-        name: String,
-        queue: WorkQueue<ObjectKey>,
-        informer: Informer<K>,
-        secondary: Vec<Arc<dyn InformerHandle>>,
-        informers: Informers,
-        sources: Vec<Source>,
-        triggers: Vec<BoxStream<'static, ObjectKey>>,
-    ) -> Self {
+    pub(crate) fn from_parts(parts: Parts<K>) -> Self {
+        let Parts { name, queue, informer, secondary, informers, sources, triggers, config } =
+            parts;
         Self {
             name,
             queue,
@@ -324,13 +338,7 @@ impl<K: InformerObject> Controller<K> {
             secondary,
             informers: Arc::new(informers),
             indexer_mismatch: false,
-            workers: 1,
-            max_retries: 5,
-            on_dropped: None,
-            reconcile_timeout: None,
-            shutdown_grace: None,
-            stale_cache_timeout: Duration::from_secs(5),
-            needs_leader_election: true,
+            config,
             metrics: None,
             shared: Arc::new(Shared {
                 counters: Counters::default(),
@@ -343,84 +351,30 @@ impl<K: InformerObject> Controller<K> {
         }
     }
 
-    /// Worker tasks, each reconciling one key at a time (default 1; the seed's `threadiness`).
-    #[must_use]
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers.max(1);
-        self
-    }
-
-    /// How many times a failing key is retried before it is dropped (default 5, as the seed).
-    #[must_use]
-    pub fn max_retries(mut self, retries: u32) -> Self {
-        self.max_retries = retries;
-        self
-    }
-
-    /// Called for each key dropped after its last retry, besides the error log.
-    #[must_use]
-    pub fn on_dropped(
-        mut self,
-        hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
-    ) -> Self {
-        self.on_dropped = Some(Arc::new(hook));
-        self
-    }
-
-    /// How long reconciles still running at shutdown may take to finish: after it, they are
-    /// abandoned (their futures dropped), logged with their keys as an error, and counted
-    /// ([`ControllerStats::abandoned`]), and `run` returns. Default: none, `run` waits for every
-    /// reconcile in flight, as client-go's `ShutDownWithDrain`. (A Manager's
-    /// graceful-shutdown timeout bounds the whole controller as well; reconciles it abandons
-    /// are logged the same way.)
-    #[must_use]
-    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.shutdown_grace = Some(grace);
-        self
-    }
-
-    /// How long a key's reconcile waits for the cache to hold the controller's own last write
-    /// of it, reported with [`report_write`](super::report_write) (see its module docs);
-    /// after it, the reconcile proceeds, logged and counted. Default 5 s; zero turns the
-    /// wait off.
-    #[must_use]
-    pub fn stale_cache_timeout(mut self, timeout: Duration) -> Self {
-        self.stale_cache_timeout = timeout;
-        self
-    }
-
-    /// Gives up on a reconcile that runs longer than `timeout`: it is dropped (its future is
-    /// not polled again), counted as a timeout and an error, and retried with backoff
-    /// (controller-runtime's `ReconciliationTimeout`). Default: none.
-    #[must_use]
-    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
-        self.reconcile_timeout = Some(timeout);
-        self
-    }
-
     /// Whether a [`Manager`](crate::manager::Manager) with leader election runs this
-    /// controller only while it leads (default `true`, controller-runtime's
-    /// `NeedLeaderElection`). A controller that may run on every replica (one that only
-    /// reads, or writes what is idempotent per replica) says `false`.
-    #[must_use]
-    pub fn needs_leader_election(mut self, needs: bool) -> Self {
-        self.needs_leader_election = needs;
-        self
+    /// controller only while it leads; see [`Config::needs_leader_election`].
+    pub fn needs_leader_election(&self) -> bool {
+        self.config.needs_leader_election
     }
 
-    /// Whether it runs only on the leader; see
-    /// [`needs_leader_election`](Self::needs_leader_election).
-    pub fn runs_on_leader_only(&self) -> bool {
-        self.needs_leader_election
+    /// How it runs: the [`Config`] it was built with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
-    /// Reports reconciles, errors, panics, timeouts, dropped keys and workers to `provider`
-    /// (a [`Manager`](crate::manager::Manager) with metrics sets this for the controllers it
-    /// runs).
-    #[must_use]
-    pub fn metrics(mut self, provider: &dyn ControllerMetricsProvider) -> Self {
-        self.metrics = Some(provider.new_controller_metrics(&self.name));
-        self
+    /// Reports to `provider` from now on, unless the controller reports somewhere already
+    /// (the builder's metrics; a [`Manager`](crate::manager::Manager) gives the controllers it
+    /// is handed its registry this way).
+    pub(crate) fn report_to_if_unset(&mut self, provider: &dyn ControllerMetricsProvider) {
+        if self.metrics.is_none() {
+            self.metrics = Some(provider.new_controller_metrics(&self.name));
+        }
+    }
+
+    /// Whether it made an informer factory of its own (built without
+    /// [`ControllerBuilder::factory`](super::ControllerBuilder::factory)).
+    pub(crate) fn owns_factory(&self) -> bool {
+        matches!(self.informers.as_ref(), Informers::OwnFactory(_))
     }
 
     /// The controller's name: in its logs' spans, and its queue's name unless that has one.
@@ -479,9 +433,13 @@ impl<K: InformerObject> Controller<K> {
     ///
     /// Fails with [`ControllerError::CacheSync`] (naming the caches) when shut down before
     /// they synced, and with [`ControllerError::InformerStopped`] when an informer it reads
-    /// stops under it. A controller runs once.
+    /// stops under it. A controller runs once (its clones share that run): a second `run`
+    /// fails with [`ControllerError::AlreadyRun`].
+    ///
+    /// Takes the controller, so `tokio::spawn(controller.run(reconciler, shutdown))` works;
+    /// keep a clone to read [`stats`](Self::stats) while and after it runs.
     pub async fn run<R>(
-        &self,
+        self,
         reconciler: R,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ControllerError>
@@ -510,9 +468,9 @@ impl<K: InformerObject> Controller<K> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = StopOnDrop(stop_tx);
         let mut tasks = JoinSet::new();
-        tracing::info!(workers = self.workers, "starting controller");
+        tracing::info!(workers = self.config.workers, "starting controller");
         if let Some(metrics) = &self.metrics {
-            metrics.max_concurrent_reconciles(self.workers);
+            metrics.max_concurrent_reconciles(self.config.workers);
         }
         let owned_informer = match self.informers.as_ref() {
             Informers::Seed if !self.informer.is_running() => {
@@ -542,7 +500,7 @@ impl<K: InformerObject> Controller<K> {
                     let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
                     tasks.spawn(forward(trigger, queue, stop));
                 }
-                for _ in 0..self.workers {
+                for _ in 0..self.config.workers {
                     let (this, reconciler, rx) =
                         (self.clone(), reconciler.clone(), stop_rx.clone());
                     tasks.spawn(
@@ -562,7 +520,7 @@ impl<K: InformerObject> Controller<K> {
         tracing::info!("stopping controller");
         drop(stop);
         let drain = async { while tasks.join_next().await.is_some() {} };
-        match self.shutdown_grace {
+        match self.config.shutdown_grace {
             None => drain.await,
             Some(grace) => {
                 if tokio::time::timeout(grace, drain).await.is_err() {
@@ -625,7 +583,7 @@ impl<K: InformerObject> Controller<K> {
         let object = self.informer.indexer().get(&key);
         let reconcile =
             writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
-        let outcome = match self.reconcile_timeout {
+        let outcome = match self.config.reconcile_timeout {
             Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
             None => Ok(reconcile.await),
         };
@@ -684,16 +642,16 @@ impl<K: InformerObject> Controller<K> {
     /// reported write of `key`; see the `writes` module.
     async fn wait_for_own_write(&self, key: &ObjectKey) {
         let Some(rv) = self.shared.pending_writes.take(key) else { return };
-        if self.stale_cache_timeout.is_zero() {
+        if self.config.stale_cache_timeout.is_zero() {
             return;
         }
         let rv = rv.to_string();
         let wait = self.informer.wait_for_resource_version(&rv);
-        if tokio::time::timeout(self.stale_cache_timeout, wait).await.is_err() {
+        if tokio::time::timeout(self.config.stale_cache_timeout, wait).await.is_err() {
             self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 resource_version = %rv,
-                timeout = ?self.stale_cache_timeout,
+                timeout = ?self.config.stale_cache_timeout,
                 "the cache does not hold this controller's own write yet; reconciling anyway"
             );
         }
@@ -708,7 +666,7 @@ impl<K: InformerObject> Controller<K> {
             metrics.dropped();
         }
         tracing::error!(error = %failure, "terminal error; not retrying");
-        if let Some(hook) = &self.on_dropped {
+        if let Some(hook) = &self.config.on_dropped {
             hook(key, &failure);
         }
     }
@@ -716,7 +674,7 @@ impl<K: InformerObject> Controller<K> {
     /// The seed's `handleErr`: retry with the rate limiter up to `max_retries`, then drop.
     fn handle_err(&self, key: &ObjectKey, priority: Priority, failure: ReconcileFailure) {
         let attempt = self.queue.num_requeues(key);
-        if attempt < self.max_retries {
+        if attempt < self.config.max_retries {
             tracing::info!(attempt, error = %failure, "error syncing; will retry");
             self.queue.add_rate_limited_with_priority(key.clone(), priority);
             return;
@@ -726,8 +684,8 @@ impl<K: InformerObject> Controller<K> {
         if let Some(metrics) = &self.metrics {
             metrics.dropped();
         }
-        tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.max_retries);
-        if let Some(hook) = &self.on_dropped {
+        tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.config.max_retries);
+        if let Some(hook) = &self.config.on_dropped {
             hook(key, &failure);
         }
     }

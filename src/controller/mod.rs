@@ -1,6 +1,44 @@
 //! Reconcilers and the controller that runs them: the seed article's `Controller` in Rust,
 //! grown to operators over several kinds.
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ctrlkit::cache::ObjectKey;
+//! use ctrlkit::controller::{Action, Config, Controller, Reconciler};
+//! use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+//! use kube_client::{Api, Client};
+//!
+//! struct PodPrinter;
+//!
+//! #[async_trait::async_trait]
+//! impl Reconciler for PodPrinter {
+//!     type Object = Pod;
+//!     type Error = kube_client::Error;
+//!
+//!     async fn reconcile(&self, key: &ObjectKey, pod: Option<Arc<Pod>>) -> Result<Action, Self::Error> {
+//!         println!("{key}: {}", if pod.is_some() { "present" } else { "gone" });
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn demo(client: Client) -> Result<(), ctrlkit::controller::ControllerError> {
+//! let controller = Controller::builder(Api::<Pod>::default_namespaced(client.clone()))
+//!     .owns(Api::<ConfigMap>::default_namespaced(client)) // ConfigMaps a pod controls
+//!     .config(Config::default().workers(2))
+//!     .build();
+//! let stats = controller.clone(); // clones share the run's figures
+//! tokio::spawn(controller.run(PodPrinter, ctrlkit::manager::shutdown_signal()));
+//! println!("{:?}", stats.stats());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Everything about a controller is set before it is built: what it watches and how its
+//! informer and queue are made on the [`ControllerBuilder`], how it runs (workers, retries,
+//! timeouts, leader election) in one [`Config`]. In a [`Manager`](crate::manager::Manager),
+//! [`Manager::controller`](crate::manager::Manager::controller) hands out a builder bound to the
+//! manager's informers and metrics.
+//!
 //! A [`Controller`] runs N workers; each takes a key from the
 //! [`WorkQueue`](crate::workqueue::WorkQueue), reads the object from the cache, calls
 //! [`Reconciler::reconcile`] inside a span naming the controller and the key, and then:
@@ -8,8 +46,9 @@
 //! - `Ok(action)`: `forget`s the key (resetting its backoff), and re-adds it after
 //!   [`Action::requeue_after`]'s delay if one was asked for;
 //! - `Err(e)` or a panic (caught, logged and counted; the worker lives on): re-adds it with
-//!   the queue's rate limiter while `num_requeues < max_retries` (default 5), then `forget`s
-//!   it and reports it (an error log and the optional `on_dropped` hook);
+//!   the queue's rate limiter while `num_requeues <` [`Config::max_retries`] (default 5),
+//!   then `forget`s it and reports it (an error log and the optional
+//!   [`on_dropped`](Config::on_dropped) hook);
 //! - `done` in every case.
 //!
 //! Keys come from the primary kind's events, and, with [`Controller::builder`], from owned
@@ -32,6 +71,7 @@
 //! [`Controller::builder`].
 
 mod builder;
+mod config;
 #[allow(clippy::module_inception)]
 mod controller;
 mod metrics;
@@ -41,6 +81,7 @@ mod source;
 mod writes;
 
 pub use builder::ControllerBuilder;
+pub use config::Config;
 pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Event, Predicate};

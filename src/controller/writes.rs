@@ -8,7 +8,7 @@
 //! answered its write with ([`report_write`], or [`report_written`] with the object the server
 //! returned) makes that key's next reconcile wait until the primary informer's cache reached
 //! that version: the write itself, or a later event or bookmark, which holds it. The wait is
-//! bounded ([`Controller::stale_cache_timeout`](super::Controller::stale_cache_timeout), 5 s by
+//! bounded ([`Config::stale_cache_timeout`](super::Config::stale_cache_timeout), 5 s by
 //! default); past it the reconcile proceeds, logged and counted
 //! ([`ControllerStats::stale_cache_timeouts`](super::ControllerStats::stale_cache_timeouts)).
 //!

@@ -15,8 +15,10 @@ use tracing::Instrument;
 
 use super::runnable::{Runnable, RunnableError, Stop};
 use super::signal::shutdown_signal;
-use crate::cache::{CacheSyncError, InformerConfig, InformerObject, SharedInformerFactory};
-use crate::controller::{Controller, Reconciler};
+use crate::cache::{
+    CacheSyncError, InformerConfig, InformerObject, ListWatch, SharedInformerFactory,
+};
+use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock};
 
@@ -228,7 +230,7 @@ async fn stop_endpoint(endpoint: Endpoint) {
 /// ```no_run
 /// # use std::sync::Arc;
 /// # use ctrlkit::cache::ObjectKey;
-/// # use ctrlkit::controller::{Action, Controller, Reconciler};
+/// # use ctrlkit::controller::{Action, Config, Reconciler};
 /// # struct Printer;
 /// # #[async_trait::async_trait]
 /// # impl Reconciler for Printer {
@@ -242,11 +244,10 @@ async fn stop_endpoint(endpoint: Endpoint) {
 /// use kube_client::Api;
 ///
 /// let mut manager = Manager::new(client.clone());
-/// let deployments = Controller::builder(Api::<Deployment>::all(client.clone()))
+/// let deployments = manager
+///     .controller(Api::<Deployment>::all(client.clone()))
 ///     .owns(Api::<ReplicaSet>::all(client))
-///     .factory(manager.factory())
-///     .build()
-///     .workers(2);
+///     .config(Config::default().workers(2));
 /// manager.add_controller(deployments, Printer);
 /// manager.run().await // until SIGTERM or Ctrl-C
 /// # }
@@ -302,9 +303,10 @@ impl Manager {
         &self.client
     }
 
-    /// The informer factory every controller of this manager should take its informers from
-    /// ([`ControllerBuilder::factory`](crate::controller::ControllerBuilder::factory)); the
-    /// manager starts and stops it.
+    /// The informer factory the manager's controllers take their informers from (the
+    /// builders of [`controller`](Self::controller) are bound to it); the manager starts and
+    /// stops it. Read owned objects from its caches: `manager.factory().informer::<ConfigMap>()`
+    /// is the informer `owns` uses.
     pub fn factory(&self) -> &SharedInformerFactory {
         &self.factory
     }
@@ -314,18 +316,50 @@ impl Manager {
         self.runnables.push(Arc::new(runnable));
     }
 
-    /// Adds a controller with its reconciler (its metrics recorded in the manager's registry,
-    /// if it has one).
-    pub fn add_controller<K, R>(&mut self, controller: Controller<K>, reconciler: R)
+    /// A controller of the objects `primary` lists and watches, already bound to this
+    /// manager: its informers come from the manager's [`factory`](Self::factory) (shared with
+    /// every other controller of the manager, started and stopped by it, with its queue
+    /// metrics) and it reports to the manager's metrics registry, if it has one. Add owns,
+    /// watches, predicates and a [`Config`](crate::controller::Config), then hand it to
+    /// [`add_controller`](Self::add_controller).
+    pub fn controller<K: InformerObject>(
+        &self,
+        primary: impl Into<ListWatch<K>>,
+    ) -> ControllerBuilder<K> {
+        let builder = Controller::builder(primary).factory(&self.factory);
+        #[cfg(feature = "metrics")]
+        let builder = match &self.metrics {
+            Some(registry) => builder.metrics(Arc::new(registry.clone())),
+            None => builder,
+        };
+        builder
+    }
+
+    /// Adds a controller with its reconciler: a [`ControllerBuilder`] (as
+    /// [`controller`](Self::controller) hands out) or a built [`Controller`]. One that reports
+    /// its metrics nowhere reports them to the manager's registry, if it has one. One built
+    /// without the manager's factory runs informers of its own, not shared with the
+    /// manager's other controllers and without the factory's queue metrics: a warning says
+    /// so.
+    pub fn add_controller<K, R>(&mut self, controller: impl Into<Controller<K>>, reconciler: R)
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
+        #[allow(unused_mut)]
+        let mut controller = controller.into();
+        if controller.owns_factory() {
+            tracing::warn!(
+                controller = controller.name(),
+                "this controller was built without the manager's factory: its informers are its \
+                 own, not shared, and its queue has none of the factory's metrics; build it \
+                 with manager.controller(api)"
+            );
+        }
         #[cfg(feature = "metrics")]
-        let controller = match &self.metrics {
-            Some(registry) => controller.metrics(registry),
-            None => controller,
-        };
+        if let Some(registry) = &self.metrics {
+            controller.report_to_if_unset(registry);
+        }
         self.add(ControllerRunnable { controller, reconciler: Mutex::new(Some(reconciler)) });
     }
 
@@ -585,7 +619,8 @@ where
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or("the controller was started already")?;
-        self.controller.run(reconciler, stop.into_future()).await.map_err(Into::into)
+        // Clones share the run; this one is taken by it.
+        self.controller.clone().run(reconciler, stop.into_future()).await.map_err(Into::into)
     }
 
     fn in_flight(&self) -> Vec<String> {
@@ -593,6 +628,6 @@ where
     }
 
     fn needs_leader_election(&self) -> bool {
-        self.controller.runs_on_leader_only()
+        self.controller.needs_leader_election()
     }
 }

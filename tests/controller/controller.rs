@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use ctrlkit::cache::{Informer, ListWatch, ObjectKey};
 use ctrlkit::controller::{
-    Action, Controller, ControllerError, ReconcileFailure, Reconciler, enqueue_handler,
+    Action, Config, Controller, ControllerError, ReconcileFailure, Reconciler, enqueue_handler,
 };
 use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -60,8 +60,10 @@ fn reporting_drops(pods: &Api<Pod>) -> (Controller<Pod>, Drops) {
     let d = dropped.clone();
     let controller = Controller::builder(pods.clone())
         .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
-        .build()
-        .on_dropped(move |key, failure| d.lock().unwrap().push((key.to_string(), failure.clone())));
+        .config(Config::default().on_dropped(move |key, failure| {
+            d.lock().unwrap().push((key.to_string(), failure.clone()))
+        }))
+        .build();
     (controller, dropped)
 }
 
@@ -283,7 +285,8 @@ async fn a_thousand_objects_under_many_updates_all_reach_their_newest_version_wi
     let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("configmaps").build();
     let informer = Informer::new(ListWatch::new(cms.clone()));
     informer.add_event_handler(enqueue_handler(queue.clone()));
-    let controller = Controller::new(queue, informer.indexer(), informer).workers(2);
+    let controller =
+        Controller::with_config(queue, informer.indexer(), informer, Config::default().workers(2));
     let tracker = Arc::new(Tracker::default());
     let (stop, stopped) = shutdown();
     let run = tokio::spawn({
@@ -382,8 +385,9 @@ async fn reconciles_still_running_after_the_shutdown_grace_are_abandoned_and_lis
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["stuck", "fine"]).await;
-    let controller =
-        Controller::builder(pods).build().workers(2).shutdown_grace(Duration::from_millis(200));
+    let controller = Controller::builder(pods)
+        .config(Config::default().workers(2).shutdown_grace(Duration::from_millis(200)))
+        .build();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn({
         let controller = controller.clone();
@@ -484,11 +488,10 @@ async fn the_seed_wiring_refuses_a_mismatched_indexer_and_a_controller_runs_once
         Err(ControllerError::IndexerMismatch)
     );
     let controller = Controller::builder(pods).build();
+    let clone = controller.clone();
     let _ = controller.run(noop(), tokio::time::sleep(Duration::from_millis(100))).await;
-    assert_eq!(
-        controller.run(noop(), std::future::ready(())).await,
-        Err(ControllerError::AlreadyRun)
-    );
+    // A clone is the same controller: its one run is over.
+    assert_eq!(clone.run(noop(), std::future::ready(())).await, Err(ControllerError::AlreadyRun));
 }
 
 #[tokio::test]
@@ -518,8 +521,8 @@ async fn reconcile_logs_name_the_controller_and_the_key() {
     let controller = Controller::builder(pods)
         .name("pod-checker")
         .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
-        .build()
-        .max_retries(0);
+        .config(Config::default().max_retries(0))
+        .build();
     let failing =
         Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Err("no good".to_owned()) };
     let calls = failing.calls.clone();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
-use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::manager::{Abandoned, Manager, ManagerError, Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
@@ -206,8 +206,8 @@ fn replica(server: &ctrlkit::testing::ApiServer, identity: &str) -> Replica {
     let everywhere_controller = Controller::builder(cms)
         .name("everywhere")
         .factory(manager.factory())
-        .build()
-        .needs_leader_election(false);
+        .config(Config::default().needs_leader_election(false))
+        .build();
     manager.add_controller(leader_controller, leader_only.reconciler::<ConfigMap>());
     manager.add_controller(everywhere_controller, everywhere.reconciler::<ConfigMap>());
     let factory = manager.factory().clone();

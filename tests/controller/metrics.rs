@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
-use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::Manager;
+use ctrlkit::metrics::Registry;
 use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
 use k8s_openapi::api::core::v1::Pod;
@@ -74,13 +75,13 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         .build();
     let limiter =
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_millis(20));
-    let controller = Controller::builder(pods)
-        .factory(manager.factory())
-        .queue(WorkQueue::builder().rate_limiter(limiter))
-        .build()
-        .workers(3)
-        .max_retries(1)
-        .reconcile_timeout(Duration::from_millis(100));
+    let controller =
+        manager.controller(pods).queue(WorkQueue::builder().rate_limiter(limiter)).config(
+            Config::default()
+                .workers(3)
+                .max_retries(1)
+                .reconcile_timeout(Duration::from_millis(100)),
+        );
     manager.add_controller(controller, Mixed);
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
@@ -166,6 +167,43 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
     assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())));
     stop.send(()).unwrap();
     let _ = run.await.unwrap(); // the stuck reconcile makes the stop time out; that is another test
+}
+
+/// A builder from `Manager::controller` needs no wiring: a controller built from it and run by
+/// hand, outside the manager, still reads the manager's informers (one watch of the kind for
+/// it and a managed controller) and reports to the manager's registry, queue included.
+#[tokio::test]
+async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_registry() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["ok"]).await;
+    let mut manager = Manager::builder(server.client()).metrics(Registry::new()).build();
+    let standalone = manager.controller(pods.clone()).name("standalone").build();
+    manager.add_controller(manager.controller(pods).name("managed"), Mixed);
+    let registry = manager.metrics().unwrap().clone();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let (stop_standalone, standalone_stopped) = shutdown();
+    let by_hand = tokio::spawn(standalone.run(Mixed, standalone_stopped));
+    let reconciled = |name: &str| {
+        let series = format!(
+            r#"controller_runtime_reconcile_total{{controller="{name}",result="success"}}"#
+        );
+        parse(&registry.encode()).samples.get(&series).copied().unwrap_or(0.0) >= 1.0
+    };
+    eventually("both controllers reported a reconcile", || {
+        reconciled("standalone") && reconciled("managed")
+    })
+    .await;
+    let exposition = parse(&registry.encode());
+    let adds = r#"workqueue_adds_total{name="standalone",controller="standalone"}"#;
+    assert!(exposition.samples.get(adds).is_some_and(|v| *v >= 1.0), "{adds}");
+    let watches = r#"ctrlkit_informer_watch_requests_total{resource="pods",namespace="default",selector="",result="success"}"#;
+    assert_eq!(exposition.samples.get(watches), Some(&1.0), "one informer for both");
+    stop_standalone.send(()).unwrap();
+    by_hand.await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
 }
 
 #[tokio::test]

@@ -53,8 +53,7 @@ async fn reconcile_order(prioritize: bool) -> (String, String, Vec<String>) {
         create_configmap(&server, &format!("cm-{i}")).await;
     }
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let controller =
-        Controller::builder(api.clone()).use_priority_queue(prioritize).build().workers(1);
+    let controller = Controller::builder(api.clone()).use_priority_queue(prioritize).build();
     let reconciler = Gated::default();
     let _running = run_controller(&controller, reconciler.clone());
     eventually("the first reconcile", || !reconciler.log.lock().unwrap().is_empty()).await;

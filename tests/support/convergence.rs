@@ -35,7 +35,7 @@ use ctrlkit::cache::{
     BackoffConfig, InformerLabels, InformerMetrics, InformerMetricsProvider, ListWatch, ObjectKey,
     RequestResult, WatchEventType,
 };
-use ctrlkit::controller::{Action, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -509,9 +509,8 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
         .name("convergence")
         .informer(move |b| b.backoff(backoff).metrics(Arc::new(counter)))
         .queue(WorkQueue::builder().rate_limiter(limiter()))
-        .build()
-        .workers(settings.workers)
-        .max_retries(100);
+        .config(Config::default().workers(settings.workers).max_retries(100))
+        .build();
     let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn({
         let (controller, recorder) = (controller.clone(), recorder.clone());

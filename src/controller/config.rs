@@ -1,0 +1,135 @@
+//! [`Config`]: how a controller runs its workers, retries, gives up and stops, taken whole by
+//! [`ControllerBuilder::config`](super::ControllerBuilder::config) and
+//! [`Controller::with_config`](super::Controller::with_config), as kube-runtime's `Controller`
+//! takes its `controller::Config`.
+//!
+//! Every setting has client-go's (or controller-runtime's) default; a setter changes one and
+//! leaves the others, in any order. The built [`Controller`](super::Controller) only runs and
+//! reports: nothing about how it runs changes after it is built.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::controller::{DroppedHook, ReconcileFailure};
+use crate::cache::ObjectKey;
+
+/// How a controller runs; see the [module docs](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use ctrlkit::controller::Config;
+///
+/// let config = Config::default()
+///     .workers(4)
+///     .max_retries(10)
+///     .reconcile_timeout(Duration::from_secs(30));
+/// assert!(format!("{config:?}").contains("workers: 4"));
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) workers: usize,
+    pub(crate) max_retries: u32,
+    pub(crate) on_dropped: Option<DroppedHook>,
+    pub(crate) reconcile_timeout: Option<Duration>,
+    pub(crate) shutdown_grace: Option<Duration>,
+    pub(crate) stale_cache_timeout: Duration,
+    pub(crate) needs_leader_election: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            max_retries: 5,
+            on_dropped: None,
+            reconcile_timeout: None,
+            shutdown_grace: None,
+            stale_cache_timeout: Duration::from_secs(5),
+            needs_leader_election: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("workers", &self.workers)
+            .field("max_retries", &self.max_retries)
+            .field("on_dropped", &self.on_dropped.is_some())
+            .field("reconcile_timeout", &self.reconcile_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("stale_cache_timeout", &self.stale_cache_timeout)
+            .field("needs_leader_election", &self.needs_leader_election)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Worker tasks, each reconciling one key at a time (default 1; the seed's `threadiness`,
+    /// controller-runtime's `MaxConcurrentReconciles`). Zero counts as one.
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// How many times a failing key is retried before it is dropped (default 5, as the seed).
+    #[must_use]
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// Called for each key given up on (after its last retry, or at once for a terminal
+    /// error), besides the error log.
+    #[must_use]
+    pub fn on_dropped(
+        mut self,
+        hook: impl Fn(&ObjectKey, &ReconcileFailure) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_dropped = Some(Arc::new(hook));
+        self
+    }
+
+    /// Gives up on a reconcile that runs longer than `timeout`: it is dropped (its future is
+    /// not polled again), counted as a timeout and an error, and retried with backoff
+    /// (controller-runtime's `ReconciliationTimeout`). Default: none.
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// How long reconciles still running at shutdown may take to finish: after it, they are
+    /// abandoned (their futures dropped), logged with their keys as an error, and counted
+    /// ([`ControllerStats::abandoned`](super::ControllerStats::abandoned)), and `run` returns.
+    /// Default: none, `run` waits for every reconcile in flight, as client-go's
+    /// `ShutDownWithDrain`. (A Manager's graceful-shutdown timeout bounds the whole
+    /// controller as well; reconciles it abandons are logged the same way.)
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
+        self
+    }
+
+    /// How long a key's reconcile waits for the cache to hold the controller's own last write
+    /// of it, reported with [`report_write`](super::report_write) (see its docs); after it,
+    /// the reconcile proceeds, logged and counted. Default 5 s; zero turns the wait off.
+    #[must_use]
+    pub fn stale_cache_timeout(mut self, timeout: Duration) -> Self {
+        self.stale_cache_timeout = timeout;
+        self
+    }
+
+    /// Whether a [`Manager`](crate::manager::Manager) with leader election runs this
+    /// controller only while it leads (default `true`, controller-runtime's
+    /// `NeedLeaderElection`). A controller that may run on every replica (one that only
+    /// reads, or writes what is idempotent per replica) says `false`. The same question as
+    /// [`Runnable::needs_leader_election`](crate::manager::Runnable::needs_leader_election)
+    /// and [`Controller::needs_leader_election`](super::Controller::needs_leader_election).
+    #[must_use]
+    pub fn needs_leader_election(mut self, needs: bool) -> Self {
+        self.needs_leader_election = needs;
+        self
+    }
+}
