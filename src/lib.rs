@@ -21,7 +21,7 @@
 //!
 //! - [`leaderelection`]: Lease-based leader election with client-go's algorithm; a manager
 //!   runs its controllers only while it leads.
-//! - [`metrics`] (feature `metrics`): Prometheus metrics under controller-runtime's names, and
+//! - `metrics` (feature `metrics`): Prometheus metrics under controller-runtime's names, and
 //!   the `/metrics` `/healthz` `/readyz` endpoint.
 //! - [`finalizer`]: clean up before an object goes.
 //! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
@@ -31,13 +31,24 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `testing` | an in-process Kubernetes API server for tests and examples ([`testing`]) |
-//! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint ([`metrics`]) |
+//! | `testing` | an in-process Kubernetes API server for tests and examples (module `testing`) |
+//! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint (module `metrics`) |
+//!
+//! Items that need a feature say so in these docs (docs.rs builds them all).
+#![cfg_attr(
+    feature = "metrics",
+    doc = "\nWith `metrics` on: [`metrics`], and [`ManagerBuilder::metrics_address`](manager::ManagerBuilder::metrics_address) to serve it."
+)]
+#![cfg_attr(
+    feature = "testing",
+    doc = "\nWith `testing` on: [`testing`], an API server to test controllers without a cluster."
+)]
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
 //! tests.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cache;
 pub mod controller;
@@ -47,9 +58,11 @@ mod host;
 pub mod leaderelection;
 pub mod manager;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 mod panic;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod user_agent;
 pub mod workqueue;

@@ -1,5 +1,33 @@
 //! The informer and its cache: client-go's `tools/cache` in async Rust.
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ctrlkit::cache::{Informer, ListWatch, ResourceEventHandlerFuncs, wait_for_cache_sync};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube_client::{Api, Client};
+//!
+//! # async fn demo(client: Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let informer = Informer::new(ListWatch::new(Api::<Pod>::all(client)).labels("app=web"));
+//! // A custom index: pods by the node they run on.
+//! informer.indexer().add_index("by-node", |pod: &Pod| {
+//!     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+//! })?;
+//! informer.add_event_handler(ResourceEventHandlerFuncs::new().on_add(|pod: &Arc<Pod>| {
+//!     println!("added: {:?}", pod.metadata.name);
+//! }));
+//! let running = tokio::spawn({
+//!     let informer = informer.clone();
+//!     async move { informer.run(ctrlkit::manager::shutdown_signal()).await }
+//! });
+//! if wait_for_cache_sync(&[&informer], ctrlkit::manager::shutdown_signal()).await {
+//!     let on_node = informer.indexer().by_index("by-node", "node-1")?;
+//!     println!("{} pods on node-1 of {}", on_node.len(), informer.indexer().list().len());
+//! }
+//! running.await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! - [`ObjectKey`] names objects as client-go does (`namespace/name`);
 //!   [`meta_namespace_key_func`] and [`deletion_handling_meta_namespace_key_func`] make keys.
 //! - [`Indexer`] is the cache: `Arc<K>` by key, named indexes, cheap clones for readers; or,

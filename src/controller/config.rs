@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::controller::{DroppedHook, ReconcileFailure};
 use crate::cache::ObjectKey;
 
-/// How a controller runs; see the [module docs](self).
+/// How a controller runs: set before it is built, read by its workers.
 ///
 /// ```
 /// use std::time::Duration;

@@ -102,7 +102,7 @@ impl DropReason {
     }
 }
 
-/// Hooks for the recorder's metrics (see [`crate::metrics`] for an implementation).
+/// Hooks for the recorder's metrics (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
 pub trait EventMetrics: Send + Sync {
     /// An event was written (created, or its series updated).
     fn recorded(&self, controller: &str);

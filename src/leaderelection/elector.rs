@@ -97,7 +97,7 @@ pub struct LeaderStatus {
     pub leader: Option<String>,
 }
 
-/// Hooks for `leader_election_master_status` (see [`crate::metrics`] for an implementation).
+/// Hooks for `leader_election_master_status` (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
 pub trait LeaderMetrics: Send + Sync {
     /// This process leads the election `name`.
     fn on(&self, name: &str);

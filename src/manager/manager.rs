@@ -147,6 +147,7 @@ impl ManagerBuilder {
     /// event recorders made by [`Manager::event_recorder`]). Implied by
     /// [`metrics_address`](Self::metrics_address), with a new registry.
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     #[must_use]
     pub fn metrics(mut self, registry: crate::metrics::Registry) -> Self {
         self.metrics = Some(registry);
@@ -156,6 +157,7 @@ impl ManagerBuilder {
     /// Serves `/metrics`, `/healthz` and `/readyz` on `address` while the manager runs
     /// (`/readyz`: the caches synced, and the election campaigning or leading).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     #[must_use]
     pub fn metrics_address(mut self, address: std::net::SocketAddr) -> Self {
         self.metrics_address = Some(address);
@@ -381,6 +383,7 @@ impl Manager {
 
     /// The metrics registry, if the manager records metrics (to register your own).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(&self) -> Option<&crate::metrics::Registry> {
         self.metrics.as_ref()
     }

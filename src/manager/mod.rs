@@ -2,8 +2,9 @@
 //! and other [`Runnable`]s over one [`SharedInformerFactory`](crate::cache::SharedInformerFactory).
 //!
 //! Contract:
-//! - **One set of caches**: every controller built on [`Manager::factory`] shares its
-//!   informers: one list and one watch per kind, namespace and selector.
+//! - **One set of caches**: every controller of [`Manager::controller`] (bound to
+//!   [`Manager::factory`]) shares its informers: one list and one watch per kind, namespace
+//!   and selector.
 //! - **Start in order**: the informers first; their caches synced; then every runnable.
 //! - **Stop on a signal** ([`Manager::run`]: SIGTERM or Ctrl-C) or a future
 //!   ([`Manager::run_until`]), or when a runnable fails: runnables stop taking new work and
@@ -14,8 +15,10 @@
 //! - **Failures name who failed**: a runnable's error or panic stops the manager and comes back
 //!   as [`ManagerError::Runnable`] with the runnable's name.
 //!
-//! Leader election, a metrics registry and health endpoints are to plug in at the builder,
-//! leaving what users write (controllers, `add_controller`, `run`) as it is.
+//! At the [`ManagerBuilder`]: leader election ([`ManagerBuilder::leader_election`]: runnables
+//! that [need it](Runnable::needs_leader_election) run only while this replica leads), and,
+//! with the `metrics` feature, a metrics registry and the `/metrics` `/healthz` `/readyz`
+//! endpoint.
 
 #[allow(clippy::module_inception)]
 mod manager;
