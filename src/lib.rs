@@ -27,6 +27,8 @@
 //! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
 //! - [`user_agent`]: every request ctrlkit sends names its binary, as client-go's do.
 //!
+//! [`prelude`] holds what a reconciler and its `main` need: `use ctrlkit::prelude::*;`.
+//!
 //! ## Cargo features
 //!
 //! | feature | what it adds |
@@ -61,6 +63,7 @@ pub mod manager;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 mod panic;
+pub mod prelude;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

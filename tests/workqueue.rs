@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use ctrlkit::workqueue::{
     BucketRateLimiter, CounterMetric, GaugeMetric, HistogramMetric,
-    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, MetricsProvider,
-    RateLimiter, SettableGaugeMetric, WorkQueue, default_controller_rate_limiter,
+    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
+    QueueMetricsProvider, RateLimiter, SettableGaugeMetric, WorkQueue,
+    default_controller_rate_limiter,
 };
 use tokio::time::{Instant, advance, sleep, timeout};
 
@@ -428,7 +429,7 @@ impl SettableGaugeMetric for Settable {
         *self.0.lock().unwrap() = v;
     }
 }
-impl MetricsProvider for Recorder {
+impl QueueMetricsProvider for Recorder {
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
         self.names.lock().unwrap().push(name.to_owned());
         self.depth.clone()

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, ItemFastSlowRateLimiter, MetricsProvider,
-    Priority, SettableGaugeMetric, WorkQueue,
+    CounterMetric, GaugeMetric, HistogramMetric, ItemFastSlowRateLimiter, Priority,
+    QueueMetricsProvider, SettableGaugeMetric, WorkQueue,
 };
 use futures::FutureExt;
 use tokio::time::{Instant, advance};
@@ -185,7 +185,7 @@ impl Depths {
     }
 }
 
-impl MetricsProvider for Depths {
+impl QueueMetricsProvider for Depths {
     fn new_depth_metric(&self, _: &str) -> Arc<dyn GaugeMetric> {
         self.gauge("total".into())
     }

@@ -33,7 +33,7 @@ use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{SyncFailure, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
-use crate::workqueue::MetricsProvider;
+use crate::workqueue::QueueMetricsProvider;
 
 /// Why a factory's caches did not sync; see
 /// [`SharedInformerFactory::wait_for_cache_sync`].
@@ -100,7 +100,7 @@ struct Inner {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
-    queue_metrics: Option<Arc<dyn MetricsProvider>>,
+    queue_metrics: Option<Arc<dyn QueueMetricsProvider>>,
     state: Mutex<State>,
     /// `true` once the factory stops its informers.
     stop: watch::Sender<bool>,
@@ -156,7 +156,7 @@ pub struct SharedInformerFactoryBuilder {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
-    queue_metrics: Option<Arc<dyn MetricsProvider>>,
+    queue_metrics: Option<Arc<dyn QueueMetricsProvider>>,
 }
 
 impl std::fmt::Debug for SharedInformerFactoryBuilder {
@@ -197,7 +197,7 @@ impl SharedInformerFactoryBuilder {
     /// The metrics of the work queues of controllers built on this factory (unless their
     /// queue builder has its own), so that a manager's registry reaches them.
     #[must_use]
-    pub fn queue_metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+    pub fn queue_metrics(mut self, provider: Arc<dyn QueueMetricsProvider>) -> Self {
         self.queue_metrics = Some(provider);
         self
     }
@@ -251,7 +251,7 @@ impl SharedInformerFactory {
     }
 
     /// The work-queue metrics controllers built on this factory use, if any.
-    pub fn queue_metrics(&self) -> Option<Arc<dyn MetricsProvider>> {
+    pub fn queue_metrics(&self) -> Option<Arc<dyn QueueMetricsProvider>> {
         self.inner.queue_metrics.clone()
     }
 

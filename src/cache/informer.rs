@@ -143,13 +143,43 @@ impl<K> Debug for Informer<K> {
     }
 }
 
-/// Builds an [`Informer`].
+/// Builds an [`Informer`]. Its setters win in any order: [`config`](Self::config) is the base
+/// every other setter changes, wherever it is called.
 pub struct InformerBuilder<K> {
     list_watch: ListWatch<K>,
     indexer: Option<Indexer<K>>,
     config: InformerConfig,
+    /// What the setters set, applied over `config` at build.
+    overrides: Overrides,
     transform: Option<Transform<K>>,
     metrics: Option<Arc<dyn InformerMetricsProvider>>,
+}
+
+/// An [`InformerBuilder`]'s settings made one by one.
+#[derive(Debug, Default, Clone)]
+struct Overrides {
+    resync: Option<Option<Duration>>,
+    backoff: Option<BackoffConfig>,
+    streaming_list: Option<bool>,
+    keep_managed_fields: Option<bool>,
+}
+
+impl Overrides {
+    fn apply(self, mut config: InformerConfig) -> InformerConfig {
+        if let Some(resync) = self.resync {
+            config.resync = resync;
+        }
+        if let Some(backoff) = self.backoff {
+            config.backoff = backoff;
+        }
+        if let Some(on) = self.streaming_list {
+            config.streaming_list = on;
+        }
+        if let Some(keep) = self.keep_managed_fields {
+            config.keep_managed_fields = keep;
+        }
+        config
+    }
 }
 
 impl<K> Debug for InformerBuilder<K> {
@@ -157,13 +187,15 @@ impl<K> Debug for InformerBuilder<K> {
         f.debug_struct("InformerBuilder")
             .field("list_watch", &self.list_watch)
             .field("config", &self.config)
+            .field("overrides", &self.overrides)
             .field("transform", &self.transform.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl<K: InformerObject> InformerBuilder<K> {
-    /// Starts from `config` (what a factory hands its informers), replacing what was set.
+    /// Starts from `config` (what a factory hands its informers); the other setters change it,
+    /// called before or after this.
     #[must_use]
     pub fn config(mut self, config: InformerConfig) -> Self {
         self.config = config;
@@ -174,7 +206,7 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// resync). Off by default.
     #[must_use]
     pub fn resync(mut self, period: Duration) -> Self {
-        self.config.resync = Some(period).filter(|p| !p.is_zero());
+        self.overrides.resync = Some(Some(period).filter(|p| !p.is_zero()));
         self
     }
 
@@ -184,7 +216,7 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// cache transform).
     #[must_use]
     pub fn keep_managed_fields(mut self, keep: bool) -> Self {
-        self.config.keep_managed_fields = keep;
+        self.overrides.keep_managed_fields = Some(keep);
         self
     }
 
@@ -200,7 +232,7 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// Backoff after failures (default: 800 ms doubling to 30 s, reset after 2 minutes).
     #[must_use]
     pub fn backoff(mut self, backoff: BackoffConfig) -> Self {
-        self.config.backoff = backoff;
+        self.overrides.backoff = Some(backoff);
         self
     }
 
@@ -214,7 +246,7 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// page size [`ListWatch::page_size`](super::ListWatch::page_size) sets).
     #[must_use]
     pub fn streaming_list(mut self, on: bool) -> Self {
-        self.config.streaming_list = on;
+        self.overrides.streaming_list = Some(on);
         self
     }
 
@@ -235,6 +267,7 @@ impl<K: InformerObject> InformerBuilder<K> {
 
     /// The informer.
     pub fn build(self) -> Informer<K> {
+        let config = self.overrides.apply(self.config);
         let span = informer_span(&self.list_watch);
         let metrics =
             self.metrics.map(|p| p.new_informer_metrics(&InformerLabels::of(&self.list_watch)));
@@ -243,12 +276,12 @@ impl<K: InformerObject> InformerBuilder<K> {
             self.list_watch,
             ReflectorConfig {
                 prepare: Prepare {
-                    keep_managed_fields: self.config.keep_managed_fields,
+                    keep_managed_fields: config.keep_managed_fields,
                     transform: self.transform,
                     codec: indexer.codec(),
                 },
-                backoff: self.config.backoff,
-                streaming_list: self.config.streaming_list,
+                backoff: config.backoff,
+                streaming_list: config.streaming_list,
                 metrics: metrics.clone(),
             },
         );
@@ -259,7 +292,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 processor: Processor::new(span.clone()),
                 synced: watch::channel(false).0,
                 state: watch::channel(RunState::NotStarted).0,
-                resync: self.config.resync,
+                resync: config.resync,
                 last_sync_rv: Mutex::new(String::new()),
                 reached: watch::channel(0).0,
                 span,
@@ -321,6 +354,7 @@ impl<K: InformerObject> Informer<K> {
             list_watch,
             indexer: None,
             config: InformerConfig::default(),
+            overrides: Overrides::default(),
             transform: None,
             metrics: None,
         }
@@ -587,5 +621,29 @@ impl<K: InformerObject> HasSynced for Informer<K> {
     }
     fn synced_receiver(&self) -> watch::Receiver<bool> {
         self.inner.synced.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A setter made before `config` still wins over the config's value, as one made after it.
+    #[test]
+    fn setters_win_over_a_config_given_before_or_after_them() {
+        let base = InformerConfig {
+            resync: Some(Duration::from_secs(60)),
+            streaming_list: true,
+            ..InformerConfig::default()
+        };
+        let overrides =
+            Overrides { streaming_list: Some(false), resync: Some(None), ..Overrides::default() };
+        let config = overrides.apply(base.clone());
+        assert!(!config.streaming_list);
+        assert_eq!(config.resync, None);
+        // What no setter touched comes from the config.
+        let untouched = Overrides::default().apply(base);
+        assert_eq!(untouched.resync, Some(Duration::from_secs(60)));
+        assert!(untouched.streaming_list);
     }
 }

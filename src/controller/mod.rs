@@ -84,7 +84,7 @@ pub use builder::ControllerBuilder;
 pub use config::Config;
 pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
-pub use predicate::{Event, Predicate};
+pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use source::{enqueue_handler, event_priority};
 pub use writes::{report_write, report_written};

@@ -18,7 +18,7 @@ use kube_client::Resource;
 /// One change, as a predicate sees it.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Event<'a, K> {
+pub enum Change<'a, K> {
     /// An object appeared (or was listed at start).
     Add(&'a K),
     /// An object changed; on resync, `old` and `new` are the same object.
@@ -32,7 +32,7 @@ pub enum Event<'a, K> {
     Delete(&'a K),
 }
 
-type Filter<K> = Arc<dyn Fn(&Event<'_, K>) -> bool + Send + Sync>;
+type Filter<K> = Arc<dyn Fn(&Change<'_, K>) -> bool + Send + Sync>;
 
 /// A filter on events; combine with [`and`](Self::and), [`or`](Self::or) and `!`.
 ///
@@ -66,20 +66,20 @@ impl<K> std::fmt::Debug for Predicate<K> {
 
 impl<K: 'static> Predicate<K> {
     /// A predicate from any function of the event.
-    pub fn new(f: impl Fn(&Event<'_, K>) -> bool + Send + Sync + 'static) -> Self {
+    pub fn new(f: impl Fn(&Change<'_, K>) -> bool + Send + Sync + 'static) -> Self {
         Self { filter: Arc::new(f) }
     }
 
     /// A predicate on updates (`f(old, new)`); adds and deletes pass.
     pub fn on_update(f: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
         Self::new(move |event| match event {
-            Event::Update { old, new } => f(old, new),
+            Change::Update { old, new } => f(old, new),
             _ => true,
         })
     }
 
     /// Whether `event` passes.
-    pub fn evaluate(&self, event: &Event<'_, K>) -> bool {
+    pub fn evaluate(&self, event: &Change<'_, K>) -> bool {
         (self.filter)(event)
     }
 
@@ -154,12 +154,12 @@ mod tests {
         let a = cm(1, "10", json!({"app": "web"}));
         let relabelled = cm(1, "11", json!({"app": "db"}));
         let respecced = cm(2, "12", json!({"app": "web"}));
-        let update = |old, new| Event::Update { old, new };
+        let update = |old, new| Change::Update { old, new };
         let generation = Predicate::<ConfigMap>::generation_changed();
         assert!(!generation.evaluate(&update(&a, &relabelled)));
         assert!(generation.evaluate(&update(&a, &respecced)));
         assert!(!generation.evaluate(&update(&a, &a)), "a resync");
-        assert!(generation.evaluate(&Event::Add(&a)) && generation.evaluate(&Event::Delete(&a)));
+        assert!(generation.evaluate(&Change::Add(&a)) && generation.evaluate(&Change::Delete(&a)));
         let labels = Predicate::<ConfigMap>::labels_changed();
         assert!(labels.evaluate(&update(&a, &relabelled)));
         assert!(!labels.evaluate(&update(&a, &respecced)));
@@ -171,14 +171,14 @@ mod tests {
     fn predicates_combine() {
         let a = cm(1, "10", json!({"app": "web"}));
         let relabelled = cm(1, "11", json!({"app": "db"}));
-        let update = Event::Update { old: &a, new: &relabelled };
+        let update = Change::Update { old: &a, new: &relabelled };
         let generation = Predicate::<ConfigMap>::generation_changed();
         let labels = Predicate::<ConfigMap>::labels_changed();
         assert!(generation.clone().or(labels.clone()).evaluate(&update));
         assert!(!generation.clone().and(labels.clone()).evaluate(&update));
         assert!((!generation.clone()).evaluate(&update));
-        assert!(!(!generation).evaluate(&Event::Add(&a)), "! flips adds too");
-        let named = Predicate::<ConfigMap>::new(|e| matches!(e, Event::Delete(_)));
-        assert!(named.evaluate(&Event::Delete(&a)) && !named.evaluate(&Event::Add(&a)));
+        assert!(!(!generation).evaluate(&Change::Add(&a)), "! flips adds too");
+        let named = Predicate::<ConfigMap>::new(|e| matches!(e, Change::Delete(_)));
+        assert!(named.evaluate(&Change::Delete(&a)) && !named.evaluate(&Change::Add(&a)));
     }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use kube_client::Resource;
 
-use super::predicate::{Event, Predicate};
+use super::predicate::{Change, Predicate};
 use crate::cache::{
     Deleted, InformerObject, ObjectKey, ResourceEventHandler, ResourceEventHandlerFuncs,
     deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
@@ -40,14 +40,14 @@ pub fn enqueue_handler<K: InformerObject>(
     ResourceEventHandlerFuncs::new()
         .on_add_detailed(move |o: &Arc<K>, initial| {
             if let Ok(key) = meta_namespace_key_func(o.as_ref()) {
-                q1.add_with_priority(key, event_priority(&Event::Add(o.as_ref()), initial));
+                q1.add_with_priority(key, event_priority(&Change::Add(o.as_ref()), initial));
             }
         })
         .on_update(move |old: &Arc<K>, new: &Arc<K>| {
             if let Ok(key) = meta_namespace_key_func(new.as_ref()) {
                 q2.add_with_priority(
                     key,
-                    event_priority(&Event::Update { old: old.as_ref(), new: new.as_ref() }, false),
+                    event_priority(&Change::Update { old: old.as_ref(), new: new.as_ref() }, false),
                 );
             }
         })
@@ -65,15 +65,15 @@ pub fn enqueue_handler<K: InformerObject>(
 /// was), [`Priority::NORMAL`] for every other event. So after a restart, or at a resync, the
 /// objects that really changed are reconciled first.
 pub fn event_priority<K: InformerObject>(
-    event: &Event<'_, K>,
+    event: &Change<'_, K>,
     is_in_initial_list: bool,
 ) -> Priority {
     let unchanged = match event {
-        Event::Add(_) => is_in_initial_list,
-        Event::Update { old, new } => {
+        Change::Add(_) => is_in_initial_list,
+        Change::Update { old, new } => {
             std::ptr::eq(*old, *new) || old.meta().resource_version == new.meta().resource_version
         }
-        Event::Delete(_) => false,
+        Change::Delete(_) => false,
     };
     if unchanged { Priority::LOW } else { Priority::NORMAL }
 }
@@ -116,7 +116,7 @@ impl<S: InformerObject> EnqueueHandler<S> {
         self.predicate.is_some() || matches!(self.mapper, Mapper::Map(_))
     }
 
-    fn passes(&self, event: &Event<'_, S>, object: &S) -> bool {
+    fn passes(&self, event: &Change<'_, S>, object: &S) -> bool {
         let Some(predicate) = &self.predicate else { return true };
         catch(|| predicate.evaluate(event)).unwrap_or_else(|panic| {
             tracing::error!(object = %describe(object), %panic, "a predicate panicked; the event passes");
@@ -138,7 +138,7 @@ impl<S: InformerObject> EnqueueHandler<S> {
     fn enqueue(
         &self,
         keys: impl IntoIterator<Item = ObjectKey>,
-        event: &Event<'_, S>,
+        event: &Change<'_, S>,
         initial: bool,
     ) {
         let priority =
@@ -151,14 +151,14 @@ impl<S: InformerObject> EnqueueHandler<S> {
 
 impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
     fn on_add(&self, object: &Arc<S>, is_in_initial_list: bool) {
-        let event = Event::Add(object.as_ref());
+        let event = Change::Add(object.as_ref());
         if self.passes(&event, object) {
             self.enqueue(self.keys(object), &event, is_in_initial_list);
         }
     }
 
     fn on_update(&self, old: &Arc<S>, new: &Arc<S>) {
-        let event = Event::Update { old: old.as_ref(), new: new.as_ref() };
+        let event = Change::Update { old: old.as_ref(), new: new.as_ref() };
         if !self.passes(&event, new) {
             return;
         }
@@ -172,7 +172,7 @@ impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
 
     fn on_delete(&self, deleted: &Deleted<S>) {
         let object = deleted.object();
-        let event = Event::Delete(object.as_ref());
+        let event = Change::Delete(object.as_ref());
         if !self.passes(&event, object) {
             return;
         }

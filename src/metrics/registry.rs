@@ -18,7 +18,8 @@ use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileO
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
 use crate::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, Priority, SettableGaugeMetric,
+    CounterMetric, GaugeMetric, HistogramMetric, Priority, QueueMetricsProvider,
+    SettableGaugeMetric,
 };
 
 type Labels<const N: usize> = [(&'static str, String); N];
@@ -292,7 +293,7 @@ fn queue_labels(name: &str) -> Labels<2> {
     [("name", name.to_owned()), ("controller", name.to_owned())]
 }
 
-impl MetricsProvider for Registry {
+impl QueueMetricsProvider for Registry {
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
         // Exported per priority only, as controller-runtime's priority queue does: the total
         // is their sum, and a series without a priority beside them would count items twice.

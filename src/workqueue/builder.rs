@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::WorkQueue;
-use super::metrics::{MetricsProvider, QueueMetrics};
+use super::metrics::{QueueMetrics, QueueMetricsProvider};
 use super::rate_limiters::RateLimiter;
 
 /// Builds a [`WorkQueue`]; see [`WorkQueue::builder`].
 pub struct WorkQueueBuilder<T> {
     name: String,
     rate_limiter: Option<Box<dyn RateLimiter<T>>>,
-    metrics: Option<Arc<dyn MetricsProvider>>,
+    metrics: Option<Arc<dyn QueueMetricsProvider>>,
     aging: Duration,
     _item: PhantomData<fn(T)>,
 }
@@ -69,7 +69,7 @@ where
 
     /// Records the queue's metrics with `provider`. Without it, nothing is recorded.
     #[must_use]
-    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+    pub fn metrics(mut self, provider: Arc<dyn QueueMetricsProvider>) -> Self {
         self.metrics = Some(provider);
         self
     }

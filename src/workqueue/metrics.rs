@@ -1,6 +1,6 @@
 //! Metrics hooks with client-go's workqueue metrics, labelled by the queue's name.
 //!
-//! A [`MetricsProvider`] makes one metric object per queue and metric; a Prometheus (or any
+//! A [`QueueMetricsProvider`] makes one metric object per queue and metric; a Prometheus (or any
 //! other) exporter implements it. A queue built without a provider records nothing and reads
 //! no clocks for metrics, so unused metrics cost nothing.
 //!
@@ -53,7 +53,7 @@ pub trait HistogramMetric: Send + Sync {
 }
 
 /// Makes the metrics of a queue named `name`: client-go's `workqueue.MetricsProvider`.
-pub trait MetricsProvider: Send + Sync {
+pub trait QueueMetricsProvider: Send + Sync {
     /// Current depth: items ready to be handed out.
     fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric>;
     /// Current depth of one priority: items ready to be handed out at `priority`. Asked for
@@ -103,7 +103,7 @@ impl HistogramMetric for Noop {
     fn observe(&self, _: f64) {}
 }
 
-impl MetricsProvider for NoopMetricsProvider {
+impl QueueMetricsProvider for NoopMetricsProvider {
     fn new_depth_metric(&self, _: &str) -> Arc<dyn GaugeMetric> {
         Arc::new(Noop)
     }
@@ -132,7 +132,7 @@ impl MetricsProvider for NoopMetricsProvider {
 
 /// The metrics of one queue, made once at build time (the per-priority depths on first use).
 pub(crate) struct QueueMetrics {
-    provider: Arc<dyn MetricsProvider>,
+    provider: Arc<dyn QueueMetricsProvider>,
     name: String,
     pub(crate) depth: Arc<dyn GaugeMetric>,
     /// One gauge per priority seen; a handful at most, so a list.
@@ -146,7 +146,7 @@ pub(crate) struct QueueMetrics {
 }
 
 impl QueueMetrics {
-    pub(crate) fn new(provider: Arc<dyn MetricsProvider>, name: &str) -> Self {
+    pub(crate) fn new(provider: Arc<dyn QueueMetricsProvider>, name: &str) -> Self {
         Self {
             name: name.to_owned(),
             depth: provider.new_depth_metric(name),

@@ -81,7 +81,7 @@ mod work_queue;
 
 pub use builder::WorkQueueBuilder;
 pub use metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetricsProvider,
+    CounterMetric, GaugeMetric, HistogramMetric, NoopMetricsProvider, QueueMetricsProvider,
     SettableGaugeMetric,
 };
 pub use priority::Priority;
