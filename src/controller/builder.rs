@@ -172,6 +172,12 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// Reconciles an owner when an object it controls changes or goes: objects of `owned`
     /// whose `ownerReferences` name a controller (`controller: true`) of the primary kind
     /// enqueue that owner's key (controller-runtime's `Owns`).
+    ///
+    /// The owned objects are cached by the factory's informer for `owned`, so a reconciler
+    /// reads them from there, not from the server: hand it
+    /// `factory.informer_for(owned.clone()).indexer()` (the same informer, whichever asks
+    /// first), and add an index by owner to find an owner's objects without a scan, as
+    /// `examples/configmap_sets.rs` does.
     #[must_use]
     pub fn owns<S: InformerObject>(self, owned: impl Into<ListWatch<S>>) -> Self {
         self.add_source(owned.into(), None, None)

@@ -171,8 +171,10 @@ mod server;
 mod status;
 mod store;
 mod table;
+mod wait;
 mod watch;
 
 pub use faults::{Failure, Faults};
 pub use resources::{PrinterColumn, ResourceType};
 pub use server::{ApiServer, ApiServerBuilder, ApiServerError, RequestCounts};
+pub use wait::{WaitError, wait_for};

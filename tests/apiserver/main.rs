@@ -19,6 +19,7 @@ mod protobuf;
 #[path = "../support/mod.rs"]
 mod support;
 mod tables;
+mod wait;
 mod watch;
 
 fn main() -> ExitCode {
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         metadata::metadata_forms_that_do_not_fit_the_request_are_refused,
         metadata::metadata_watches_send_partial_objects_and_bookmarks,
         metadata::a_watch_asked_for_as_a_list_ends_without_events,
+        wait::wait_for_sees_later_changes_deletions_and_times_out_naming_its_wait,
     ];
     all.extend(cases![Needs::Compaction;
         list::continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_them,
