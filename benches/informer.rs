@@ -309,7 +309,7 @@ where
                 .await
         }
     });
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
     let sync = start.elapsed();
     counter.done.notified().await;
     let all = start.elapsed();
@@ -334,7 +334,7 @@ async fn ctrlkit_informer(api: Api<Pod>, start: Instant) -> (Duration, Duration,
                 .await
         }
     });
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
     let sync = start.elapsed();
     let settled = settled_mib().await;
     let _ = stop.send(());

@@ -50,7 +50,7 @@ fn main() {
                 .build();
             let running = informer.clone();
             tokio::spawn(async move { running.run(std::future::pending()).await });
-            assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+            assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
             assert_eq!(informer.indexer().len(), PODS);
             stores.push((name, informer.indexer()));
         }

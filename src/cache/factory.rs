@@ -31,31 +31,9 @@ use tokio::task::JoinHandle;
 use super::informer::InformerHandle;
 use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
-use super::sync::{SyncFailure, wait_for_informers};
+use super::sync::{CacheSyncError, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
 use crate::workqueue::QueueMetricsProvider;
-
-/// Why a factory's caches did not sync; see
-/// [`SharedInformerFactory::wait_for_cache_sync`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CacheSyncError {
-    /// Shut down before these informers had their first list.
-    #[error("shut down before these caches synced: {}", .0.join("; "))]
-    Shutdown(Vec<String>),
-    /// An informer stopped before its first list.
-    #[error("the informer for {0} stopped before its cache synced")]
-    Stopped(String),
-}
-
-impl From<SyncFailure> for CacheSyncError {
-    fn from(failure: SyncFailure) -> Self {
-        match failure {
-            SyncFailure::Shutdown(unsynced) => Self::Shutdown(unsynced),
-            SyncFailure::Stopped(name) => Self::Stopped(name),
-        }
-    }
-}
 
 /// What identifies a shared informer: the Rust type of its objects (so a full and a
 /// metadata-only informer of one kind are two), its collection's URL (kind and namespace),
@@ -391,7 +369,7 @@ impl SharedInformerFactory {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), CacheSyncError> {
         let handles = self.handles(|entry| entry.started);
-        wait_for_informers(&handles, shutdown).await.map_err(CacheSyncError::from)
+        wait_for_informers(&handles, shutdown).await
     }
 
     /// Every informer asked for, erased, in the order asked.

@@ -613,6 +613,10 @@ pub trait HasSynced: Send + Sync {
     fn has_synced(&self) -> bool;
     /// A receiver that sees `true` once the first list is in the store.
     fn synced_receiver(&self) -> watch::Receiver<bool>;
+    /// What it lists and watches, for errors that name the caches that did not sync.
+    fn describe(&self) -> String {
+        "an informer".to_owned()
+    }
 }
 
 impl<K: InformerObject> HasSynced for Informer<K> {
@@ -621,6 +625,9 @@ impl<K: InformerObject> HasSynced for Informer<K> {
     }
     fn synced_receiver(&self) -> watch::Receiver<bool> {
         self.inner.synced.subscribe()
+    }
+    fn describe(&self) -> String {
+        self.list_watch().to_string()
     }
 }
 

@@ -19,10 +19,9 @@
 //!     let informer = informer.clone();
 //!     async move { informer.run(ctrlkit::manager::shutdown_signal()).await }
 //! });
-//! if wait_for_cache_sync(&[&informer], ctrlkit::manager::shutdown_signal()).await {
-//!     let on_node = informer.indexer().by_index("by-node", "node-1")?;
-//!     println!("{} pods on node-1 of {}", on_node.len(), informer.indexer().list().len());
-//! }
+//! wait_for_cache_sync(&[&informer], ctrlkit::manager::shutdown_signal()).await?;
+//! let on_node = informer.indexer().by_index("by-node", "node-1")?;
+//! println!("{} pods on node-1 of {}", on_node.len(), informer.indexer().list().len());
 //! running.await?;
 //! # Ok(())
 //! # }
@@ -40,7 +39,8 @@
 //! - Metadata-only informers cache
 //!   [`PartialObjectMeta<K>`](kube_client::core::PartialObjectMeta): see
 //!   [`SharedInformerFactory::metadata_informer`].
-//! - [`wait_for_cache_sync`] waits for informers to hold their first list.
+//! - [`wait_for_cache_sync`] waits for informers to hold their first list; every wait for
+//!   caches fails with one error, [`CacheSyncError`].
 //!
 //! Informers drop `metadata.managedFields` before caching unless
 //! [`InformerBuilder::keep_managed_fields`] says otherwise; see there why.
@@ -73,7 +73,7 @@ mod sync;
 mod watch_stream;
 
 pub use backoff::BackoffConfig;
-pub use factory::{CacheSyncError, SharedInformerFactory, SharedInformerFactoryBuilder};
+pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
 pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
     ResourceEventHandlerFuncs,
@@ -89,7 +89,7 @@ pub use object_key::{
     meta_namespace_key_func,
 };
 pub use reflector::{INITIAL_EVENTS_END_WAIT, InformerError, Transform};
-pub use sync::wait_for_cache_sync;
+pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};
-pub(crate) use sync::{SyncFailure, wait_for_informers};
+pub(crate) use sync::wait_for_informers;

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use super::informer::{HasSynced, InformerHandle, RunState};
 
-/// Waits until every informer has synced (true) or `shutdown` completes first (false), as
-/// client-go's `WaitForCacheSync`; it wakes on the sync itself rather than polling.
+/// Waits until every informer has synced, as client-go's `WaitForCacheSync` (which answers
+/// `false` where this is an error); it wakes on the sync itself rather than polling. Fails
+/// with [`CacheSyncError::Shutdown`], naming the informers that had not synced, when
+/// `shutdown` completes first.
 pub async fn wait_for_cache_sync(
     informers: &[&dyn HasSynced],
     shutdown: impl Future<Output = ()>,
-) -> bool {
+) -> Result<(), CacheSyncError> {
     let receivers: Vec<_> = informers.iter().map(|i| i.synced_receiver()).collect();
     let all_synced = async move {
         for mut rx in receivers {
@@ -24,17 +26,24 @@ pub async fn wait_for_cache_sync(
     };
     tokio::select! {
         biased;
-        _ = all_synced => true,
-        _ = shutdown => false,
+        _ = all_synced => Ok(()),
+        _ = shutdown => Err(CacheSyncError::Shutdown(
+            informers.iter().filter(|i| !i.has_synced()).map(|i| i.describe()).collect(),
+        )),
     }
 }
 
-/// Why informers did not sync.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SyncFailure {
-    /// Shut down first; these had not synced.
+/// Why caches did not sync: the one error of every wait for them (this module's
+/// [`wait_for_cache_sync`], [`SharedInformerFactory::wait_for_cache_sync`](super::SharedInformerFactory::wait_for_cache_sync),
+/// a controller's start, a manager's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheSyncError {
+    /// Shut down before these informers (what each lists and watches) had their first list.
+    #[error("shut down before these caches synced: {}", .0.join("; "))]
     Shutdown(Vec<String>),
-    /// This informer's run ended before it synced.
+    /// The run of the informer for this stopped before its first list was in.
+    #[error("the informer for {0} stopped before its cache synced")]
     Stopped(String),
 }
 
@@ -46,7 +55,7 @@ const HINT_AFTER: Duration = Duration::from_secs(10);
 pub(crate) async fn wait_for_informers(
     informers: &[Arc<dyn InformerHandle>],
     shutdown: impl Future<Output = ()>,
-) -> Result<(), SyncFailure> {
+) -> Result<(), CacheSyncError> {
     let each = informers.iter().map(|informer| {
         let (mut synced, mut state) = (informer.synced_receiver(), informer.state_receiver());
         let name = informer.describe();
@@ -64,7 +73,7 @@ pub(crate) async fn wait_for_informers(
             tokio::select! {
                 biased;
                 _ = synced => Ok(()),
-                _ = stopped => Err(SyncFailure::Stopped(name)),
+                _ = stopped => Err(CacheSyncError::Stopped(name)),
             }
         }
     });
@@ -88,7 +97,7 @@ pub(crate) async fn wait_for_informers(
     tokio::select! {
         biased;
         result = all => result.map(|_| ()),
-        _ = shutdown => Err(SyncFailure::Shutdown(
+        _ = shutdown => Err(CacheSyncError::Shutdown(
             informers
                 .iter()
                 .filter(|i| !*i.synced_receiver().borrow())

@@ -21,8 +21,8 @@ use super::reconciler::Reconciler;
 use super::source::EnqueueHandler;
 use super::writes::{self, PendingWrites};
 use crate::cache::{
-    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
-    SharedInformerFactory, SyncFailure, wait_for_informers,
+    CacheSyncError, HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject,
+    ObjectKey, RunState, SharedInformerFactory, wait_for_informers,
 };
 use crate::panic::panic_message;
 use crate::workqueue::{Priority, WorkQueue};
@@ -31,14 +31,12 @@ use crate::workqueue::{Priority, WorkQueue};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControllerError {
-    /// Shut down before every informer's first list reached its cache.
-    #[error("timed out waiting for caches to sync: shut down before these caches synced: {}", .unsynced.join("; "))]
-    CacheSync {
-        /// What the informers that had not synced list and watch.
-        unsynced: Vec<String>,
-    },
-    /// An informer the controller reads stopped (its owner shut it down, or its run ended),
-    /// so its cache would no longer change.
+    /// Its caches did not sync: shut down first (naming the informers that had not synced),
+    /// or an informer's run ended before its first list.
+    #[error("the controller's caches did not sync: {0}")]
+    CacheSync(#[from] CacheSyncError),
+    /// An informer the controller reads stopped while it ran (its owner shut it down, or its
+    /// run ended), so its cache would no longer change.
     #[error("the informer for {informer} stopped; the controller's cache would no longer change")]
     InformerStopped {
         /// What the informer lists and watches.
@@ -52,15 +50,6 @@ pub enum ControllerError {
     /// `run` was called on a controller that ran already (its queue is shut down).
     #[error("this controller has run already; build a new one to run again")]
     AlreadyRun,
-}
-
-impl From<SyncFailure> for ControllerError {
-    fn from(failure: SyncFailure) -> Self {
-        match failure {
-            SyncFailure::Shutdown(unsynced) => Self::CacheSync { unsynced },
-            SyncFailure::Stopped(informer) => Self::InformerStopped { informer },
-        }
-    }
 }
 
 /// Why a key was given up on, as the `on_dropped` hook receives it.
@@ -431,8 +420,9 @@ impl<K: InformerObject> Controller<K> {
     /// lets the reconciles in flight finish, shuts the queue down, removes its handlers from
     /// shared informers and stops the informers it started.
     ///
-    /// Fails with [`ControllerError::CacheSync`] (naming the caches) when shut down before
-    /// they synced, and with [`ControllerError::InformerStopped`] when an informer it reads
+    /// Fails with [`ControllerError::CacheSync`] when shut down before its caches synced
+    /// (naming them) or when an informer stops before its first list, and with
+    /// [`ControllerError::InformerStopped`] when an informer it reads
     /// stops under it. A controller runs once (its clones share that run): a second `run`
     /// fails with [`ControllerError::AlreadyRun`].
     ///

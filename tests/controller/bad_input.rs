@@ -44,7 +44,7 @@ async fn malformed_json_in_a_list_page_is_a_logged_failure_and_the_list_is_retri
     .await;
     let inf = informer(server.client());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert_eq!(names(&inf), ["a"]);
     assert_eq!(server.count(false), 2, "the broken page, then one that decodes");
     let text = logs.text();
@@ -212,7 +212,7 @@ async fn a_server_down_at_start_is_listed_once_it_comes_up() {
         true => quiet_watch(),
     })
     .await;
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert_eq!(names(&inf), ["a"]);
     assert_eq!(server.count(false), 1);
     assert!(logs.text().contains("list failed"), "{}", logs.text());
@@ -234,7 +234,7 @@ async fn an_html_answer_is_a_clear_list_error() {
     .await;
     let inf = informer(server.client());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     let text = logs.text();
     assert!(text.contains("not JSON") && text.contains("Welcome to nginx"), "{text}");
 }
@@ -316,7 +316,7 @@ async fn a_server_that_accepts_streaming_lists_but_never_bookmarks_is_listed_ins
     .await;
     let inf = default_informer(server.client());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert_eq!(names(&inf), ["a", "b"], "synced from the list, not the cut stream");
     eventually("the 410, a second streaming list, a second list and a quiet watch", || {
         requests(&server) == (2, 2, 2)
@@ -348,7 +348,7 @@ async fn a_streaming_list_that_stalls_before_its_bookmark_falls_back_to_a_list_a
     let inf = default_informer(server.client());
     let _running = start(&inf);
     let started = tokio::time::Instant::now();
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     let waited = started.elapsed();
     assert!(
         waited >= ctrlkit::cache::INITIAL_EVENTS_END_WAIT
@@ -384,7 +384,7 @@ async fn a_refused_streaming_list_is_listed_and_tried_again_only_after_a_410() {
     .await;
     let inf = default_informer(server.client());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     eventually("resume, 410, one more streaming try, a list and a quiet watch", || {
         requests(&server) == (2, 2, 3)
     })

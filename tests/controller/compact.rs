@@ -47,7 +47,7 @@ async fn a_compact_store_answers_and_notifies_as_a_decoded_one() {
     plain.add_event_handler(recorders[0].clone());
     compact.add_event_handler(recorders[1].clone());
     let _running = [start(&plain), start(&compact)];
-    assert!(wait_for_cache_sync(&[&plain, &compact], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&plain, &compact], std::future::pending()).await.is_ok());
 
     // Watch events: an update that moves an object between index values, a delete, an add.
     relabel(&pods, "b", "db").await;
@@ -108,7 +108,7 @@ async fn late_handlers_and_resyncs_of_a_compact_store_see_decoded_objects() {
         .resync(Duration::from_millis(150))
         .build();
     let _running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
     let late = Recorder::default();
     informer.add_event_handler(late.clone());
     eventually("the cache's contents as adds, then two resyncs of each", || {

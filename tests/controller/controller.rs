@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ctrlkit::cache::{Informer, ListWatch, ObjectKey};
+use ctrlkit::cache::{CacheSyncError, Informer, ListWatch, ObjectKey};
 use ctrlkit::controller::{
     Action, Config, Controller, ControllerError, ReconcileFailure, Reconciler, enqueue_handler,
 };
@@ -439,9 +439,12 @@ async fn run_fails_clearly_when_the_cache_cannot_sync() {
         .build()
         .run(reconciler, tokio::time::sleep(Duration::from_millis(300)))
         .await;
+    let unsynced = CacheSyncError::Shutdown(vec!["pods in namespace default".into()]);
+    assert_eq!(result, Err(ControllerError::CacheSync(unsynced)));
+    let message = result.unwrap_err().to_string();
     assert_eq!(
-        result,
-        Err(ControllerError::CacheSync { unsynced: vec!["pods in namespace default".into()] })
+        message,
+        "the controller's caches did not sync: shut down before these caches synced: pods in namespace default"
     );
     server.faults().fail_next(0, Failure::InternalError);
 }

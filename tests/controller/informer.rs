@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlkit::cache::{
-    HasSynced, Informer, ListWatch, ObjectKey, ResourceEventHandler, wait_for_cache_sync,
+    CacheSyncError, HasSynced, Informer, ListWatch, ObjectKey, ResourceEventHandler,
+    wait_for_cache_sync,
 };
 use ctrlkit::testing::Failure;
 use k8s_openapi::api::core::v1::Pod;
@@ -34,7 +35,7 @@ async fn initial_sync_lists_page_by_page_and_fills_the_store() {
     inf.add_event_handler(rec.clone());
     assert!(!inf.has_synced());
     let (stop, run) = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert_eq!(inf.indexer().len(), 5);
     assert_eq!(server.requests().list, 3, "five pods in pages of two");
     eventually("five adds", || rec.count(|s| matches!(s, Seen::Add(_))) == 5).await;
@@ -51,7 +52,7 @@ async fn adds_updates_and_deletes_reach_the_store_then_the_handlers() {
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     create(&pods, &["a"]).await;
     pods.patch(
         "a",
@@ -85,7 +86,7 @@ async fn a_dropped_watch_resumes_from_the_last_version_without_a_relist() {
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     eventually("a watch", || server.requests().watch == 1).await;
     for round in 0..3 {
         server.faults().close_watches();
@@ -114,7 +115,7 @@ async fn a_410_relists_and_delivers_tombstones_for_deletes_missed_while_disconne
     let rec = Recorder::default();
     inf.add_event_handler(rec.clone());
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     let lists_before = server.requests().list;
 
     // Disconnect and keep the informer out while the world changes behind its back.
@@ -173,7 +174,7 @@ async fn a_handler_added_late_first_receives_the_current_contents() {
     create(&pods, &["a", "b"]).await;
     let inf = informer(&pods);
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     let late = Recorder::default();
     inf.add_event_handler(late.clone());
     create(&pods, &["c"]).await;
@@ -214,7 +215,7 @@ async fn transform_runs_before_objects_are_stored() {
         })
         .build();
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     let cached = inf.indexer().get_by_key("default/a").unwrap();
     assert_eq!(
         cached.metadata.labels.as_ref().unwrap().get("transformed").map(String::as_str),
@@ -232,7 +233,7 @@ async fn streaming_lists_sync_without_a_list_request_and_fall_back_when_refused(
         .backoff(fast_backoff())
         .build();
     let _running = start(&streaming);
-    assert!(wait_for_cache_sync(&[&streaming], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&streaming], std::future::pending()).await.is_ok());
     assert_eq!(streaming.indexer().len(), 2);
     assert_eq!(server.requests().list, 0, "synced from the watch alone");
     create(&pods, &["c"]).await;
@@ -245,7 +246,7 @@ async fn streaming_lists_sync_without_a_list_request_and_fall_back_when_refused(
         .backoff(fast_backoff())
         .build();
     let _running = start(&fallback);
-    assert!(wait_for_cache_sync(&[&fallback], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&fallback], std::future::pending()).await.is_ok());
     assert_eq!(fallback.indexer().len(), 3);
     assert_eq!(server.requests().list, 1, "fell back to list + watch");
 }
@@ -258,7 +259,7 @@ async fn list_failures_back_off_and_recover() {
     server.faults().fail_next(3, Failure::InternalError);
     let inf = informer(&pods);
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert_eq!(server.requests().list, 4, "three failed lists, then one that worked");
     assert_eq!(inf.indexer().len(), 1);
 }
@@ -269,7 +270,10 @@ async fn wait_for_cache_sync_gives_up_at_shutdown() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let inf = informer(&pods);
     let synced: &dyn HasSynced = &inf;
-    assert!(!wait_for_cache_sync(&[synced], tokio::time::sleep(Duration::from_millis(50))).await);
+    let result =
+        wait_for_cache_sync(&[synced], tokio::time::sleep(Duration::from_millis(50))).await;
+    // The one error of every cache wait, naming what did not sync.
+    assert_eq!(result, Err(CacheSyncError::Shutdown(vec!["pods in namespace default".into()])));
 }
 
 #[tokio::test]
@@ -288,7 +292,7 @@ async fn managed_fields_are_dropped_unless_kept() {
     let full = Informer::builder(ListWatch::new(pods.clone())).keep_managed_fields(true).build();
     let _lean = start(&lean);
     let _full = start(&full);
-    assert!(wait_for_cache_sync(&[&lean, &full], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&lean, &full], std::future::pending()).await.is_ok());
     assert!(
         lean.indexer().get_by_key("default/web-000001").unwrap().metadata.managed_fields.is_none()
     );
@@ -314,7 +318,7 @@ async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
         .unwrap();
     let inf = Informer::new(ListWatch::new_with(widgets.clone(), &ar));
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     widgets
         .create(
             &PostParams::default(),
@@ -334,7 +338,7 @@ async fn watches_that_end_at_once_are_backed_off_not_hammered() {
     server.faults().set_watch_lifetime(Some(Duration::ZERO));
     let inf = informer(&pods);
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     tokio::time::sleep(Duration::from_millis(600)).await;
     let watches = server.requests().watch;
     // Backoff of 20 ms doubling to 100 ms allows about ten in 600 ms; a loop without it makes
@@ -353,7 +357,7 @@ async fn a_run_that_is_dropped_leaves_the_informer_stopped_and_runnable_again() 
     create(&pods, &["a"]).await;
     let inf = informer(&pods);
     let (_stop, run) = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     assert!(inf.is_running());
     // A run cut off mid-flight (its task aborted) must not leave the informer "running":
     // that would make every later `run` return at once and its cache never change again.
@@ -396,7 +400,7 @@ async fn a_panicking_transform_fails_the_list_watch_or_streaming_list_and_is_ret
         eventually("two failed lists", || panics.load(Ordering::SeqCst) >= 2).await;
         assert!(inf.is_running() && !inf.has_synced(), "streaming: {streaming}");
         explode.store(false, Ordering::SeqCst);
-        assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+        assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
         assert!(inf.indexer().get_by_key("default/boom-list").is_some());
 
         // A watched object that makes the transform panic: the watch resumes from before it
@@ -448,7 +452,7 @@ async fn informer_logs_name_the_kind_namespace_and_selectors() {
         .backoff(fast_backoff())
         .build();
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     eventually("a watch", || server.requests().watch == 1).await;
     server.faults().send_malformed_line();
     eventually("the broken watch logged", || logs.text().contains("watch failed")).await;
@@ -482,7 +486,7 @@ async fn adds_say_whether_they_came_with_the_initial_list() {
     let (early, early_seen) = initial_flags();
     inf.add_event_handler(early);
     let _running = start(&inf);
-    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&inf], std::future::pending()).await.is_ok());
     create(&pods, &["c"]).await;
     eventually("c added", || early_seen.lock().unwrap().len() == 3).await;
     let mut first_three = early_seen.lock().unwrap().clone();

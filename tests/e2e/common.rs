@@ -52,7 +52,7 @@ where
     let recorder = Recorder::default();
     informer.add_event_handler(recorder.clone());
     let running = start(&informer);
-    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
     Synced { informer, recorder, proxy, log, _running: running }
 }
 

@@ -57,7 +57,7 @@ pub async fn every_request_names_its_binary_and_a_client_can_name_its_controller
     let cms = Informer::new(ListWatch::new(Api::<ConfigMap>::namespaced(named, &t.ns)));
     let _pods = start(&pods);
     let _cms = start(&cms);
-    assert!(wait_for_cache_sync(&[&pods, &cms], std::future::pending()).await);
+    assert!(wait_for_cache_sync(&[&pods, &cms], std::future::pending()).await.is_ok());
     let recorder = EventRecorder::new(t.client.clone(), "example.com/user-agent-test");
     recorder.publish_for(&cm, NewEvent::new(EventType::Normal, "Seen", "Look", "hello"));
 
