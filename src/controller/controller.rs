@@ -52,29 +52,59 @@ pub enum ControllerError {
     AlreadyRun,
 }
 
+/// A reconciler's error as the controller keeps it: the error itself, its `source()` chain
+/// intact (downcast it with `error.downcast_ref::<MyError>()`).
+pub type SharedError = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Why a key was given up on, as the `on_dropped` hook receives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ReconcileFailure {
-    /// The reconciler returned this error (as text).
-    Error(String),
+    /// The reconciler returned this error.
+    Error(SharedError),
     /// The reconciler panicked with this message.
     Panic(String),
     /// The reconcile ran longer than the controller's reconcile timeout.
     Timeout(Duration),
     /// The reconciler returned this error and called it terminal
     /// ([`Reconciler::is_terminal`]): it was not retried.
-    Terminal(String),
+    Terminal(SharedError),
+}
+
+impl ReconcileFailure {
+    /// The reconciler's error, for `Error` and `Terminal`.
+    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            Self::Error(e) | Self::Terminal(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for ReconcileFailure {
+    /// The failure with the error's whole source chain: `outer: cause: root cause`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Error(e) => write!(f, "{e}"),
+            Self::Error(e) => write!(f, "{}", Chain(e.as_ref())),
             Self::Panic(p) => write!(f, "reconcile panicked: {p}"),
             Self::Timeout(t) => write!(f, "reconcile timed out after {t:?}"),
-            Self::Terminal(e) => write!(f, "terminal error: {e}"),
+            Self::Terminal(e) => write!(f, "terminal error: {}", Chain(e.as_ref())),
         }
+    }
+}
+
+/// An error and each of its sources, joined by `: ` (each shown once, as anyhow's `{:#}`).
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -598,12 +628,12 @@ impl<K: InformerObject> Controller<K> {
             }
             Ok(Ok(Err(err))) if reconciler.is_terminal(&err) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-                self.give_up_terminal(&key, ReconcileFailure::Terminal(err.to_string()));
+                self.give_up_terminal(&key, ReconcileFailure::Terminal(Arc::new(err)));
                 ReconcileOutcome::Error
             }
             Ok(Ok(Err(err))) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
-                self.handle_err(&key, priority, ReconcileFailure::Error(err.to_string()));
+                self.handle_err(&key, priority, ReconcileFailure::Error(Arc::new(err)));
                 ReconcileOutcome::Error
             }
             Ok(Err(panic)) => {

@@ -82,7 +82,9 @@ mod writes;
 
 pub use builder::ControllerBuilder;
 pub use config::Config;
-pub use controller::{Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure};
+pub use controller::{
+    Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure, SharedError,
+};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};

@@ -56,8 +56,12 @@ impl Action {
 pub trait Reconciler: Send + Sync + 'static {
     /// The kind reconciled.
     type Object: Send + Sync + 'static;
-    /// What a failed reconcile returns.
-    type Error: std::fmt::Display + Send + Sync + 'static;
+    /// What a failed reconcile returns: an error with its cause (`source()`), kept as it is
+    /// for the `on_dropped` hook ([`ReconcileFailure::Error`](super::ReconcileFailure::Error))
+    /// and logged with its whole source chain. `kube::Error`, `std::io::Error`, a
+    /// `thiserror` enum, `Box<dyn Error + Send + Sync>` (through a newtype) all fit;
+    /// `std::convert::Infallible` for a reconciler that cannot fail.
+    type Error: std::error::Error + Send + Sync + 'static;
 
     /// Reconciles the object under `key`.
     async fn reconcile(

@@ -18,6 +18,7 @@ use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::common::*;
+use crate::support::Failed;
 
 /// Calls `f` for each reconcile and records when it happened.
 struct Scripted<F> {
@@ -28,12 +29,12 @@ struct Scripted<F> {
 #[async_trait]
 impl<F> Reconciler for Scripted<F>
 where
-    F: Fn(&ObjectKey, usize) -> Result<Action, String> + Send + Sync + 'static,
+    F: Fn(&ObjectKey, usize) -> Result<Action, Failed> + Send + Sync + 'static,
 {
     type Object = Pod;
-    type Error = String;
+    type Error = Failed;
 
-    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Failed> {
         let attempt = {
             let mut calls = self.calls.lock().unwrap();
             calls.push((key.to_string(), Instant::now()));
@@ -78,7 +79,7 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
         calls: calls.clone(),
         f: |key: &ObjectKey, attempt: usize| {
             if key.name == "bad" {
-                Err(format!("attempt {attempt} failed"))
+                Err(format!("attempt {attempt} failed").into())
             } else {
                 Ok(Action::done())
             }
@@ -106,10 +107,16 @@ async fn a_failing_reconcile_is_retried_five_times_with_growing_delays_then_drop
         gaps[0] >= Duration::from_millis(20) && gaps[4] >= Duration::from_millis(320),
         "{gaps:?}"
     );
-    assert_eq!(
-        dropped.lock().unwrap().as_slice(),
-        [("default/bad".to_owned(), ReconcileFailure::Error("attempt 6 failed".into()))]
-    );
+    {
+        let dropped = dropped.lock().unwrap();
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        let (key, failure) = &dropped[0];
+        assert_eq!(key, "default/bad");
+        assert!(matches!(failure, ReconcileFailure::Error(_)), "{failure:?}");
+        // The hook gets the reconciler's own error, not its text.
+        let error = failure.error().and_then(|e| e.downcast_ref::<Failed>());
+        assert_eq!(error, Some(&Failed::from("attempt 6 failed")));
+    }
     assert_eq!(calls_for(&calls, "default/good").len(), 1);
     let stats = controller.stats();
     assert_eq!((stats.failed, stats.dropped, stats.succeeded), (6, 1, 2));
@@ -123,9 +130,9 @@ struct Judging(Arc<Mutex<Vec<String>>>);
 #[async_trait]
 impl Reconciler for Judging {
     type Object = Pod;
-    type Error = String;
+    type Error = Failed;
 
-    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Failed> {
         self.0.lock().unwrap().push(key.name.clone());
         match key.name.as_str() {
             "bad" => Err("spec.size must be positive".into()),
@@ -134,8 +141,8 @@ impl Reconciler for Judging {
         }
     }
 
-    fn is_terminal(&self, error: &String) -> bool {
-        error.starts_with("spec.")
+    fn is_terminal(&self, error: &Failed) -> bool {
+        error.message.starts_with("spec.")
     }
 }
 
@@ -152,10 +159,11 @@ async fn a_terminal_error_is_not_retried_but_reported_while_others_retry() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(count("bad"), 1, "a terminal error is not retried");
     let reports = dropped.lock().unwrap().clone();
-    assert!(reports.contains(&(
-        "default/bad".to_owned(),
-        ReconcileFailure::Terminal("spec.size must be positive".into())
-    )));
+    let terminal = reports.iter().find(|(key, _)| key == "default/bad").map(|(_, f)| f);
+    assert!(
+        matches!(terminal, Some(ReconcileFailure::Terminal(e)) if e.to_string() == "spec.size must be positive"),
+        "{reports:?}"
+    );
     let stats = controller.stats();
     assert_eq!(
         (stats.terminal, stats.dropped),
@@ -245,13 +253,13 @@ struct Tracking(Arc<Tracker>);
 #[async_trait]
 impl Reconciler for Tracking {
     type Object = ConfigMap;
-    type Error = String;
+    type Error = Failed;
 
     async fn reconcile(
         &self,
         key: &ObjectKey,
         cm: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, String> {
+    ) -> Result<Action, Failed> {
         let k = key.to_string();
         if self.0.in_flight.lock().unwrap().insert(k.clone(), true) == Some(true) {
             self.0.overlap.store(true, Ordering::SeqCst);
@@ -333,9 +341,9 @@ struct Slow {
 #[async_trait]
 impl Reconciler for Slow {
     type Object = Pod;
-    type Error = String;
+    type Error = Failed;
 
-    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Failed> {
         self.started.store(true, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.finished.store(true, Ordering::SeqCst);
@@ -368,9 +376,9 @@ struct Stuck;
 #[async_trait]
 impl Reconciler for Stuck {
     type Object = Pod;
-    type Error = String;
+    type Error = Failed;
 
-    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Failed> {
         if key.name == "stuck" {
             std::future::pending::<()>().await;
         }
@@ -526,8 +534,10 @@ async fn reconcile_logs_name_the_controller_and_the_key() {
         .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
         .config(Config::default().max_retries(0))
         .build();
-    let failing =
-        Scripted { calls: Arc::default(), f: |_: &ObjectKey, _: usize| Err("no good".to_owned()) };
+    let failing = Scripted {
+        calls: Arc::default(),
+        f: |_: &ObjectKey, _: usize| Err(Failed::caused_by("no good", "the disk is full")),
+    };
     let calls = failing.calls.clone();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(async move { controller.run(failing, stopped).await });
@@ -537,7 +547,8 @@ async fn reconcile_logs_name_the_controller_and_the_key() {
     for part in [
         "controller{name=pod-checker}",
         "reconcile{controller=pod-checker key=default/bad}",
-        "no good",
+        // The error with its source chain.
+        "no good: the disk is full",
     ] {
         assert!(line.contains(part), "{part:?} missing from {line:?}");
     }

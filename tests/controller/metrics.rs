@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 
 use super::common::*;
+use crate::support::Failed;
 use crate::support::http::{free_address, get};
 
 /// A text exposition: each metric's type, and each sample's value by `name{labels}`.
@@ -45,8 +46,8 @@ struct Mixed;
 #[async_trait]
 impl Reconciler for Mixed {
     type Object = Pod;
-    type Error = String;
-    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, String> {
+    type Error = Failed;
+    async fn reconcile(&self, key: &ObjectKey, _: Option<Arc<Pod>>) -> Result<Action, Failed> {
         match key.name.as_str() {
             "bad" => Err("bad pod".into()),
             "boom" => panic!("boom"),

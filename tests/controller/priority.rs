@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use super::common::*;
+use crate::support::Failed;
 
 /// Records the keys it reconciles. Its first reconcile waits for `gate`, then asks for that
 /// key back at once at priority 1.
@@ -28,13 +29,13 @@ struct Gated {
 #[async_trait]
 impl Reconciler for Gated {
     type Object = ConfigMap;
-    type Error = String;
+    type Error = Failed;
 
     async fn reconcile(
         &self,
         key: &ObjectKey,
         _: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, String> {
+    ) -> Result<Action, Failed> {
         self.log.lock().unwrap().push(key.name.clone());
         if self.started.swap(true, Ordering::SeqCst) {
             return Ok(Action::done());

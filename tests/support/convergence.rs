@@ -37,6 +37,8 @@ use ctrlkit::cache::{
 };
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::testing::Failure;
+
+use super::Failed;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
@@ -182,13 +184,13 @@ struct Recording(Arc<Recorder>);
 #[async_trait]
 impl Reconciler for Recording {
     type Object = ConfigMap;
-    type Error = String;
+    type Error = Failed;
 
     async fn reconcile(
         &self,
         key: &ObjectKey,
         cm: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, String> {
+    ) -> Result<Action, Failed> {
         let this = &self.0;
         let name = key.name.clone();
         if !this.in_flight.lock().unwrap().insert(name.clone()) {
@@ -211,7 +213,7 @@ impl Reconciler for Recording {
         }
         if attempt <= 2 && roll < this.panic_percent + this.fail_percent {
             this.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(format!("injected failure reconciling {name} at {version:?}"));
+            return Err(format!("injected failure reconciling {name} at {version:?}").into());
         }
         let seen = version.map_or(Seen::Absent, Seen::Present);
         this.recorded.lock().unwrap().last.insert(name, seen);
