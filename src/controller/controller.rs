@@ -93,7 +93,7 @@ impl std::fmt::Display for ReconcileFailure {
     }
 }
 
-/// An error and each of its sources, joined by `: ` (each shown once, as anyhow's `{:#}`).
+/// An error and each of its sources, joined by `: `, as anyhow's `{:#}` prints them.
 struct Chain<'a>(&'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for Chain<'_> {

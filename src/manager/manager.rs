@@ -307,8 +307,8 @@ impl Manager {
 
     /// The informer factory the manager's controllers take their informers from (the
     /// builders of [`controller`](Self::controller) are bound to it); the manager starts and
-    /// stops it. Read owned objects from its caches: `manager.factory().informer::<ConfigMap>()`
-    /// is the informer `owns` uses.
+    /// stops it. Read owned objects from its caches: `manager.factory().informer_for(api)`,
+    /// with the `api` given to `owns`, is the informer `owns` uses.
     pub fn factory(&self) -> &SharedInformerFactory {
         &self.factory
     }

@@ -31,7 +31,8 @@ pub enum WaitError<K: Debug> {
         /// The last version of the object seen (`None`: it did not exist).
         last: Option<Box<K>>,
     },
-    /// The server refused a read or a watch (other than a watch's ordinary end).
+    /// The server refused the read or the watch request (a stream that ends or breaks
+    /// afterwards is read afresh, not an error).
     #[error("waiting for {what} of {name}: {source}")]
     Api {
         /// What was waited for.
@@ -109,7 +110,8 @@ where
         let version = list.metadata.resource_version.unwrap_or_default();
         let params = WatchParams::default().fields(&field(name)).timeout(60);
         let mut events = api.watch(&params, &version).await?.boxed();
-        while let Some(event) = events.try_next().await? {
+        // A stream that fails mid-way (a dropped connection) is read afresh, as one that ends.
+        while let Ok(Some(event)) = events.try_next().await {
             match event {
                 WatchEvent::Added(object) | WatchEvent::Modified(object) => *last = Some(object),
                 WatchEvent::Deleted(_) => *last = None,
@@ -121,6 +123,8 @@ where
                 return Ok(last.take());
             }
         }
+        // Not at once: a server that ends every watch at once is not read in a tight loop.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
