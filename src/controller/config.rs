@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::controller::{DroppedHook, ReconcileFailure};
+use super::error::{DroppedHook, ReconcileFailure};
 use crate::cache::ObjectKey;
 
 /// How a controller runs: set before it is built, read by its workers.

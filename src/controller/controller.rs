@@ -4,9 +4,8 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -16,133 +15,18 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::config::Config;
+use super::error::{ControllerError, ReconcileFailure};
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use super::reconciler::Reconciler;
 use super::source::EnqueueHandler;
+use super::stats::{ControllerStats, Counters};
 use super::writes::{self, PendingWrites};
 use crate::cache::{
-    CacheSyncError, HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject,
-    ObjectKey, RunState, SharedInformerFactory, wait_for_informers,
+    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey, RunState,
+    SharedInformerFactory, wait_for_informers,
 };
 use crate::panic::panic_message;
 use crate::workqueue::{Priority, WorkQueue};
-
-/// Why a controller stopped with an error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ControllerError {
-    /// Its caches did not sync: shut down first (naming the informers that had not synced),
-    /// or an informer's run ended before its first list.
-    #[error("the controller's caches did not sync: {0}")]
-    CacheSync(#[from] CacheSyncError),
-    /// An informer the controller reads stopped while it ran (its owner shut it down, or its
-    /// run ended), so its cache would no longer change.
-    #[error("the informer for {informer} stopped; the controller's cache would no longer change")]
-    InformerStopped {
-        /// What the informer lists and watches.
-        informer: String,
-    },
-    /// [`Controller::new`] was given an indexer that is not its informer's store.
-    #[error(
-        "the indexer given to Controller::new is not the informer's store (pass informer.indexer())"
-    )]
-    IndexerMismatch,
-    /// `run` was called on a controller that ran already (its queue is shut down).
-    #[error("this controller has run already; build a new one to run again")]
-    AlreadyRun,
-}
-
-/// A reconciler's error as the controller keeps it: the error itself, its `source()` chain
-/// intact (downcast it with `error.downcast_ref::<MyError>()`).
-pub type SharedError = Arc<dyn std::error::Error + Send + Sync>;
-
-/// Why a key was given up on, as the `on_dropped` hook receives it.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum ReconcileFailure {
-    /// The reconciler returned this error.
-    Error(SharedError),
-    /// The reconciler panicked with this message.
-    Panic(String),
-    /// The reconcile ran longer than the controller's reconcile timeout.
-    Timeout(Duration),
-    /// The reconciler returned this error and called it terminal
-    /// ([`Reconciler::is_terminal`]): it was not retried.
-    Terminal(SharedError),
-}
-
-impl ReconcileFailure {
-    /// The reconciler's error, for `Error` and `Terminal`.
-    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        match self {
-            Self::Error(e) | Self::Terminal(e) => Some(e.as_ref()),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for ReconcileFailure {
-    /// The failure with the error's whole source chain: `outer: cause: root cause`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Error(e) => write!(f, "{}", Chain(e.as_ref())),
-            Self::Panic(p) => write!(f, "reconcile panicked: {p}"),
-            Self::Timeout(t) => write!(f, "reconcile timed out after {t:?}"),
-            Self::Terminal(e) => write!(f, "terminal error: {}", Chain(e.as_ref())),
-        }
-    }
-}
-
-/// An error and each of its sources, joined by `: `, as anyhow's `{:#}` prints them.
-struct Chain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(cause) = source {
-            write!(f, ": {cause}")?;
-            source = cause.source();
-        }
-        Ok(())
-    }
-}
-
-/// Called for each key given up on: after its last retry, or at once for a terminal error.
-pub type DroppedHook = Arc<dyn Fn(&ObjectKey, &ReconcileFailure) + Send + Sync>;
-
-/// Counts of what the workers did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ControllerStats {
-    /// Reconciles that returned `Ok`.
-    pub succeeded: u64,
-    /// Reconciles that returned `Err`.
-    pub failed: u64,
-    /// Reconciles that panicked (caught).
-    pub panicked: u64,
-    /// Keys given up on after the last retry.
-    pub dropped: u64,
-    /// Reconciles that returned an error the reconciler called terminal (not retried).
-    pub terminal: u64,
-    /// Reconciles still running when the shutdown grace period ran out (or when the run was
-    /// dropped), abandoned.
-    pub abandoned: u64,
-    /// Reconciles that started on a cache without the controller's own last write of their
-    /// key, after waiting [`Config::stale_cache_timeout`] for it.
-    pub stale_cache_timeouts: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    succeeded: AtomicU64,
-    failed: AtomicU64,
-    panicked: AtomicU64,
-    dropped: AtomicU64,
-    terminal: AtomicU64,
-    abandoned: AtomicU64,
-    stale_cache_timeouts: AtomicU64,
-}
 
 /// Who runs the informers a controller reads.
 pub(crate) enum Informers {

@@ -74,19 +74,21 @@ mod builder;
 mod config;
 #[allow(clippy::module_inception)]
 mod controller;
+mod error;
 mod metrics;
 mod predicate;
 mod reconciler;
 mod source;
+mod stats;
 mod writes;
 
 pub use builder::ControllerBuilder;
 pub use config::Config;
-pub use controller::{
-    Controller, ControllerError, ControllerStats, DroppedHook, ReconcileFailure, SharedError,
-};
+pub use controller::Controller;
+pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use source::{enqueue_handler, event_priority};
+pub use stats::ControllerStats;
 pub use writes::{report_write, report_written};

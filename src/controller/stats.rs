@@ -1,0 +1,37 @@
+//! [`ControllerStats`]: counts of what a controller's workers did, shared by its clones.
+
+use std::sync::atomic::AtomicU64;
+
+/// Counts of what the workers did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControllerStats {
+    /// Reconciles that returned `Ok`.
+    pub succeeded: u64,
+    /// Reconciles that returned `Err`.
+    pub failed: u64,
+    /// Reconciles that panicked (caught).
+    pub panicked: u64,
+    /// Keys given up on after the last retry.
+    pub dropped: u64,
+    /// Reconciles that returned an error the reconciler called terminal (not retried).
+    pub terminal: u64,
+    /// Reconciles still running when the shutdown grace period ran out (or when the run was
+    /// dropped), abandoned.
+    pub abandoned: u64,
+    /// Reconciles that started on a cache without the controller's own last write of their
+    /// key, after waiting [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout) for it.
+    pub stale_cache_timeouts: u64,
+}
+
+/// The counters behind [`ControllerStats`], shared by a controller's clones.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) terminal: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
+    pub(crate) stale_cache_timeouts: AtomicU64,
+}
