@@ -319,6 +319,15 @@ where
     (sync, all, settled)
 }
 
+/// Polls (every 2 ms) until kube-runtime's reflector store holds `n` objects: it fills at once
+/// when the first list is done. (Its `wait_until_ready` did not return in the controller's
+/// setting, though the controller logged it ready.)
+async fn until_holds(store: &kube_runtime::reflector::Store<Pod>, n: usize) {
+    while store.state().len() < n {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// ctrlkit's informer alone, with its defaults, until synced: the time to sync (twice: there
 /// is nothing to reconcile) and the settled RSS.
 async fn ctrlkit_informer(api: Api<Pod>, start: Instant) -> (Duration, Duration, f64) {
@@ -367,9 +376,7 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
                 let (store, writer) = reflector::store();
                 let stream = reflector(writer, watcher(api, watcher::Config::default()));
                 let runner = tokio::spawn(stream.for_each(|_| async {}));
-                while store.state().len() < n {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
+                until_holds(&store, n).await;
                 let sync = start.elapsed();
                 let settled = settled_mib().await;
                 runner.abort();
@@ -399,11 +406,7 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
                         )
                         .for_each(|_| async {}),
                 );
-                // The store fills at once when the first list is done. (Its `wait_until_ready`
-                // did not return in this setting, though the controller logged it ready.)
-                while store.state().len() < n {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
+                until_holds(&store, n).await;
                 let sync = start.elapsed();
                 let finished = tokio::time::timeout(Duration::from_secs(60), async {
                     if done.seen.load(Ordering::SeqCst) < n {
