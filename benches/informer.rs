@@ -53,14 +53,15 @@ use ctrlkit::cache::{
     Indexer, Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync,
 };
 use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
-use ctrlkit::testing::ApiServer;
 use ctrlkit::workqueue::WorkQueue;
+use ctrlkit_apiserver::ApiServer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::core::PartialObjectMeta;
 use kube_client::{Api, Client, Config};
 use tokio::sync::Notify;
 
+#[path = "../apiserver/benches/support/mod.rs"]
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 

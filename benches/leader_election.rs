@@ -13,11 +13,12 @@
 use std::time::{Duration, Instant};
 
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use kube_client::Client;
 use kube_client::config::{KubeConfigOptions, Kubeconfig};
 
 #[allow(dead_code)] // this bench fills no server with pods
+#[path = "../apiserver/benches/support/mod.rs"]
 mod support;
 use support::runtime;
 

@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench pod_bytes --features testing`
 //!
-//! The pod is `ctrlkit::testing::fixtures::realistic_pod` as an informer caches it (a
+//! The pod is `ctrlkit_apiserver::fixtures::realistic_pod` as an informer caches it (a
 //! Deployment's pod with labels, annotations, an owner, two containers with env, resources,
 //! probes and mounts, volumes, a running status; `managedFields` dropped, as ctrlkit's
 //! informer drops them). A counting global allocator records, while each part is decoded, the
@@ -76,7 +76,7 @@ fn measure<T: DeserializeOwned>(json: &str, n: usize) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let value = ctrlkit::testing::fixtures::realistic_pod("default", 1, false);
+    let value = ctrlkit_apiserver::fixtures::realistic_pod("default", 1, false);
     let json = value.to_string();
     let part = |name: &str| value[name].to_string();
     const N: usize = 1000;

@@ -17,6 +17,7 @@ use std::time::Duration;
 mod test_support;
 
 #[allow(dead_code)] // the pod fixtures serve the other benches
+#[path = "../apiserver/benches/support/mod.rs"]
 mod support;
 use support::status_kib;
 use test_support::convergence::{self, Settings};

@@ -3,7 +3,7 @@
 //!
 //! `cargo bench --bench store_read --features testing`
 //!
-//! Two informers, one per store, sync 1,000 `ctrlkit::testing::fixtures::realistic_pod`s from
+//! Two informers, one per store, sync 1,000 `ctrlkit_apiserver::fixtures::realistic_pod`s from
 //! the embedded API server (managedFields dropped, as informers cache them); then criterion
 //! times, for each store, what a reconcile does with the cache: `get` of one key (a decoded
 //! store hands out a shared `Arc`; a compact one decodes the pod's JSON), and `by_index` of a
@@ -15,8 +15,8 @@ use criterion::Criterion;
 use ctrlkit::cache::{
     Indexer, Informer, ListWatch, NAMESPACE_INDEX, ObjectKey, wait_for_cache_sync,
 };
-use ctrlkit::testing::ApiServer;
-use ctrlkit::testing::fixtures::realistic_pod;
+use ctrlkit_apiserver::ApiServer;
+use ctrlkit_apiserver::fixtures::realistic_pod;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;

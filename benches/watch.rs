@@ -46,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Controller, Reconciler};
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::{Patch, PatchParams, PostParams};
@@ -55,6 +55,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 #[allow(dead_code)] // the pod fixtures serve the other benches
+#[path = "../apiserver/benches/support/mod.rs"]
 mod support;
 use support::{runtime, status_kib};
 

@@ -469,8 +469,19 @@ async fn main() -> ExitCode {
         builder = builder.leader_election(lock, LeaderElectionConfig::default());
     }
     if let Some(addr) = args.metrics_addr {
-        println!("Serving /metrics, /healthz and /readyz on {addr}");
-        builder = builder.metrics_address(addr);
+        #[cfg(feature = "metrics")]
+        {
+            println!("Serving /metrics, /healthz and /readyz on {addr}");
+            builder = builder.metrics_address(addr);
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            eprintln!(
+                "error: --metrics-addr {addr} needs ctrlkit's `metrics` feature: \
+                 cargo run --features metrics --example configmap_sets -- --metrics-addr {addr}"
+            );
+            return ExitCode::FAILURE;
+        }
     }
     let mut manager = builder.build();
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The e2e suite against a real kube-apiserver + etcd: starts them (scripts/kube-apiserver.sh:
 # the binaries of KUBEBUILDER_ASSETS when it is set, an envtest-style folder of any version;
-# else v1.20.2, built once), runs the real-server cases of the protocol suite (tests/apiserver)
+# else v1.20.2, built once), runs the real-server cases of the protocol suite
+# (apiserver/tests/apiserver)
 # and of the end-to-end suite (tests/e2e), stops what it started, and ends with the runners'
 # summary and the server's version.
 #

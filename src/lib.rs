@@ -24,6 +24,7 @@
 //! - `metrics` (feature `metrics`): Prometheus metrics under controller-runtime's names, and
 //!   the `/metrics` `/healthz` `/readyz` endpoint.
 //! - [`finalizer`]: clean up before an object goes.
+//! - [`status`]: write an object's status by server-side apply, its type named for you.
 //! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
 //! - [`user_agent`]: every request ctrlkit sends names its binary, as client-go's do.
 //!
@@ -33,7 +34,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `testing` | an in-process Kubernetes API server for tests and examples (module `testing`) |
+//! | `testing` | an in-process Kubernetes API server for tests and examples (module `testing`: the [`ctrlkit-apiserver`](https://docs.rs/ctrlkit-apiserver) crate, re-exported) |
+//! | `kube-runtime` | conversions from kube-runtime's types (`ObjectKey: From<ObjectRef<K>>`) |
 //! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint (module `metrics`) |
 //!
 //! Items that need a feature say so in these docs (docs.rs builds them all).
@@ -64,13 +66,18 @@ pub mod manager;
 pub mod metrics;
 mod panic;
 pub mod prelude;
+pub mod status;
+/// The embedded API server: the `ctrlkit-apiserver` crate (in this repository's `apiserver/`),
+/// re-exported so that `ctrlkit::testing::ApiServer` is all a ctrlkit user names.
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
+#[doc(inline)]
+pub use ctrlkit_apiserver as testing;
 pub mod user_agent;
 pub mod workqueue;
 
-/// The README's examples, compiled as doc tests so that they stay true.
-#[cfg(doctest)]
+/// The README's examples, compiled as doc tests so that they stay true (they use
+/// `ctrlkit::testing`).
+#[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

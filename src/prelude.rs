@@ -34,6 +34,7 @@
 pub use crate::cache::ObjectKey;
 pub use crate::controller::{Action, Controller, Predicate, Reconciler};
 pub use crate::manager::{Manager, shutdown_signal};
+pub use crate::status::apply_status;
 /// The attribute [`Reconciler`] implementations carry (from the `async-trait` crate, re-exported
 /// so that a controller needs no dependency of its own on it).
 pub use async_trait::async_trait;

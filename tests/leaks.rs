@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use ctrlkit::cache::{Indexer, Informer, ListWatch, ObjectKey, wait_for_cache_sync};
-use ctrlkit::testing::ApiServer;
-use ctrlkit::testing::fixtures::realistic_pod;
 use ctrlkit::workqueue::WorkQueue;
+use ctrlkit_apiserver::ApiServer;
+use ctrlkit_apiserver::fixtures::realistic_pod;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;

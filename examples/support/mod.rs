@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use kube_client::{Client, Config};
 
 /// What an example's `main` starts with: logs on, its arguments, a client (and the embedded

@@ -38,6 +38,32 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// The key of an object, from its metadata: what the informer files it under. An object
+/// without a name (one with only a `generateName`, before its create) gives an empty name;
+/// [`meta_namespace_key_func`] refuses it instead.
+impl<K: Resource> From<&K> for ObjectKey {
+    fn from(object: &K) -> Self {
+        let meta = object.meta();
+        Self {
+            namespace: meta.namespace.clone().filter(|ns| !ns.is_empty()),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// kube-runtime's reference to an object, as a key (feature `kube-runtime`). By value: a
+/// `From<&ObjectRef<K>>` would overlap `From<&K>` (kube-runtime may one day make `ObjectRef`
+/// a `Resource`), so clone a borrowed one.
+#[cfg(feature = "kube-runtime")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube-runtime")))]
+impl<K: kube_runtime::reflector::Lookup + ?Sized> From<kube_runtime::reflector::ObjectRef<K>>
+    for ObjectKey
+{
+    fn from(object: kube_runtime::reflector::ObjectRef<K>) -> Self {
+        Self { namespace: object.namespace, name: object.name }
+    }
+}
+
 /// Why a string is not an object key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid object key {0:?}: expected \"namespace/name\" or \"name\"")]
@@ -102,5 +128,33 @@ mod tests {
         for bad in ["", "a/b/c", "ns/", "/"] {
             assert!(bad.parse::<ObjectKey>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn an_object_gives_its_key_and_a_nameless_one_an_empty_name() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        let mut cm = ConfigMap::default();
+        cm.metadata.namespace = Some("default".into());
+        cm.metadata.name = Some("settings".into());
+        assert_eq!(ObjectKey::from(&cm), ObjectKey::namespaced("default", "settings"));
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("team".into());
+        ns.metadata.namespace = Some(String::new());
+        assert_eq!(ObjectKey::from(&ns), ObjectKey::cluster("team"));
+        let mut draft = ConfigMap::default();
+        draft.metadata.generate_name = Some("settings-".into());
+        assert_eq!(ObjectKey::from(&draft).name, "");
+        assert_eq!(meta_namespace_key_func(&draft), Err(NoName));
+    }
+
+    #[cfg(feature = "kube-runtime")]
+    #[test]
+    fn kube_runtime_references_convert_to_keys() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        use kube_runtime::reflector::ObjectRef;
+        let cm = ObjectRef::<ConfigMap>::new("settings").within("default");
+        assert_eq!(ObjectKey::from(cm), ObjectKey::namespaced("default", "settings"));
+        let ns = ObjectRef::<Namespace>::new("team");
+        assert_eq!(ObjectKey::from(ns), ObjectKey::cluster("team"));
     }
 }

@@ -204,10 +204,9 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "testing")]
     #[test]
     fn a_realistic_pod_decodes_the_same_without_managed_fields() {
-        let pod = crate::testing::fixtures::realistic_pod("default", 3, true);
+        let pod = ctrlkit_apiserver::fixtures::realistic_pod("default", 3, true);
         let stripped: Value =
             serde_json::from_str(&strip_managed_fields(&pod.to_string()).unwrap()).unwrap();
         let mut expected = pod.clone();

@@ -78,8 +78,10 @@ mod error;
 mod metrics;
 mod predicate;
 mod reconciler;
+mod run;
 mod source;
 mod stats;
+mod worker;
 mod writes;
 
 pub use builder::ControllerBuilder;

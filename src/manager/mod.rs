@@ -20,11 +20,17 @@
 //! with the `metrics` feature, a metrics registry and the `/metrics` `/healthz` `/readyz`
 //! endpoint.
 
+mod builder;
+mod error;
 #[allow(clippy::module_inception)]
 mod manager;
+mod run;
 mod runnable;
 mod signal;
+mod telemetry;
 
-pub use manager::{Abandoned, Manager, ManagerBuilder, ManagerError};
+pub use builder::ManagerBuilder;
+pub use error::{Abandoned, ManagerError};
+pub use manager::Manager;
 pub use runnable::{Runnable, RunnableError, Stop};
 pub use signal::shutdown_signal;

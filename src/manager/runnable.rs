@@ -1,11 +1,16 @@
 //! [`Runnable`]: anything a [`Manager`](super::Manager) runs for the life of the process
-//! (controller-runtime's `manager.Runnable`), and [`Stop`], the signal it gets to stop.
+//! (controller-runtime's `manager.Runnable`), [`Stop`], the signal it gets to stop, and the
+//! runnable a controller with its reconciler is.
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use tokio::sync::watch;
+
+use crate::cache::InformerObject;
+use crate::controller::{Controller, Reconciler};
 
 /// The error a runnable ends with.
 pub type RunnableError = Box<dyn std::error::Error + Send + Sync>;
@@ -65,5 +70,49 @@ impl IntoFuture for Stop {
             // An error means the manager is gone: as good as a stop.
             let _ = self.rx.wait_for(|stopped| *stopped).await;
         })
+    }
+}
+
+/// A controller and its reconciler, as a [`Runnable`] (what
+/// [`Manager::add_controller`](super::Manager::add_controller) adds).
+pub(super) struct ControllerRunnable<K, R> {
+    controller: Controller<K>,
+    /// Taken by the one `start`.
+    reconciler: Mutex<Option<R>>,
+}
+
+impl<K, R> ControllerRunnable<K, R> {
+    pub(super) fn new(controller: Controller<K>, reconciler: R) -> Self {
+        Self { controller, reconciler: Mutex::new(Some(reconciler)) }
+    }
+}
+
+#[async_trait]
+impl<K, R> Runnable for ControllerRunnable<K, R>
+where
+    K: InformerObject,
+    R: Reconciler<Object = K>,
+{
+    fn name(&self) -> String {
+        format!("controller {}", self.controller.name())
+    }
+
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        let reconciler = self
+            .reconciler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or("the controller was started already")?;
+        // Clones share the run; this one is taken by it.
+        self.controller.clone().run(reconciler, stop.into_future()).await.map_err(Into::into)
+    }
+
+    fn in_flight(&self) -> Vec<String> {
+        self.controller.in_flight().iter().map(ToString::to_string).collect()
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        self.controller.needs_leader_election()
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;

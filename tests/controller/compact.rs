@@ -7,7 +7,7 @@ use std::time::Duration;
 use ctrlkit::cache::{
     Indexer, Informer, ListWatch, NAMESPACE_INDEX, ObjectKey, wait_for_cache_sync,
 };
-use ctrlkit::testing::Failure;
+use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, Patch, PatchParams};

@@ -10,8 +10,8 @@ use ctrlkit::cache::{CacheSyncError, Informer, ListWatch, ObjectKey};
 use ctrlkit::controller::{
     Action, Config, Controller, ControllerError, ReconcileFailure, Reconciler, enqueue_handler,
 };
-use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 use kube_client::api::{ListParams, Patch, PatchParams, PostParams};

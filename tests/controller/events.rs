@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::metrics::Registry;
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Event;
 use kube_client::Api;
 use kube_client::api::ListParams;

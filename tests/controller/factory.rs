@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ctrlkit::cache::{CacheSyncError, ListWatch, SharedInformerFactory};
-use ctrlkit::testing::{Failure, ResourceType};
+use ctrlkit_apiserver::{Failure, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube_client::Api;
 use kube_client::core::discovery::Scope;

@@ -8,7 +8,7 @@ use ctrlkit::cache::{
     CacheSyncError, HasSynced, Informer, ListWatch, ObjectKey, ResourceEventHandler,
     wait_for_cache_sync,
 };
-use ctrlkit::testing::Failure;
+use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, Patch, PatchParams};
@@ -281,7 +281,7 @@ async fn managed_fields_are_dropped_unless_kept() {
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let with_fields: Pod =
-        serde_json::from_value(ctrlkit::testing::fixtures::realistic_pod("default", 1, true))
+        serde_json::from_value(ctrlkit_apiserver::fixtures::realistic_pod("default", 1, true))
             .unwrap();
     pods.create(&Default::default(), &with_fields).await.unwrap();
     assert!(
@@ -303,7 +303,7 @@ async fn managed_fields_are_dropped_unless_kept() {
 
 #[tokio::test]
 async fn dynamic_objects_of_a_custom_resource_are_informed_too() {
-    use ctrlkit::testing::{ApiServer, ResourceType};
+    use ctrlkit_apiserver::{ApiServer, ResourceType};
     use kube_client::api::{DynamicObject, PostParams};
     let widget = ResourceType::new("example.com", "v1", "Widget", "widgets", true);
     let ar = widget.api_resource();

@@ -16,5 +16,6 @@ mod informer;
 mod manager;
 mod metrics;
 mod priority;
+mod status;
 #[path = "../support/mod.rs"]
 mod support;

@@ -96,7 +96,7 @@ impl Runnable for Polite {
 /// Runs a manager with `bad` beside a polite runnable; returns how it ended and whether the
 /// polite one was stopped.
 async fn run_with(
-    server: &ctrlkit::testing::ApiServer,
+    server: &ctrlkit_apiserver::ApiServer,
     bad: impl Runnable,
 ) -> (Result<(), ManagerError>, bool) {
     let mut manager = Manager::new(server.client());
@@ -192,7 +192,7 @@ struct Replica {
     run: tokio::task::JoinHandle<Result<(), ManagerError>>,
 }
 
-fn replica(server: &ctrlkit::testing::ApiServer, identity: &str) -> Replica {
+fn replica(server: &ctrlkit_apiserver::ApiServer, identity: &str) -> Replica {
     use ctrlkit::leaderelection::LeaseLock;
     let config = kube_client::Config::new(server.url().parse().unwrap());
     let (client, log) = crate::support::requests::recording_client(config);

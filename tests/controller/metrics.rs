@@ -11,8 +11,8 @@ use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::Registry;
-use ctrlkit::testing::Failure;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 

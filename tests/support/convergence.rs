@@ -36,7 +36,7 @@ use ctrlkit::cache::{
     RequestResult, WatchEventType,
 };
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
-use ctrlkit::testing::Failure;
+use ctrlkit_apiserver::Failure;
 
 use super::Failed;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};

@@ -1,6 +1,7 @@
-//! One suite, two servers: the harness and the per-test [`Target`] shared by the protocol
-//! suite (`tests/apiserver`) and the end-to-end suite (`tests/e2e`); `observe` also serves
-//! the informer and controller tests (`tests/controller`).
+//! One suite, two servers: the harness and the per-test [`Target`] shared by the embedded
+//! server's protocol suite (`apiserver/tests/apiserver`, whose files they are) and the
+//! end-to-end suite (`tests/e2e`); `observe` also serves the informer and controller tests
+//! (`tests/controller`).
 //!
 //! Every case runs against ctrlkit's embedded API server; a case marked for both servers
 //! runs against a real kube-apiserver too when `CTRLKIT_E2E_KUBECONFIG` names a kubeconfig
@@ -9,30 +10,24 @@
 #![allow(dead_code)] // each test binary uses part of the support code
 
 pub mod convergence;
+// harness, proxy, requests and target are the embedded server crate's (its protocol suite
+// runs on them).
+#[path = "../../apiserver/tests/support/harness.rs"]
 pub mod harness;
 pub mod http;
 pub mod observe;
+#[path = "../../apiserver/tests/support/proxy.rs"]
 pub mod proxy;
+#[path = "../../apiserver/tests/support/requests.rs"]
 pub mod requests;
 pub mod scripted;
+#[path = "../../apiserver/tests/support/target.rs"]
 pub mod target;
 
 #[allow(unused_imports)] // the harness binaries use them, tests/controller does not
 pub use harness::{Case, Needs};
 #[allow(unused_imports)]
-pub use target::Target;
-
-/// A pod manifest for `kubectl create -f -` / `apply -f -`.
-pub const KUBECTL_POD: &str = "apiVersion: v1
-kind: Pod
-metadata:
-  name: web-0
-  labels: {app: web}
-spec:
-  containers:
-  - name: web
-    image: nginx:1.25
-";
+pub use target::{KUBECTL_POD, Target};
 
 /// A reconciler's error in the tests: a message, and the error it came from, if any (its
 /// `source()`), so that the tests see what the controller keeps of a cause.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

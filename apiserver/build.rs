@@ -1,16 +1,12 @@
-//! With the `testing` feature, compiles the vendored Kubernetes `.proto` files (`protos/`, see
-//! `scripts/vendor-protos.py`) into a descriptor set, from which the embedded API server
-//! decodes protobuf bodies. protox is a .proto compiler in Rust: no `protoc` is needed.
+//! Compiles the vendored Kubernetes `.proto` files (`protos/`, see `scripts/vendor-protos.py`)
+//! into a descriptor set, from which the server decodes protobuf bodies. protox is a .proto
+//! compiler in Rust: no `protoc` is needed.
+
+use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo::rerun-if-changed=protos");
-    #[cfg(feature = "testing")]
-    compile_protos();
-}
-
-#[cfg(feature = "testing")]
-fn compile_protos() {
-    let root = std::path::Path::new("protos");
+    let root = Path::new("protos");
     let mut files = Vec::new();
     collect(root, &mut files);
     files.sort();
@@ -20,12 +16,11 @@ fn compile_protos() {
             Ok(compiler.encode_file_descriptor_set())
         })
         .unwrap_or_else(|e| panic!("compiling protos/: {e}"));
-    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("kubernetes.fds"), set).expect("writing the descriptor set");
 }
 
-#[cfg(feature = "testing")]
-fn collect(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("reading protos/") {
         let path = entry.expect("reading protos/").path();
         if path.is_dir() {

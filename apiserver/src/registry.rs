@@ -378,7 +378,7 @@ impl Registry {
         })
     }
 
-    /// PATCH with `application/apply-patch+yaml` (see `testing::apply`): applies, creating
+    /// PATCH with `application/apply-patch+yaml` (see the `apply` module): applies, creating
     /// the object if it does not exist (then `true`, for a 201). With `dryRun=All`, answers
     /// with the result and stores nothing.
     pub(crate) fn server_side_apply(

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use ctrlkit::testing::Failure;
+use ctrlkit_apiserver::Failure;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;

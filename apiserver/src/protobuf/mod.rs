@@ -77,7 +77,7 @@ static CODEC: LazyLock<Codec> = LazyLock::new(|| {
     let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/kubernetes.fds"));
     // build.rs compiled these very files: decoding them cannot fail but on a broken build.
     let pool = DescriptorPool::decode(&bytes[..]).expect("the descriptor set build.rs compiled");
-    Codec { pool, rules: parse_rules(include_str!("../../../protos/go-json.txt")) }
+    Codec { pool, rules: parse_rules(include_str!("../../protos/go-json.txt")) }
 });
 
 /// Parses `protos/go-json.txt`: `MESSAGE FIELD omitempty|inline|json=NAME` lines.

@@ -152,4 +152,33 @@ pub async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &
         .unwrap();
     assert_eq!(written.status.and_then(|s| s.replicas), Some(3));
     assert_ne!(written.spec.replicas, Some(9), "status does not write spec");
+
+    // The same manager applies the status and the object: from 1.22, two entries apart by
+    // subresource, and the object's apply leaves the applied status alone.
+    let a_status = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web" },
+        "status": { "replicas": 4 },
+    });
+    // (Forced: status-writer owns `.status.replicas`.)
+    let forced = PatchParams::apply("a").force();
+    deployments.patch_status("web", &forced, &Patch::Apply(&a_status)).await.unwrap();
+    let written =
+        deployments.patch("web", &a, &Patch::Apply(&deployment("nginx:1"))).await.unwrap();
+    assert_eq!(written.status.and_then(|s| s.replicas), Some(4));
+    if t.version().at_least(22) {
+        let mut entries: Vec<(String, Option<String>)> = written
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| m.manager.as_deref() == Some("a"))
+            .map(|m| (m.operation.clone().unwrap_or_default(), m.subresource.clone()))
+            .collect();
+        entries.sort();
+        assert_eq!(
+            entries,
+            [("Apply".to_owned(), None), ("Apply".to_owned(), Some("status".to_owned()))]
+        );
+    }
 }

@@ -25,22 +25,22 @@ use super::store::Store;
 
 /// The vendored v3 documents: (group version path, document).
 const BUILT_IN: [(&str, &str); 7] = [
-    ("api/v1", include_str!("../../openapi/v3/api__v1.json")),
-    ("apis/apps/v1", include_str!("../../openapi/v3/apis__apps__v1.json")),
-    ("apis/batch/v1", include_str!("../../openapi/v3/apis__batch__v1.json")),
-    ("apis/autoscaling/v1", include_str!("../../openapi/v3/apis__autoscaling__v1.json")),
+    ("api/v1", include_str!("../openapi/v3/api__v1.json")),
+    ("apis/apps/v1", include_str!("../openapi/v3/apis__apps__v1.json")),
+    ("apis/batch/v1", include_str!("../openapi/v3/apis__batch__v1.json")),
+    ("apis/autoscaling/v1", include_str!("../openapi/v3/apis__autoscaling__v1.json")),
     (
         "apis/coordination.k8s.io/v1",
-        include_str!("../../openapi/v3/apis__coordination.k8s.io__v1.json"),
+        include_str!("../openapi/v3/apis__coordination.k8s.io__v1.json"),
     ),
-    ("apis/events.k8s.io/v1", include_str!("../../openapi/v3/apis__events.k8s.io__v1.json")),
+    ("apis/events.k8s.io/v1", include_str!("../openapi/v3/apis__events.k8s.io__v1.json")),
     (
         "apis/apiextensions.k8s.io/v1",
-        include_str!("../../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
+        include_str!("../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
     ),
 ];
 
-const V2: &str = include_str!("../../openapi/v2.json");
+const V2: &str = include_str!("../openapi/v2.json");
 
 fn hash(text: &str) -> String {
     let mut hasher = DefaultHasher::new();

@@ -51,9 +51,9 @@ pub enum WaitError<K: Debug> {
 /// `wait_for(&pods, "web-0", "a Running phase", ..)`.
 ///
 /// ```no_run
-/// # async fn demo(server: ctrlkit::testing::ApiServer) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(server: ctrlkit_apiserver::ApiServer) -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use ctrlkit::testing::wait_for;
+/// use ctrlkit_apiserver::wait_for;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube_client::Api;
 ///

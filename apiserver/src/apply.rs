@@ -21,14 +21,14 @@
 //! - Lists merge by the built-in kinds' merge keys (containers by name, ports by port, ...:
 //!   the strategic-merge table); other lists are atomic, owned whole.
 //! - `dryRun=All` answers with the result and stores nothing; apply on `/status` applies the
-//!   status alone.
+//!   status alone, recorded in an entry of its own (`subresource: status`, as from 1.22), so a
+//!   manager's applies to the object leave the status it applied alone.
 //!
 //! Simpler than structured-merge-diff, and so different from the real server:
 //! - Ownership is tracked for appliers only. A create, update or non-apply patch neither
 //!   records an `Update` manager nor takes fields from appliers, so it never causes a
 //!   conflict, and an applier keeps owning a field another client changed since.
 //! - Custom resources' lists are atomic (their `x-kubernetes-list-type` is not read).
-//! - A manager's main and `/status` applies are one entry.
 
 use std::collections::BTreeSet;
 
@@ -348,8 +348,13 @@ pub(crate) fn apply(
     let mut object = live.cloned().unwrap_or_else(|| json!({}));
     let mine_now = field_set(applied, status, has_status);
     let mut owners = owners(&object);
+    // A manager's applies to the object and to `/status` are two entries, told apart by
+    // `subresource`, as on the real server (from 1.22).
+    let subresource = if status { json!("status") } else { Value::Null };
     let is_mine = |o: &Owner| {
-        o.entry["manager"] == options.manager.as_str() && o.entry["operation"] == "Apply"
+        o.entry["manager"] == options.manager.as_str()
+            && o.entry["operation"] == "Apply"
+            && o.entry["subresource"] == subresource
     };
     let mine_before: BTreeSet<Path> =
         owners.iter().filter(|o| is_mine(o)).flat_map(|o| o.fields.iter().cloned()).collect();
@@ -424,14 +429,18 @@ pub(crate) fn apply(
         })
         .collect();
     if !mine_now.is_empty() {
-        entries.push(json!({
+        let mut entry = json!({
             "manager": options.manager,
             "operation": "Apply",
             "apiVersion": api_version,
             "time": now,
             "fieldsType": "FieldsV1",
             "fieldsV1": encode(&mine_now),
-        }));
+        });
+        if status {
+            entry["subresource"] = subresource;
+        }
+        entries.push(entry);
     }
     if !object["metadata"].is_object() {
         object["metadata"] = json!({});

@@ -1,10 +1,10 @@
-//! `ctrlkit::testing::wait_for`, the tests' wait for an object's state, against each server:
+//! `ctrlkit_apiserver::wait_for`, the tests' wait for an object's state, against each server:
 //! it sees a change made after it started, an object that does not exist yet, a deletion,
 //! and gives up at its deadline naming what it waited for.
 
 use std::time::Duration;
 
-use ctrlkit::testing::{WaitError, wait_for};
+use ctrlkit_apiserver::{WaitError, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ctrlkit::testing::{ApiServer, fixtures::realistic_pod};
+use ctrlkit_apiserver::{ApiServer, fixtures::realistic_pod};
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{Patch, PatchParams, PostParams};

@@ -4,7 +4,7 @@
 //! `kubectl --server http://127.0.0.1:8080 get pods -A`.
 //! With `--kubeconfig FILE` it also writes a kubeconfig for it.
 
-use ctrlkit::testing::ApiServer;
+use ctrlkit_apiserver::ApiServer;
 
 fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)

@@ -5,10 +5,10 @@
 //! (`application/json`, `*/*`, `application/*`), or the metadata-only forms
 //! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object, and each event
 //! of a watch) and `…;as=PartialObjectMetadataList;…` (a list); `v=v1beta1` works too.
-//! `as=Table` (what `kubectl get` asks for first) is produced too (see `testing::table`).
+//! `as=Table` (what `kubectl get` asks for first) is produced too (see the `table` module).
 //! YAML and CBOR are passed over, and so is protobuf while a JSON form is listed, so a client
 //! that lists JSON after them gets JSON; a client that accepts protobuf alone gets it, for
-//! built-in kinds (see `testing::protobuf`). Nothing acceptable: 406, with the real server's
+//! built-in kinds (see the `protobuf` module). Nothing acceptable: 406, with the real server's
 //! messages.
 //!
 //! What the real server (1.20 and later) does with a form that does not fit the request,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ctrlkit::testing::{ApiServer, ResourceType};
+use ctrlkit_apiserver::{ApiServer, ResourceType};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -400,3 +400,15 @@ impl RawResponse {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
+
+/// A pod manifest for `kubectl create -f -` / `apply -f -`.
+pub const KUBECTL_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-0
+  labels: {app: web}
+spec:
+  containers:
+  - name: web
+    image: nginx:1.25
+";

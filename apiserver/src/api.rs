@@ -13,8 +13,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::apply::ApplyOptions;
@@ -26,59 +24,17 @@ use super::patch::{self, PatchType};
 use super::protobuf;
 use super::registry::{Registry, Target};
 use super::resources::ResourceType;
-use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
 use super::table::{self, Include};
 use super::watch::{self, Start, WatchRequest};
 
-/// The largest request body accepted: the real server's 3 MiB.
-const MAX_BODY: usize = 3 << 20;
-
-fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.into())
-        .unwrap_or_else(|_| Response::new(Body::empty()))
-}
-
-fn value_response(code: StatusCode, value: &Value) -> Response {
-    json_response(code, value.to_string())
-}
-
-fn object_response(code: StatusCode, object: &StoredObject, metadata: Option<&str>) -> Response {
-    json_response(code, object.json_as(metadata))
-}
-
-/// The real server's answer to a completed delete of most kinds: a Status naming what went
-/// (its `kind` detail holds the resource, as the real one's does).
-fn deleted_status(rt: &ResourceType, object: &StoredObject) -> Value {
-    let value = object.value();
-    json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": {
-            "name": value["metadata"]["name"],
-            "group": rt.group,
-            "kind": rt.plural,
-            "uid": value["metadata"]["uid"],
-        }
-    })
-}
-
-fn error_response(err: &ApiError) -> Response {
-    let mut response = value_response(err.code, &err.to_status());
-    if let Some(secs) = err.retry_after
-        && let Ok(v) = secs.to_string().parse()
-    {
-        response.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    response
-}
+use super::encoding::{
+    MAX_BODY, deleted_status, error_response, json_response, object_response, protobuf_body,
+    protobuf_response, too_large_body, unsupported_body, value_response,
+};
+use super::list::{list, parse_rv, selectors};
 
 /// The entry point for every request.
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -134,102 +90,6 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         return protobuf_response(response, watch).await;
     }
     response
-}
-
-/// A protobuf body of a create, update or delete, as the JSON of its object; other bodies as
-/// they are. 400 for a body that does not decode, or of a kind with no message (a custom
-/// resource).
-fn protobuf_body(method: &Method, headers: &HeaderMap, body: Bytes) -> ApiResult<Bytes> {
-    let media = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let media = media.split(';').next().unwrap_or("").trim();
-    if media != protobuf::MEDIA_TYPE || body.is_empty() || method == Method::PATCH {
-        return Ok(body);
-    }
-    match protobuf::decode(&body) {
-        Ok(value) => Ok(Bytes::from(value.to_string())),
-        Err(protobuf::DecodeError::Malformed(why)) => {
-            Err(ApiError::bad_request(format!("the protobuf body could not be decoded: {why}")))
-        }
-        // kube-apiserver 1.20 reads the body of a custom resource as JSON whatever its type,
-        // and refuses it as an object without a kind.
-        Err(protobuf::DecodeError::UnknownKind { api_version, kind }) => {
-            Err(ApiError::bad_request(format!(
-                "{kind} in version {api_version:?} cannot be handled as a {kind}: custom resources take JSON and YAML bodies, not protobuf"
-            )))
-        }
-    }
-}
-
-/// A JSON answer re-encoded as protobuf, for a client that accepts nothing else: one
-/// envelope for an object, a list or a Status, length-prefixed `WatchEvent` frames for a
-/// watch. A line of a watch that is not JSON (an injected corruption) is sent as a frame of
-/// its raw bytes, which the client cannot decode either.
-async fn protobuf_response(response: Response, watch: bool) -> Response {
-    let json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !json {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let media = if watch { protobuf::WATCH_MEDIA_TYPE } else { protobuf::MEDIA_TYPE };
-    parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(media));
-    if watch {
-        let frames = protobuf::watch_frames(body.into_data_stream());
-        return Response::from_parts(parts, Body::from_stream(frames));
-    }
-    let encoded = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => {
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|value| {
-                protobuf::encode(&value)
-                    .unwrap_or_else(|| Err(format!("no protobuf message for {}", value["kind"])))
-            })
-        }
-        Err(e) => Err(e.to_string()),
-    };
-    match encoded {
-        Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
-        Err(why) => {
-            let err = ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                format!("encoding the answer as protobuf: {why}"),
-            );
-            value_response(err.code, &err.to_status())
-        }
-    }
-}
-
-/// The real server's answer to a body over its limit.
-fn too_large_body() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "RequestEntityTooLarge",
-        format!("Request entity too large: limit is {MAX_BODY}"),
-    )
-}
-
-/// Refuses bodies in encodings the server does not speak (CBOR, YAML) with 415.
-fn unsupported_body(headers: &HeaderMap, body: &[u8]) -> Option<ApiError> {
-    if body.is_empty() {
-        return None;
-    }
-    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let media = content_type.split(';').next().unwrap_or("").trim();
-    let json = media == "application/json"
-        || media == protobuf::MEDIA_TYPE // decoded to JSON by `protobuf_body`
-        || media.ends_with("+json")
-        || media == "application/apply-patch+yaml"
-        || media.is_empty()
-        || media == "*/*";
-    (!json).then(|| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json (got {media})"),
-        )
-    })
 }
 
 fn discovery_response(shared: &Shared, method: &Method, segments: &[&str]) -> Option<Response> {
@@ -413,7 +273,7 @@ fn serve(
     })
 }
 
-/// Server-side field validation of a write's body (see `testing::fields`): a `Strict` write
+/// Server-side field validation of a write's body (see the `fields` module): a `Strict` write
 /// with unknown or duplicate fields is refused; a `Warn` one (the default) answers with the
 /// problems, which become `Warning` headers.
 fn validate_fields(
@@ -471,7 +331,7 @@ fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
     })
 }
 
-/// GET, PUT and PATCH of `/scale` (see `testing::scale`).
+/// GET, PUT and PATCH of `/scale` (see the `scale` module).
 fn serve_scale(
     registry: &Registry,
     method: &Method,
@@ -497,167 +357,6 @@ fn serve_scale(
         _ => return Err(ApiError::method_not_allowed()),
     };
     Ok(value_response(StatusCode::OK, &scale))
-}
-
-/// The selectors of a list or watch.
-fn selectors(
-    shared: &Shared,
-    target: &Target,
-    query: &HashMap<String, String>,
-) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let pods = shared.registry.rt(target).is_pod();
-    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), pods)?;
-    Ok((labels, fields))
-}
-
-fn parse_rv(rv: &str) -> ApiResult<u64> {
-    rv.parse().map_err(|_| {
-        ApiError::bad_request(format!(
-            "Invalid value: {rv:?}: resourceVersion must be a decimal integer"
-        ))
-    })
-}
-
-/// A continue token: base64 of the JSON the real server uses, `{"v", "rv", "start"}`.
-fn encode_continue(rv: u64, last_key: &str) -> String {
-    let token = json!({ "v": "meta.k8s.io/v1", "rv": rv, "start": format!("{last_key}\u{0}") });
-    URL_SAFE_NO_PAD.encode(token.to_string())
-}
-
-fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
-    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
-    let raw = URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
-    let value: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    let rv = value["rv"].as_u64().ok_or_else(bad)?;
-    let start = value["start"].as_str().ok_or_else(bad)?;
-    Ok((rv, start.trim_end_matches('\u{0}').to_owned()))
-}
-
-fn list(
-    shared: &Shared,
-    target: &Target,
-    query: &HashMap<String, String>,
-    metadata: Option<&str>,
-    table: Option<(&str, Include)>,
-) -> ApiResult<Response> {
-    let store = &shared.registry.store;
-    let rt = shared.registry.rt(target);
-    let (labels, fields) = selectors(shared, target, query)?;
-    let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
-    let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-    let mut limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
-    let (at, after) = match query.get("continue").filter(|c| !c.is_empty()) {
-        Some(token) => {
-            if rv.is_some_and(|rv| rv != "0") {
-                return Err(ApiError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-            let (at, start) = decode_continue(token)?;
-            (Some(at), Some(start))
-        }
-        None => {
-            let current = store.current_rv();
-            match (rv.map(String::as_str), rv_match.map(String::as_str)) {
-                (None, Some(_)) => {
-                    return Err(ApiError::bad_request(
-                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                    ));
-                }
-                (Some(rv), Some("Exact")) => {
-                    let rv = parse_rv(rv)?;
-                    if rv > current {
-                        return Err(too_large(rv, current));
-                    }
-                    (Some(rv), None)
-                }
-                (Some(rv), None | Some("NotOlderThan")) => {
-                    let n = parse_rv(rv)?;
-                    if n > current {
-                        return Err(too_large(n, current));
-                    }
-                    if n == 0 {
-                        // Served from the watch cache: the real server ignores limit here.
-                        limit = None;
-                    }
-                    (None, None)
-                }
-                (None, None) => (None, None),
-                (_, Some(other)) => {
-                    return Err(ApiError::bad_request(format!(
-                        "unknown resourceVersionMatch {other:?}"
-                    )));
-                }
-            }
-        }
-    };
-    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
-    let page = store
-        .list_page(target.resource, target.namespace.as_deref(), at, after.as_deref(), limit, &keep)
-        .map_err(|e| {
-            if after.is_some() {
-                ApiError::expired(format!(
-                    "The provided continue parameter is too old to display a consistent list result. \
-                     You can start a new list without the continue parameter. ({})",
-                    e.message
-                ))
-            } else {
-                e
-            }
-        })?;
-    if let Some((version, include)) = table {
-        let mut list_metadata = json!({ "resourceVersion": page.rv.to_string() });
-        if let Some(last) = &page.continue_after {
-            list_metadata["continue"] = json!(encode_continue(page.rv, last));
-            if labels.is_empty() && fields.is_empty() {
-                list_metadata["remainingItemCount"] = json!(page.remaining);
-            }
-        }
-        let objects: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
-        let table = table::table(&rt, version, list_metadata, &objects, include, true);
-        return Ok(value_response(StatusCode::OK, &table));
-    }
-    let items: Vec<Bytes> = page.items.iter().map(|o| o.json_as(metadata)).collect();
-    let mut out = Vec::with_capacity(items.iter().map(|o| o.len() + 1).sum::<usize>() + 256);
-    let (kind, api_version) = match metadata {
-        None => (format!("{}List", rt.kind), rt.api_version()),
-        Some(version) => ("PartialObjectMetadataList".to_owned(), format!("meta.k8s.io/{version}")),
-    };
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
-            page.rv
-        )
-        .as_bytes(),
-    );
-    if let Some(last) = &page.continue_after {
-        out.extend_from_slice(
-            format!(",\"continue\":\"{}\"", encode_continue(page.rv, last)).as_bytes(),
-        );
-        if labels.is_empty() && fields.is_empty() {
-            out.extend_from_slice(format!(",\"remainingItemCount\":{}", page.remaining).as_bytes());
-        }
-    }
-    out.extend_from_slice(b"},\"items\":[");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(item);
-    }
-    out.extend_from_slice(b"]}");
-    Ok(json_response(StatusCode::OK, out))
-}
-
-fn too_large(rv: u64, current: u64) -> ApiError {
-    let mut e = ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "Timeout",
-        format!("Too large resource version: {rv}, current: {current}"),
-    );
-    e.retry_after = Some(1);
-    e
 }
 
 fn start_watch(

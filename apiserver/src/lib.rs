@@ -1,16 +1,20 @@
 //! An in-process Kubernetes API server for tests: the real REST protocol over HTTP on
 //! loopback, so controllers are tested through kube-client exactly as they run against a
-//! cluster. ctrlkit's own tests use it, and `cargo run --example pods` runs on it when no
-//! cluster is configured. Enabled by the `testing` cargo feature.
+//! cluster, with no binaries to download and no cluster to start. It depends on kube-client
+//! and k8s-openapi only: a kube-runtime controller, a hand-written kube-client loop, kubectl
+//! and client-go programs all run on it. [ctrlkit](https://docs.rs/ctrlkit) re-exports it as
+//! `ctrlkit::testing` (its `testing` feature); ctrlkit's own tests run on it, and
+//! `cargo run --example pods` in ctrlkit's repository plays its demo on it when no cluster is
+//! configured.
 //!
 //! It answers as kube-apiserver v1.36 does with its default flags (and claims 1.36 at
-//! `/version`): where 1.36 and 1.20 differ, ctrlkit's shared protocol suite checks each real
+//! `/version`): where 1.36 and 1.20 differ, the shared protocol suite checks each real
 //! server's own behaviour and this server follows 1.36's. The differences it keeps are listed
 //! under "Known gaps" below.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use ctrlkit::testing::ApiServer;
+//! use ctrlkit_apiserver::ApiServer;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kube_client::{Api, api::PostParams};
 //!
@@ -95,9 +99,9 @@
 //!   history, add latency, corrupt watch streams.
 //!
 //! ## Known gaps, against a real kube-apiserver
-//! ctrlkit's protocol suite (`tests/apiserver`) runs against this server and two real
-//! kube-apiservers (v1.36.2 and v1.20.2 with etcd, `scripts/e2e.sh`); what it found is fixed,
-//! or below.
+//! The protocol suite (this crate's `tests/apiserver`) runs against this server and two real
+//! kube-apiservers (v1.36.2 and v1.20.2 with etcd, the repository's `scripts/e2e.sh`); what it
+//! found is fixed, or below.
 //! - A protobuf body for a custom resource is answered 400, as 1.20 answers it; 1.36.2 panics
 //!   decoding it (a nil dereference in its custom resource handler) and closes the connection
 //!   without an answer.
@@ -119,8 +123,7 @@
 //!   `test` of a missing path against `null` passes, as in its JSON patch library.)
 //! - Server-side apply tracks the ownership of appliers only: creates, updates and other
 //!   patches neither record an `Update` manager nor take fields from appliers, so they never
-//!   cause an apply conflict; custom resources' lists are atomic; a manager's main and
-//!   `/status` applies share one entry; `/scale` takes no apply.
+//!   cause an apply conflict; custom resources' lists are atomic; `/scale` takes no apply.
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33; older servers leave it unset
 //!   for pods.
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
@@ -156,9 +159,11 @@ mod api;
 mod apply;
 mod crd;
 mod discovery;
+mod encoding;
 mod faults;
 mod fields;
 pub mod fixtures;
+mod list;
 mod negotiate;
 mod openapi;
 mod patch;
@@ -178,3 +183,8 @@ pub use faults::{Failure, Faults};
 pub use resources::{PrinterColumn, ResourceType};
 pub use server::{ApiServer, ApiServerBuilder, ApiServerError, RequestCounts};
 pub use wait::{WaitError, wait_for};
+
+/// The README's example, compiled as a doc test so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

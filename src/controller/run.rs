@@ -1,0 +1,229 @@
+//! [`Controller::run`], the seed article's `Run`: start the informers the controller owns, wait
+//! for every cache it reads, run the workers until the shutdown, then stop in order (no new
+//! keys, the reconciles in flight finished, the queue shut down, the handlers removed, the
+//! informers it started stopped), however the run ends.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::controller::{Controller, Informers};
+use super::error::ControllerError;
+use super::reconciler::Reconciler;
+use crate::cache::{InformerHandle, InformerObject, ObjectKey, RunState, wait_for_informers};
+use crate::workqueue::WorkQueue;
+
+/// Sends the stop signal when dropped, so that a `run` that is dropped (a Manager abandoning
+/// it after its shutdown timeout) still stops what it started.
+struct StopOnDrop(watch::Sender<bool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// Shuts the queue down and removes the controller's handlers from the informers when the run
+/// ends, however it ends: returned, or dropped (a Manager abandoning it at its shutdown
+/// timeout), so no handler is left feeding a queue nobody reads.
+struct Cleanup<'a, K>(&'a Controller<K>);
+
+impl<K> Controller<K> {
+    /// Logs the keys still being reconciled as abandoned, counts them, and forgets them.
+    pub(super) fn abandon_in_flight(&self, why: &str) {
+        let keys = std::mem::take(
+            &mut *self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        if keys.is_empty() {
+            return;
+        }
+        self.shared.counters.abandoned.fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        tracing::error!(
+            count = keys.len(),
+            keys = %keys.join(", "),
+            "{why}: abandoning the reconciles still running"
+        );
+    }
+}
+
+impl<K> Drop for Cleanup<'_, K> {
+    fn drop(&mut self) {
+        // Reconciles still in flight here are dropped with the run (a Manager's timeout).
+        self.0.abandon_in_flight("the controller's run was dropped");
+        self.0.queue.shut_down();
+        let sources = std::mem::take(
+            &mut *self.0.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        for source in sources {
+            (source.remove)(&source.registration);
+        }
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+impl<K: InformerObject> Controller<K> {
+    /// The seed's `Run`: starts the informers the controller owns, waits for every cache it
+    /// reads to sync, runs the workers until `shutdown` completes, then stops taking keys,
+    /// lets the reconciles in flight finish, shuts the queue down, removes its handlers from
+    /// shared informers and stops the informers it started.
+    ///
+    /// Fails with [`ControllerError::CacheSync`] when shut down before its caches synced
+    /// (naming them) or when an informer stops before its first list, and with
+    /// [`ControllerError::InformerStopped`] when an informer it reads
+    /// stops under it. A controller runs once (its clones share that run): a second `run`
+    /// fails with [`ControllerError::AlreadyRun`].
+    ///
+    /// Takes the controller, so `tokio::spawn(controller.run(reconciler, shutdown))` works;
+    /// keep a clone to read [`stats`](Self::stats) while and after it runs.
+    pub async fn run<R>(
+        self,
+        reconciler: R,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError>
+    where
+        R: Reconciler<Object = K>,
+    {
+        if self.indexer_mismatch {
+            return Err(ControllerError::IndexerMismatch);
+        }
+        if self.shared.ran.swap(true, Ordering::SeqCst) {
+            return Err(ControllerError::AlreadyRun);
+        }
+        let span = tracing::info_span!("controller", name = %self.name);
+        self.run_inner(Arc::new(reconciler), shutdown).instrument(span).await
+    }
+
+    async fn run_inner<R>(
+        &self,
+        reconciler: Arc<R>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError>
+    where
+        R: Reconciler<Object = K>,
+    {
+        let cleanup = Cleanup(self);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop = StopOnDrop(stop_tx);
+        let mut tasks = JoinSet::new();
+        tracing::info!(workers = self.config.workers, "starting controller");
+        if let Some(metrics) = &self.metrics {
+            metrics.max_concurrent_reconciles(self.config.workers);
+        }
+        let owned_informer = match self.informers.as_ref() {
+            Informers::Seed if !self.informer.is_running() => {
+                let informer = self.informer.clone();
+                let stop = stopped(stop_rx.clone());
+                Some(tokio::spawn(async move { informer.run(stop).await }))
+            }
+            Informers::OwnFactory(factory) => {
+                factory.start(stopped(stop_rx.clone()));
+                None
+            }
+            _ => None,
+        };
+        tokio::pin!(shutdown);
+        let handles = self.informer_handles();
+        let outcome = match wait_for_informers(&handles, &mut shutdown).await {
+            Err(failure) => {
+                let err = ControllerError::from(failure);
+                tracing::error!(error = %err, "controller cannot start");
+                Err(err)
+            }
+            Ok(()) => {
+                let triggers = std::mem::take(
+                    &mut *self.shared.triggers.lock().unwrap_or_else(PoisonError::into_inner),
+                );
+                for trigger in triggers {
+                    let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
+                    tasks.spawn(forward(trigger, queue, stop));
+                }
+                for _ in 0..self.config.workers {
+                    let (this, reconciler, rx) =
+                        (self.clone(), reconciler.clone(), stop_rx.clone());
+                    tasks.spawn(
+                        async move { this.run_worker(reconciler, rx).await }.in_current_span(),
+                    );
+                }
+                tokio::select! {
+                    _ = &mut shutdown => Ok(()),
+                    informer = first_stopped(&handles) => {
+                        let err = ControllerError::InformerStopped { informer };
+                        tracing::error!(error = %err, "stopping controller");
+                        Err(err)
+                    }
+                }
+            }
+        };
+        tracing::info!("stopping controller");
+        drop(stop);
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        match self.config.shutdown_grace {
+            None => drain.await,
+            Some(grace) => {
+                if tokio::time::timeout(grace, drain).await.is_err() {
+                    self.abandon_in_flight(&format!(
+                        "the shutdown grace period of {grace:?} ran out"
+                    ));
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                }
+            }
+        }
+        drop(cleanup);
+        match self.informers.as_ref() {
+            Informers::OwnFactory(factory) => factory.shutdown().await,
+            _ => {
+                if let Some(task) = owned_informer {
+                    let _ = task.await;
+                }
+            }
+        }
+        tracing::info!("controller stopped");
+        outcome
+    }
+}
+
+/// Puts every key of a trigger stream in the queue until the stream ends or `stop`.
+async fn forward(
+    mut trigger: BoxStream<'static, ObjectKey>,
+    queue: WorkQueue<ObjectKey>,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            key = trigger.next() => match key {
+                Some(key) => queue.add(key),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Resolves with the description of the first informer whose run ends.
+async fn first_stopped(handles: &[Arc<dyn InformerHandle>]) -> String {
+    let each = handles.iter().map(|handle| {
+        let mut state = handle.state_receiver();
+        let name = handle.describe();
+        Box::pin(async move {
+            // Sure to be running now (it synced); wait for that to end.
+            let _ = state.wait_for(|s| *s == RunState::Stopped).await;
+            name
+        })
+    });
+    futures::future::select_all(each).await.0
+}

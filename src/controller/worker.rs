@@ -1,0 +1,169 @@
+//! A controller's workers: the seed article's `runWorker` (take a key, reconcile it, `Done`),
+//! `processNextItem` (the reconcile, caught if it panics or overruns its timeout, after the
+//! controller's own last write of the key is in the cache) and `handleErr` (retry with the
+//! key's rate limit up to the configured count, then drop it and say so).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::FutureExt;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::controller::Controller;
+use super::error::ReconcileFailure;
+use super::metrics::ReconcileOutcome;
+use super::reconciler::Reconciler;
+use super::writes;
+use crate::cache::{InformerObject, ObjectKey};
+use crate::panic::panic_message;
+use crate::workqueue::Priority;
+
+impl<K: InformerObject> Controller<K> {
+    /// The seed's `runWorker`: process keys until shut down.
+    pub(super) async fn run_worker<R: Reconciler<Object = K>>(
+        &self,
+        reconciler: Arc<R>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            let key = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return,
+                key = self.queue.get_with_priority() => match key {
+                    Some(key) => key,
+                    None => return,
+                },
+            };
+            let (key, priority) = key;
+            let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+            self.process_item(reconciler.as_ref(), key, priority).instrument(span).await;
+        }
+    }
+
+    /// The seed's `processNextItem` after `Get`: reconcile, handle the outcome, `Done`.
+    /// `priority` is the one the key was handed out at; a failure retries at it.
+    async fn process_item<R: Reconciler<Object = K>>(
+        &self,
+        reconciler: &R,
+        key: ObjectKey,
+        priority: Priority,
+    ) {
+        self.lock_in_flight().insert(key.clone());
+        let started = self.metrics.as_ref().map(|m| {
+            m.worker_started();
+            Instant::now()
+        });
+        self.wait_for_own_write(&key).await;
+        let object = self.informer.indexer().get(&key);
+        let reconcile =
+            writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
+        let outcome = match self.config.reconcile_timeout {
+            Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
+            None => Ok(reconcile.await),
+        };
+        let outcome = outcome.map(|(outcome, reported)| {
+            if reported > 0 {
+                self.shared.pending_writes.insert(&key, reported);
+            }
+            outcome
+        });
+        let counted = match outcome {
+            Ok(Ok(Ok(action))) => {
+                self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(&key);
+                match action.requeue_delay() {
+                    Some(delay) => {
+                        let asked = action.priority().unwrap_or(Priority::NORMAL);
+                        self.queue.add_after_with_priority(key.clone(), delay, asked);
+                        ReconcileOutcome::RequeueAfter
+                    }
+                    None => ReconcileOutcome::Success,
+                }
+            }
+            Ok(Ok(Err(err))) if reconciler.is_terminal(&err) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.give_up_terminal(&key, ReconcileFailure::Terminal(Arc::new(err)));
+                ReconcileOutcome::Error
+            }
+            Ok(Ok(Err(err))) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.handle_err(&key, priority, ReconcileFailure::Error(Arc::new(err)));
+                ReconcileOutcome::Error
+            }
+            Ok(Err(panic)) => {
+                self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
+                let message = panic_message(&*panic);
+                tracing::error!(panic = %message, "reconcile panicked");
+                self.handle_err(&key, priority, ReconcileFailure::Panic(message));
+                ReconcileOutcome::Panic
+            }
+            Err(timeout) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(?timeout, "reconcile timed out");
+                self.handle_err(&key, priority, ReconcileFailure::Timeout(timeout));
+                ReconcileOutcome::Timeout
+            }
+        };
+        if let (Some(metrics), Some(started)) = (&self.metrics, started) {
+            metrics.reconciled(counted, started.elapsed());
+            metrics.worker_finished();
+        }
+        self.lock_in_flight().remove(&key);
+        self.queue.done(&key);
+    }
+
+    /// Waits (up to the stale-cache timeout) for the cache to hold the controller's own last
+    /// reported write of `key`; see the `writes` module.
+    async fn wait_for_own_write(&self, key: &ObjectKey) {
+        let Some(rv) = self.shared.pending_writes.take(key) else { return };
+        if self.config.stale_cache_timeout.is_zero() {
+            return;
+        }
+        let rv = rv.to_string();
+        let wait = self.informer.wait_for_resource_version(&rv);
+        if tokio::time::timeout(self.config.stale_cache_timeout, wait).await.is_err() {
+            self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                resource_version = %rv,
+                timeout = ?self.config.stale_cache_timeout,
+                "the cache does not hold this controller's own write yet; reconciling anyway"
+            );
+        }
+    }
+
+    /// A terminal error: no retry (controller-runtime's `TerminalError`); the key is forgotten,
+    /// counted and reported, and comes back only when its object changes.
+    fn give_up_terminal(&self, key: &ObjectKey, failure: ReconcileFailure) {
+        self.queue.forget(key);
+        self.shared.counters.terminal.fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.dropped();
+        }
+        tracing::error!(error = %failure, "terminal error; not retrying");
+        if let Some(hook) = &self.config.on_dropped {
+            hook(key, &failure);
+        }
+    }
+
+    /// The seed's `handleErr`: retry with the rate limiter up to `max_retries`, then drop.
+    fn handle_err(&self, key: &ObjectKey, priority: Priority, failure: ReconcileFailure) {
+        let attempt = self.queue.num_requeues(key);
+        if attempt < self.config.max_retries {
+            tracing::info!(attempt, error = %failure, "error syncing; will retry");
+            self.queue.add_rate_limited_with_priority(key.clone(), priority);
+            return;
+        }
+        self.queue.forget(key);
+        self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.dropped();
+        }
+        tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.config.max_retries);
+        if let Some(hook) = &self.config.on_dropped {
+            hook(key, &failure);
+        }
+    }
+}

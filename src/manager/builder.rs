@@ -1,0 +1,124 @@
+//! [`ManagerBuilder`]: a [`Manager`]'s namespace, informer settings, graceful-shutdown
+//! timeout, leader election and metrics, set before it is built.
+
+use std::time::Duration;
+
+use kube_client::Client;
+
+use super::Manager;
+use super::telemetry::Telemetry;
+use crate::cache::{InformerConfig, SharedInformerFactory};
+use crate::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+
+/// Builds a [`Manager`]; see [`Manager::builder`].
+pub struct ManagerBuilder {
+    client: Client,
+    namespace: Option<String>,
+    informer_config: InformerConfig,
+    graceful_shutdown_timeout: Duration,
+    election: Option<(LeaseLock, LeaderElectionConfig)>,
+    telemetry: Telemetry,
+}
+
+impl std::fmt::Debug for ManagerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerBuilder")
+            .field("namespace", &self.namespace)
+            .field("informer_config", &self.informer_config)
+            .field("graceful_shutdown_timeout", &self.graceful_shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagerBuilder {
+    /// A builder with the defaults: all namespaces, default informer settings, a 30 s
+    /// graceful-shutdown timeout, no leader election, no metrics.
+    pub(super) fn new(client: Client) -> Self {
+        Self {
+            client,
+            namespace: None,
+            informer_config: InformerConfig::default(),
+            graceful_shutdown_timeout: Duration::from_secs(30),
+            election: None,
+            telemetry: Telemetry::default(),
+        }
+    }
+
+    /// Limits the factory's typed informers of namespaced kinds to `namespace` (see
+    /// [`SharedInformerFactoryBuilder::namespace`](crate::cache::SharedInformerFactoryBuilder::namespace)).
+    #[must_use]
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// The settings of every informer the manager's factory makes.
+    #[must_use]
+    pub fn informer_config(mut self, config: InformerConfig) -> Self {
+        self.informer_config = config;
+        self
+    }
+
+    /// How long a stop waits for runnables to finish before abandoning them (default 30 s,
+    /// as controller-runtime's `GracefulShutdownTimeout`).
+    #[must_use]
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// Runs the runnables that need a leader (controllers, unless they say otherwise) only
+    /// while this replica leads the election on `lock`; the informers run all along, so a new
+    /// leader starts at once from warm caches. Losing the lease stops the manager with
+    /// [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection); a graceful stop releases the lease after the
+    /// runnables have stopped, so a successor takes over at once.
+    #[must_use]
+    pub fn leader_election(mut self, lock: LeaseLock, config: LeaderElectionConfig) -> Self {
+        self.election = Some((lock, config));
+        self
+    }
+
+    /// Records metrics in `registry` (work queues, informers, controllers, leader election,
+    /// event recorders made by [`Manager::event_recorder`]). Implied by
+    /// [`metrics_address`](Self::metrics_address), with a new registry.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    #[must_use]
+    pub fn metrics(mut self, registry: crate::metrics::Registry) -> Self {
+        self.telemetry.set_registry(registry);
+        self
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `address` while the manager runs
+    /// (`/readyz`: the caches synced, and the election campaigning or leading).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    #[must_use]
+    pub fn metrics_address(mut self, address: std::net::SocketAddr) -> Self {
+        self.telemetry.set_address(address);
+        self
+    }
+
+    /// The manager. A leader election configuration that breaks client-go's rules makes
+    /// [`run`](Manager::run) fail at once with [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection).
+    pub fn build(self) -> Manager {
+        let mut factory = SharedInformerFactory::builder(self.client.clone())
+            .informer_config(self.informer_config);
+        if let Some(namespace) = &self.namespace {
+            factory = factory.namespace(namespace);
+        }
+        let factory = self.telemetry.factory(factory).build();
+        let leader_metrics = self.telemetry.leader_metrics();
+        let elector = self
+            .election
+            .map(|(lock, config)| LeaderElector::with_metrics(lock, config, leader_metrics))
+            .transpose();
+        Manager::from_parts(
+            self.client,
+            factory,
+            self.graceful_shutdown_timeout,
+            elector,
+            self.telemetry,
+        )
+    }
+}

@@ -1,0 +1,71 @@
+//! Why a [`Manager`](super::Manager) stopped with an error, and what its graceful-shutdown
+//! timeout made it abandon.
+
+use std::time::Duration;
+
+use super::RunnableError;
+use crate::cache::CacheSyncError;
+use crate::leaderelection::LeaderElectionError;
+
+/// What the graceful-shutdown timeout made the manager give up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Abandoned {
+    /// The runnable's name.
+    pub runnable: String,
+    /// What it was doing (a controller: the keys being reconciled).
+    pub in_flight: Vec<String>,
+}
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.in_flight.as_slice() {
+            [] => write!(f, "{}", self.runnable),
+            keys => write!(f, "{} (in flight: {})", self.runnable, keys.join(", ")),
+        }
+    }
+}
+
+/// Why a manager stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagerError {
+    /// The informers' caches did not sync before the manager was stopped, or an informer
+    /// stopped first.
+    #[error("the manager's caches did not sync: {0}")]
+    CacheSync(#[from] CacheSyncError),
+    /// A runnable failed (or panicked); the manager stopped the others.
+    #[error("{runnable} failed: {source}")]
+    Runnable {
+        /// Its name.
+        runnable: String,
+        /// Its error.
+        #[source]
+        source: RunnableError,
+    },
+    /// This replica lost the leader election (it could not renew its lease in time); its
+    /// controllers were stopped. Exit and let the Deployment restart it, as
+    /// controller-runtime's managers do.
+    #[error("leader election lost: {0}")]
+    LeaderElection(#[from] LeaderElectionError),
+    /// The metrics and probe endpoint could not start.
+    #[error("serving metrics and probes on {address}: {source}")]
+    Serve {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Runnables still running when the graceful-shutdown timeout ran out were abandoned.
+    #[error(
+        "graceful shutdown timed out after {timeout:?}; abandoned: {}",
+        abandoned.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    ShutdownTimeout {
+        /// The timeout.
+        timeout: Duration,
+        /// What was abandoned.
+        abandoned: Vec<Abandoned>,
+    },
+}

@@ -1,0 +1,202 @@
+//! [`Manager::run`]: start the informers, wait for their caches, start the runnables (those
+//! that need a leader once this replica leads), and stop them all gracefully on a signal, a
+//! failure or a lost election.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::runnable::{Runnable, RunnableError, Stop};
+use super::signal::shutdown_signal;
+use super::{Abandoned, Manager, ManagerError};
+
+impl Manager {
+    /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
+    pub async fn run(self) -> Result<(), ManagerError> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Runs until `shutdown` completes, or until a runnable fails; see the type's docs.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
+        let span = tracing::info_span!("manager");
+        self.run_inner(shutdown).instrument(span).await
+    }
+
+    async fn run_inner(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
+        tokio::pin!(shutdown);
+        let elector = self.elector.clone()?;
+        tracing::info!(runnables = self.runnables.len(), "starting manager");
+        let endpoint = self.telemetry.serve().await?;
+        self.telemetry.set_probe("caches-synced", false);
+        if elector.is_some() {
+            self.telemetry.set_probe("leader-election", false);
+        }
+        // Informers run from the start, on followers too (warm replicas): a new leader
+        // reconciles at once instead of after a full list.
+        self.factory.start(std::future::pending());
+        if let Err(err) = self.factory.wait_for_cache_sync(&mut shutdown).await {
+            tracing::error!(error = %err, "caches did not sync; stopping");
+            self.factory.shutdown().await;
+            endpoint.stop().await;
+            return Err(err.into());
+        }
+        self.telemetry.set_probe("caches-synced", true);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut running = vec![false; self.runnables.len()];
+        let leader_only = |r: &Arc<dyn Runnable>| elector.is_some() && r.needs_leader_election();
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| !leader_only(r));
+
+        // The election runs until the runnables have stopped, so that no successor starts
+        // while they still work; its own stop releases the lease.
+        let (elector_stop, elector_stopped) = oneshot::channel::<()>();
+        let mut election = elector.clone().map(|elector| {
+            tokio::spawn(async move {
+                elector
+                    .run(async {
+                        let _ = elector_stopped.await;
+                    })
+                    .await
+            })
+        });
+        let mut leading = elector.as_ref().map(|e| e.status());
+        if election.is_some() {
+            // Campaigning or leading: ready to serve either way.
+            self.telemetry.set_probe("leader-election", true);
+        }
+        let mut leader_started = false;
+        let mut failure: Option<ManagerError> = None;
+        // Run until the shutdown or the first failure.
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                joined = tasks.join_next(), if !tasks.is_empty() => match joined {
+                    Some(joined) => {
+                        if let Some(err) = self.finished(joined, &mut running) {
+                            tracing::error!(error = %err, "a runnable failed; stopping the manager");
+                            failure = Some(err);
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = async { leading.as_mut().expect("an election").wait_for(|s| s.leading).await },
+                    if leading.is_some() && !leader_started =>
+                {
+                    tracing::info!("leading: starting the controllers that need a leader");
+                    leader_started = true;
+                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| leader_only(r));
+                }
+                ended = async { election.as_mut().expect("an election").await }, if election.is_some() => {
+                    election = None;
+                    let err = match ended {
+                        Ok(Err(err)) => ManagerError::LeaderElection(err),
+                        Ok(Ok(())) => continue,
+                        Err(join) => ManagerError::Runnable {
+                            runnable: "leader election".into(),
+                            source: join.to_string().into(),
+                        },
+                    };
+                    tracing::error!(error = %err, "stopping the manager");
+                    failure = Some(err);
+                    break;
+                }
+            }
+        }
+        tracing::info!("stopping manager");
+        stop_tx.send_replace(true);
+        let drained = tokio::time::timeout(self.graceful_shutdown_timeout, async {
+            while let Some(joined) = tasks.join_next().await {
+                if let Some(err) = self.finished(joined, &mut running) {
+                    tracing::error!(error = %err, "a runnable failed while stopping");
+                    failure.get_or_insert(err);
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            let abandoned: Vec<Abandoned> = self
+                .runnables
+                .iter()
+                .zip(&running)
+                .filter(|(_, running)| **running)
+                .map(|(r, _)| Abandoned { runnable: r.name(), in_flight: r.in_flight() })
+                .collect();
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            let err = ManagerError::ShutdownTimeout {
+                timeout: self.graceful_shutdown_timeout,
+                abandoned,
+            };
+            tracing::error!(error = %err, "graceful shutdown timed out");
+            failure.get_or_insert(err);
+        }
+        // Only now, with nothing left running, may a successor lead.
+        let _ = elector_stop.send(());
+        if let Some(election) = election {
+            let _ = election.await;
+        }
+        self.factory.shutdown().await;
+        endpoint.stop().await;
+        tracing::info!("manager stopped");
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Starts the runnables `pick` chooses.
+    fn spawn_runnables(
+        &self,
+        tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
+        running: &mut [bool],
+        stop_rx: &watch::Receiver<bool>,
+        pick: impl Fn(&Arc<dyn Runnable>) -> bool,
+    ) {
+        for (index, runnable) in self.runnables.iter().enumerate().filter(|(_, r)| pick(r)) {
+            let (runnable, stop) = (runnable.clone(), Stop::new(stop_rx.clone()));
+            let span = tracing::info_span!("runnable", name = %runnable.name());
+            let run = async move {
+                let result = AssertUnwindSafe(runnable.start(stop)).catch_unwind().await;
+                // A panic is the runnable's failure, reported as such.
+                (index, result.unwrap_or_else(|panic| Err(panicked(&*panic))))
+            };
+            running[index] = true;
+            tasks.spawn(run.instrument(span));
+        }
+    }
+
+    /// Records a runnable's end; returns its failure, if it failed.
+    fn finished(
+        &self,
+        joined: Result<(usize, Result<(), RunnableError>), tokio::task::JoinError>,
+        running: &mut [bool],
+    ) -> Option<ManagerError> {
+        let (index, result) = match joined {
+            Ok(finished) => finished,
+            // Only an abort (after the timeout) ends a task without its index.
+            Err(_) => return None,
+        };
+        running[index] = false;
+        let name = self.runnables[index].name();
+        match result {
+            Ok(()) => {
+                tracing::info!(runnable = %name, "runnable finished");
+                None
+            }
+            Err(source) => Some(ManagerError::Runnable { runnable: name, source }),
+        }
+    }
+}
+
+fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {
+    format!("panicked: {}", crate::panic::panic_message(panic)).into()
+}

@@ -1,0 +1,137 @@
+//! What the manager reports to: with the `metrics` feature, a [`Registry`] that its factory,
+//! controllers, leader election and event recorders report to, and the `/metrics` `/healthz`
+//! `/readyz` endpoint with its readiness checks; without it, nothing. Every
+//! `cfg(feature = "metrics")` of the manager's wiring is in this file, so the rest reads the
+//! same with and without the feature.
+//!
+//! [`Registry`]: crate::metrics::Registry
+
+use std::sync::Arc;
+
+use super::ManagerError;
+use crate::cache::{InformerObject, SharedInformerFactoryBuilder};
+use crate::controller::{Controller, ControllerBuilder};
+use crate::events::EventMetrics;
+use crate::leaderelection::LeaderMetrics;
+
+/// The registry, the endpoint's address and its readiness checks (all empty without the
+/// `metrics` feature). Cheap to clone: clones share the checks.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Telemetry {
+    #[cfg(feature = "metrics")]
+    registry: Option<crate::metrics::Registry>,
+    #[cfg(feature = "metrics")]
+    address: Option<std::net::SocketAddr>,
+    #[cfg(feature = "metrics")]
+    probes: crate::metrics::Probes,
+}
+
+impl Telemetry {
+    /// Records metrics in `registry`.
+    #[cfg(feature = "metrics")]
+    pub(super) fn set_registry(&mut self, registry: crate::metrics::Registry) {
+        self.registry = Some(registry);
+    }
+
+    /// Serves the endpoint on `address`, with a new registry unless one was set.
+    #[cfg(feature = "metrics")]
+    pub(super) fn set_address(&mut self, address: std::net::SocketAddr) {
+        self.address = Some(address);
+        self.registry.get_or_insert_with(crate::metrics::Registry::new);
+    }
+
+    /// The registry, if metrics are recorded.
+    #[cfg(feature = "metrics")]
+    pub(super) fn registry(&self) -> Option<&crate::metrics::Registry> {
+        self.registry.as_ref()
+    }
+
+    /// The factory, reporting its informers' and queues' metrics to the registry.
+    pub(super) fn factory(
+        &self,
+        factory: SharedInformerFactoryBuilder,
+    ) -> SharedInformerFactoryBuilder {
+        #[cfg(feature = "metrics")]
+        if let Some(registry) = &self.registry {
+            return factory
+                .informer_metrics(Arc::new(registry.clone()))
+                .queue_metrics(Arc::new(registry.clone()));
+        }
+        factory
+    }
+
+    /// A controller builder reporting its controller metrics to the registry.
+    pub(super) fn controller<K: InformerObject>(
+        &self,
+        builder: ControllerBuilder<K>,
+    ) -> ControllerBuilder<K> {
+        #[cfg(feature = "metrics")]
+        if let Some(registry) = &self.registry {
+            return builder.metrics(Arc::new(registry.clone()));
+        }
+        builder
+    }
+
+    /// Makes a built controller that reports its metrics nowhere report them to the registry.
+    pub(super) fn adopt<K: InformerObject>(&self, _controller: &mut Controller<K>) {
+        #[cfg(feature = "metrics")]
+        if let Some(registry) = &self.registry {
+            _controller.report_to_if_unset(registry);
+        }
+    }
+
+    /// Leader election's metrics, if recorded.
+    pub(super) fn leader_metrics(&self) -> Option<Arc<dyn LeaderMetrics>> {
+        #[cfg(feature = "metrics")]
+        return self.registry.clone().map(|r| Arc::new(r) as _);
+        #[cfg(not(feature = "metrics"))]
+        None
+    }
+
+    /// Event recorders' metrics, if recorded.
+    pub(super) fn event_metrics(&self) -> Option<Arc<dyn EventMetrics>> {
+        #[cfg(feature = "metrics")]
+        return self.registry.clone().map(|r| Arc::new(r) as _);
+        #[cfg(not(feature = "metrics"))]
+        None
+    }
+
+    /// Sets a readiness check of `/readyz`.
+    pub(super) fn set_probe(&self, _name: &str, _passes: bool) {
+        #[cfg(feature = "metrics")]
+        self.probes.set(_name, _passes);
+    }
+
+    /// Starts the endpoint, if an address was set.
+    pub(super) async fn serve(&self) -> Result<Endpoint, ManagerError> {
+        #[cfg(feature = "metrics")]
+        if let (Some(address), Some(registry)) = (self.address, &self.registry) {
+            let server = crate::metrics::MetricsServer::start(
+                address,
+                registry.clone(),
+                self.probes.clone(),
+            )
+            .await
+            .map_err(|source| ManagerError::Serve { address, source })?;
+            return Ok(Endpoint { server: Some(server) });
+        }
+        Ok(Endpoint::default())
+    }
+}
+
+/// The endpoint while the manager runs (none without an address, or without the feature).
+#[derive(Debug, Default)]
+pub(super) struct Endpoint {
+    #[cfg(feature = "metrics")]
+    server: Option<crate::metrics::MetricsServer>,
+}
+
+impl Endpoint {
+    /// Stops serving.
+    pub(super) async fn stop(self) {
+        #[cfg(feature = "metrics")]
+        if let Some(server) = self.server {
+            server.shutdown().await;
+        }
+    }
+}
