@@ -252,7 +252,8 @@ fn serve(
         }
         ("DELETE", true) => {
             let rt = registry.rt(&target);
-            registry.delete(&target, &body, dry_run).map(|deletion| {
+            let policy = query.get("propagationPolicy").map(String::as_str);
+            registry.delete(&target, &body, policy, dry_run).map(|deletion| {
                 if deletion.removed && !rt.returns_deleted_object() {
                     value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
                 } else {
@@ -433,7 +434,8 @@ fn delete_collection(
             name: Some(object.fields.name.clone()),
         };
         let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
-        match shared.registry.delete(&one, body, dry_run) {
+        let policy = query.get("propagationPolicy").map(String::as_str);
+        match shared.registry.delete(&one, body, policy, dry_run) {
             Ok(deletion) => deleted.push(match metadata {
                 None => deletion.object.value(),
                 Some(version) => serde_json::from_slice(&deletion.object.json_as(Some(version)))

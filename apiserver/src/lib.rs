@@ -95,6 +95,13 @@
 //!   (what kubectl's generator commands and client-go's protobuf clients send), and answers to
 //!   a client that accepts nothing else (objects, lists, `Status`, watch frames); see the
 //!   `protobuf` module's docs. A client that lists JSON too is answered in JSON.
+//! - Deletes' `propagationPolicy` (`Foreground`, `Background`, `Orphan`, or the deprecated
+//!   `orphanDependents`): the owner is held by the `foregroundDeletion` or `orphan`
+//!   finalizer, as the real server holds it, and an unknown policy is 422. With
+//!   [`ApiServerBuilder::garbage_collector`], kube-controller-manager's garbage collector
+//!   carries the policies out: dependents whose owners are gone are deleted, foreground
+//!   deletes wait for the dependents that block them (`blockOwnerDeletion`), orphaning
+//!   deletes take the owner out of its dependents' `ownerReferences`.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -107,8 +114,9 @@
 //!   without an answer.
 //! - No authentication or authorization; no admission; no validation beyond names and
 //!   types.
-//! - No controllers: a Deployment makes no ReplicaSet, a Job no Pod, and no status is written
-//!   but by clients, as on a kube-apiserver without kube-controller-manager; deleting a
+//! - No controllers but the opt-in garbage collector: a Deployment makes no ReplicaSet, a Job
+//!   no Pod, and no status is written but by clients, as on a kube-apiserver without
+//!   kube-controller-manager; deleting a
 //!   namespace removes it and its objects at once (the real one
 //!   stays `Terminating` until its finalizer is removed); a pod with `spec.nodeName` is deleted
 //!   at once (the real one gets a 30 s grace period); a new pod's status is reset to
@@ -163,6 +171,7 @@ mod encoding;
 mod faults;
 mod fields;
 pub mod fixtures;
+mod gc;
 mod list;
 mod negotiate;
 mod openapi;

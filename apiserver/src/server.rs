@@ -101,6 +101,7 @@ pub struct ApiServerBuilder {
     bookmark_interval: Duration,
     history_limit: usize,
     uncached: Vec<(String, String)>,
+    garbage_collector: bool,
 }
 
 impl Default for ApiServerBuilder {
@@ -111,6 +112,7 @@ impl Default for ApiServerBuilder {
             bookmark_interval: Duration::from_secs(60),
             history_limit: 100_000,
             uncached: Vec::new(),
+            garbage_collector: false,
         }
     }
 }
@@ -165,6 +167,20 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Runs a garbage collector, as kube-controller-manager does: dependents whose owners
+    /// (`ownerReferences`) are gone are deleted, and a delete's `propagationPolicy` is
+    /// honoured: `Background` (the default) deletes the owner at once and its dependents after
+    /// it, `Foreground` keeps the owner (with the `foregroundDeletion` finalizer) until the
+    /// dependents that block it (`blockOwnerDeletion`) are gone, `Orphan` (the `orphan`
+    /// finalizer) takes the owner out of its dependents' `ownerReferences` and leaves them.
+    /// Without it (the default), as on a kube-apiserver without kube-controller-manager,
+    /// nothing deletes dependents, and an owner deleted with `Foreground` or `Orphan` stays,
+    /// marked for deletion, held by its finalizer.
+    pub fn garbage_collector(mut self) -> Self {
+        self.garbage_collector = true;
+        self
+    }
+
     /// Binds `127.0.0.1` and starts serving, with the `default` and `kube-system` namespaces.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
@@ -193,6 +209,7 @@ impl ApiServerBuilder {
                 .create(&target, body.as_bytes(), false)
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
+        let collector = self.garbage_collector.then(|| super::gc::spawn(&shared));
         let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -220,7 +237,15 @@ impl ApiServerBuilder {
         .map_err(|e| ApiServerError::Kubeconfig(e.to_string()))?;
         let client = kube_client::Client::try_from(config)?;
         tracing::debug!(%addr, "embedded API server listening");
-        Ok(ApiServer { addr, shared, client, kubeconfig, stop: Some(stop), task: Some(task) })
+        Ok(ApiServer {
+            addr,
+            shared,
+            client,
+            kubeconfig,
+            stop: Some(stop),
+            task: Some(task),
+            collector,
+        })
     }
 }
 
@@ -256,6 +281,8 @@ pub struct ApiServer {
     kubeconfig: String,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// The garbage collector's task, if it runs.
+    collector: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -342,6 +369,9 @@ impl ApiServer {
     }
 
     fn stop_serving(&mut self) {
+        if let Some(collector) = self.collector.take() {
+            collector.abort();
+        }
         self.shared.signal(WatchSignal::Close);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -503,6 +503,11 @@ impl Store {
         Ok((past, self.changes.subscribe()))
     }
 
+    /// Every change from now on.
+    pub(crate) fn subscribe(&self) -> ChangeReceiver {
+        self.changes.subscribe()
+    }
+
     /// The current objects of `resource` (in `namespace`, if given), the resourceVersion
     /// they are at, and a receiver for the changes after it.
     pub(crate) fn snapshot_and_subscribe(

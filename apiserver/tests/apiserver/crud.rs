@@ -509,3 +509,59 @@ pub async fn dry_runs_are_answered_and_store_nothing(t: &Target) {
     assert_eq!(now.data.unwrap()["a"], "1", "neither patched nor deleted");
     assert_eq!(now.metadata.resource_version, stored.metadata.resource_version);
 }
+
+pub async fn propagation_policies_hold_the_owner_with_their_finalizers(t: &Target) {
+    // Neither server here runs kube-controller-manager: the finalizers a policy puts on the
+    // owner stay (the embedded server's opt-in garbage collector removes them).
+    let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    for (name, params, finalizer) in [
+        ("fg", DeleteParams::foreground(), Some("foregroundDeletion")),
+        ("or", DeleteParams::orphan(), Some("orphan")),
+        ("bg", DeleteParams::background(), None),
+    ] {
+        let cm = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        let answer = cms.delete(name, &params).await.unwrap();
+        match finalizer {
+            Some(finalizer) => {
+                let held = answer.left().expect("the object, held");
+                assert!(held.metadata.deletion_timestamp.is_some(), "{name}: marked");
+                assert_eq!(held.finalizers(), [finalizer.to_owned()], "{name}");
+                let stored = cms.get(name).await.unwrap();
+                assert_eq!(stored.finalizers(), [finalizer.to_owned()], "{name}");
+                // Released by hand, as the collector would once done.
+                let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+                cms.patch(name, &PatchParams::default(), &release).await.unwrap();
+            }
+            None => assert!(answer.is_right(), "{name}: deleted at once"),
+        }
+        assert_eq!(api_error(cms.get(name).await).0, 404, "{name}");
+    }
+
+    // A policy the server does not know, or one set twice, is refused.
+    let cm = serde_json::from_value(json!({"metadata": {"name": "bad"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let path = format!("/api/v1/namespaces/{}/configmaps/bad", t.ns);
+    let json = [("Content-Type", "application/json")];
+    for (body, cause) in [
+        (
+            json!({"propagationPolicy": "Sometimes"}),
+            "Unsupported value: \"Sometimes\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+        ),
+        (
+            json!({"propagationPolicy": "Orphan", "orphanDependents": true}),
+            "Invalid value: \"Orphan\": orphanDependents and deletionPropagation cannot be both set",
+        ),
+    ] {
+        let answer =
+            t.raw_request(Method::DELETE, &path, &json, body.to_string().into_bytes()).await;
+        assert_eq!(answer.status, 422, "{}", answer.body);
+        let status: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+        assert_eq!(status["reason"], "Invalid");
+        let message =
+            format!("DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: {cause}");
+        assert_eq!(status["message"], message.as_str());
+        assert_eq!(status["details"]["causes"][0]["field"], "propagationPolicy");
+    }
+    cms.get("bad").await.expect("a refused delete deletes nothing");
+}

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         crud::status_patch_changes_status_and_labels_but_not_spec,
         crud::delete_with_finalizers_waits_for_them,
         crud::delete_preconditions_and_collections,
+        crud::propagation_policies_hold_the_owner_with_their_finalizers,
         crud::custom_resources_work_with_dynamic_objects_and_count_generations,
         crud::bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422,
         crud::field_validation_warns_of_or_refuses_unknown_and_duplicate_fields,
