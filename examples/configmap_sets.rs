@@ -29,7 +29,6 @@
 //! ```
 //! Ctrl-C or SIGTERM stops it cleanly (exit code 0).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,80 +41,55 @@ use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock, default_identity};
 use ctrlkit::manager::{Manager, shutdown_signal};
-use k8s_openapi::NamespaceResourceScope;
+use ctrlkit::status::apply_status;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{CustomResource, CustomResourceExt};
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube_client::{Api, Client, Resource, ResourceExt};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 const GROUP: &str = "ctrlkit.example.com";
-const CRD: &str = include_str!("configmap_sets.crd.yaml");
 /// The ConfigMap cache's index of ConfigMaps by the `namespace/name` of their controlling set.
 const BY_SET: &str = "configmapset";
+/// The field manager of the controller's status writes.
+const FIELD_MANAGER: &str = "ctrlkit.example.com/configmap-sets";
 /// The finalizer whose cleanup deletes a set's ConfigMaps before the set goes.
 const FINALIZER: &str = "ctrlkit.example.com/cleanup";
 
-/// `ConfigMapSet` (`ctrlkit.example.com/v1`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConfigMapSet {
-    api_version: String,
-    kind: String,
-    metadata: ObjectMeta,
-    spec: ConfigMapSetSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<ConfigMapSetStatus>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+// `ConfigMapSet` (`ctrlkit.example.com/v1`), a kube-derive custom resource: the derive makes
+// the `ConfigMapSet` type (metadata, spec, status) and its CustomResourceDefinition,
+// `ConfigMapSet::crd()`, which `--print-crd` prints (`examples/configmap_sets.crd.yaml` is that
+// output). The doc comments become the schema's descriptions.
+/// A set of ConfigMaps named `<set>-0`, `<set>-1`, ..., each holding `data`.
+#[derive(CustomResource, Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "ctrlkit.example.com",
+    version = "v1",
+    kind = "ConfigMapSet",
+    namespaced,
+    status = "ConfigMapSetStatus",
+    shortname = "cms",
+    printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.ready")
+)]
 struct ConfigMapSetSpec {
+    /// How many ConfigMaps the set keeps.
+    #[schemars(range(min = 0))]
     replicas: i32,
+    /// What each ConfigMap holds.
     #[serde(default)]
     data: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// What the controller last saw of the set's ConfigMaps.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 struct ConfigMapSetStatus {
+    /// The ConfigMaps that match the spec.
     ready: i32,
-}
-
-impl Resource for ConfigMapSet {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "ConfigMapSet".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "configmapsets".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl ConfigMapSet {
-    fn new(name: &str, replicas: i32, data: BTreeMap<String, String>) -> Self {
-        Self {
-            api_version: ConfigMapSet::api_version(&()).into_owned(),
-            kind: ConfigMapSet::kind(&()).into_owned(),
-            metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
-            spec: ConfigMapSetSpec { replicas, data },
-            status: None,
-        }
-    }
 }
 
 /// The `namespace/name` of the set that controls `cm`, if one does.
@@ -219,8 +193,7 @@ impl SetReconciler {
         let status = ConfigMapSetStatus { ready };
         if set.status.as_ref() != Some(&status) {
             let sets: Api<ConfigMapSet> = Api::namespaced(self.client.clone(), namespace);
-            let patch = Patch::Merge(json!({ "status": status }));
-            sets.patch_status(&key.name, &PatchParams::default(), &patch).await?;
+            apply_status(&sets, set, &status, FIELD_MANAGER).await?;
             println!("ConfigMapSet {key}: {ready}/{replicas} ConfigMaps ready");
         }
         Ok(Action::done())
@@ -297,8 +270,7 @@ async fn delete_ignoring_missing(
 /// Creates the CRD unless the cluster has it, and waits until it is established.
 async fn ensure_crd(client: &Client) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(CRD)
-        .map_err(|e| format!("examples/configmap_sets.crd.yaml: {e}"))?;
+    let crd = ConfigMapSet::crd();
     let name = crd.name_any();
     let missing =
         crds.get_opt(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?.is_none();
@@ -330,7 +302,7 @@ async fn demo(client: Client, namespace: &str) -> Result<(), String> {
     let fail = |what: &str, e: kube_client::Error| format!("{what}: {e}");
     let greeting: BTreeMap<String, String> = [("greeting".to_owned(), "hello".to_owned())].into();
     println!("Demo: creating ConfigMapSet demo with 3 replicas");
-    let set = ConfigMapSet::new("demo", 3, greeting.clone());
+    let set = ConfigMapSet::new("demo", ConfigMapSetSpec { replicas: 3, data: greeting.clone() });
     sets.create(&PostParams::default(), &set).await.map_err(|e| fail("creating the set", e))?;
     let ready = |want: i32| {
         let sets = sets.clone();
@@ -418,8 +390,8 @@ struct Args {
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
-const USAGE: &str =
-    "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] [--metrics-addr ADDR]";
+const USAGE: &str = "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] \
+                     [--metrics-addr ADDR] | --print-crd";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -448,8 +420,32 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// The CustomResourceDefinition of `ConfigMapSet`, as YAML: what
+/// `examples/configmap_sets.crd.yaml` holds (`--print-crd > examples/configmap_sets.crd.yaml`).
+fn crd_yaml() -> Result<String, String> {
+    let yaml = serde_saphyr::to_string(&ConfigMapSet::crd()).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# The custom resource of examples/configmap_sets.rs, generated from its kube-derive type:\n\
+         # cargo run --example configmap_sets -- --print-crd > examples/configmap_sets.crd.yaml\n\
+         # The example applies it when the cluster lacks it; `kubectl apply -f` does the same.\n\
+         {yaml}"
+    ))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    if std::env::args().skip(1).any(|a| a == "--print-crd") {
+        return match crd_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: writing the CRD as YAML: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (args, client, server) = match support::start(parse_args(), |a| a.embedded).await {
         Ok(started) => started,
         Err(code) => return code,

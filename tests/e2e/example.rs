@@ -17,9 +17,23 @@ use tokio::process::{Child, Command};
 use super::common::*;
 use crate::support::{KUBECTL_POD, Target};
 
-/// An example's binary, built by `cargo test` (or `cargo build --examples`) beside this
-/// test's.
+/// An example's binary, beside this test's, built with every feature (the operator's
+/// `--metrics-addr` needs `metrics`). `cargo test` builds the examples, but with whatever
+/// features the last build of each had (a `cargo run --example configmap_sets` leaves one
+/// without), so the first call builds them again as the cases need them.
 fn example_binary(name: &str) -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        // Run by cargo (`cargo test`): the same cargo, a fresh build of both examples.
+        let Some(cargo) = std::env::var_os("CARGO") else { return };
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "--all-features", "--example", "pods"])
+            .args(["--example", "configmap_sets"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the examples failed");
+    });
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
     let binary =
@@ -121,6 +135,34 @@ fn have_kubectl() -> bool {
         eprintln!("kubectl is not on PATH: skipped the example case");
     }
     found
+}
+
+pub async fn the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it(t: &Target) {
+    let printed = std::process::Command::new(example_binary("configmap_sets"))
+        .arg("--print-crd")
+        .output()
+        .expect("the example runs");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/configmap_sets.crd.yaml");
+    let checked_in = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&printed.stdout),
+        checked_in,
+        "examples/configmap_sets.crd.yaml is stale: \
+         cargo run --example configmap_sets -- --print-crd > examples/configmap_sets.crd.yaml"
+    );
+    if !have_kubectl() {
+        return;
+    }
+    // The server validates it (a real one checks the schema is structural), stores nothing.
+    let out = kubectl(t, &["apply", "--dry-run=server", "-f", path], None).await;
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/configmapsets.ctrlkit.example.com"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("(server dry run)"), "{out}");
 }
 
 pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &Target) {
