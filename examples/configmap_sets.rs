@@ -65,6 +65,8 @@ const FINALIZER: &str = "ctrlkit.example.com/cleanup";
 // `ConfigMapSet::crd()`, which `--print-crd` prints (`examples/configmap_sets.crd.yaml` is that
 // output). The doc comments become the schema's descriptions.
 /// A set of ConfigMaps named `<set>-0`, `<set>-1`, ..., each holding `data`.
+// Two `printcolumn(..)` are two columns, not one attribute twice.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "ctrlkit.example.com",
