@@ -34,7 +34,9 @@ use super::handler::{
 use super::list_watch::KindScope;
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::processor::Processor;
-use super::reflector::{Prepare, Reflector, ReflectorConfig, Sink, Transform};
+use super::reflector::{
+    InformerError, Prepare, Reflector, ReflectorConfig, Sink, Transform, WatchErrorHandler,
+};
 use super::stored::Stored;
 use super::{Indexer, ListWatch, ObjectKey, meta_namespace_key_func};
 
@@ -153,6 +155,7 @@ pub struct InformerBuilder<K> {
     overrides: Overrides,
     transform: Option<Transform<K>>,
     metrics: Option<Arc<dyn InformerMetricsProvider>>,
+    error_handler: Option<WatchErrorHandler>,
 }
 
 /// An [`InformerBuilder`]'s settings made one by one.
@@ -250,6 +253,20 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
+    /// Calls `handler` with each failure of the informer's list or watch (a refused request,
+    /// a broken stream, an `ERROR` event with its `Status`, an undecodable answer), before the
+    /// informer backs off and tries again: client-go's `SetWatchErrorHandler`. The handler
+    /// replaces the default, a warning in the log; a panic in it is logged and the informer
+    /// goes on. A 410 Expired is not a failure (the informer relists) and is not reported.
+    #[must_use]
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&InformerError) + Send + Sync + 'static,
+    ) -> Self {
+        self.error_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// Reports the informer's requests, events and store size to `provider`.
     #[must_use]
     pub fn metrics(mut self, provider: Arc<dyn InformerMetricsProvider>) -> Self {
@@ -283,6 +300,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 backoff: config.backoff,
                 streaming_list: config.streaming_list,
                 metrics: metrics.clone(),
+                error_handler: self.error_handler,
             },
         );
         Informer {
@@ -357,6 +375,7 @@ impl<K: InformerObject> Informer<K> {
             overrides: Overrides::default(),
             transform: None,
             metrics: None,
+            error_handler: None,
         }
     }
 

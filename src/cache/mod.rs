@@ -88,7 +88,7 @@ pub use object_key::{
     InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
     meta_namespace_key_func,
 };
-pub use reflector::{INITIAL_EVENTS_END_WAIT, InformerError, Transform};
+pub use reflector::{INITIAL_EVENTS_END_WAIT, InformerError, Transform, WatchErrorHandler};
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};

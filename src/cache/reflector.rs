@@ -81,9 +81,10 @@ pub enum InformerError {
         #[source]
         source: kube_client::Error,
     },
-    /// The server sent an `ERROR` event.
-    #[error("watch returned an error event: {0}")]
-    Event(String),
+    /// The server sent an `ERROR` event (other than 410 Expired, which relists): its
+    /// `Status`, whole.
+    #[error("the watch sent an error event: {}", describe_status(.0))]
+    Event(Box<Status>),
     /// A watch ended within a second having delivered nothing: treated as a failure, as
     /// client-go's reflector does, so a server that drops watches at once is not hammered.
     #[error("watch from resourceVersion {0:?} closed within a second with no events")]
@@ -186,7 +187,13 @@ pub(crate) struct ReflectorConfig<K> {
     pub(crate) backoff: BackoffConfig,
     pub(crate) streaming_list: bool,
     pub(crate) metrics: Option<Arc<dyn InformerMetrics>>,
+    pub(crate) error_handler: Option<WatchErrorHandler>,
 }
+
+/// Called with each failure of an informer's list or watch, before it backs off and tries
+/// again (client-go's `WatchErrorHandler`); see
+/// [`InformerBuilder::watch_error_handler`](super::InformerBuilder::watch_error_handler).
+pub type WatchErrorHandler = Arc<dyn Fn(&InformerError) + Send + Sync>;
 
 /// Lists and watches one [`ListWatch`] into a [`Sink`]; see the module docs.
 pub(crate) struct Reflector<K> {
@@ -297,7 +304,7 @@ impl<K: InformerObject> Reflector<K> {
                     }
                     Err(StreamingError::Expired) => State::Relist,
                     Err(StreamingError::Failed(err)) => {
-                        tracing::warn!(error = %err, "streaming list failed");
+                        self.failed("streaming list failed", &err);
                         State::Backoff(backoff.next_delay(), Box::new(State::Relist))
                     }
                 },
@@ -322,7 +329,7 @@ impl<K: InformerObject> Reflector<K> {
                         }
                         Err(source) => {
                             let err = InformerError::Watch { rv: rv.clone(), source };
-                            tracing::warn!(error = %err, "watch failed");
+                            self.failed("watch failed", &err);
                             State::Backoff(backoff.next_delay(), Box::new(State::Watch(rv)))
                         }
                     }
@@ -333,6 +340,20 @@ impl<K: InformerObject> Reflector<K> {
                     *next
                 }
             };
+        }
+    }
+
+    /// Reports a failure of the list or watch: to the watch error handler if one is set (a
+    /// panic in it is logged, and the informer goes on), else to the log.
+    fn failed(&self, what: &str, err: &InformerError) {
+        let resource = self.list_watch.url();
+        match &self.config.error_handler {
+            Some(handler) => {
+                if let Err(panic) = catch(|| handler(err)) {
+                    tracing::error!(%panic, error = %err, resource, "the watch error handler panicked");
+                }
+            }
+            None => tracing::warn!(error = %err, resource, "{what}; backing off"),
         }
     }
 
@@ -352,7 +373,7 @@ impl<K: InformerObject> Reflector<K> {
                 State::Expired
             }
             WatchEnd::Failed(rv, err) => {
-                tracing::warn!(error = %err, "watch failed");
+                self.failed("watch failed", &err);
                 let next = rv.map_or(State::Relist, State::Watch);
                 State::Backoff(backoff.next_delay(), Box::new(next))
             }
@@ -364,7 +385,7 @@ impl<K: InformerObject> Reflector<K> {
         match self.list(sink).await {
             Ok(rv) => State::Watch(rv),
             Err(err) => {
-                tracing::warn!(error = %err, "list failed");
+                self.failed("list failed", &err);
                 State::Backoff(backoff.next_delay(), Box::new(State::Relist))
             }
         }
@@ -495,9 +516,7 @@ impl<K: InformerObject> Reflector<K> {
                     return Err(StreamingError::Unsupported(describe_status(&status)));
                 }
                 Ok(WatchEvent::Error(status)) => {
-                    return Err(StreamingError::Failed(InformerError::Event(describe_status(
-                        &status,
-                    ))));
+                    return Err(StreamingError::Failed(InformerError::Event(status)));
                 }
                 Err(source) => {
                     return Err(StreamingError::Failed(InformerError::Stream {
@@ -563,7 +582,7 @@ impl<K: InformerObject> Reflector<K> {
                 Ok(WatchEvent::Error(status)) if status.code == 410 => return WatchEnd::Expired,
                 Ok(WatchEvent::Error(status)) => {
                     // client-go relists after any other error event.
-                    return WatchEnd::Failed(None, InformerError::Event(describe_status(&status)));
+                    return WatchEnd::Failed(None, InformerError::Event(status));
                 }
                 Err(source) => {
                     return WatchEnd::Failed(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ctrlkit::cache::{HasSynced, Informer, ListWatch, wait_for_cache_sync};
+use ctrlkit::cache::{HasSynced, Informer, InformerError, ListWatch, wait_for_cache_sync};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::{Api, Client};
 use serde_json::json;
@@ -404,4 +404,43 @@ async fn a_refused_streaming_list_is_listed_and_tried_again_only_after_a_410() {
         .collect();
     assert_eq!(order, ["stream", "list", "watch", "watch", "stream", "list", "watch"]);
     assert_eq!(logs.text().matches("does not support streaming lists").count(), 1);
+}
+
+/// An `ERROR` event reaches the watch error handler with its `Status` whole; the informer
+/// goes on (relisting: an error event leaves no version to resume from), and a handler that
+/// panics does not stop it.
+#[tokio::test]
+async fn an_error_event_reaches_the_watch_error_handler_with_its_status() {
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+        "reason": "InternalError", "message": "etcd is unreachable",
+    });
+    let error = event("ERROR", status);
+    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, 0) => Reply::json(list(10, &[configmap("a", 5)])),
+        (false, _) => Reply::json(list(12, &[configmap("a", 5), configmap("b", 11)])),
+        (true, 0) => Reply::events(std::slice::from_ref(&error)),
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let record = seen.clone();
+    let inf = Informer::builder(ListWatch::new(api))
+        .backoff(fast_backoff())
+        .streaming_list(false)
+        .watch_error_handler(move |err| {
+            record.lock().unwrap().push(match err {
+                InformerError::Event(status) => {
+                    (status.code, status.reason.clone(), status.message.clone())
+                }
+                other => (0, String::new(), other.to_string()),
+            });
+            panic!("a handler that panics");
+        })
+        .build();
+    let _running = start(&inf);
+    eventually("the relist after the error event", || names(&inf) == ["a", "b"]).await;
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, [(500, "InternalError".to_owned(), "etcd is unreachable".to_owned())]);
 }
