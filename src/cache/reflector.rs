@@ -10,8 +10,9 @@
 //!   bookmarks alike) without a relist; 410 Expired, as an HTTP status or an `ERROR` event,
 //!   → `Expired`.
 //! - `Expired`: streaming lists are tried again (if configured), → `Relist`.
-//! - `Backoff(delay, next)`: after any other failure, logged once with its cause; 800 ms
-//!   doubling to 30 s with jitter, reset after a healthy period.
+//! - `Backoff(delay, next)`: after any other failure, logged once with its cause (or handed
+//!   to the [`WatchErrorHandler`] instead); 800 ms doubling to 30 s with jitter, reset after a
+//!   healthy period.
 //!
 //! A server that refuses a streaming list (a 4xx other than 410 and 429, as Kubernetes before
 //! 1.27 answers), or accepts it but ends the stream, or sends nothing for
