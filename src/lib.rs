@@ -66,6 +66,7 @@ pub mod manager;
 pub mod metrics;
 mod panic;
 pub mod prelude;
+pub mod sharding;
 pub mod status;
 /// The embedded API server: the `ctrlkit-apiserver` crate (in this repository's `apiserver/`),
 /// re-exported so that `ctrlkit::testing::ApiServer` is all a ctrlkit user names.

@@ -2,6 +2,7 @@
 //! written as client-go's `resourcelock.LeaseLock` does, so that client-go and ctrlkit
 //! candidates can share one Lease.
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -58,6 +59,8 @@ pub struct LeaseLock {
     api: Api<Lease>,
     name: String,
     identity: String,
+    /// Labels the Lease is created with.
+    labels: BTreeMap<String, String>,
     /// The Lease as last read or written: its resourceVersion guards the next update.
     lease: Mutex<Option<Lease>>,
 }
@@ -79,8 +82,17 @@ impl LeaseLock {
             api: Api::namespaced(crate::user_agent::with_default(client), namespace),
             name: name.to_owned(),
             identity: identity.to_owned(),
+            labels: BTreeMap::new(),
             lease: Mutex::new(None),
         }
+    }
+
+    /// Creates the Lease with `labels` (a shard's Lease names its ring, so that the ring's
+    /// members are one labelled list); an existing Lease's labels are left as they are.
+    #[must_use]
+    pub fn labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
     }
 
     /// This candidate's identity.
@@ -115,7 +127,11 @@ impl LeaseLock {
     /// Creates the Lease with `record`.
     pub(crate) async fn create(&self, record: &LeaderElectionRecord) -> kube_client::Result<()> {
         let lease = Lease {
-            metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                labels: Some(self.labels.clone()).filter(|l| !l.is_empty()),
+                ..ObjectMeta::default()
+            },
             spec: Some(record.to_spec(None)),
         };
         let created = self.api.create(&PostParams::default(), &lease).await?;

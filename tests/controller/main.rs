@@ -16,6 +16,7 @@ mod informer;
 mod manager;
 mod metrics;
 mod priority;
+mod sharding;
 mod status;
 #[path = "../support/mod.rs"]
 mod support;

@@ -1,0 +1,306 @@
+//! Membership of a ring: each replica holds a Lease of its own ([`ShardLease`]), and anyone
+//! who reads the ring's Leases tells its shards' states from them ([`Members`]).
+//!
+//! A shard's Lease is named by the shard id and held by it (`holderIdentity` = the id),
+//! labelled [`RING_LABEL`]` = <ring>`, in the ring's namespace. It is acquired, renewed and
+//! released as a leader election's Lease is (the same [`LeaderElector`]), with the same
+//! fencing: a replica that cannot renew within its renew deadline stops being a member
+//! (its [`status`](ShardLease::status) says so) before its Lease can expire for anyone else.
+//!
+//! States, as whoever reads the Leases observes them (by the time it last saw the Lease
+//! change, never by the writer's clock, so clock skew does not matter):
+//! - [`ShardState::Ready`]: held, and changed within its lease duration;
+//! - [`ShardState::Expired`]: held, unchanged for a lease duration: its holder has stopped
+//!   (fencing), though it may come back by renewing;
+//! - [`ShardState::Dead`]: released (an empty holder, a graceful stop), or unchanged for two
+//!   lease durations. A dead shard's Lease may be deleted ([`Members::to_delete`]) once it has
+//!   been dead for another lease duration.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::leaderelection::{
+    LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaderStatus, LeaseLock,
+};
+
+/// The label naming the ring a shard Lease belongs to.
+pub const RING_LABEL: &str = "shard.ctrlkit.dev/ring";
+
+/// A ring: its name, the namespace of its Leases and their timing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ring {
+    name: String,
+    namespace: String,
+    lease: LeaderElectionConfig,
+}
+
+impl Ring {
+    /// The ring `name` (a label value: 63 characters at most), its Leases in `default`, with
+    /// leader election's default timing (15 s lease, 10 s renew deadline, 2 s retry period).
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            namespace: "default".to_owned(),
+            lease: LeaderElectionConfig::default(),
+        }
+    }
+
+    /// Keeps the ring's Leases in `namespace` (the operator's own, usually).
+    #[must_use]
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = namespace.to_owned();
+        self
+    }
+
+    /// The timing of the shards' Leases.
+    #[must_use]
+    pub fn lease_config(mut self, config: LeaderElectionConfig) -> Self {
+        self.lease = config;
+        self
+    }
+
+    /// The ring's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The namespace of its Leases.
+    pub fn lease_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The timing of its Leases.
+    pub fn lease(&self) -> &LeaderElectionConfig {
+        &self.lease
+    }
+
+    /// The label selector of its shard Leases: `shard.ctrlkit.dev/ring=<name>`.
+    pub fn lease_selector(&self) -> String {
+        format!("{RING_LABEL}={}", self.name)
+    }
+}
+
+/// One replica's membership of a ring: the Lease of its shard; see the module docs.
+#[derive(Debug, Clone)]
+pub struct ShardLease {
+    elector: LeaderElector,
+    shard: String,
+}
+
+impl ShardLease {
+    /// The Lease of shard `shard` (unique in the ring, a valid object name: a pod name, or
+    /// [`default_identity`](crate::leaderelection::default_identity) lowercased) of `ring`.
+    /// Fails if the ring's lease timing breaks client-go's rules.
+    pub fn new(client: Client, ring: &Ring, shard: &str) -> Result<Self, LeaderElectionError> {
+        let labels = BTreeMap::from([(RING_LABEL.to_owned(), ring.name.clone())]);
+        let lock = LeaseLock::new(client, &ring.namespace, shard, shard).labels(labels);
+        Ok(Self { elector: LeaderElector::new(lock, ring.lease)?, shard: shard.to_owned() })
+    }
+
+    /// The shard's id.
+    pub fn shard(&self) -> &str {
+        &self.shard
+    }
+
+    /// Whether it is a member now (holds its Lease), and every change after: `leading` is
+    /// membership.
+    pub fn status(&self) -> watch::Receiver<LeaderStatus> {
+        self.elector.status()
+    }
+
+    /// Whether it holds its Lease now.
+    pub fn is_member(&self) -> bool {
+        self.elector.is_leader()
+    }
+
+    /// Acquires the Lease, then renews it until `shutdown` completes (then releases it, so
+    /// the shard is dead at once for the others) or until a renewal misses its deadline
+    /// ([`LeaderElectionError::Lost`]).
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), LeaderElectionError> {
+        self.elector.run(shutdown).await
+    }
+}
+
+/// A shard's state, as its Lease was observed; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardState {
+    /// Held and renewed: objects may be assigned to it.
+    Ready,
+    /// Held but not renewed for a lease duration: its holder has stopped reconciling.
+    Expired,
+    /// Released, or not renewed for two lease durations.
+    Dead,
+}
+
+/// What was last seen of one shard's Lease.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// The Lease's spec as last seen: a change restarts `since`.
+    spec: Option<k8s_openapi::api::coordination::v1::LeaseSpec>,
+    /// When it was last seen to change.
+    since: Instant,
+    /// Its lease duration, from the Lease (the ring's when unset).
+    duration: Duration,
+}
+
+impl Seen {
+    fn released(&self) -> bool {
+        self.spec.as_ref().and_then(|s| s.holder_identity.as_deref()).unwrap_or_default().is_empty()
+    }
+}
+
+/// The shards of a ring as observed from their Leases; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Members {
+    default_duration: Duration,
+    seen: HashMap<String, Seen>,
+}
+
+impl Members {
+    /// No shard seen yet, for `ring`.
+    pub fn new(ring: &Ring) -> Self {
+        Self { default_duration: ring.lease.lease_duration, seen: HashMap::new() }
+    }
+
+    /// Records a shard Lease as read at `now`; a Lease unchanged since the last read keeps
+    /// its time, so one nobody renews expires.
+    pub fn observe(&mut self, lease: &Lease, now: Instant) {
+        let Some(name) = lease.metadata.name.clone() else { return };
+        let duration = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|s| *s > 0)
+            .map_or(self.default_duration, Duration::from_secs);
+        let changed = self.seen.get(&name).is_none_or(|seen| seen.spec != lease.spec);
+        if changed {
+            self.seen.insert(name, Seen { spec: lease.spec.clone(), since: now, duration });
+        }
+    }
+
+    /// Forgets a shard whose Lease was deleted.
+    pub fn forget(&mut self, shard: &str) {
+        self.seen.remove(shard);
+    }
+
+    /// The state of `shard` at `now`; `None` if its Lease was never seen.
+    pub fn state(&self, shard: &str, now: Instant) -> Option<ShardState> {
+        let seen = self.seen.get(shard)?;
+        let quiet = now.saturating_duration_since(seen.since);
+        Some(if seen.released() || quiet >= seen.duration * 2 {
+            ShardState::Dead
+        } else if quiet >= seen.duration {
+            ShardState::Expired
+        } else {
+            ShardState::Ready
+        })
+    }
+
+    /// The ready shards at `now`, sorted.
+    pub fn ready(&self, now: Instant) -> Vec<String> {
+        let mut ready: Vec<String> = self
+            .seen
+            .keys()
+            .filter(|s| self.state(s, now) == Some(ShardState::Ready))
+            .cloned()
+            .collect();
+        ready.sort();
+        ready
+    }
+
+    /// Shards dead for a lease duration more (three without a renewal, or one after their
+    /// release), whose Leases can go.
+    pub fn to_delete(&self, now: Instant) -> Vec<String> {
+        let mut gone: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|(_, seen)| {
+                let quiet = now.saturating_duration_since(seen.since);
+                match seen.released() {
+                    true => quiet >= seen.duration,
+                    false => quiet >= seen.duration * 3,
+                }
+            })
+            .map(|(shard, _)| shard.clone())
+            .collect();
+        gone.sort();
+        gone
+    }
+
+    /// When the next state change due to time alone happens, if any: when to look again.
+    pub fn next_change(&self, now: Instant) -> Option<Instant> {
+        self.seen
+            .values()
+            .flat_map(|seen| {
+                let steps: &[u32] = if seen.released() { &[1] } else { &[1, 2, 3] };
+                steps.iter().map(move |n| seen.since + seen.duration * *n)
+            })
+            .filter(|at| *at > now)
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn lease(name: &str, holder: &str, renewed: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(10),
+                renew_time: Some(MicroTime(Timestamp::from_second(renewed).unwrap())),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_is_ready_while_renewed_then_expired_then_dead_and_then_deletable() {
+        let ring = Ring::new("sets");
+        let mut members = Members::new(&ring);
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        members.observe(&lease("a", "a", 100), at(0));
+        members.observe(&lease("b", "b", 100), at(0));
+        assert_eq!(members.ready(at(9)), ["a", "b"]);
+        // b renews; a does not: reading the same Lease again keeps its time.
+        members.observe(&lease("a", "a", 100), at(9));
+        members.observe(&lease("b", "b", 109), at(9));
+        assert_eq!(members.state("a", at(10)), Some(ShardState::Expired));
+        assert_eq!(members.ready(at(10)), ["b"]);
+        assert_eq!(members.next_change(at(10)), Some(at(19)), "b expires next");
+        assert_eq!(members.state("a", at(20)), Some(ShardState::Dead));
+        assert!(members.to_delete(at(29)).is_empty());
+        assert_eq!(members.to_delete(at(30)), ["a"]);
+        // A shard that renews again is ready again.
+        members.observe(&lease("a", "a", 130), at(30));
+        assert_eq!(members.state("a", at(30)), Some(ShardState::Ready));
+        assert_eq!(members.state("never", at(30)), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_released_shard_is_dead_at_once_and_its_lease_deletable_a_duration_later() {
+        let mut members = Members::new(&Ring::new("sets"));
+        let now = Instant::now();
+        members.observe(&lease("a", "a", 100), now);
+        members.observe(&lease("a", "", 101), now + Duration::from_secs(1));
+        assert_eq!(members.state("a", now + Duration::from_secs(1)), Some(ShardState::Dead));
+        assert!(members.ready(now + Duration::from_secs(1)).is_empty());
+        assert_eq!(members.to_delete(now + Duration::from_secs(11)), ["a"]);
+        members.forget("a");
+        assert_eq!(members.state("a", now), None);
+    }
+}
