@@ -12,6 +12,8 @@
 
 mod membership;
 mod ring;
+mod sharder;
 
 pub use membership::{Members, RING_LABEL, Ring, ShardLease, ShardState};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};
+pub use sharder::{Sharder, drain_label, shard_label};

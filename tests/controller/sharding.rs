@@ -1,15 +1,24 @@
-//! Shard membership on the embedded server: each replica's Lease, labelled with its ring,
-//! held while it runs, released when it stops, left to expire when it is dropped; and the
-//! shards' states read back from the Leases.
+//! Sharding on the embedded server: each replica's Lease, labelled with its ring, held while
+//! it runs, released when it stops, left to expire when it is dropped; the shards' states read
+//! back from the Leases; and the sharder labelling objects to ready shards, draining the ones
+//! that leave a live shard and moving a dead shard's at once.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::leaderelection::LeaderElectionConfig;
-use ctrlkit::sharding::{Members, RING_LABEL, Ring, ShardLease, ShardState};
+use ctrlkit::sharding::{
+    HashRing, Members, RING_LABEL, Ring, ShardLease, ShardState, Sharder, drain_label, ring_key,
+    shard_label,
+};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube_client::Api;
-use kube_client::api::ListParams;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
+use kube_client::{Api, Resource, ResourceExt};
+use serde_json::json;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::common::*;
@@ -99,4 +108,148 @@ async fn each_replica_holds_a_labelled_lease_released_on_stop_and_left_to_expire
     let earliest = ring.lease().lease_duration - ring.lease().retry_period;
     assert!(dropped_at.elapsed() >= earliest, "too soon: {:?}", dropped_at.elapsed());
     assert_eq!(members.ready(Instant::now()), ["shard-c"], "shard-c renews all along");
+}
+
+/// Plays the shards' part in hand-offs: every object marked for draining has both labels
+/// removed, and its name recorded.
+fn release_drained(api: Api<ConfigMap>, released: Arc<Mutex<Vec<String>>>) -> JoinHandle<()> {
+    let drain = drain_label("sets");
+    tokio::spawn(async move {
+        loop {
+            let marked = api.list(&ListParams::default().labels(&drain)).await.unwrap();
+            for cm in marked.items {
+                let name = cm.name_any();
+                let patch = json!({ "metadata": { "labels": {
+                    shard_label("sets"): null, drain_label("sets"): null,
+                } } });
+                if api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.is_ok() {
+                    released.lock().unwrap().push(name);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// The shard label of every ConfigMap, by name.
+async fn shards_of(api: &Api<ConfigMap>) -> BTreeMap<String, Option<String>> {
+    let all = api.list(&ListParams::default()).await.unwrap().items;
+    all.iter().map(|cm| (cm.name_any(), cm.labels().get(&shard_label("sets")).cloned())).collect()
+}
+
+fn start_shard(client: kube_client::Client, ring: &Ring, id: &str) -> (ShardLease, JoinHandle<()>) {
+    let shard = ShardLease::new(client, ring, id).unwrap();
+    let running = shard.clone();
+    let task = tokio::spawn(async move {
+        let _ = running.run(std::future::pending()).await;
+    });
+    (shard, task)
+}
+
+#[tokio::test]
+async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead_ones() {
+    let server = server().await;
+    let client = server.client();
+    let ring = ring();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let total = 300;
+    for i in 0..total {
+        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
+        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
+    }
+    let owner = configmaps.get("set-7").await.unwrap();
+    let child = json!({ "metadata": {
+        "name": "set-7-child",
+        "ownerReferences": [owner.controller_owner_ref(&()).unwrap()],
+    } });
+    secrets.create(&PostParams::default(), &serde_json::from_value(child).unwrap()).await.unwrap();
+
+    let (_a, _a_task) = start_shard(client.clone(), &ring, "shard-a");
+    let sharder = Arc::new(
+        Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")).owns::<Secret>(),
+    );
+    let running = sharder.clone();
+    let _sharder_task = tokio::spawn(async move { running.run(std::future::pending()).await });
+    let labelled = |want: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            for _ in 0..200 {
+                let shards = shards_of(&configmaps).await;
+                if shards.values().all(|s| s.as_deref() == Some(want)) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("not every object on {want}");
+        }
+    };
+    labelled("shard-a").await;
+    let child_shard = || async {
+        let child = secrets.get("set-7-child").await.unwrap();
+        child.labels().get(&shard_label("sets")).cloned()
+    };
+    assert_eq!(child_shard().await.as_deref(), Some("shard-a"), "the child follows its owner");
+
+    // Two more shards join: objects leave shard-a only through a drain.
+    let released_log = Arc::new(Mutex::new(Vec::new()));
+    let _releaser = release_drained(configmaps.clone(), released_log.clone());
+    let (_b, _b_task) = start_shard(client.clone(), &ring, "shard-b");
+    let (_c, c_task) = start_shard(client.clone(), &ring, "shard-c");
+    let expected = HashRing::new(["shard-a", "shard-b", "shard-c"]);
+    let want = |name: &str| {
+        expected.shard_for(&ring_key("", "ConfigMap", Some("default"), name)).unwrap().to_owned()
+    };
+    let mut settled = BTreeMap::new();
+    for _ in 0..200 {
+        settled = shards_of(&configmaps).await;
+        if settled.iter().all(|(name, shard)| shard.as_deref() == Some(want(name).as_str())) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let moved: Vec<&String> =
+        settled.iter().filter(|(_, s)| s.as_deref() != Some("shard-a")).map(|(n, _)| n).collect();
+    assert!(settled.iter().all(|(name, shard)| shard.as_deref() == Some(want(name).as_str())));
+    let fraction = moved.len() as f64 / total as f64;
+    assert!((0.5..0.8).contains(&fraction), "1 -> 3 shards moved {fraction:.2} of the objects");
+    let released = released_log.lock().unwrap().clone();
+    for name in &moved {
+        assert!(released.contains(name), "{name} left a live shard without a drain");
+    }
+    assert_eq!(released.len(), moved.len(), "only the objects that moved were drained");
+    assert_eq!(child_shard().await, settled["set-7"], "the child follows its owner");
+
+    // shard-c dies without releasing its Lease: once it expires its objects move at once.
+    c_task.abort();
+    let on_c: Vec<String> = settled
+        .iter()
+        .filter(|(_, s)| s.as_deref() == Some("shard-c"))
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(!on_c.is_empty());
+    let survivors = HashRing::new(["shard-a", "shard-b"]);
+    for _ in 0..200 {
+        let now = shards_of(&configmaps).await;
+        if on_c.iter().all(|name| {
+            let key = ring_key("", "ConfigMap", Some("default"), name);
+            now[name].as_deref() == survivors.shard_for(&key)
+        }) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let now = shards_of(&configmaps).await;
+    assert!(now.values().all(|s| s.as_deref() != Some("shard-c")), "{now:?}");
+    let released_after = released_log.lock().unwrap().len();
+    assert_eq!(released_after, moved.len(), "a dead shard's objects move without a drain");
+    // Its Lease is deleted once it has been dead a while.
+    let leases: Api<Lease> = Api::namespaced(client, "default");
+    for _ in 0..200 {
+        if leases.get_opt("shard-c").await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the dead shard's Lease was never deleted");
 }
