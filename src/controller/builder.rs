@@ -11,13 +11,16 @@
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, Stream, StreamExt};
+use kube_client::ResourceExt;
 
 use super::config::Config;
 use super::controller::{Controller, Informers, Parts, Source};
 use super::metrics::ControllerMetricsProvider;
 use super::predicate::Predicate;
+use super::shard::ShardMember;
 use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
 use crate::cache::{InformerBuilder, InformerObject, ListWatch, ObjectKey, SharedInformerFactory};
+use crate::sharding::{Ring, drain_label};
 use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
@@ -31,6 +34,7 @@ struct Wiring {
     queue: WorkQueue<ObjectKey>,
     owner: OwnerKind,
     prioritize: bool,
+    shard: Option<Arc<ShardMember>>,
 }
 
 /// Builds a [`Controller`]; see [`Controller::builder`].
@@ -46,6 +50,7 @@ pub struct ControllerBuilder<K> {
     prioritize: bool,
     config: Config,
     metrics: Option<Arc<dyn ControllerMetricsProvider>>,
+    shard: Option<(Ring, String)>,
 }
 
 impl<K> std::fmt::Debug for ControllerBuilder<K> {
@@ -59,6 +64,7 @@ impl<K> std::fmt::Debug for ControllerBuilder<K> {
             .field("prioritize", &self.prioritize)
             .field("config", &self.config)
             .field("metrics", &self.metrics.is_some())
+            .field("shard", &self.shard)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +85,7 @@ impl<K: InformerObject> Controller<K> {
             prioritize: true,
             config: Config::default(),
             metrics: None,
+            shard: None,
         }
     }
 }
@@ -115,6 +122,17 @@ impl<K: InformerObject> ControllerBuilder<K> {
     #[must_use]
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Makes the controller shard `shard` of `ring` (see [`crate::sharding`]): its primary
+    /// and owned informers hold only the objects the ring's sharder labelled to this shard,
+    /// it gives up the objects the sharder drains (after any reconcile of theirs here has
+    /// finished), and an object that moved to another shard is not mistaken for a deleted
+    /// one. Events that mark an object for draining pass whatever the predicates say.
+    #[must_use]
+    pub fn shard(mut self, ring: &Ring, shard: &str) -> Self {
+        self.shard = Some((ring.clone(), shard.to_owned()));
         self
     }
 
@@ -241,6 +259,14 @@ impl<K: InformerObject> ControllerBuilder<K> {
         map: Option<MapFn<S>>,
     ) -> Self {
         self.sources.push(Box::new(move |wiring: &Wiring| {
+            // Owned objects carry their owner's shard label; watched ones carry none.
+            let list_watch = match (&wiring.shard, &map) {
+                (Some(shard), None) => {
+                    let selector = shard.and_selector(list_watch.label_selector());
+                    list_watch.labels(&selector)
+                }
+                _ => list_watch,
+            };
             let informer = wiring.factory.informer_for(list_watch);
             let mapper = match map {
                 Some(map) => Mapper::Map(map),
@@ -255,8 +281,21 @@ impl<K: InformerObject> ControllerBuilder<K> {
 
     /// The controller, its handlers registered on the informers; run it with
     /// [`Controller::run`].
-    pub fn build(self) -> Controller<K> {
+    pub fn build(mut self) -> Controller<K> {
         let resource = self.primary.api_resource().clone();
+        let shard = self.shard.take().map(|(ring, id)| {
+            let member =
+                ShardMember::new(&ring, &id, self.primary.client().clone(), resource.clone());
+            let selector = member.and_selector(self.primary.label_selector());
+            self.primary = self.primary.clone().labels(&selector);
+            // A drain mark must reach the worker, whatever the user's predicates filter.
+            let drain = drain_label(ring.name());
+            let marked = Predicate::on_update(move |old: &K, new: &K| {
+                new.labels().contains_key(&drain) && !old.labels().contains_key(&drain)
+            });
+            self.predicate = self.predicate.take().map(|p| p.or(marked));
+            Arc::new(member)
+        });
         let owner = OwnerKind {
             group: resource.group.clone(),
             kind: resource.kind.clone(),
@@ -292,6 +331,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
             queue: queue.clone(),
             owner,
             prioritize: self.prioritize,
+            shard: shard.clone(),
         };
         sources.extend(self.sources.into_iter().map(|add| add(&wiring)));
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
@@ -304,6 +344,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
             sources,
             triggers: self.triggers,
             config: self.config,
+            shard,
         });
         if let Some(provider) = self.metrics {
             controller.report_to_if_unset(provider.as_ref());

@@ -10,6 +10,7 @@ use futures::stream::BoxStream;
 
 use super::config::Config;
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider};
+use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
 use super::writes::PendingWrites;
@@ -68,6 +69,8 @@ pub(crate) struct Parts<K> {
     pub(crate) sources: Vec<Source>,
     pub(crate) triggers: Vec<BoxStream<'static, ObjectKey>>,
     pub(crate) config: Config,
+    /// The shard of a ring it is, if sharded.
+    pub(crate) shard: Option<Arc<ShardMember>>,
 }
 
 /// What the clones of one controller share.
@@ -101,6 +104,7 @@ pub struct Controller<K> {
     pub(super) indexer_mismatch: bool,
     pub(super) config: Config,
     pub(super) metrics: Option<Arc<dyn ControllerMetrics>>,
+    pub(super) shard: Option<Arc<ShardMember>>,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -115,6 +119,7 @@ impl<K> Clone for Controller<K> {
             indexer_mismatch: self.indexer_mismatch,
             config: self.config.clone(),
             metrics: self.metrics.clone(),
+            shard: self.shard.clone(),
             shared: self.shared.clone(),
         }
     }
@@ -164,13 +169,14 @@ impl<K: InformerObject> Controller<K> {
             sources: Vec::new(),
             triggers: Vec::new(),
             config,
+            shard: None,
         });
         controller.indexer_mismatch = indexer_mismatch;
         controller
     }
 
     pub(crate) fn from_parts(parts: Parts<K>) -> Self {
-        let Parts { name, queue, informer, secondary, informers, sources, triggers, config } =
+        let Parts { name, queue, informer, secondary, informers, sources, triggers, config, shard } =
             parts;
         Self {
             name,
@@ -181,6 +187,7 @@ impl<K: InformerObject> Controller<K> {
             indexer_mismatch: false,
             config,
             metrics: None,
+            shard,
             shared: Arc::new(Shared {
                 counters: Counters::default(),
                 in_flight: Mutex::new(BTreeSet::new()),

@@ -79,6 +79,7 @@ mod metrics;
 mod predicate;
 mod reconciler;
 mod run;
+mod shard;
 mod source;
 mod stats;
 mod worker;

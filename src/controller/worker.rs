@@ -16,6 +16,7 @@ use super::controller::Controller;
 use super::error::ReconcileFailure;
 use super::metrics::ReconcileOutcome;
 use super::reconciler::Reconciler;
+use super::shard::Gate;
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::panic_message;
@@ -58,6 +59,21 @@ impl<K: InformerObject> Controller<K> {
         });
         self.wait_for_own_write(&key).await;
         let object = self.informer.indexer().get(&key);
+        if let Some(shard) = &self.shard {
+            let gate = shard.gate(&key, object.as_deref()).await;
+            if gate != Gate::Reconcile {
+                match gate {
+                    Gate::Retry => self.queue.add_rate_limited(key.clone()),
+                    _ => self.queue.forget(&key),
+                }
+                if let Some(metrics) = &self.metrics {
+                    metrics.worker_finished();
+                }
+                self.lock_in_flight().remove(&key);
+                self.queue.done(&key);
+                return;
+            }
+        }
         let reconcile =
             writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
         let outcome = match self.config.reconcile_timeout {

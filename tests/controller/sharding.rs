@@ -3,10 +3,14 @@
 //! back from the Leases; and the sharder labelling objects to ready shards, draining the ones
 //! that leave a live shard and moving a dead shard's at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
+use ctrlkit::cache::ObjectKey;
+use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::LeaderElectionConfig;
 use ctrlkit::sharding::{
     HashRing, Members, RING_LABEL, Ring, ShardLease, ShardState, Sharder, drain_label, ring_key,
@@ -252,4 +256,185 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the dead shard's Lease was never deleted");
+}
+
+/// Records which shards reconcile which keys, and any key reconciled by two at once.
+#[derive(Default)]
+struct Recorder {
+    in_flight: Mutex<HashMap<String, String>>,
+    overlaps: Mutex<Vec<String>>,
+    last: Mutex<HashMap<String, String>>,
+    total: AtomicUsize,
+}
+
+/// Marks a key in flight on a shard; unmarks it when dropped (a reconcile that finishes, or
+/// one dropped with a killed replica).
+struct InFlight<'a>(&'a Recorder, String);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.lock().unwrap().remove(&self.1);
+    }
+}
+
+struct Sharded {
+    shard: String,
+    recorder: Arc<Recorder>,
+}
+
+#[async_trait]
+impl Reconciler for Sharded {
+    type Object = ConfigMap;
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        let name = key.to_string();
+        if let Some(other) =
+            self.recorder.in_flight.lock().unwrap().insert(name.clone(), self.shard.clone())
+        {
+            self.recorder
+                .overlaps
+                .lock()
+                .unwrap()
+                .push(format!("{name}: {other} and {}", self.shard));
+        }
+        let _guard = InFlight(&self.recorder, name.clone());
+        // A few API calls' worth of work: long enough that hand-offs meet reconciles.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.recorder.last.lock().unwrap().insert(name, self.shard.clone());
+        self.recorder.total.fetch_add(1, Ordering::Relaxed);
+        Ok(Action::done())
+    }
+}
+
+/// One replica: its shard Lease and its sharded controller, each stoppable.
+struct Replica {
+    lease: JoinHandle<()>,
+    lease_stop: oneshot::Sender<()>,
+    controller: JoinHandle<()>,
+    controller_stop: oneshot::Sender<()>,
+}
+
+fn replica(
+    client: kube_client::Client,
+    ring: &Ring,
+    id: &str,
+    recorder: &Arc<Recorder>,
+) -> Replica {
+    let shard = ShardLease::new(client.clone(), ring, id).unwrap();
+    let (lease_stop, lease_stopped) = oneshot::channel::<()>();
+    let lease = tokio::spawn(async move {
+        let _ = shard
+            .run(async {
+                let _ = lease_stopped.await;
+            })
+            .await;
+    });
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let config = Config::default().workers(4);
+    let controller = Controller::builder(api).shard(ring, id).config(config).build();
+    let reconciler = Sharded { shard: id.to_owned(), recorder: recorder.clone() };
+    let (controller_stop, controller_stopped) = oneshot::channel::<()>();
+    let controller = tokio::spawn(async move {
+        controller
+            .run(reconciler, async {
+                let _ = controller_stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Replica { lease, lease_stop, controller, controller_stop }
+}
+
+impl Replica {
+    /// A graceful stop: the controller finishes its reconciles, then the Lease is released.
+    async fn stop(self) {
+        let _ = self.controller_stop.send(());
+        self.controller.await.unwrap();
+        let _ = self.lease_stop.send(());
+        self.lease.await.unwrap();
+    }
+
+    /// A kill: everything dropped at once, nothing released.
+    fn kill(self) {
+        self.controller.abort();
+        self.lease.abort();
+    }
+}
+
+#[tokio::test]
+async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_churn() {
+    let server = server().await;
+    let client = server.client();
+    let ring = ring();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let total = 120;
+    for i in 0..total {
+        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
+        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
+    }
+    let recorder = Arc::new(Recorder::default());
+    let sharder =
+        Arc::new(Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")));
+    let running = sharder.clone();
+    let _sharder = tokio::spawn(async move { running.run(std::future::pending()).await });
+    // A writer churning the objects all along.
+    let writer = {
+        let configmaps = configmaps.clone();
+        tokio::spawn(async move {
+            for n in 0.. {
+                let name = format!("set-{}", (n * 7) % total);
+                let patch = Patch::Merge(json!({ "data": { "n": n.to_string() } }));
+                let _ = configmaps.patch(&name, &PatchParams::default(), &patch).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+
+    let a = replica(client.clone(), &ring, "shard-a", &recorder);
+    let every_key_on = |shards: Vec<&'static str>| {
+        let configmaps = configmaps.clone();
+        async move {
+            let ring = HashRing::new(shards.clone());
+            for _ in 0..300 {
+                let now = shards_of(&configmaps).await;
+                if now.iter().all(|(name, shard)| {
+                    let key = ring_key("", "ConfigMap", Some("default"), name);
+                    shard.as_deref() == ring.shard_for(&key)
+                }) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the objects never settled on {shards:?}");
+        }
+    };
+    every_key_on(vec!["shard-a"]).await;
+    let b = replica(client.clone(), &ring, "shard-b", &recorder);
+    let c = replica(client.clone(), &ring, "shard-c", &recorder);
+    every_key_on(vec!["shard-a", "shard-b", "shard-c"]).await;
+    b.stop().await;
+    every_key_on(vec!["shard-a", "shard-c"]).await;
+    c.kill();
+    every_key_on(vec!["shard-a"]).await;
+    writer.abort();
+
+    // Settled: every object is reconciled, none lost in the hand-offs.
+    eventually("every object reconciled", || recorder.last.lock().unwrap().len() == total).await;
+    let overlaps = recorder.overlaps.lock().unwrap().clone();
+    assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
+    assert!(recorder.total.load(Ordering::Relaxed) >= total);
+    let d = replica(client.clone(), &ring, "shard-d", &recorder);
+    every_key_on(vec!["shard-a", "shard-d"]).await;
+    eventually("the new shard reconciles its objects", || {
+        recorder.last.lock().unwrap().values().any(|s| s == "shard-d")
+    })
+    .await;
+    a.stop().await;
+    d.stop().await;
+    assert!(recorder.overlaps.lock().unwrap().is_empty());
 }

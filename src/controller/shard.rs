@@ -1,0 +1,141 @@
+//! A sharded controller's part in its ring ([`ControllerBuilder::shard`]): it caches only the
+//! objects labelled to its shard, gives up an object the sharder marks for draining, and tells
+//! an object that moved away from one that was deleted.
+//!
+//! [`ControllerBuilder::shard`]: super::ControllerBuilder::shard
+//!
+//! Before each reconcile the worker asks [`ShardMember::gate`]:
+//! - the cached object carries the drain label: the controller removes both labels (a merge
+//!   patch guarded by the object's resourceVersion) instead of reconciling. The queue hands a
+//!   key to one worker at a time, so any reconcile of the key has finished by then, and no
+//!   other starts here: the object leaves this shard's cache. Only then does the sharder label
+//!   it to its new shard, so no key is reconciled by two replicas at once;
+//! - the object is not cached: if this shard gave it up, it is skipped; else the server is
+//!   asked. Gone (404): a delete, reconciled as one. There but labelled to another shard (a
+//!   move from this shard while it was expired, or from its own hand-off): skipped, not
+//!   mistaken for a delete. There and labelled to this shard: the cache lags, retried.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube_client::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::cache::ObjectKey;
+use crate::sharding::{Ring, drain_label, shard_label};
+
+/// What the worker does with a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Reconcile it (with the cached object, or `None` for a delete).
+    Reconcile,
+    /// Not this shard's (any more): forget it.
+    Skip,
+    /// Try again later (rate limited).
+    Retry,
+}
+
+/// One shard of a ring, as a controller takes part in it.
+pub(crate) struct ShardMember {
+    shard: String,
+    shard_label: String,
+    drain_label: String,
+    client: Client,
+    resource: ApiResource,
+    /// Keys this shard gave up, until their object leaves its cache (or comes back).
+    released: Mutex<HashSet<ObjectKey>>,
+}
+
+impl std::fmt::Debug for ShardMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardMember").field("selector", &self.selector()).finish_non_exhaustive()
+    }
+}
+
+impl ShardMember {
+    pub(crate) fn new(ring: &Ring, shard: &str, client: Client, resource: ApiResource) -> Self {
+        Self {
+            shard: shard.to_owned(),
+            shard_label: shard_label(ring.name()),
+            drain_label: drain_label(ring.name()),
+            client,
+            resource,
+            released: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The label selector of this shard's objects.
+    pub(crate) fn selector(&self) -> String {
+        format!("{}={}", self.shard_label, self.shard)
+    }
+
+    /// `selector` and this shard's selector, as one label selector.
+    pub(crate) fn and_selector(&self, selector: Option<&str>) -> String {
+        match selector {
+            Some(other) => format!("{other},{}", self.selector()),
+            None => self.selector(),
+        }
+    }
+
+    fn released(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectKey>> {
+        self.released.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn api(&self, key: &ObjectKey) -> Api<DynamicObject> {
+        match &key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
+            None => Api::all_with(self.client.clone(), &self.resource),
+        }
+    }
+
+    /// What to do with `key`, whose cached object is `cached`; see the module docs.
+    pub(crate) async fn gate<K: Resource>(&self, key: &ObjectKey, cached: Option<&K>) -> Gate {
+        match cached {
+            Some(object) if object.labels().contains_key(&self.drain_label) => {
+                self.release(key, object.resource_version()).await
+            }
+            Some(_) => {
+                self.released().remove(key);
+                Gate::Reconcile
+            }
+            None if self.released().remove(key) => Gate::Skip,
+            None => match self.api(key).get_opt(&key.name).await {
+                Ok(None) => Gate::Reconcile,
+                Ok(Some(live)) if live.labels().get(&self.shard_label) == Some(&self.shard) => {
+                    Gate::Retry
+                }
+                Ok(Some(_)) => {
+                    tracing::debug!(%key, "moved to another shard; not reconciled here");
+                    Gate::Skip
+                }
+                Err(err) => {
+                    tracing::warn!(%err, %key, "reading an object gone from the cache failed");
+                    Gate::Retry
+                }
+            },
+        }
+    }
+
+    /// Gives the object up: removes its shard and drain labels.
+    async fn release(&self, key: &ObjectKey, rv: Option<String>) -> Gate {
+        let patch = json!({ "metadata": {
+            "resourceVersion": rv,
+            "labels": { &self.shard_label: null, &self.drain_label: null },
+        } });
+        let params = PatchParams::default();
+        match self.api(key).patch_metadata(&key.name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                tracing::info!(%key, shard = %self.shard, "drained: handed over to the sharder");
+                self.released().insert(key.clone());
+                Gate::Skip
+            }
+            // Deleted meanwhile: the informer's delete event brings the key back.
+            Err(kube_client::Error::Api(s)) if s.code == 404 => Gate::Skip,
+            Err(err) => {
+                tracing::warn!(%err, %key, "giving up a drained object failed; retrying");
+                Gate::Retry
+            }
+        }
+    }
+}
