@@ -136,6 +136,15 @@ impl<K: InformerObject> ControllerBuilder<K> {
         self
     }
 
+    /// Undoes [`shard`](Self::shard): the controller sees every object (a sharded
+    /// [`Manager`](crate::manager::Manager)'s builders are sharded; this one then runs on the
+    /// leader alone, if the manager elects one).
+    #[must_use]
+    pub fn unsharded(mut self) -> Self {
+        self.shard = None;
+        self
+    }
+
     /// Reports reconciles, errors, panics, timeouts, dropped keys and workers to `provider`
     /// (a [`Manager`](crate::manager::Manager) with metrics sets its registry on the builders
     /// [`Manager::controller`](crate::manager::Manager::controller) hands out).

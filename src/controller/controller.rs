@@ -205,6 +205,12 @@ impl<K: InformerObject> Controller<K> {
         self.config.needs_leader_election
     }
 
+    /// Whether it is a shard of a ring
+    /// ([`ControllerBuilder::shard`](super::ControllerBuilder::shard)).
+    pub fn is_sharded(&self) -> bool {
+        self.shard.is_some()
+    }
+
     /// How it runs: the [`Config`] it was built with.
     pub fn config(&self) -> &Config {
         &self.config

@@ -9,6 +9,7 @@ use super::Manager;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerConfig, SharedInformerFactory};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+use crate::sharding::{Ring, ShardLease};
 
 /// Builds a [`Manager`]; see [`Manager::builder`].
 pub struct ManagerBuilder {
@@ -17,6 +18,7 @@ pub struct ManagerBuilder {
     informer_config: InformerConfig,
     graceful_shutdown_timeout: Duration,
     election: Option<(LeaseLock, LeaderElectionConfig)>,
+    sharding: Option<(Ring, String)>,
     telemetry: Telemetry,
 }
 
@@ -40,6 +42,7 @@ impl ManagerBuilder {
             informer_config: InformerConfig::default(),
             graceful_shutdown_timeout: Duration::from_secs(30),
             election: None,
+            sharding: None,
             telemetry: Telemetry::default(),
         }
     }
@@ -78,6 +81,21 @@ impl ManagerBuilder {
         self
     }
 
+    /// Makes this replica shard `shard` of `ring` (see [`crate::sharding`]): the manager
+    /// holds the shard's Lease while it runs (released at a graceful stop, after its
+    /// controllers stopped), the builders of [`Manager::controller`] are sharded (unless
+    /// [`unsharded`](crate::controller::ControllerBuilder::unsharded)), and sharded controllers
+    /// run once the Lease is held, on every member, leader or not. Losing the Lease stops the
+    /// manager with [`ManagerError::ShardLease`](super::ManagerError::ShardLease). Add the
+    /// ring's [`Sharder`](crate::sharding::Sharder) as a runnable: with leader election it
+    /// runs on the leader alone. `shard` is unique in the ring and a valid object name (a pod
+    /// name).
+    #[must_use]
+    pub fn sharding(mut self, ring: Ring, shard: &str) -> Self {
+        self.sharding = Some((ring, shard.to_owned()));
+        self
+    }
+
     /// Records metrics in `registry` (work queues, informers, controllers, leader election,
     /// event recorders made by [`Manager::event_recorder`]). Implied by
     /// [`metrics_address`](Self::metrics_address), with a new registry.
@@ -113,12 +131,20 @@ impl ManagerBuilder {
             .election
             .map(|(lock, config)| LeaderElector::with_metrics(lock, config, leader_metrics))
             .transpose();
-        Manager::from_parts(
+        let shard = self
+            .sharding
+            .as_ref()
+            .map(|(ring, id)| ShardLease::new(self.client.clone(), ring, id))
+            .transpose();
+        let mut manager = Manager::from_parts(
             self.client,
             factory,
             self.graceful_shutdown_timeout,
             elector,
             self.telemetry,
-        )
+        );
+        manager.shard = shard;
+        manager.sharding = self.sharding;
+        manager
     }
 }

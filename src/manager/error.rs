@@ -48,6 +48,11 @@ pub enum ManagerError {
     /// controller-runtime's managers do.
     #[error("leader election lost: {0}")]
     LeaderElection(#[from] LeaderElectionError),
+    /// This replica lost its shard Lease (it could not renew it in time), or its ring's lease
+    /// timing is refused; its sharded controllers were stopped. Exit and let the Deployment
+    /// restart it.
+    #[error("shard lease: {0}")]
+    ShardLease(LeaderElectionError),
     /// The metrics and probe endpoint could not start.
     #[error("serving metrics and probes on {address}: {source}")]
     Serve {

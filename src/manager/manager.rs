@@ -14,6 +14,7 @@ use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
+use crate::sharding::{Ring, ShardLease};
 
 /// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
 /// `Manager`).
@@ -57,6 +58,10 @@ pub struct Manager {
     pub(super) graceful_shutdown_timeout: Duration,
     /// The election, or why its configuration is refused (reported by `run`).
     pub(super) elector: Result<Option<LeaderElector>, LeaderElectionError>,
+    /// This replica's shard Lease, or why the ring's timing is refused (reported by `run`).
+    pub(super) shard: Result<Option<ShardLease>, LeaderElectionError>,
+    /// The ring and this replica's shard, when sharded.
+    pub(super) sharding: Option<(Ring, String)>,
     pub(super) telemetry: Telemetry,
 }
 
@@ -95,6 +100,8 @@ impl Manager {
             runnables: Vec::new(),
             graceful_shutdown_timeout,
             elector,
+            shard: Ok(None),
+            sharding: None,
             telemetry,
         }
     }
@@ -127,7 +134,12 @@ impl Manager {
         &self,
         primary: impl Into<ListWatch<K>>,
     ) -> ControllerBuilder<K> {
-        self.telemetry.controller(Controller::builder(primary).factory(&self.factory))
+        let builder = Controller::builder(primary).factory(&self.factory);
+        let builder = match &self.sharding {
+            Some((ring, shard)) => builder.shard(ring, shard),
+            None => builder,
+        };
+        self.telemetry.controller(builder)
     }
 
     /// Adds a controller with its reconciler: a [`ControllerBuilder`] (as

@@ -36,11 +36,15 @@ impl Manager {
     ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
         let elector = self.elector.clone()?;
+        let shard = self.shard.clone().map_err(ManagerError::ShardLease)?;
         tracing::info!(runnables = self.runnables.len(), "starting manager");
         let endpoint = self.telemetry.serve().await?;
         self.telemetry.set_probe("caches-synced", false);
         if elector.is_some() {
             self.telemetry.set_probe("leader-election", false);
+        }
+        if shard.is_some() {
+            self.telemetry.set_probe("shard-lease", false);
         }
         // Informers run from the start, on followers too (warm replicas): a new leader
         // reconciles at once instead of after a full list.
@@ -56,7 +60,25 @@ impl Manager {
         let mut tasks = JoinSet::new();
         let mut running = vec![false; self.runnables.len()];
         let leader_only = |r: &Arc<dyn Runnable>| elector.is_some() && r.needs_leader_election();
-        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| !leader_only(r));
+        let member_only = |r: &Arc<dyn Runnable>| shard.is_some() && r.needs_shard_membership();
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| {
+            !leader_only(r) && !member_only(r)
+        });
+
+        // The shard Lease, as the election: held until the runnables have stopped, so that
+        // the sharder moves this shard's objects only once nothing here reconciles them.
+        let (shard_stop, shard_stopped) = oneshot::channel::<()>();
+        let mut membership = shard.clone().map(|shard| {
+            tokio::spawn(async move {
+                shard
+                    .run(async {
+                        let _ = shard_stopped.await;
+                    })
+                    .await
+            })
+        });
+        let mut member = shard.as_ref().map(|s| s.status());
+        let mut members_started = false;
 
         // The election runs until the runnables have stopped, so that no successor starts
         // while they still work; its own stop releases the lease.
@@ -97,6 +119,29 @@ impl Manager {
                     tracing::info!("leading: starting the controllers that need a leader");
                     leader_started = true;
                     self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| leader_only(r));
+                }
+                _ = async { member.as_mut().expect("a shard").wait_for(|s| s.leading).await },
+                    if member.is_some() && !members_started =>
+                {
+                    tracing::info!("holding the shard Lease: starting the sharded controllers");
+                    members_started = true;
+                    self.telemetry.set_probe("shard-lease", true);
+                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| member_only(r));
+                }
+                ended = async { membership.as_mut().expect("a shard").await }, if membership.is_some() => {
+                    membership = None;
+                    self.telemetry.set_probe("shard-lease", false);
+                    let err = match ended {
+                        Ok(Err(err)) => ManagerError::ShardLease(err),
+                        Ok(Ok(())) => continue,
+                        Err(join) => ManagerError::Runnable {
+                            runnable: "shard lease".into(),
+                            source: join.to_string().into(),
+                        },
+                    };
+                    tracing::error!(error = %err, "stopping the manager");
+                    failure = Some(err);
+                    break;
                 }
                 ended = async { election.as_mut().expect("an election").await }, if election.is_some() => {
                     election = None;
@@ -142,10 +187,15 @@ impl Manager {
             tracing::error!(error = %err, "graceful shutdown timed out");
             failure.get_or_insert(err);
         }
-        // Only now, with nothing left running, may a successor lead.
+        // Only now, with nothing left running, may a successor lead, or the shard's objects
+        // move.
         let _ = elector_stop.send(());
         if let Some(election) = election {
             let _ = election.await;
+        }
+        let _ = shard_stop.send(());
+        if let Some(membership) = membership {
+            let _ = membership.await;
         }
         self.factory.shutdown().await;
         endpoint.stop().await;

@@ -41,6 +41,14 @@ pub trait Runnable: Send + Sync + 'static {
     fn needs_leader_election(&self) -> bool {
         true
     }
+
+    /// Whether it may run only while its manager is a member of its ring (a sharded
+    /// controller: default `false`); see
+    /// [`ManagerBuilder::sharding`](super::ManagerBuilder::sharding). Such a runnable runs on
+    /// every member, leader or not.
+    fn needs_shard_membership(&self) -> bool {
+        false
+    }
 }
 
 /// The signal to stop: cheap to clone, and a future (`stop.await`) that completes once the
@@ -113,6 +121,11 @@ where
     }
 
     fn needs_leader_election(&self) -> bool {
-        self.controller.needs_leader_election()
+        // A sharded controller runs on every member of its ring, not only on the leader.
+        self.controller.needs_leader_election() && !self.controller.is_sharded()
+    }
+
+    fn needs_shard_membership(&self) -> bool {
+        self.controller.is_sharded()
     }
 }

@@ -13,12 +13,47 @@
 //!   shard's objects, gives up drained ones once their reconcile is done, and does not take a
 //!   move for a delete. An object leaves a dead or expired shard at once.
 //!
-//! Not built yet (issue 25): the `Manager` call that wires a ring (its shard Lease, the
-//! sharder on an elected replica, fencing of controllers on a lost Lease), metrics, the
-//! example's `--shard`, server-side shard selectors. Run the parts by hand meanwhile: a
-//! [`ShardLease`] and sharded controllers in each replica (stop the controllers before the
-//! Lease, so a graceful stop hands over only finished work), and one [`Sharder`].
-//! Namespaced kinds only.
+//! - the [`Manager`](crate::manager::Manager) call:
+//!   [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding) holds the
+//!   replica's shard Lease, shards the controllers of `manager.controller(api)`, runs them on
+//!   every member once the Lease is held, stops the manager when the Lease is lost (fencing)
+//!   and releases the Lease only after the controllers stopped; the [`Sharder`] is a runnable,
+//!   on the leader alone under leader election:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use ctrlkit::cache::ObjectKey;
+//! # use ctrlkit::controller::{Action, Reconciler};
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # struct Printer;
+//! # #[async_trait::async_trait]
+//! # impl Reconciler for Printer {
+//! #     type Object = ConfigMap;
+//! #     type Error = std::convert::Infallible;
+//! #     async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<ConfigMap>>) -> Result<Action, Self::Error> { Ok(Action::done()) }
+//! # }
+//! # async fn demo(client: kube_client::Client, pod_name: &str) -> Result<(), ctrlkit::manager::ManagerError> {
+//! use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
+//! use ctrlkit::manager::Manager;
+//! use ctrlkit::sharding::{Ring, Sharder};
+//! use kube_client::Api;
+//!
+//! let ring = Ring::new("configmaps").namespace("operators");
+//! let lock = LeaseLock::new(client.clone(), "operators", "configmaps-sharder", pod_name);
+//! let mut manager = Manager::builder(client.clone())
+//!     .leader_election(lock, LeaderElectionConfig::default())
+//!     .sharding(ring.clone(), pod_name)
+//!     .build();
+//! manager.add(Sharder::<ConfigMap>::new(client.clone(), ring, Some("default")));
+//! let controller = manager.controller(Api::<ConfigMap>::namespaced(client, "default"));
+//! manager.add_controller(controller, Printer);
+//! manager.run().await
+//! # }
+//! ```
+//!
+//! Not built yet (issue 25): metrics of the ring, `/readyz`'s shard check is the only signal;
+//! the example's `--shard`; server-side shard selectors (label mode only); the bench; runs on
+//! the real servers. Namespaced kinds only; owned objects must be owned by the primary kind.
 
 mod membership;
 mod ring;

@@ -23,7 +23,7 @@
 //! would do the work twice.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -43,6 +43,7 @@ use crate::cache::{
     Informer, InformerHandle, InformerObject, ListWatch, ResourceEventHandlerFuncs,
     wait_for_informers,
 };
+use crate::manager::{Runnable, RunnableError, Stop};
 
 /// The label holding an object's shard in `ring`: `shard.ctrlkit.dev/<ring>`.
 pub fn shard_label(ring: &str) -> String {
@@ -348,6 +349,31 @@ where
             Err(kube_client::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
             Err(err) => tracing::warn!(%err, shard = %name, "deleting a dead shard's Lease failed"),
         }
+    }
+}
+
+/// The sharder as a [`Manager`](crate::manager::Manager)'s runnable: on the leader alone when
+/// the manager elects one.
+#[async_trait::async_trait]
+impl<P> Runnable for Sharder<P>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    PartialObjectMeta<P>:
+        InformerObject<DynamicType = ()> + Resource<Scope = NamespaceResourceScope>,
+{
+    fn name(&self) -> String {
+        format!("sharder {}", self.ring.name())
+    }
+
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.run(stop.into_future()).await;
+        Ok(())
     }
 }
 

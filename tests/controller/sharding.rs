@@ -11,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
-use ctrlkit::leaderelection::LeaderElectionConfig;
+use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
+use ctrlkit::manager::{Manager, ManagerError};
 use ctrlkit::sharding::{
     HashRing, Members, RING_LABEL, Ring, ShardLease, ShardState, Sharder, drain_label, ring_key,
     shard_label,
@@ -437,4 +438,85 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     a.stop().await;
     d.stop().await;
     assert!(recorder.overlaps.lock().unwrap().is_empty());
+}
+
+/// One replica as an operator writes it: a Manager with leader election (for the sharder)
+/// and sharding (for its controller).
+fn sharded_manager(
+    client: kube_client::Client,
+    ring: &Ring,
+    id: &str,
+    recorder: &Arc<Recorder>,
+) -> (oneshot::Sender<()>, JoinHandle<Result<(), ManagerError>>) {
+    let lock = LeaseLock::new(client.clone(), "default", "sets-sharder", id);
+    let mut manager = Manager::builder(client.clone())
+        .leader_election(lock, *ring.lease())
+        .sharding(ring.clone(), id)
+        .build();
+    manager.add(Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")));
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let controller = manager.controller(api).config(Config::default().workers(4));
+    manager
+        .add_controller(controller, Sharded { shard: id.to_owned(), recorder: recorder.clone() });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    (stop, run)
+}
+
+#[tokio::test]
+async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_share_over() {
+    let server = server().await;
+    let client = server.client();
+    let ring = ring();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let total = 90;
+    for i in 0..total {
+        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
+        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
+    }
+    let recorder = Arc::new(Recorder::default());
+    let ids = ["shard-a", "shard-b", "shard-c"];
+    let mut replicas: Vec<_> =
+        ids.iter().map(|id| sharded_manager(client.clone(), &ring, id, &recorder)).collect();
+    let settle = |shards: Vec<&'static str>| {
+        let (configmaps, recorder) = (configmaps.clone(), recorder.clone());
+        async move {
+            let ring = HashRing::new(shards.clone());
+            for _ in 0..300 {
+                let now = shards_of(&configmaps).await;
+                let last = recorder.last.lock().unwrap().clone();
+                // Labelled as the ring says, and last reconciled by that shard.
+                let done = now.iter().all(|(name, shard)| {
+                    let want = ring.shard_for(&ring_key("", "ConfigMap", Some("default"), name));
+                    shard.as_deref() == want
+                        && last.get(&format!("default/{name}")).map(String::as_str) == want
+                });
+                if done {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the objects never settled on {shards:?}");
+        }
+    };
+    settle(ids.to_vec()).await;
+    // Each replica reconciled its share: about a third each.
+    let last = recorder.last.lock().unwrap().clone();
+    for id in ids {
+        let share = last.values().filter(|s| *s == id).count();
+        assert!(share > total / 6 && share < total / 2, "{id} holds {share} of {total}");
+    }
+    // A graceful stop (whoever leads): its share moves to the others, its Lease released.
+    let (stop, run) = replicas.remove(0);
+    let _ = stop.send(());
+    run.await.unwrap().expect("a clean stop");
+    settle(vec!["shard-b", "shard-c"]).await;
+    let overlaps = recorder.overlaps.lock().unwrap().clone();
+    assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
+    for (stop, run) in replicas {
+        let _ = stop.send(());
+        run.await.unwrap().expect("a clean stop");
+    }
 }
