@@ -136,6 +136,36 @@ fn release_drained(api: Api<ConfigMap>, released: Arc<Mutex<Vec<String>>>) -> Jo
     })
 }
 
+/// Creates the ConfigMaps `set-0` to `set-<n - 1>`.
+async fn create_sets(api: &Api<ConfigMap>, n: usize) {
+    for i in 0..n {
+        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
+        api.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
+    }
+}
+
+/// Waits until every ConfigMap is labelled as the ring of `shards` says (and, with a
+/// recorder, was last reconciled by that shard).
+async fn settled_on(api: &Api<ConfigMap>, shards: &[&str], recorder: Option<&Recorder>) {
+    let ring = HashRing::new(shards.iter().copied());
+    for _ in 0..300 {
+        let now = shards_of(api).await;
+        let last = recorder.map(|r| r.last.lock().unwrap().clone());
+        let done = now.iter().all(|(name, shard)| {
+            let want = ring.shard_for(&ring_key("", "ConfigMap", Some("default"), name));
+            let reconciled = last.as_ref().is_none_or(|last| {
+                last.get(&format!("default/{name}")).map(String::as_str) == want
+            });
+            shard.as_deref() == want && reconciled
+        });
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the objects never settled on {shards:?}");
+}
+
 /// The shard label of every ConfigMap, by name.
 async fn shards_of(api: &Api<ConfigMap>) -> BTreeMap<String, Option<String>> {
     let all = api.list(&ListParams::default()).await.unwrap().items;
@@ -159,10 +189,7 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let total = 300;
-    for i in 0..total {
-        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
-        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
-    }
+    create_sets(&configmaps, total).await;
     let owner = configmaps.get("set-7").await.unwrap();
     let child = json!({ "metadata": {
         "name": "set-7-child",
@@ -374,10 +401,7 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     let ring = ring();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let total = 120;
-    for i in 0..total {
-        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
-        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
-    }
+    create_sets(&configmaps, total).await;
     let recorder = Arc::new(Recorder::default());
     let sharder =
         Arc::new(Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")));
@@ -397,31 +421,14 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     };
 
     let a = replica(client.clone(), &ring, "shard-a", &recorder);
-    let every_key_on = |shards: Vec<&'static str>| {
-        let configmaps = configmaps.clone();
-        async move {
-            let ring = HashRing::new(shards.clone());
-            for _ in 0..300 {
-                let now = shards_of(&configmaps).await;
-                if now.iter().all(|(name, shard)| {
-                    let key = ring_key("", "ConfigMap", Some("default"), name);
-                    shard.as_deref() == ring.shard_for(&key)
-                }) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            panic!("the objects never settled on {shards:?}");
-        }
-    };
-    every_key_on(vec!["shard-a"]).await;
+    settled_on(&configmaps, &["shard-a"], None).await;
     let b = replica(client.clone(), &ring, "shard-b", &recorder);
     let c = replica(client.clone(), &ring, "shard-c", &recorder);
-    every_key_on(vec!["shard-a", "shard-b", "shard-c"]).await;
+    settled_on(&configmaps, &["shard-a", "shard-b", "shard-c"], None).await;
     b.stop().await;
-    every_key_on(vec!["shard-a", "shard-c"]).await;
+    settled_on(&configmaps, &["shard-a", "shard-c"], None).await;
     c.kill();
-    every_key_on(vec!["shard-a"]).await;
+    settled_on(&configmaps, &["shard-a"], None).await;
     writer.abort();
 
     // Settled: every object is reconciled, none lost in the hand-offs.
@@ -430,7 +437,7 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
     assert!(recorder.total.load(Ordering::Relaxed) >= total);
     let d = replica(client.clone(), &ring, "shard-d", &recorder);
-    every_key_on(vec!["shard-a", "shard-d"]).await;
+    settled_on(&configmaps, &["shard-a", "shard-d"], None).await;
     eventually("the new shard reconciles its objects", || {
         recorder.last.lock().unwrap().values().any(|s| s == "shard-d")
     })
@@ -472,36 +479,12 @@ async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_s
     let ring = ring();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let total = 90;
-    for i in 0..total {
-        let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
-        configmaps.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
-    }
+    create_sets(&configmaps, total).await;
     let recorder = Arc::new(Recorder::default());
     let ids = ["shard-a", "shard-b", "shard-c"];
     let mut replicas: Vec<_> =
         ids.iter().map(|id| sharded_manager(client.clone(), &ring, id, &recorder)).collect();
-    let settle = |shards: Vec<&'static str>| {
-        let (configmaps, recorder) = (configmaps.clone(), recorder.clone());
-        async move {
-            let ring = HashRing::new(shards.clone());
-            for _ in 0..300 {
-                let now = shards_of(&configmaps).await;
-                let last = recorder.last.lock().unwrap().clone();
-                // Labelled as the ring says, and last reconciled by that shard.
-                let done = now.iter().all(|(name, shard)| {
-                    let want = ring.shard_for(&ring_key("", "ConfigMap", Some("default"), name));
-                    shard.as_deref() == want
-                        && last.get(&format!("default/{name}")).map(String::as_str) == want
-                });
-                if done {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            panic!("the objects never settled on {shards:?}");
-        }
-    };
-    settle(ids.to_vec()).await;
+    settled_on(&configmaps, &ids, Some(&recorder)).await;
     // Each replica reconciled its share: about a third each.
     let last = recorder.last.lock().unwrap().clone();
     for id in ids {
@@ -512,7 +495,7 @@ async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_s
     let (stop, run) = replicas.remove(0);
     let _ = stop.send(());
     run.await.unwrap().expect("a clean stop");
-    settle(vec!["shard-b", "shard-c"]).await;
+    settled_on(&configmaps, &["shard-b", "shard-c"], Some(&recorder)).await;
     let overlaps = recorder.overlaps.lock().unwrap().clone();
     assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
     for (stop, run) in replicas {
