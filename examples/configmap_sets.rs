@@ -11,7 +11,10 @@
 //! set's ConfigMaps before the set goes; it records events (`kubectl get events`) when it
 //! creates, restores and deletes ConfigMaps. With `--leader-elect`, replicas elect a leader on
 //! the Lease `configmap-sets` (identity: hostname and process id) and only the leader
-//! reconciles; with `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz`.
+//! reconciles; with `--shard`, replicas share the sets instead: each is a shard of the ring
+//! `configmap-sets` (its own Lease, id from hostname and process id), reconciling the sets the
+//! ring's sharder (run by the elected leader) labels to it, and their ConfigMaps; with
+//! `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz`.
 //!
 //! It applies its CustomResourceDefinition (`examples/configmap_sets.crd.yaml`) when the
 //! cluster lacks it. It uses your cluster when one is configured (KUBECONFIG,
@@ -19,7 +22,7 @@
 //! a short demo on it.
 //!
 //! ```text
-//! cargo run --example configmap_sets -- [--namespace NS] [--embedded] [--leader-elect] [--metrics-addr ADDR]
+//! cargo run --example configmap_sets -- [--namespace NS] [--embedded] [--leader-elect] [--shard] [--metrics-addr ADDR]
 //! kubectl apply -f - <<'EOF'
 //! apiVersion: ctrlkit.example.com/v1
 //! kind: ConfigMapSet
@@ -35,12 +38,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ctrlkit::cache::{Indexer, ObjectKey};
+use ctrlkit::cache::{Indexer, ListWatch, ObjectKey};
 use ctrlkit::controller::{Action, Config, Predicate, Reconciler};
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock, default_identity};
 use ctrlkit::manager::{Manager, shutdown_signal};
+use ctrlkit::sharding::{Ring, Sharder, default_shard_id, shard_label};
 use ctrlkit::status::apply_status;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -240,15 +244,20 @@ impl SetReconciler {
     }
 
     /// The ConfigMap `name` of `set`: its data, a label, and the set as controller.
+    /// Sharded, it carries the set's shard label from the start, so that it is in this
+    /// shard's cache before the sharder would have labelled it.
     fn desired(&self, set: &ConfigMapSet, name: &str) -> ConfigMap {
         let owner = set.controller_owner_ref(&()).expect("a cached set has a name and uid");
+        let mut labels: BTreeMap<String, String> =
+            [("app.kubernetes.io/managed-by".to_owned(), "configmapsets".to_owned())].into();
+        let shard = shard_label("configmap-sets");
+        if let Some(id) = set.labels().get(&shard) {
+            labels.insert(shard, id.clone());
+        }
         ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                labels: Some(
-                    [("app.kubernetes.io/managed-by".to_owned(), "configmapsets".to_owned())]
-                        .into(),
-                ),
+                labels: Some(labels),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -389,17 +398,19 @@ struct Args {
     namespace: String,
     embedded: bool,
     leader_elect: bool,
+    shard: bool,
     metrics_addr: Option<std::net::SocketAddr>,
 }
 
 const USAGE: &str = "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] \
-                     [--metrics-addr ADDR] | --print-crd";
+                     [--shard] [--metrics-addr ADDR] | --print-crd";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         namespace: "default".into(),
         embedded: false,
         leader_elect: false,
+        shard: false,
         metrics_addr: None,
     };
     let mut it = std::env::args().skip(1);
@@ -410,6 +421,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--embedded" => args.embedded = true,
             "--leader-elect" => args.leader_elect = true,
+            "--shard" => args.shard = true,
             "--metrics-addr" => {
                 let addr = it.next().ok_or("--metrics-addr needs an address, as 127.0.0.1:8080")?;
                 let parsed = addr.parse().map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
@@ -460,7 +472,13 @@ async fn main() -> ExitCode {
     let ns = args.namespace.as_str();
     let mut builder =
         Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(10));
-    if args.leader_elect {
+    // Sharded, the replicas share the sets; the sharder runs on the elected leader.
+    let shard = args.shard.then(|| (Ring::new("configmap-sets").namespace(ns), default_shard_id()));
+    if let Some((ring, id)) = &shard {
+        println!("Shard {id} of ring {}", ring.name());
+        builder = builder.sharding(ring.clone(), id);
+    }
+    if args.leader_elect || shard.is_some() {
         let identity = default_identity();
         println!("Leader election on Lease {ns}/configmap-sets as {identity}");
         let lock = LeaseLock::new(client.clone(), ns, "configmap-sets", &identity);
@@ -484,8 +502,13 @@ async fn main() -> ExitCode {
     let mut manager = builder.build();
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    // The controller's ConfigMap informer (the factory shares it), with an index by owner.
-    let cache = manager.factory().informer_for(configmaps.clone()).indexer();
+    // The controller's ConfigMap informer (the factory shares it), with an index by owner;
+    // sharded, it holds this shard's ConfigMaps alone.
+    let owned = match &shard {
+        Some((ring, id)) => ListWatch::new(configmaps.clone()).labels(&ring.shard_selector(id)),
+        None => ListWatch::new(configmaps.clone()),
+    };
+    let cache = manager.factory().informer_for(owned.clone()).indexer();
     if let Err(err) =
         cache.add_index(BY_SET, |cm: &ConfigMap| controlling_set(cm).into_iter().collect())
     {
@@ -495,8 +518,12 @@ async fn main() -> ExitCode {
     let controller = manager
         .controller(sets)
         .predicate(Predicate::generation_changed())
-        .owns(configmaps)
+        .owns(owned)
         .config(Config::default().workers(2));
+    if let Some((ring, _)) = &shard {
+        let sharder = Sharder::<ConfigMapSet>::new(client.clone(), ring.clone(), Some(ns));
+        manager.add(sharder.owns::<ConfigMap>());
+    }
     let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
     manager.add_controller(
         controller,

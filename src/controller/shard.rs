@@ -70,11 +70,14 @@ impl ShardMember {
         format!("{}={}", self.shard_label, self.shard)
     }
 
-    /// `selector` and this shard's selector, as one label selector.
+    /// `selector` and this shard's selector, as one label selector (`selector` as it is when
+    /// it selects the shard already, as the ListWatch a reconciler reads its cache from may).
     pub(crate) fn and_selector(&self, selector: Option<&str>) -> String {
+        let own = self.selector();
         match selector {
-            Some(other) => format!("{other},{}", self.selector()),
-            None => self.selector(),
+            Some(other) if other.split(',').any(|s| s.trim() == own) => other.to_owned(),
+            Some(other) => format!("{other},{own}"),
+            None => own,
         }
     }
 

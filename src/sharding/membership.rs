@@ -80,6 +80,12 @@ impl Ring {
         &self.lease
     }
 
+    /// The label selector of the objects the sharder assigned to `shard`:
+    /// `shard.ctrlkit.dev/<ring>=<shard>` (what a sharded controller's informers select).
+    pub fn shard_selector(&self, shard: &str) -> String {
+        format!("{}={shard}", super::shard_label(&self.name))
+    }
+
     /// The label selector of its shard Leases: `shard.ctrlkit.dev/ring=<name>`.
     pub fn lease_selector(&self) -> String {
         format!("{RING_LABEL}={}", self.name)
@@ -125,6 +131,17 @@ impl ShardLease {
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), LeaderElectionError> {
         self.elector.run(shutdown).await
     }
+}
+
+/// A shard id unique to this process, valid as a Lease name and a label value:
+/// [`default_identity`](crate::leaderelection::default_identity) (`host_pid`), lowercased,
+/// with every character other than a letter, a digit, `-` or `.` made a `-` (`web-1-4242`).
+pub fn default_shard_id() -> String {
+    crate::leaderelection::default_identity()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .collect()
 }
 
 /// A shard's state, as its Lease was observed; see the module docs.

@@ -51,14 +51,19 @@
 //! # }
 //! ```
 //!
-//! Not built yet (issue 25): metrics of the ring, `/readyz`'s shard check is the only signal;
-//! the example's `--shard`; server-side shard selectors (label mode only); the bench; runs on
-//! the real servers. Namespaced kinds only; owned objects must be owned by the primary kind.
+//! `examples/configmap_sets.rs --shard` is a whole sharded operator (three processes of it on
+//! one server share the sets and outlive a SIGKILL: the e2e case
+//! `example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill`, on the
+//! embedded server and both real ones). [`default_shard_id`] names a process's shard.
+//!
+//! Not built yet (issue 25): metrics of the ring (`/readyz`'s `shard-lease` check is the only
+//! signal); server-side shard selectors (label mode only); the bench. Namespaced kinds only;
+//! owned objects must be owned by the primary kind.
 
 mod membership;
 mod ring;
 mod sharder;
 
-pub use membership::{Members, RING_LABEL, Ring, ShardLease, ShardState};
+pub use membership::{Members, RING_LABEL, Ring, ShardLease, ShardState, default_shard_id};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};
 pub use sharder::{Sharder, drain_label, shard_label};

@@ -3,6 +3,7 @@
 //! (`cargo run --example configmap_sets`) keeps its ConfigMaps as kubectl creates, edits,
 //! deletes and scales. Both exit 0 on SIGTERM.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -432,5 +433,92 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
 
     for replica in replicas.into_iter().flatten() {
         replica.terminate().await;
+    }
+}
+
+/// Three replicas of the operator with `--shard`: the sets are shared among them (each
+/// labelled to one replica's shard, its ConfigMaps with it); a replica killed with SIGKILL
+/// loses its sets once its Lease expires, and the others keep every set's ConfigMaps.
+pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t: &Target) {
+    if !have_kubectl() {
+        return;
+    }
+    let mut replicas: Vec<Option<Example>> = (0..3)
+        .map(|_| Some(Example::start(t, "configmap_sets", &["--namespace", &t.ns, "--shard"])))
+        .collect();
+    let shard_of = |e: &Example| {
+        e.lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("Shard ")?.split(' ').next().map(str::to_owned))
+    };
+    eventually_within(Duration::from_secs(20), "every replica names its shard", || {
+        replicas.iter().all(|r| r.as_ref().and_then(&shard_of).is_some())
+    })
+    .await;
+    let ids: Vec<String> =
+        replicas.iter().map(|r| shard_of(r.as_ref().unwrap()).unwrap()).collect();
+
+    let names: Vec<String> = (0..6).map(|i| format!("set-{i}")).collect();
+    let manifests: Vec<String> = names
+        .iter()
+        .map(|name| {
+            format!(
+                "apiVersion: ctrlkit.example.com/v1\nkind: ConfigMapSet\nmetadata: {{name: {name}}}\n\
+                 spec: {{replicas: 2, data: {{greeting: hello}}}}\n"
+            )
+        })
+        .collect();
+    kubectl(t, &["apply", "-f", "-"], Some(&manifests.join("---\n"))).await;
+    let sets = configmap_sets(t);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let label = "shard.ctrlkit.dev/configmap-sets";
+    // Every set ready with its two ConfigMaps, each labelled to a live shard, its ConfigMaps
+    // to the same one; returns each set's shard.
+    let settled = |live: Vec<String>, replicas_wanted: i64| {
+        let (sets, configmaps, names) = (sets.clone(), configmaps.clone(), names.clone());
+        async move {
+            for _ in 0..900 {
+                let mut shards = BTreeMap::new();
+                for name in &names {
+                    let Ok(set) = sets.get(name).await else { break };
+                    let shard = set.labels().get(label).cloned();
+                    let ready = set.data["status"]["ready"].as_i64() == Some(replicas_wanted);
+                    if ready && shard.as_ref().is_some_and(|s| live.contains(s)) {
+                        shards.insert(name.clone(), shard.unwrap());
+                    }
+                }
+                let children = configmaps.list(&Default::default()).await.unwrap().items;
+                let children_follow = children.iter().all(|cm| {
+                    let owner = cm.owner_references().first().map(|o| o.name.clone());
+                    owner.is_none_or(|o| shards.get(&o) == cm.labels().get(label))
+                });
+                if shards.len() == names.len() && children_follow {
+                    return shards;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("the sets never settled on {live:?}");
+        }
+    };
+    let shards = settled(ids.clone(), 2).await;
+    let held = |id: &String| shards.values().filter(|s| *s == id).count();
+    assert!(ids.iter().filter(|id| held(id) > 0).count() >= 2, "shared: {shards:?}");
+
+    // The replica holding the most sets dies without a word.
+    let victim = (0..3).max_by_key(|i| held(&ids[*i])).unwrap();
+    replicas[victim].take().unwrap().kill().await;
+    let survivors: Vec<String> =
+        ids.iter().enumerate().filter(|(i, _)| *i != victim).map(|(_, id)| id.clone()).collect();
+    // Its sets are taken over (a lease duration, 15 s, and a pass later) and reconciled: a
+    // change made after the kill reaches every set.
+    for name in &names {
+        let patch = r#"{"spec":{"replicas":3}}"#;
+        kubectl(t, &["patch", "configmapset", name, "--type=merge", "-p", patch], None).await;
+    }
+    let after = settled(survivors.clone(), 3).await;
+    assert!(after.values().all(|s| survivors.contains(s)), "{after:?}");
+    for replica in replicas.into_iter().flatten() {
+        let lines = replica.terminate().await;
+        assert_eq!(lines.last().map(String::as_str), Some("Stopping ConfigMapSet controller"));
     }
 }

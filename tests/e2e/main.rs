@@ -42,6 +42,7 @@ fn main() -> ExitCode {
         example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,
         example::the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them,
         example::three_operator_replicas_fail_over_record_events_and_finalize,
+        example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,
