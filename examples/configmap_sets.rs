@@ -521,8 +521,15 @@ async fn main() -> ExitCode {
         .owns(owned)
         .config(Config::default().workers(2));
     if let Some((ring, _)) = &shard {
-        let sharder = Sharder::<ConfigMapSet>::new(client.clone(), ring.clone(), Some(ns));
-        manager.add(sharder.owns::<ConfigMap>());
+        let sharder = Sharder::<ConfigMapSet>::new(client.clone(), ring.clone(), Some(ns))
+            .owns::<ConfigMap>();
+        // With --metrics-addr, the ring's metrics go to /metrics too.
+        #[cfg(feature = "metrics")]
+        let sharder = match manager.metrics() {
+            Some(registry) => sharder.metrics(Arc::new(registry.clone())),
+            None => sharder,
+        };
+        manager.add(sharder);
     }
     let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
     manager.add_controller(

@@ -33,6 +33,10 @@
 //! | `ctrlkit_informer_resource_version` | gauge | `resource`, `namespace`, `selector` | the resourceVersion reached (numeric ones) |
 //! | `ctrlkit_events_recorded_total` | counter | `controller` | events written |
 //! | `ctrlkit_events_dropped_total` | counter | `controller`, `reason` | events dropped: `spam`, `buffer_full`, `write_failed` |
+//! | `ctrlkit_sharding_objects` | gauge | `ring`, `shard` | primary objects labelled to the shard |
+//! | `ctrlkit_sharding_members` | gauge | `ring`, `state` | shards `ready`, `expired`, `dead` |
+//! | `ctrlkit_sharding_assignments_total` | counter | `ring`, `reason` | objects labelled: `unassigned`, `shard_stopped` |
+//! | `ctrlkit_sharding_drains_total` | counter | `ring` | objects marked for draining |
 //!
 //! Checked against controller-runtime's `pkg/metrics/workqueue.go`,
 //! `pkg/internal/controller/metrics/metrics.go` and `pkg/metrics/leaderelection.go`: the same
@@ -46,8 +50,8 @@
 //!   for every queue, as controller-runtime's priority queue reports (its plain queue reports
 //!   `priority=""`).
 //! - controller-runtime also exports the process and Go runtime collectors and client-go's
-//!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*` and `ctrlkit_events_*`
-//!   metrics are ctrlkit's own (no peer exports them).
+//!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*`, `ctrlkit_events_*` and
+//!   `ctrlkit_sharding_*` metrics are ctrlkit's own (no peer exports them).
 
 mod registry;
 mod server;

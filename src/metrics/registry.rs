@@ -17,6 +17,7 @@ use crate::cache::{
 use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
+use crate::sharding::{AssignReason, ShardingMetrics};
 use crate::workqueue::{
     CounterMetric, GaugeMetric, HistogramMetric, Priority, QueueMetricsProvider,
     SettableGaugeMetric,
@@ -65,6 +66,12 @@ struct Families {
     informer_resource_version: Family<Labels<3>, Seconds>,
     events_recorded: Family<Labels<1>, Counter>,
     events_dropped: Family<Labels<2>, Counter>,
+    sharding_objects: Family<Labels<2>, Gauge>,
+    sharding_members: Family<Labels<2>, Gauge>,
+    sharding_assignments: Family<Labels<2>, Counter>,
+    sharding_drains: Family<Labels<1>, Counter>,
+    /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
+    sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 /// One Prometheus registry for everything ctrlkit measures; cheap to clone (clones share it).
@@ -228,6 +235,27 @@ impl Registry {
                 "ctrlkit_events_dropped",
                 "Events the event recorder dropped, by controller and reason (spam, buffer_full, write_failed)"
             ),
+            sharding_objects: register!(
+                r,
+                "ctrlkit_sharding_objects",
+                "Primary objects labelled to each shard of a ring, after the sharder's last pass"
+            ),
+            sharding_members: register!(
+                r,
+                "ctrlkit_sharding_members",
+                "Shards of a ring by state (ready, expired, dead), after the sharder's last pass"
+            ),
+            sharding_assignments: register!(
+                r,
+                "ctrlkit_sharding_assignments",
+                "Objects the sharder labelled to a shard, by reason (unassigned, shard_stopped)"
+            ),
+            sharding_drains: register!(
+                r,
+                "ctrlkit_sharding_drains",
+                "Objects the sharder marked for draining on their live shard"
+            ),
+            sharding_shards: Mutex::default(),
         };
         Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
     }
@@ -412,6 +440,33 @@ impl EventMetrics for Registry {
         let labels =
             [("controller", controller.to_owned()), ("reason", reason.as_str().to_owned())];
         self.families.events_dropped.get_or_create(&labels).inc();
+    }
+}
+
+impl ShardingMetrics for Registry {
+    fn objects(&self, ring: &str, counts: &[(String, usize)]) {
+        let mut known =
+            self.families.sharding_shards.lock().unwrap_or_else(PoisonError::into_inner);
+        let shards = known.entry(ring.to_owned()).or_default();
+        shards.extend(counts.iter().map(|(shard, _)| shard.clone()));
+        for shard in shards.iter() {
+            let count = counts.iter().find(|(s, _)| s == shard).map_or(0, |(_, n)| *n);
+            let labels = [("ring", ring.to_owned()), ("shard", shard.clone())];
+            self.families.sharding_objects.get_or_create(&labels).set(count as i64);
+        }
+    }
+    fn members(&self, ring: &str, ready: usize, expired: usize, dead: usize) {
+        for (state, n) in [("ready", ready), ("expired", expired), ("dead", dead)] {
+            let labels = [("ring", ring.to_owned()), ("state", state.to_owned())];
+            self.families.sharding_members.get_or_create(&labels).set(n as i64);
+        }
+    }
+    fn assigned(&self, ring: &str, reason: AssignReason) {
+        let labels = [("ring", ring.to_owned()), ("reason", reason.as_str().to_owned())];
+        self.families.sharding_assignments.get_or_create(&labels).inc();
+    }
+    fn drained(&self, ring: &str) {
+        self.families.sharding_drains.get_or_create(&[("ring", ring.to_owned())]).inc();
     }
 }
 

@@ -202,6 +202,11 @@ impl Members {
         }
     }
 
+    /// Every shard seen, in no order.
+    pub fn shards(&self) -> impl Iterator<Item = &String> {
+        self.seen.keys()
+    }
+
     /// Forgets a shard whose Lease was deleted.
     pub fn forget(&mut self, shard: &str) {
         self.seen.remove(shard);

@@ -56,14 +56,19 @@
 //! `example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill`, on the
 //! embedded server and both real ones). [`default_shard_id`] names a process's shard.
 //!
-//! Not built yet (issue 25): metrics of the ring (`/readyz`'s `shard-lease` check is the only
-//! signal); server-side shard selectors (label mode only); the bench. Namespaced kinds only;
+//! The sharder reports its ring ([`ShardingMetrics`]: objects per shard, members by state,
+//! assignments by reason, drains; [`Sharder::metrics`]), and a sharded manager's `/readyz`
+//! says whether it holds its shard Lease (`shard-lease`).
+//!
+//! Not built yet (issue 25): server-side shard selectors (label mode only); the bench. Namespaced kinds only;
 //! owned objects must be owned by the primary kind.
 
 mod membership;
+mod metrics;
 mod ring;
 mod sharder;
 
 pub use membership::{Members, RING_LABEL, Ring, ShardLease, ShardState, default_shard_id};
+pub use metrics::{AssignReason, ShardingMetrics};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};
 pub use sharder::{Sharder, drain_label, shard_label};

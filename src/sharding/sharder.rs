@@ -22,7 +22,7 @@
 //! it); two would not corrupt anything (every write is conditional on the version read), but
 //! would do the work twice.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 
@@ -38,6 +38,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::membership::{Members, Ring, ShardState};
+use super::metrics::{AssignReason, ShardingMetrics};
 use super::ring::{HashRing, ring_key};
 use crate::cache::{
     Informer, InformerHandle, InformerObject, ListWatch, ResourceEventHandlerFuncs,
@@ -133,8 +134,9 @@ where
         Self { informer, client: client.clone() }
     }
 
-    /// Patches the labels of `object` (guarded by its resourceVersion).
-    async fn label(&self, object: &PartialObjectMeta<K>, labels: serde_json::Value) {
+    /// Patches the labels of `object` (guarded by its resourceVersion); whether it went
+    /// through.
+    async fn label(&self, object: &PartialObjectMeta<K>, labels: serde_json::Value) -> bool {
         let name = object.name_any();
         let api: Api<K> =
             Api::namespaced(self.client.clone(), &object.namespace().unwrap_or_default());
@@ -142,11 +144,12 @@ where
             "metadata": { "resourceVersion": object.resource_version(), "labels": labels }
         });
         match api.patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {}
+            Ok(_) => true,
             // Changed or gone since it was read: the next pass sees what it is now.
-            Err(kube_client::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(kube_client::Error::Api(s)) if s.code == 409 || s.code == 404 => false,
             Err(err) => {
-                tracing::warn!(%err, object = %name, "labelling failed; retried at the next pass")
+                tracing::warn!(%err, object = %name, "labelling failed; retried at the next pass");
+                false
             }
         }
     }
@@ -205,6 +208,7 @@ pub struct Sharder<P: Resource<DynamicType = ()>> {
     leases: Informer<Lease>,
     primary: Kind<P>,
     owned: Vec<Box<dyn Owned>>,
+    metrics: Option<Arc<dyn ShardingMetrics>>,
 }
 
 impl<P> Sharder<P>
@@ -233,7 +237,15 @@ where
             leases,
             primary,
             owned: Vec::new(),
+            metrics: None,
         }
+    }
+
+    /// Reports the ring to `metrics` after each pass, and each assignment and drain.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn ShardingMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Also labels the objects of `C` that an object of `P` controls, with their owner's shard.
@@ -306,6 +318,7 @@ where
         let ring = HashRing::new(members.ready(now));
         let state = |shard: &str| members.state(shard, now);
         let mut owners = Owners::new();
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for object in self.primary.informer.indexer().list() {
             let key = ring_key(
                 &P::group(&()),
@@ -316,21 +329,62 @@ where
             let (current, draining) = self.labels.of(object.as_ref());
             let settled = current.clone().filter(|_| !draining);
             owners.insert((object.namespace().unwrap_or_default(), object.name_any()), settled);
-            match decide(current.as_deref(), draining, ring.shard_for(&key), state) {
-                Move::Stay => {}
+            let decided = decide(current.as_deref(), draining, ring.shard_for(&key), state);
+            let landed = match &decided {
+                Move::Stay => current.clone(),
                 Move::Drain => {
                     let labels = json!({ &self.labels.drain: "true" });
-                    self.primary.label(&object, labels).await;
+                    if self.primary.label(&object, labels).await {
+                        self.report(|m, ring| m.drained(ring));
+                    }
+                    current.clone()
                 }
                 Move::Assign(shard) => {
                     let labels = json!({ &self.labels.shard: shard, &self.labels.drain: null });
-                    self.primary.label(&object, labels).await;
+                    let reason = match current {
+                        None => AssignReason::Unassigned,
+                        Some(_) => AssignReason::ShardStopped,
+                    };
+                    match self.primary.label(&object, labels).await {
+                        true => {
+                            self.report(|m, ring| m.assigned(ring, reason));
+                            Some(shard.clone())
+                        }
+                        false => current.clone(),
+                    }
                 }
+            };
+            if let Some(shard) = landed {
+                *counts.entry(shard).or_insert(0) += 1;
             }
         }
+        self.report_ring(members, counts, now);
         for owned in &self.owned {
             owned.pass(&owners, &self.labels).await;
         }
+    }
+
+    fn report(&self, hook: impl FnOnce(&dyn ShardingMetrics, &str)) {
+        if let Some(metrics) = &self.metrics {
+            hook(metrics.as_ref(), self.ring.name());
+        }
+    }
+
+    /// The objects per shard and the members by state, after a pass.
+    fn report_ring(&self, members: &Members, counts: BTreeMap<String, usize>, now: Instant) {
+        let Some(metrics) = &self.metrics else { return };
+        let counts: Vec<(String, usize)> = counts.into_iter().collect();
+        metrics.objects(self.ring.name(), &counts);
+        let (mut ready, mut expired, mut dead) = (0, 0, 0);
+        for shard in members.shards() {
+            match members.state(shard, now) {
+                Some(ShardState::Ready) => ready += 1,
+                Some(ShardState::Expired) => expired += 1,
+                Some(ShardState::Dead) => dead += 1,
+                None => {}
+            }
+        }
+        metrics.members(self.ring.name(), ready, expired, dead);
     }
 
     /// Deletes the Lease of a shard dead long enough, unless it changed since it was read.

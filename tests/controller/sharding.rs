@@ -13,6 +13,7 @@ use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::{Manager, ManagerError};
+use ctrlkit::metrics::Registry;
 use ctrlkit::sharding::{
     HashRing, Members, RING_LABEL, Ring, ShardLease, ShardState, Sharder, drain_label, ring_key,
     shard_label,
@@ -198,8 +199,11 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     secrets.create(&PostParams::default(), &serde_json::from_value(child).unwrap()).await.unwrap();
 
     let (_a, _a_task) = start_shard(client.clone(), &ring, "shard-a");
+    let registry = Registry::new();
     let sharder = Arc::new(
-        Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")).owns::<Secret>(),
+        Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default"))
+            .owns::<Secret>()
+            .metrics(Arc::new(registry.clone())),
     );
     let running = sharder.clone();
     let _sharder_task = tokio::spawn(async move { running.run(std::future::pending()).await });
@@ -251,6 +255,24 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     }
     assert_eq!(released.len(), moved.len(), "only the objects that moved were drained");
     assert_eq!(child_shard().await, settled["set-7"], "the child follows its owner");
+    // The ring as its metrics tell it.
+    let metric = |text: &str, series: &str| -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    };
+    let text = registry.encode();
+    assert_eq!(metric(&text, r#"ctrlkit_sharding_members{ring="sets",state="ready"}"#), Some(3.0));
+    assert_eq!(
+        metric(&text, r#"ctrlkit_sharding_drains_total{ring="sets"}"#),
+        Some(moved.len() as f64),
+        "{text}"
+    );
+    let per_shard: f64 = ["shard-a", "shard-b", "shard-c"]
+        .iter()
+        .filter_map(|s| {
+            metric(&text, &format!(r#"ctrlkit_sharding_objects{{ring="sets",shard="{s}"}}"#))
+        })
+        .sum();
+    assert_eq!(per_shard, total as f64, "{text}");
 
     // shard-c dies without releasing its Lease: once it expires its objects move at once.
     c_task.abort();
@@ -273,6 +295,9 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     }
     let now = shards_of(&configmaps).await;
     assert!(now.values().all(|s| s.as_deref() != Some("shard-c")), "{now:?}");
+    let text = registry.encode();
+    let stopped = r#"ctrlkit_sharding_assignments_total{ring="sets",reason="shard_stopped"}"#;
+    assert_eq!(metric(&text, stopped), Some(on_c.len() as f64), "{text}");
     let released_after = released_log.lock().unwrap().len();
     assert_eq!(released_after, moved.len(), "a dead shard's objects move without a drain");
     // Its Lease is deleted once it has been dead a while.
