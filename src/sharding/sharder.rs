@@ -329,31 +329,8 @@ where
             let (current, draining) = self.labels.of(object.as_ref());
             let settled = current.clone().filter(|_| !draining);
             owners.insert((object.namespace().unwrap_or_default(), object.name_any()), settled);
-            let decided = decide(current.as_deref(), draining, ring.shard_for(&key), state);
-            let landed = match &decided {
-                Move::Stay => current.clone(),
-                Move::Drain => {
-                    let labels = json!({ &self.labels.drain: "true" });
-                    if self.primary.label(&object, labels).await {
-                        self.report(|m, ring| m.drained(ring));
-                    }
-                    current.clone()
-                }
-                Move::Assign(shard) => {
-                    let labels = json!({ &self.labels.shard: shard, &self.labels.drain: null });
-                    let reason = match current {
-                        None => AssignReason::Unassigned,
-                        Some(_) => AssignReason::ShardStopped,
-                    };
-                    match self.primary.label(&object, labels).await {
-                        true => {
-                            self.report(|m, ring| m.assigned(ring, reason));
-                            Some(shard.clone())
-                        }
-                        false => current.clone(),
-                    }
-                }
-            };
+            let desired = ring.shard_for(&key);
+            let landed = self.place(&object, current, draining, desired, state).await;
             if let Some(shard) = landed {
                 *counts.entry(shard).or_insert(0) += 1;
             }
@@ -364,6 +341,41 @@ where
         }
     }
 
+    /// Carries out the move `decide` picks for `object` (labelled `current`, draining or
+    /// not; its ring shard `desired`); returns the shard it is labelled to afterwards.
+    async fn place(
+        &self,
+        object: &PartialObjectMeta<P>,
+        current: Option<String>,
+        draining: bool,
+        desired: Option<&str>,
+        state: impl Fn(&str) -> Option<ShardState>,
+    ) -> Option<String> {
+        match decide(current.as_deref(), draining, desired, state) {
+            Move::Stay => current,
+            Move::Drain => {
+                let labels = json!({ &self.labels.drain: "true" });
+                if self.primary.label(object, labels).await {
+                    self.report(|m, ring| m.drained(ring));
+                }
+                current
+            }
+            Move::Assign(shard) => {
+                let labels = json!({ &self.labels.shard: shard, &self.labels.drain: null });
+                let reason = match current {
+                    None => AssignReason::Unassigned,
+                    Some(_) => AssignReason::ShardStopped,
+                };
+                if !self.primary.label(object, labels).await {
+                    return current;
+                }
+                self.report(|m, ring| m.assigned(ring, reason));
+                Some(shard)
+            }
+        }
+    }
+
+    /// Calls `hook` on the metrics, if any, with the ring's name.
     fn report(&self, hook: impl FnOnce(&dyn ShardingMetrics, &str)) {
         if let Some(metrics) = &self.metrics {
             hook(metrics.as_ref(), self.ring.name());
