@@ -235,6 +235,8 @@ EOF
     version=$("$BINARY" --version | awk '{print $2}')
     minor=$(echo "$version" | cut -d. -f2)
     ((minor >= 24)) || extra+=(--insecure-port=0)
+    # Server-side shard selectors (KEP-5866), alpha in 1.36: the protocol suite checks them.
+    ((minor < 36)) || extra+=(--feature-gates=ShardedListAndWatch=true)
     setsid "$BINARY" --etcd-servers="$etcd_url" --bind-address=127.0.0.1 --secure-port="$PORT" \
         --advertise-address=127.0.0.1 "${extra[@]}" \
         --tls-cert-file="$RUN/certs/serving.crt" --tls-private-key-file="$RUN/certs/serving.key" \

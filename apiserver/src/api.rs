@@ -25,6 +25,7 @@ use super::protobuf;
 use super::registry::{Registry, Target};
 use super::resources::ResourceType;
 use super::server::Shared;
+use super::shards::ShardSelector;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
 use super::table::{self, Include};
@@ -391,12 +392,14 @@ fn start_watch(
         (Some(t), Some(l)) => Some(t.min(l)),
         (t, l) => t.or(l),
     };
+    let shard = ShardSelector::parse(query.get("shardSelector").map_or("", String::as_str))?;
     let request = WatchRequest {
         include: Include::parse(query.get("includeObject").map(String::as_str)),
         resource: target.resource,
         namespace: target.namespace,
         labels,
         fields,
+        shard,
         start,
         bookmarks,
         timeout,

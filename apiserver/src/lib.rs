@@ -83,6 +83,10 @@
 //!   with a bookmark annotated `k8s.io/initial-events-end`). As on 1.36, a watch without a
 //!   resourceVersion (or at `0`) that allows bookmarks also ends its initial `ADDED` events
 //!   with that bookmark.
+//! - Server-side shard selectors (KEP-5866, alpha in 1.36 behind `ShardedListAndWatch`, here
+//!   always on): `shardSelector=shardRange(object.metadata.uid,'0x…','0x…')`, OR-ed with
+//!   `||`, filters lists and watches by the FNV-1a 64 hash of the field, and a list echoes the
+//!   selector in `metadata.shardInfo`; see the `shards` module.
 //! - Metadata only: `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`
 //!   for lists and `…;as=PartialObjectMetadata;…` for objects and watch events (bookmarks
 //!   included), `v1` or `v1beta1`; the first form of `Accept` this server produces wins, and a
@@ -182,6 +186,7 @@ mod resources;
 mod scale;
 mod selectors;
 mod server;
+mod shards;
 mod status;
 mod store;
 mod table;

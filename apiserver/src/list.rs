@@ -15,6 +15,7 @@ use super::encoding::{json_response, value_response};
 use super::registry::Target;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
+use super::shards::{ShardSelector, selected};
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
 use super::table::{self, Include};
@@ -112,7 +113,10 @@ pub(crate) fn list(
             }
         }
     };
-    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
+    let shard = ShardSelector::parse(query.get("shardSelector").map_or("", String::as_str))?;
+    let keep = |o: &StoredObject| {
+        labels.matches(&o.labels) && fields.matches(&o.fields) && selected(shard.as_ref(), o)
+    };
     let page = store
         .list_page(target.resource, target.namespace.as_deref(), at, after.as_deref(), limit, &keep)
         .map_err(|e| {
@@ -128,6 +132,9 @@ pub(crate) fn list(
         })?;
     if let Some((version, include)) = table {
         let mut list_metadata = json!({ "resourceVersion": page.rv.to_string() });
+        if let Some(shard) = &shard {
+            list_metadata["shardInfo"] = json!({ "selector": shard.canonical() });
+        }
         if let Some(last) = &page.continue_after {
             list_metadata["continue"] = json!(encode_continue(page.rv, last));
             if labels.is_empty() && fields.is_empty() {
@@ -158,6 +165,10 @@ pub(crate) fn list(
         if labels.is_empty() && fields.is_empty() {
             out.extend_from_slice(format!(",\"remainingItemCount\":{}", page.remaining).as_bytes());
         }
+    }
+    if let Some(shard) = &shard {
+        let info = json!({ "selector": shard.canonical() });
+        out.extend_from_slice(format!(",\"shardInfo\":{info}").as_bytes());
     }
     out.extend_from_slice(b"},\"items\":[");
     for (i, item) in items.iter().enumerate() {

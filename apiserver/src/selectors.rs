@@ -453,6 +453,8 @@ impl LabelSelector {
 pub(crate) struct Fields {
     pub(crate) name: String,
     pub(crate) namespace: String,
+    /// `metadata.uid`, which shard selectors hash.
+    pub(crate) uid: String,
     /// Pods only.
     pub(crate) node_name: Option<String>,
     /// Pods only.
@@ -702,6 +704,7 @@ mod tests {
             namespace: "default".into(),
             node_name: Some("n1".into()),
             phase: Some("Running".into()),
+            ..Fields::default()
         };
         assert!(
             FieldSelector::parse("metadata.name=p,status.phase==Running", true)

@@ -117,6 +117,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code.as_u16(),
         });
+        // The real server's Status of an invalid shard selector has no reason.
+        if self.reason.is_empty() {
+            status.as_object_mut().map(|m| m.remove("reason"));
+        }
         if let Some(details) = &self.details {
             let (kind, name) = details.as_ref();
             status["details"] = json!({ "name": name, "kind": kind });

@@ -56,6 +56,7 @@ impl StoredObject {
         let fields = Fields {
             name: meta["name"].as_str().unwrap_or_default().to_owned(),
             namespace: meta["namespace"].as_str().unwrap_or_default().to_owned(),
+            uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
             node_name: value["spec"]["nodeName"].as_str().map(str::to_owned),
             phase: value["status"]["phase"].as_str().map(str::to_owned),
         };

@@ -24,6 +24,7 @@ use super::faults::SharedStatus;
 use super::negotiate::Form;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::server::Shared;
+use super::shards::{ShardSelector, selected};
 use super::status::ApiError;
 use super::store::{Change, ChangeType, StoredObject};
 use super::table::{self, Include};
@@ -53,6 +54,8 @@ pub(crate) struct WatchRequest {
     pub(crate) namespace: Option<String>,
     pub(crate) labels: LabelSelector,
     pub(crate) fields: FieldSelector,
+    /// A shard selector's ranges, if any.
+    pub(crate) shard: Option<ShardSelector>,
     pub(crate) start: Start,
     pub(crate) bookmarks: bool,
     pub(crate) timeout: Option<Duration>,
@@ -67,6 +70,7 @@ impl WatchRequest {
         self.namespace.as_ref().is_none_or(|ns| object.fields.namespace == *ns)
             && self.labels.matches(&object.labels)
             && self.fields.matches(&object.fields)
+            && selected(self.shard.as_ref(), object)
     }
 
     /// The event a change becomes for this watch: selector transitions turn a modify into an

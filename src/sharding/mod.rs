@@ -60,7 +60,9 @@
 //! assignments by reason, drains; [`Sharder::metrics`]), and a sharded manager's `/readyz`
 //! says whether it holds its shard Lease (`shard-lease`).
 //!
-//! Not built yet (issue 25): server-side shard selectors (label mode only); the bench. Namespaced kinds only;
+//! Not built yet (issue 25): the ring's label-free mode over server-side shard selectors (the
+//! embedded server serves them, as 1.36 does with `ShardedListAndWatch` on; the ring does not
+//! use them yet: label mode only); the bench. Namespaced kinds only;
 //! owned objects must be owned by the primary kind.
 
 mod membership;

@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         list::one_resource_version_sequence_is_shared_by_all_kinds,
         list::continued_pages_are_a_consistent_snapshot_under_concurrent_writes,
         list::label_and_field_selectors_filter_lists,
+        list::shard_selectors_split_lists_and_watches_by_the_uids_hash,
         list::resource_version_semantics_of_lists,
         watch::a_watch_from_a_version_replays_every_later_change_in_order_then_live_ones,
         watch::a_watch_without_a_version_starts_with_the_current_objects,
