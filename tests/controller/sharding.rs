@@ -146,8 +146,12 @@ async fn create_sets(api: &Api<ConfigMap>, n: usize) {
 }
 
 /// Waits until every ConfigMap is labelled as the ring of `shards` says (and, with a
-/// recorder, was last reconciled by that shard).
-async fn settled_on(api: &Api<ConfigMap>, shards: &[&str], recorder: Option<&Recorder>) {
+/// recorder, was last reconciled by that shard); returns the labels then.
+async fn settled_on(
+    api: &Api<ConfigMap>,
+    shards: &[&str],
+    recorder: Option<&Recorder>,
+) -> BTreeMap<String, Option<String>> {
     let ring = HashRing::new(shards.iter().copied());
     for _ in 0..300 {
         let now = shards_of(api).await;
@@ -160,7 +164,7 @@ async fn settled_on(api: &Api<ConfigMap>, shards: &[&str], recorder: Option<&Rec
             shard.as_deref() == want && reconciled
         });
         if done {
-            return;
+            return now;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -207,20 +211,7 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     );
     let running = sharder.clone();
     let _sharder_task = tokio::spawn(async move { running.run(std::future::pending()).await });
-    let labelled = |want: &'static str| {
-        let configmaps = configmaps.clone();
-        async move {
-            for _ in 0..200 {
-                let shards = shards_of(&configmaps).await;
-                if shards.values().all(|s| s.as_deref() == Some(want)) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            panic!("not every object on {want}");
-        }
-    };
-    labelled("shard-a").await;
+    settled_on(&configmaps, &["shard-a"], None).await;
     let child_shard = || async {
         let child = secrets.get("set-7-child").await.unwrap();
         child.labels().get(&shard_label("sets")).cloned()
@@ -236,14 +227,7 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     let want = |name: &str| {
         expected.shard_for(&ring_key("", "ConfigMap", Some("default"), name)).unwrap().to_owned()
     };
-    let mut settled = BTreeMap::new();
-    for _ in 0..200 {
-        settled = shards_of(&configmaps).await;
-        if settled.iter().all(|(name, shard)| shard.as_deref() == Some(want(name).as_str())) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let settled = settled_on(&configmaps, &["shard-a", "shard-b", "shard-c"], None).await;
     let moved: Vec<&String> =
         settled.iter().filter(|(_, s)| s.as_deref() != Some("shard-a")).map(|(n, _)| n).collect();
     assert!(settled.iter().all(|(name, shard)| shard.as_deref() == Some(want(name).as_str())));
@@ -282,17 +266,8 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
         .map(|(n, _)| n.clone())
         .collect();
     assert!(!on_c.is_empty());
-    let survivors = HashRing::new(["shard-a", "shard-b"]);
-    for _ in 0..200 {
-        let now = shards_of(&configmaps).await;
-        if on_c.iter().all(|name| {
-            let key = ring_key("", "ConfigMap", Some("default"), name);
-            now[name].as_deref() == survivors.shard_for(&key)
-        }) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Only shard-c's objects move (consistent hashing): the rest stay where they were.
+    settled_on(&configmaps, &["shard-a", "shard-b"], None).await;
     let now = shards_of(&configmaps).await;
     assert!(now.values().all(|s| s.as_deref() != Some("shard-c")), "{now:?}");
     let text = registry.encode();
