@@ -320,15 +320,11 @@ where
         let mut owners = Owners::new();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for object in self.primary.informer.indexer().list() {
-            let key = ring_key(
-                &P::group(&()),
-                &P::kind(&()),
-                object.namespace().as_deref(),
-                &object.name_any(),
-            );
+            let (namespace, name) = (object.namespace(), object.name_any());
+            let key = ring_key(&P::group(&()), &P::kind(&()), namespace.as_deref(), &name);
             let (current, draining) = self.labels.of(object.as_ref());
             let settled = current.clone().filter(|_| !draining);
-            owners.insert((object.namespace().unwrap_or_default(), object.name_any()), settled);
+            owners.insert((namespace.unwrap_or_default(), name), settled);
             let desired = ring.shard_for(&key);
             let landed = self.place(&object, current, draining, desired, state).await;
             if let Some(shard) = landed {
