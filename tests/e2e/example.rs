@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ctrlkit::sharding::{HashRing, ring_key};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ApiResource, DynamicObject};
 use kube_client::{Api, ResourceExt};
@@ -437,8 +438,9 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
 }
 
 /// Three replicas of the operator with `--shard`: the sets are shared among them (each
-/// labelled to one replica's shard, its ConfigMaps with it); a replica killed with SIGKILL
-/// loses its sets once its Lease expires, and the others keep every set's ConfigMaps.
+/// labelled to the shard the ring names for it among the live replicas, its ConfigMaps with
+/// it); a replica killed with SIGKILL loses its sets once its Lease expires, and the others
+/// keep every set's ConfigMaps.
 pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t: &Target) {
     if !have_kubectl() {
         return;
@@ -458,7 +460,9 @@ pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t
     let ids: Vec<String> =
         replicas.iter().map(|r| shard_of(r.as_ref().unwrap()).unwrap()).collect();
 
-    let names: Vec<String> = (0..6).map(|i| format!("set-{i}")).collect();
+    // Twelve sets: the chance that the ring puts all of them on one of three shards is
+    // 3 / 3^12, about one in 180,000 runs.
+    let names: Vec<String> = (0..12).map(|i| format!("set-{i}")).collect();
     let manifests: Vec<String> = names
         .iter()
         .map(|name| {
@@ -472,18 +476,22 @@ pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t
     let sets = configmap_sets(t);
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let label = "shard.ctrlkit.dev/configmap-sets";
-    // Every set ready with its two ConfigMaps, each labelled to a live shard, its ConfigMaps
-    // to the same one; returns each set's shard.
+    // Every set ready with its ConfigMaps, each labelled to the shard the ring names for it
+    // among the live replicas (not merely to some live shard: until the sharder has seen every
+    // member's Lease it may have put them all on the first), its ConfigMaps to the same one;
+    // returns each set's shard.
     let settled = |live: Vec<String>, replicas_wanted: i64| {
         let (sets, configmaps, names) = (sets.clone(), configmaps.clone(), names.clone());
+        let (ring, ns) = (HashRing::new(live.clone()), t.ns.clone());
         async move {
             for _ in 0..900 {
                 let mut shards = BTreeMap::new();
                 for name in &names {
                     let Ok(set) = sets.get(name).await else { break };
+                    let key = ring_key("ctrlkit.example.com", "ConfigMapSet", Some(&ns), name);
                     let shard = set.labels().get(label).cloned();
                     let ready = set.data["status"]["ready"].as_i64() == Some(replicas_wanted);
-                    if ready && shard.as_ref().is_some_and(|s| live.contains(s)) {
+                    if ready && shard.is_some() && shard.as_deref() == ring.shard_for(&key) {
                         shards.insert(name.clone(), shard.unwrap());
                     }
                 }
