@@ -489,10 +489,12 @@ pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t
                 for name in &names {
                     let Ok(set) = sets.get(name).await else { break };
                     let key = ring_key("ctrlkit.example.com", "ConfigMapSet", Some(&ns), name);
-                    let shard = set.labels().get(label).cloned();
                     let ready = set.data["status"]["ready"].as_i64() == Some(replicas_wanted);
-                    if ready && shard.is_some() && shard.as_deref() == ring.shard_for(&key) {
-                        shards.insert(name.clone(), shard.unwrap());
+                    match set.labels().get(label) {
+                        Some(shard) if ready && Some(shard.as_str()) == ring.shard_for(&key) => {
+                            shards.insert(name.clone(), shard.clone());
+                        }
+                        _ => {}
                     }
                 }
                 let children = configmaps.list(&Default::default()).await.unwrap().items;
