@@ -37,13 +37,14 @@ use crate::workqueue::QueueMetricsProvider;
 
 /// What identifies a shared informer: the Rust type of its objects (so a full and a
 /// metadata-only informer of one kind are two), its collection's URL (kind and namespace),
-/// and its selectors.
+/// and its selectors (a changing shard selector by its name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct InformerKey {
     object: TypeId,
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    shards: Option<String>,
 }
 
 impl InformerKey {
@@ -53,6 +54,7 @@ impl InformerKey {
             url: lw.url().to_owned(),
             labels: lw.label_selector().map(str::to_owned),
             fields: lw.field_selector().map(str::to_owned),
+            shards: lw.shard_selector_name().map(str::to_owned),
         }
     }
 }

@@ -7,6 +7,13 @@
 //! `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (lists) and
 //! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (watches), so the server
 //! sends each object's `metadata` and nothing else.
+//!
+//! A shard selector (Kubernetes 1.36's `shardSelector`, alpha behind `ShardedListAndWatch`:
+//! `shardRange(object.metadata.uid,'0x…','0x…')`, see [`ListWatch::shards`]) is sent on
+//! every list and watch. A sharded controller's selector changes as its ring does: the
+//! informer then lists again under the new one, and while the selector selects nothing its
+//! cache is empty and nothing is requested. Servers without the feature ignore the parameter
+//! and send every object.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -18,6 +25,7 @@ use kube_client::core::{
 };
 use kube_client::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 /// Whether a kind lives in namespaces, as its type tells: `Some(true)` for namespaced kinds,
 /// `Some(false)` for cluster-scoped ones, `None` where only the run time knows
@@ -51,8 +59,17 @@ pub struct ListWatch<K> {
     metadata_only: bool,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    shards: Option<ShardSelector>,
     page_size: u32,
     _kind: PhantomData<fn() -> K>,
+}
+
+/// A shard selector that may change: its current text (`None`: select nothing), and a name
+/// that tells one selector from another (for logs and for sharing informers).
+#[derive(Clone)]
+pub(crate) struct ShardSelector {
+    pub(crate) name: String,
+    pub(crate) current: watch::Receiver<Option<String>>,
 }
 
 impl<K> Clone for ListWatch<K> {
@@ -66,6 +83,7 @@ impl<K> Clone for ListWatch<K> {
             metadata_only: self.metadata_only,
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            shards: self.shards.clone(),
             page_size: self.page_size,
             _kind: PhantomData,
         }
@@ -79,6 +97,7 @@ impl<K> fmt::Debug for ListWatch<K> {
             .field("metadata_only", &self.metadata_only)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
+            .field("shards", &self.shards.as_ref().map(|s| &s.name))
             .field("page_size", &self.page_size)
             .finish()
     }
@@ -105,6 +124,9 @@ impl<K> fmt::Display for ListWatch<K> {
         }
         if let Some(fields) = &self.field_selector {
             write!(f, " with fields {fields}")?;
+        }
+        if let Some(shards) = &self.shards {
+            write!(f, " in {}", shards.name)?;
         }
         Ok(())
     }
@@ -150,6 +172,22 @@ impl<K> ListWatch<K> {
     /// The field selector, if any.
     pub fn field_selector(&self) -> Option<&str> {
         self.field_selector.as_deref()
+    }
+
+    /// The shard selector now, if any (`Some("")` while a changing one selects nothing).
+    pub fn shard_selector(&self) -> Option<String> {
+        let shards = self.shards.as_ref()?;
+        Some(shards.current.borrow().clone().unwrap_or_default())
+    }
+
+    /// The name of the shard selector (its text, or what a changing one stands for).
+    pub(crate) fn shard_selector_name(&self) -> Option<&str> {
+        self.shards.as_ref().map(|s| s.name.as_str())
+    }
+
+    /// The changing shard selector, to follow.
+    pub(crate) fn shard_selector_changes(&self) -> Option<watch::Receiver<Option<String>>> {
+        self.shards.as_ref().map(|s| s.current.clone())
     }
 }
 
@@ -215,6 +253,7 @@ where
             metadata_only: K::metadata_api(),
             label_selector: None,
             field_selector: None,
+            shards: None,
             page_size: 500,
             _kind: PhantomData,
         }
@@ -231,6 +270,30 @@ where
     #[must_use]
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Only objects a server-side shard selector selects:
+    /// `shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')`, several
+    /// joined by `||` (Kubernetes 1.36 with `ShardedListAndWatch` on; older servers ignore
+    /// it). [`HashRanges::selector`](crate::sharding::HashRanges::selector) writes one.
+    #[must_use]
+    pub fn shards(mut self, selector: &str) -> Self {
+        self.shards = Some(selector.to_owned()).filter(|s| !s.is_empty()).map(|text| {
+            let (_, current) = watch::channel(Some(text.clone()));
+            ShardSelector { name: format!("shards {text}"), current }
+        });
+        self
+    }
+
+    /// Follows a shard selector that changes (`None`: nothing selected), known as `name`.
+    #[must_use]
+    pub(crate) fn shards_from(
+        mut self,
+        name: String,
+        current: watch::Receiver<Option<String>>,
+    ) -> Self {
+        self.shards = Some(ShardSelector { name, current });
         self
     }
 
@@ -264,9 +327,10 @@ where
             lp = lp.continue_token(token);
         }
         let request = Request::new(&self.url);
-        let request =
+        let mut request =
             if self.metadata_only { request.list_metadata(&lp) } else { request.list(&lp) }
                 .map_err(kube_client::Error::BuildRequest)?;
+        self.add_shard_selector(&mut request)?;
         self.client.request_text(request).await
     }
 
@@ -291,6 +355,7 @@ where
             request.watch(&wp, resource_version)
         }
         .map_err(kube_client::Error::BuildRequest)?;
+        self.add_shard_selector(&mut request)?;
         // kube-client marks watches so that its read timeout does not cut them.
         request.extensions_mut().insert("watch");
         // As kube-client's own watches: servers from 1.37 gzip a watch one member per event,
@@ -299,5 +364,25 @@ where
         request.headers_mut().insert("accept-encoding", identity);
         let body = self.client.request_stream(request).await?;
         Ok(super::watch_stream::events(body))
+    }
+}
+
+impl<K> ListWatch<K> {
+    /// Adds the shard selector now, if any, to a list or watch request (kube-client's
+    /// parameters have no field for it).
+    fn add_shard_selector<B>(&self, request: &mut http::Request<B>) -> kube_client::Result<()> {
+        let Some(selector) = self.shards.as_ref().and_then(|s| s.current.borrow().clone()) else {
+            return Ok(());
+        };
+        let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
+        let uri = request.uri().to_string();
+        let joiner = if uri.contains('?') { '&' } else { '?' };
+        let uri = format!("{uri}{joiner}shardSelector={encoded}");
+        *request.uri_mut() = uri.parse().map_err(|e: http::uri::InvalidUri| {
+            kube_client::Error::BuildRequest(kube_client::core::request::Error::Validation(
+                e.to_string(),
+            ))
+        })?;
+        Ok(())
     }
 }

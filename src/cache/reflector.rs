@@ -269,8 +269,37 @@ impl<K: InformerObject> Reflector<K> {
         Self { list_watch, config, random: RandomState::new() }
     }
 
-    /// Lists and watches forever; the caller ends it by dropping the future.
+    /// Lists and watches forever; the caller ends it by dropping the future. Under a shard
+    /// selector that changes, each change starts over with a list under the new one (its
+    /// replace drops the objects no longer selected), and while it selects nothing the store
+    /// is empty and nothing is requested.
     pub(crate) async fn run(&self, sink: &impl Sink<K>) {
+        let Some(mut shards) = self.list_watch.shard_selector_changes() else {
+            return self.list_and_watch(sink).await;
+        };
+        loop {
+            let selecting = shards.borrow_and_update().is_some();
+            if selecting {
+                tokio::select! {
+                    () = self.list_and_watch(sink) => return,
+                    changed = shards.changed() => if changed.is_err() {
+                        // The selector can no longer change.
+                        return self.list_and_watch(sink).await;
+                    },
+                }
+                tracing::debug!(informer = %self.list_watch, "the shard selector changed; listing again");
+            } else {
+                // Nothing selected: an empty, synced cache (at no version: none was read).
+                sink.replace(HashMap::new(), "");
+                if shards.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+
+    /// The list/watch loop under one set of selectors.
+    async fn list_and_watch(&self, sink: &impl Sink<K>) {
         let mut backoff = Backoff::new(self.config.backoff);
         let mut streaming = self.config.streaming_list;
         let mut warned = false;

@@ -20,7 +20,8 @@ use super::predicate::Predicate;
 use super::shard::ShardMember;
 use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
 use crate::cache::{InformerBuilder, InformerObject, ListWatch, ObjectKey, SharedInformerFactory};
-use crate::sharding::{Ring, drain_label};
+use crate::sharding::range_member::RangeMember;
+use crate::sharding::{Assignment, Ring, drain_label};
 use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
@@ -270,7 +271,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         self.sources.push(Box::new(move |wiring: &Wiring| {
             // Owned objects carry their owner's shard label; watched ones carry none.
             let list_watch = match (&wiring.shard, &map) {
-                (Some(shard), None) => {
+                (Some(shard), None) if shard.is_labelled() => {
                     let selector = shard.and_selector(list_watch.label_selector());
                     list_watch.labels(&selector)
                 }
@@ -292,9 +293,24 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// [`Controller::run`].
     pub fn build(mut self) -> Controller<K> {
         let resource = self.primary.api_resource().clone();
+        let name = self.name.unwrap_or_else(|| resource.plural.clone());
+        let (factory, informers) = match self.factory {
+            Some(factory) => (factory, Informers::Shared),
+            None => {
+                let factory = SharedInformerFactory::new(self.primary.client().clone());
+                (factory.clone(), Informers::OwnFactory(factory))
+            }
+        };
         let shard = self.shard.take().map(|(ring, id)| {
-            let member =
-                ShardMember::new(&ring, &id, self.primary.client().clone(), resource.clone());
+            let client = self.primary.client().clone();
+            let member = ShardMember::new(&ring, &id, client.clone(), resource.clone());
+            if ring.assignment_mode() == Assignment::ShardSelectors {
+                let url = self.primary.url();
+                let ranges = RangeMember::new(&ring, &id, &name, client, &factory, url);
+                let (selector, current) = ranges.selector();
+                self.primary = self.primary.clone().shards_from(selector, current);
+                return Arc::new(member.with_ranges(Arc::new(ranges)));
+            }
             let selector = member.and_selector(self.primary.label_selector());
             self.primary = self.primary.clone().labels(&selector);
             // A drain mark must reach the worker, whatever the user's predicates filter.
@@ -310,14 +326,6 @@ impl<K: InformerObject> ControllerBuilder<K> {
             kind: resource.kind.clone(),
             namespaced: self.primary.namespaced(),
         };
-        let name = self.name.unwrap_or_else(|| resource.plural.clone());
-        let (factory, informers) = match self.factory {
-            Some(factory) => (factory, Informers::Shared),
-            None => {
-                let factory = SharedInformerFactory::new(self.primary.client().clone());
-                (factory.clone(), Informers::OwnFactory(factory))
-            }
-        };
         let mut queue = self.queue.unwrap_or_else(WorkQueue::builder);
         if !queue.has_name() {
             queue = queue.name(&name);
@@ -328,6 +336,10 @@ impl<K: InformerObject> ControllerBuilder<K> {
         let queue = queue.build();
         let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
         let informer = factory.informer_with(self.primary, shape);
+        if let Some(ranges) = shard.as_ref().and_then(|s| s.ranges()) {
+            ranges.watch_deletes(&informer);
+            ranges.queue_taken(informer.indexer(), queue.clone());
+        }
         let primary = EnqueueHandler {
             queue: queue.clone(),
             predicate: self.predicate,

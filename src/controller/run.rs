@@ -149,6 +149,12 @@ impl<K: InformerObject> Controller<K> {
                     let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
                     tasks.spawn(forward(trigger, queue, stop));
                 }
+                // A shard of a ring of shard selectors takes and gives up its ranges as the
+                // ring changes, while the workers run.
+                if let Some(ranges) = self.shard.as_ref().and_then(|s| s.ranges()).cloned() {
+                    let stop = stopped(stop_rx.clone());
+                    tasks.spawn(async move { ranges.run(stop).await }.in_current_span());
+                }
                 for _ in 0..self.config.workers {
                     let (this, reconciler, rx) =
                         (self.clone(), reconciler.clone(), stop_rx.clone());

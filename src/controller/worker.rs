@@ -16,7 +16,7 @@ use super::controller::Controller;
 use super::error::ReconcileFailure;
 use super::metrics::ReconcileOutcome;
 use super::reconciler::Reconciler;
-use super::shard::Gate;
+use super::shard::{CACHE_LAG_RETRY, Gate};
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::panic_message;
@@ -64,6 +64,7 @@ impl<K: InformerObject> Controller<K> {
             if gate != Gate::Reconcile {
                 match gate {
                     Gate::Retry => self.queue.add_rate_limited(key.clone()),
+                    Gate::Later => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
                     _ => self.queue.forget(&key),
                 }
                 if let Some(metrics) = &self.metrics {
@@ -123,6 +124,9 @@ impl<K: InformerObject> Controller<K> {
                 ReconcileOutcome::Timeout
             }
         };
+        if let Some(shard) = &self.shard {
+            shard.done(&key);
+        }
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
             metrics.reconciled(counted, started.elapsed());
             metrics.worker_finished();

@@ -99,6 +99,8 @@ impl Manager {
         }
         let mut leader_started = false;
         let mut failure: Option<ManagerError> = None;
+        // A lost Lease (the shard's or the leader's): what it fenced must stop at once.
+        let mut fenced = false;
         // Run until the shutdown or the first failure.
         loop {
             tokio::select! {
@@ -141,6 +143,7 @@ impl Manager {
                     };
                     tracing::error!(error = %err, "stopping the manager");
                     failure = Some(err);
+                    fenced = true;
                     break;
                 }
                 ended = async { election.as_mut().expect("an election").await }, if election.is_some() => {
@@ -155,12 +158,21 @@ impl Manager {
                     };
                     tracing::error!(error = %err, "stopping the manager");
                     failure = Some(err);
+                    fenced = true;
                     break;
                 }
             }
         }
         tracing::info!("stopping manager");
         stop_tx.send_replace(true);
+        if fenced {
+            // The Lease may expire for another replica a lease duration after the last
+            // renewal, and the renewals have missed their deadline: whatever this replica
+            // still reconciles must stop now, not after a graceful shutdown (the reconciles
+            // in flight are dropped at their next await, and logged as abandoned).
+            tracing::error!("the Lease is lost: stopping every runnable at once");
+            tasks.abort_all();
+        }
         let drained = tokio::time::timeout(self.graceful_shutdown_timeout, async {
             while let Some(joined) = tasks.join_next().await {
                 if let Some(err) = self.finished(joined, &mut running) {

@@ -21,7 +21,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube_client::Client;
+use kube_client::api::{DeleteParams, Preconditions};
+use kube_client::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -32,12 +33,31 @@ use crate::leaderelection::{
 /// The label naming the ring a shard Lease belongs to.
 pub const RING_LABEL: &str = "shard.ctrlkit.dev/ring";
 
-/// A ring: its name, the namespace of its Leases and their timing.
+/// How a ring's objects are assigned to its shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Assignment {
+    /// The [`Sharder`](super::Sharder) labels each object with its shard, by the ring's
+    /// choice for its [`ring_key`](super::ring_key); each shard's informers select its
+    /// label, and objects leave a live shard by draining. Works on every server.
+    #[default]
+    Labels,
+    /// No labels and no sharder: each shard lists and watches the ranges of the ring it
+    /// holds with a server-side shard selector (Kubernetes 1.36's `shardSelector`, alpha
+    /// behind the `ShardedListAndWatch` gate), an object's place on the ring being
+    /// [`fnv1a64`](super::fnv1a64) of its uid. A range changes hands only once every replica
+    /// that held part of it says, on its Lease, that it gave the range up; see
+    /// [`crate::sharding`]. Owned objects are not split (each shard caches all of them).
+    ShardSelectors,
+}
+
+/// A ring: its name, the namespace of its Leases, their timing, and how objects are assigned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ring {
     name: String,
     namespace: String,
     lease: LeaderElectionConfig,
+    assignment: Assignment,
 }
 
 impl Ring {
@@ -48,7 +68,20 @@ impl Ring {
             name: name.to_owned(),
             namespace: "default".to_owned(),
             lease: LeaderElectionConfig::default(),
+            assignment: Assignment::Labels,
         }
+    }
+
+    /// Assigns objects as `assignment` says ([`Assignment::Labels`] by default).
+    #[must_use]
+    pub fn assignment(mut self, assignment: Assignment) -> Self {
+        self.assignment = assignment;
+        self
+    }
+
+    /// How objects are assigned.
+    pub fn assignment_mode(&self) -> Assignment {
+        self.assignment
     }
 
     /// Keeps the ring's Leases in `namespace` (the operator's own, usually).
@@ -89,6 +122,33 @@ impl Ring {
     /// The label selector of its shard Leases: `shard.ctrlkit.dev/ring=<name>`.
     pub fn lease_selector(&self) -> String {
         format!("{RING_LABEL}={}", self.name)
+    }
+}
+
+/// The annotation on a shard's Lease by which, in a ring of [`Assignment::ShardSelectors`],
+/// the controller `<controller>` of the shard says which ring it serves:
+/// `view.shard.ctrlkit.dev/<controller>` = the ring's members, sorted, comma-separated. The
+/// shard reconciles objects of that controller only in its ranges of that ring.
+pub fn view_annotation(controller: &str) -> String {
+    format!("view.shard.ctrlkit.dev/{controller}")
+}
+
+/// Deletes the Lease of a dead shard, on the condition that it is still the one read (a
+/// shard that came back meanwhile keeps its Lease).
+pub(crate) async fn delete_dead_lease(client: &Client, ring: &Ring, lease: &Lease) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), ring.lease_namespace());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: lease.resource_version(),
+            uid: lease.uid(),
+        }),
+        ..DeleteParams::default()
+    };
+    let name = lease.name_any();
+    match api.delete(&name, &params).await {
+        Ok(_) => tracing::info!(shard = %name, "deleted the Lease of a dead shard"),
+        Err(kube_client::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+        Err(err) => tracing::warn!(%err, shard = %name, "deleting a dead shard's Lease failed"),
     }
 }
 

@@ -67,10 +67,16 @@
 
 mod membership;
 mod metrics;
+pub(crate) mod range_member;
+mod ranges;
 mod ring;
 mod sharder;
 
-pub use membership::{Members, RING_LABEL, Ring, ShardLease, ShardState, default_shard_id};
+pub use membership::{
+    Assignment, Members, RING_LABEL, Ring, ShardLease, ShardState, default_shard_id,
+    view_annotation,
+};
 pub use metrics::{AssignReason, ShardingMetrics};
+pub use ranges::{HASH_SPACE_END, HashRanges};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};
 pub use sharder::{Sharder, drain_label, shard_label};

@@ -17,6 +17,8 @@
 //! leaves, only its own objects move. With 256 tokens a shard, each of `N` shards holds
 //! `1/N` of the keys give or take a few percent.
 
+use super::ranges::{HASH_SPACE_END, HashRanges};
+
 /// Tokens each shard places on the ring.
 pub const VIRTUAL_NODES: usize = 256;
 
@@ -84,10 +86,43 @@ impl HashRing {
 
     /// The shard the ring key `key` belongs to (`None` on an empty ring).
     pub fn shard_for(&self, key: &str) -> Option<&str> {
-        let hash = ring_hash(key.as_bytes());
+        self.shard_for_hash(ring_hash(key.as_bytes()))
+    }
+
+    /// The shard a place on the ring belongs to: the first token at or after `hash`,
+    /// wrapping around (`None` on an empty ring). In a ring of
+    /// [`Assignment::ShardSelectors`](super::Assignment::ShardSelectors) an object's place is
+    /// [`fnv1a64`] of its uid, the hash the API server's shard selectors use.
+    pub fn shard_for_hash(&self, hash: u64) -> Option<&str> {
         let at = self.tokens.partition_point(|(token, _)| *token < hash);
         let (_, index) = self.tokens.get(at).or_else(|| self.tokens.first())?;
         Some(&self.shards[*index])
+    }
+
+    /// The places on the ring that belong to `shard`, as [`shard_for_hash`](Self::shard_for_hash)
+    /// assigns them: the hashes after each of its tokens' predecessors up to the token itself
+    /// (empty for a shard not in the ring).
+    pub fn hash_ranges(&self, shard: &str) -> HashRanges {
+        let Ok(own) = self.shards.binary_search_by(|s| s.as_str().cmp(shard)) else {
+            return HashRanges::empty();
+        };
+        let (Some(first), Some(last)) = (self.tokens.first(), self.tokens.last()) else {
+            return HashRanges::empty();
+        };
+        let mut ranges = Vec::new();
+        let mut previous: Option<u64> = None;
+        for (token, index) in &self.tokens {
+            if *index == own {
+                let start = previous.map_or(0, |p| u128::from(p) + 1);
+                ranges.push((start, u128::from(*token) + 1));
+            }
+            previous = Some(*token);
+        }
+        // The first token also takes the hashes after the last one, wrapping around.
+        if first.1 == own {
+            ranges.push((u128::from(last.0) + 1, HASH_SPACE_END));
+        }
+        HashRanges::new(ranges)
     }
 }
 
@@ -96,6 +131,25 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    proptest! {
+        #[test]
+        fn hash_ranges_are_what_shard_for_hash_assigns(n in 1usize..5, probes in prop::collection::vec(any::<u64>(), 200)) {
+            let ring = HashRing::new((0..n).map(|i| format!("replica-{i}")));
+            let ranges: Vec<(String, HashRanges)> =
+                ring.shards().iter().map(|s| (s.clone(), ring.hash_ranges(s))).collect();
+            // The shards' ranges cover the space once.
+            let total: f64 = ranges.iter().map(|(_, r)| r.fraction()).sum();
+            prop_assert!((total - 1.0).abs() < 1e-9, "covered {total}");
+            let tokens = ring.tokens.iter().flat_map(|(t, _)| [*t, t.wrapping_add(1), t.wrapping_sub(1)]);
+            for hash in probes.into_iter().chain(tokens).chain([0, u64::MAX]) {
+                let owner = ring.shard_for_hash(hash).unwrap();
+                for (shard, r) in &ranges {
+                    prop_assert_eq!(r.contains(hash), shard == owner, "hash {:#x}", hash);
+                }
+            }
+        }
+    }
 
     #[test]
     fn fnv1a64_matches_the_reference_vectors() {

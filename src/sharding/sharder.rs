@@ -30,14 +30,14 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube_client::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube_client::api::{Patch, PatchParams};
 use kube_client::core::PartialObjectMeta;
 use kube_client::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::membership::{Members, Ring, ShardState};
+use super::membership::{Assignment, Members, Ring, ShardState};
 use super::metrics::{AssignReason, ShardingMetrics};
 use super::ring::{HashRing, ring_key};
 use crate::cache::{
@@ -268,6 +268,13 @@ where
     /// Runs until `shutdown` completes: its informers, and a pass after every change (and
     /// when a shard's state changes with time).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        if self.ring.assignment_mode() == Assignment::ShardSelectors {
+            tracing::warn!(
+                ring = %self.ring.name(),
+                "a ring of shard selectors has no sharder: this one labels nothing"
+            );
+            return shutdown.await;
+        }
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut informers: Vec<Arc<dyn InformerHandle>> =
             vec![Arc::new(self.leases.clone()), Arc::new(self.primary.informer.clone())];
@@ -397,20 +404,7 @@ where
 
     /// Deletes the Lease of a shard dead long enough, unless it changed since it was read.
     async fn delete_lease(&self, lease: &Lease) {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), self.ring.lease_namespace());
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: lease.resource_version(),
-                uid: lease.uid(),
-            }),
-            ..DeleteParams::default()
-        };
-        let name = lease.name_any();
-        match api.delete(&name, &params).await {
-            Ok(_) => tracing::info!(shard = %name, "deleted the Lease of a dead shard"),
-            Err(kube_client::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-            Err(err) => tracing::warn!(%err, shard = %name, "deleting a dead shard's Lease failed"),
-        }
+        super::membership::delete_dead_lease(&self.client, &self.ring, lease).await;
     }
 }
 

@@ -16,6 +16,7 @@ mod informer;
 mod manager;
 mod metrics;
 mod priority;
+mod shard_selectors;
 mod sharding;
 mod status;
 #[path = "../support/mod.rs"]

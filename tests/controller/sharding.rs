@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ctrlkit::cache::ObjectKey;
+use ctrlkit::cache::{Indexer, ObjectKey};
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::{Manager, ManagerError};
@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::common::*;
 
-fn ring() -> Ring {
+pub(super) fn ring() -> Ring {
     let mut timing = LeaderElectionConfig::default();
     timing.lease_duration = Duration::from_millis(1200);
     timing.renew_deadline = Duration::from_millis(800);
@@ -138,7 +138,7 @@ fn release_drained(api: Api<ConfigMap>, released: Arc<Mutex<Vec<String>>>) -> Jo
 }
 
 /// Creates the ConfigMaps `set-0` to `set-<n - 1>`.
-async fn create_sets(api: &Api<ConfigMap>, n: usize) {
+pub(super) async fn create_sets(api: &Api<ConfigMap>, n: usize) {
     for i in 0..n {
         let cm = serde_json::from_value(json!({ "metadata": { "name": format!("set-{i}") } }));
         api.create(&PostParams::default(), &cm.unwrap()).await.unwrap();
@@ -288,16 +288,28 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
 
 /// Records which shards reconcile which keys, and any key reconciled by two at once.
 #[derive(Default)]
-struct Recorder {
+pub(super) struct Recorder {
     in_flight: Mutex<HashMap<String, String>>,
-    overlaps: Mutex<Vec<String>>,
-    last: Mutex<HashMap<String, String>>,
+    pub(super) overlaps: Mutex<Vec<String>>,
+    /// The shard of each key's last reconcile.
+    pub(super) last: Mutex<HashMap<String, String>>,
+    /// The `data.n` each key's last reconcile read from its cached object.
+    pub(super) seen: Mutex<HashMap<String, Option<String>>>,
+    /// Keys whose reconciles take longer than the others', and how long.
+    pub(super) slow: Mutex<HashMap<String, Duration>>,
     total: AtomicUsize,
 }
 
 /// Marks a key in flight on a shard; unmarks it when dropped (a reconcile that finishes, or
 /// one dropped with a killed replica).
 struct InFlight<'a>(&'a Recorder, String);
+
+impl Recorder {
+    /// The shard reconciling `key` now, if any.
+    pub(super) fn in_flight_on(&self, key: &str) -> Option<String> {
+        self.in_flight.lock().unwrap().get(key).cloned()
+    }
+}
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -318,7 +330,7 @@ impl Reconciler for Sharded {
     async fn reconcile(
         &self,
         key: &ObjectKey,
-        _: Option<Arc<ConfigMap>>,
+        object: Option<Arc<ConfigMap>>,
     ) -> Result<Action, Self::Error> {
         let name = key.to_string();
         if let Some(other) =
@@ -332,22 +344,27 @@ impl Reconciler for Sharded {
         }
         let _guard = InFlight(&self.recorder, name.clone());
         // A few API calls' worth of work: long enough that hand-offs meet reconciles.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let slow = self.recorder.slow.lock().unwrap().get(&name).copied();
+        tokio::time::sleep(slow.unwrap_or(Duration::from_millis(100))).await;
+        let n = object.and_then(|o| o.data.as_ref()?.get("n").cloned());
+        self.recorder.seen.lock().unwrap().insert(name.clone(), n);
         self.recorder.last.lock().unwrap().insert(name, self.shard.clone());
         self.recorder.total.fetch_add(1, Ordering::Relaxed);
         Ok(Action::done())
     }
 }
 
-/// One replica: its shard Lease and its sharded controller, each stoppable.
-struct Replica {
+/// One replica: its shard Lease and its sharded controller, each stoppable, and the
+/// controller's cache.
+pub(super) struct Replica {
     lease: JoinHandle<()>,
     lease_stop: oneshot::Sender<()>,
     controller: JoinHandle<()>,
     controller_stop: oneshot::Sender<()>,
+    pub(super) cache: Indexer<ConfigMap>,
 }
 
-fn replica(
+pub(super) fn replica(
     client: kube_client::Client,
     ring: &Ring,
     id: &str,
@@ -365,6 +382,7 @@ fn replica(
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let config = Config::default().workers(4);
     let controller = Controller::builder(api).shard(ring, id).config(config).build();
+    let cache = controller.indexer();
     let reconciler = Sharded { shard: id.to_owned(), recorder: recorder.clone() };
     let (controller_stop, controller_stopped) = oneshot::channel::<()>();
     let controller = tokio::spawn(async move {
@@ -375,12 +393,12 @@ fn replica(
             .await
             .unwrap();
     });
-    Replica { lease, lease_stop, controller, controller_stop }
+    Replica { lease, lease_stop, controller, controller_stop, cache }
 }
 
 impl Replica {
     /// A graceful stop: the controller finishes its reconciles, then the Lease is released.
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         let _ = self.controller_stop.send(());
         self.controller.await.unwrap();
         let _ = self.lease_stop.send(());
@@ -388,7 +406,7 @@ impl Replica {
     }
 
     /// A kill: everything dropped at once, nothing released.
-    fn kill(self) {
+    pub(super) fn kill(self) {
         self.controller.abort();
         self.lease.abort();
     }
@@ -407,18 +425,7 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
         Arc::new(Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")));
     let running = sharder.clone();
     let _sharder = tokio::spawn(async move { running.run(std::future::pending()).await });
-    // A writer churning the objects all along.
-    let writer = {
-        let configmaps = configmaps.clone();
-        tokio::spawn(async move {
-            for n in 0.. {
-                let name = format!("set-{}", (n * 7) % total);
-                let patch = Patch::Merge(json!({ "data": { "n": n.to_string() } }));
-                let _ = configmaps.patch(&name, &PatchParams::default(), &patch).await;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        })
-    };
+    let writer = churn(configmaps.clone(), total, 1);
 
     let a = replica(client.clone(), &ring, "shard-a", &recorder);
     settled_on(&configmaps, &["shard-a"], None).await;
@@ -431,8 +438,10 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     settled_on(&configmaps, &["shard-a"], None).await;
     writer.abort();
 
-    // Settled: every object is reconciled, none lost in the hand-offs.
-    eventually("every object reconciled", || recorder.last.lock().unwrap().len() == total).await;
+    // Settled: every object's last state was reconciled by its shard, none lost in the
+    // hand-offs.
+    let label = shard_label("sets");
+    converged(&configmaps, &recorder, |cm| cm.labels().get(&label).cloned()).await;
     let overlaps = recorder.overlaps.lock().unwrap().clone();
     assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
     assert!(recorder.total.load(Ordering::Relaxed) >= total);
@@ -445,6 +454,55 @@ async fn no_key_is_reconciled_by_two_replicas_while_membership_changes_under_chu
     a.stop().await;
     d.stop().await;
     assert!(recorder.overlaps.lock().unwrap().is_empty());
+}
+
+/// A writer churning the objects `set-0` to `set-<total - 1>`: every 2 ms it sets `data.n`
+/// of one, picked at random from `seed` (splitmix64), to the count of writes so far.
+pub(super) fn churn(api: Api<ConfigMap>, total: usize, seed: u64) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut state = seed;
+        for n in 0u64.. {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let name = format!("set-{}", (z ^ (z >> 31)) % total as u64);
+            let patch = Patch::Merge(json!({ "data": { "n": n.to_string() } }));
+            let _ = api.patch(&name, &PatchParams::default(), &patch).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// The convergence check, once the writers stopped: waits until every object's last
+/// reconcile read its final `data.n` and ran on the shard `owner` names for it (its share);
+/// panics with the objects that never got there.
+pub(super) async fn converged(
+    api: &Api<ConfigMap>,
+    recorder: &Recorder,
+    owner: impl Fn(&ConfigMap) -> Option<String>,
+) {
+    let mut behind = Vec::new();
+    for _ in 0..200 {
+        let objects = api.list(&ListParams::default()).await.unwrap().items;
+        let seen = recorder.seen.lock().unwrap().clone();
+        let last = recorder.last.lock().unwrap().clone();
+        behind = objects
+            .iter()
+            .filter_map(|cm| {
+                let key = format!("default/{}", cm.name_any());
+                let want = cm.data.as_ref().and_then(|d| d.get("n").cloned());
+                let (shard, read) = (last.get(&key).cloned(), seen.get(&key).cloned());
+                let ok = read == Some(want.clone()) && shard.is_some() && shard == owner(cm);
+                (!ok).then(|| format!("{key}: n {want:?}, read {read:?} by {shard:?}"))
+            })
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not converged: {behind:?}");
 }
 
 /// One replica as an operator writes it: a Manager with leader election (for the sharder)

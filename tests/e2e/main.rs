@@ -15,6 +15,7 @@ mod factory;
 mod finalizer;
 mod informer;
 mod leaderelection;
+mod sharding;
 mod sources;
 #[path = "../support/mod.rs"]
 mod support;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         example::the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them,
         example::three_operator_replicas_fail_over_record_events_and_finalize,
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
+        sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,

@@ -1,0 +1,404 @@
+//! A controller's part in a ring of [`Assignment::ShardSelectors`](super::Assignment): which
+//! hash ranges it reconciles, and the fenced hand-off of ranges between replicas.
+//!
+//! An object's place on the ring is [`fnv1a64`] of its uid (the API server's hash for
+//! `shardRange(object.metadata.uid, …)`). The ring is the [`HashRing`] of the shards whose
+//! Leases are ready; this shard's target is its [`HashRing::hash_ranges`] there. It
+//! reconciles only the ranges it holds now (its *active* set, which the primary informer's
+//! shard selector follows), and says on its Lease which ring it serves: the annotation
+//! [`view_annotation`]`(<controller>)` = the ring's members. What it may reconcile is always
+//! inside its ranges of the ring its Lease names. Each step, after any change of the Leases:
+//!
+//! 1. **give up** the active ranges outside the target: no new reconcile starts there (the
+//!    check before each reconcile reads the active set), the informer lists again under the
+//!    smaller selector, and the step waits until no reconcile of an object there is in flight;
+//! 2. **acknowledge**: once nothing outside the target is active, write the ring on the Lease;
+//! 3. **take** the target's ranges not active yet, but only those no other live shard's
+//!    Lease still claims, read fresh from the server (a quorum list, after its own write, so
+//!    of two shards claiming one range at least one sees the other). A shard whose Lease
+//!    expired or was released claims nothing: fenced by its Lease, it has stopped. Ranges
+//!    still claimed are tried again each retry period and on every Lease change.
+//!
+//! So no object is reconciled by two replicas at once: a range is active on a shard only
+//! while no other live shard's acknowledged ring gives it to that other shard. An object
+//! whose place is unknown (a key deleted before it was ever cached here) is reconciled when
+//! the server no longer has it, and such a reconcile holds up every give-up until it ends.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::api::{ListParams, Patch, PatchParams};
+use kube_client::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::membership::{Members, Ring, ShardState, delete_dead_lease, view_annotation};
+use super::ranges::HashRanges;
+use super::ring::{HashRing, fnv1a64};
+use crate::cache::{
+    Deleted, HasSynced, Indexer, Informer, InformerObject, ListWatch, ObjectKey,
+    ResourceEventHandlerFuncs, SharedInformerFactory, meta_namespace_key_func,
+};
+use crate::workqueue::WorkQueue;
+
+/// The field the ring's shard selectors hash.
+pub(crate) const UID_FIELD: &str = "object.metadata.uid";
+
+/// An object's place on a ring of shard selectors: FNV-1a 64 of its uid.
+pub(crate) fn place_of<K: Resource>(object: &K) -> Option<u64> {
+    object.meta().uid.as_deref().map(|uid| fnv1a64(uid.as_bytes()))
+}
+
+/// Queues the cached objects in ranges just taken.
+type OnTake = Box<dyn Fn(&HashRanges) + Send + Sync>;
+
+/// One controller's shard of a ring of shard selectors; see the module docs.
+pub(crate) struct RangeMember {
+    ring: Ring,
+    shard: String,
+    controller: String,
+    annotation: String,
+    client: Client,
+    leases: Informer<Lease>,
+    changed: Arc<Notify>,
+    /// The ranges reconciled now. Changed only with `in_flight` locked, so that a reconcile
+    /// is admitted under the set that is current when it starts.
+    active: watch::Sender<HashRanges>,
+    /// The shard selector of `active`, which the primary informer follows.
+    selector: watch::Sender<Option<String>>,
+    /// Reconciles in flight, by key, with their object's place (`None`: unknown).
+    in_flight: Mutex<HashMap<ObjectKey, Option<u64>>>,
+    finished: Notify,
+    /// The places of objects deleted from the cache, until their key is next handled.
+    deleted: Arc<Mutex<HashMap<ObjectKey, u64>>>,
+    /// Called with each set of ranges taken, to queue the cached objects there.
+    on_take: Mutex<Vec<OnTake>>,
+    /// The primary kind's collection, to ask the server whether it knows shard selectors.
+    primary_url: String,
+}
+
+impl std::fmt::Debug for RangeMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeMember")
+            .field("ring", &self.ring.name())
+            .field("shard", &self.shard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the check before a reconcile decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Reconcile; report [`RangeMember::done`] after.
+    Admitted,
+    /// Not this shard's now: forget the key.
+    NotOurs,
+    /// The cache lags the server: look again shortly.
+    Later,
+    /// The server could not be asked: try again later.
+    Retry,
+}
+
+impl RangeMember {
+    /// Shard `shard` of `ring` for the controller `controller`, whose primary objects are
+    /// listed at `primary_url`; its Lease informer comes from `factory`.
+    pub(crate) fn new(
+        ring: &Ring,
+        shard: &str,
+        controller: &str,
+        client: Client,
+        factory: &SharedInformerFactory,
+        primary_url: &str,
+    ) -> Self {
+        let api: Api<Lease> = Api::namespaced(client.clone(), ring.lease_namespace());
+        let leases = factory.informer_for(ListWatch::new(api).labels(&ring.lease_selector()));
+        let changed = Arc::new(Notify::new());
+        let (a, u, d) = (changed.clone(), changed.clone(), changed.clone());
+        leases.add_event_handler(
+            ResourceEventHandlerFuncs::new()
+                .on_add(move |_| a.notify_one())
+                .on_update(move |_, _| u.notify_one())
+                .on_delete(move |_| d.notify_one()),
+        );
+        Self {
+            ring: ring.clone(),
+            shard: shard.to_owned(),
+            controller: controller.to_owned(),
+            annotation: view_annotation(controller),
+            client,
+            leases,
+            changed,
+            active: watch::Sender::new(HashRanges::empty()),
+            selector: watch::Sender::new(None),
+            in_flight: Mutex::new(HashMap::new()),
+            finished: Notify::new(),
+            deleted: Arc::new(Mutex::new(HashMap::new())),
+            on_take: Mutex::new(Vec::new()),
+            primary_url: primary_url.to_owned(),
+        }
+    }
+
+    /// What the primary informer's list and watch select: this shard's active ranges.
+    pub(crate) fn selector(&self) -> (String, watch::Receiver<Option<String>>) {
+        let name = format!(
+            "the ranges of shard {} of ring {} for {}",
+            self.shard,
+            self.ring.name(),
+            self.controller
+        );
+        (name, self.selector.subscribe())
+    }
+
+    /// Remembers the place of each object deleted from `informer`'s cache, so that its key
+    /// is told apart: deleted here, or moved out of this shard's ranges.
+    pub(crate) fn watch_deletes<K: InformerObject>(&self, informer: &Informer<K>) {
+        let deleted = self.deleted.clone();
+        informer.add_event_handler(ResourceEventHandlerFuncs::new().on_delete(
+            move |d: &Deleted<K>| {
+                let object = d.object();
+                if let (Ok(key), Some(place)) =
+                    (meta_namespace_key_func(object.as_ref()), place_of(object.as_ref()))
+                {
+                    lock(&deleted).insert(key, place);
+                }
+            },
+        ));
+    }
+
+    /// Queues the objects of `indexer` in each set of ranges this shard takes. An object
+    /// still cached from before (its range given up and taken back before the informer
+    /// listed again) would otherwise wait for its next change: a change that came while the
+    /// range was given up was skipped here.
+    pub(crate) fn queue_taken<K: InformerObject>(
+        &self,
+        indexer: Indexer<K>,
+        queue: WorkQueue<ObjectKey>,
+    ) {
+        lock(&self.on_take).push(Box::new(move |taken: &HashRanges| {
+            for object in indexer.list() {
+                if place_of(object.as_ref()).is_some_and(|p| taken.contains(p))
+                    && let Ok(key) = meta_namespace_key_func(object.as_ref())
+                {
+                    queue.add(key);
+                }
+            }
+        }));
+    }
+
+    /// The check before reconciling `key`, whose cached object is `cached`; see the module
+    /// docs. An object not cached is looked up on the server (`live`).
+    pub(crate) async fn admit<K: Resource>(
+        &self,
+        key: &ObjectKey,
+        cached: Option<&K>,
+        live: impl Future<Output = kube_client::Result<Option<Option<u64>>>>,
+    ) -> Admission {
+        let place = match cached {
+            Some(object) => place_of(object),
+            None => {
+                let deleted = lock(&self.deleted).remove(key);
+                if deleted.is_some_and(|p| !self.active.borrow().contains(p)) {
+                    return Admission::NotOurs;
+                }
+                match live.await {
+                    // Gone from the server: a delete, reconciled as one.
+                    Ok(None) => deleted,
+                    Ok(Some(Some(place))) if self.active.borrow().contains(place) => {
+                        return Admission::Later;
+                    }
+                    Ok(Some(_)) => return Admission::NotOurs,
+                    Err(err) => {
+                        tracing::warn!(%err, %key, "reading an object gone from the cache failed");
+                        return Admission::Retry;
+                    }
+                }
+            }
+        };
+        let mut in_flight = lock(&self.in_flight);
+        if place.is_some_and(|p| !self.active.borrow().contains(p)) {
+            return Admission::NotOurs;
+        }
+        in_flight.insert(key.clone(), place);
+        Admission::Admitted
+    }
+
+    /// The reconcile of `key` admitted before has ended.
+    pub(crate) fn done(&self, key: &ObjectKey) {
+        if lock(&self.in_flight).remove(key).is_some() {
+            self.finished.notify_waiters();
+        }
+    }
+
+    /// Sets the active ranges (and the informer's selector).
+    fn set_active(&self, active: HashRanges) {
+        let in_flight = lock(&self.in_flight);
+        tracing::info!(
+            shard = %self.shard,
+            ring = %self.ring.name(),
+            share = format!("{:.1}%", active.fraction() * 100.0),
+            ranges = active.ranges().len(),
+            "shard ranges changed"
+        );
+        self.selector.send_replace(active.selector(UID_FIELD));
+        self.active.send_replace(active);
+        drop(in_flight);
+    }
+
+    /// Waits until no reconcile outside the active ranges is in flight.
+    async fn drained(&self) {
+        loop {
+            let finished = self.finished.notified();
+            tokio::pin!(finished);
+            finished.as_mut().enable();
+            {
+                let in_flight = lock(&self.in_flight);
+                let active = self.active.borrow();
+                if in_flight.values().all(|p| p.is_some_and(|p| active.contains(p))) {
+                    return;
+                }
+            }
+            finished.await;
+        }
+    }
+
+    /// Runs the steps (see the module docs) until `stop` completes.
+    pub(crate) async fn run(&self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut synced = self.leases.synced_receiver();
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = synced.wait_for(|s| *s) => {}
+        }
+        self.check_server_support().await;
+        let mut members = Members::new(&self.ring);
+        loop {
+            let now = Instant::now();
+            for lease in self.leases.indexer().list() {
+                members.observe(&lease, now);
+            }
+            let pending = self.step(&mut members, now).await;
+            let retry = pending.then(|| Instant::now() + self.ring.lease().retry_period);
+            let later = [members.next_change(now), retry].into_iter().flatten().min();
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = self.changed.notified() => {}
+                _ = async { match later { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {}
+            }
+        }
+    }
+
+    /// One step; returns whether something is left to do (a range still claimed, a write
+    /// that failed).
+    async fn step(&self, members: &mut Members, now: Instant) -> bool {
+        let leases = self.leases.indexer().list();
+        for gone in members.to_delete(now) {
+            match leases.iter().find(|l| l.metadata.name.as_deref() == Some(gone.as_str())) {
+                Some(lease) => delete_dead_lease(&self.client, &self.ring, lease).await,
+                None => members.forget(&gone),
+            }
+        }
+        let ready = members.ready(now);
+        let target = match ready.contains(&self.shard) {
+            true => HashRing::new(ready.clone()).hash_ranges(&self.shard),
+            false => HashRanges::empty(),
+        };
+        // 1. Give up what is no longer ours, and wait for its reconciles.
+        let active = self.active.borrow().clone();
+        if !active.is_subset(&target) {
+            self.set_active(active.intersection(&target));
+            self.drained().await;
+        }
+        if target.is_empty() {
+            return false;
+        }
+        // 2. Say which ring this shard serves.
+        let view = ready.join(",");
+        let own = leases.iter().find(|l| l.metadata.name.as_deref() == Some(self.shard.as_str()));
+        if own.and_then(|l| l.annotations().get(&self.annotation)) != Some(&view)
+            && let Err(err) = self.acknowledge(&view).await
+        {
+            tracing::warn!(%err, shard = %self.shard, "writing the ring on the shard's Lease failed; retrying");
+            return true;
+        }
+        // 3. Take what no other live shard claims.
+        let gain = target.difference(&self.active.borrow());
+        if gain.is_empty() {
+            return false;
+        }
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), self.ring.lease_namespace());
+        let fresh = match api.list(&ListParams::default().labels(&self.ring.lease_selector())).await
+        {
+            Ok(list) => list.items,
+            Err(err) => {
+                tracing::warn!(%err, "listing the ring's Leases failed; retrying");
+                return true;
+            }
+        };
+        let mut claimed = HashRanges::empty();
+        for lease in &fresh {
+            members.observe(lease, now);
+            let name = lease.name_any();
+            if name == self.shard {
+                if lease.annotations().get(&self.annotation) != Some(&view) {
+                    return true; // our own acknowledgement is not there (yet)
+                }
+                continue;
+            }
+            if matches!(members.state(&name, now), Some(ShardState::Expired | ShardState::Dead)) {
+                continue;
+            }
+            if let Some(view) = lease.annotations().get(&self.annotation) {
+                let theirs = HashRing::new(view.split(',').filter(|s| !s.is_empty()));
+                claimed = claimed.union(&theirs.hash_ranges(&name));
+            }
+        }
+        let allowed = gain.difference(&claimed);
+        if !allowed.is_empty() {
+            let active = self.active.borrow().union(&allowed);
+            self.set_active(active);
+            for queue_taken in lock(&self.on_take).iter() {
+                queue_taken(&allowed);
+            }
+        }
+        allowed != gain
+    }
+
+    /// Writes `view` on this shard's Lease.
+    async fn acknowledge(&self, view: &str) -> kube_client::Result<()> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), self.ring.lease_namespace());
+        let patch = json!({ "metadata": { "annotations": { &self.annotation: view } } });
+        api.patch(&self.shard, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// Warns once if the server ignores shard selectors (before 1.36, or with
+    /// `ShardedListAndWatch` off): it then sends every object to every shard, which caches
+    /// them all; reconciles stay split by the ring.
+    async fn check_server_support(&self) {
+        let selector = HashRanges::all().selector(UID_FIELD).unwrap_or_default();
+        let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
+        let uri = format!("{}?limit=1&shardSelector={encoded}", self.primary_url);
+        let Ok(request) = http::Request::get(uri).body(Vec::new()) else { return };
+        match self.client.request_text(request).await {
+            Ok(text) => {
+                let list: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                if list["metadata"]["shardInfo"].is_null() {
+                    tracing::warn!(
+                        ring = %self.ring.name(),
+                        "the API server ignores shard selectors (it is older than 1.36, or \
+                         ShardedListAndWatch is off): every shard caches every object, and \
+                         reconciles only its own"
+                    );
+                }
+            }
+            Err(err) => tracing::warn!(%err, "asking the server about shard selectors failed"),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
