@@ -84,10 +84,22 @@ fn main() {
 
 // ---- a replica -------------------------------------------------------------------------
 
-/// Writes each line to stdout as it comes (a line at a time, so a SIGKILL loses none written).
+/// Writes each line to stdout as it comes, from a thread of its own: a reconcile never waits
+/// on the pipe (a full pipe would block the runtime's threads, and with them the Lease's
+/// renewals), and each line is written whole as soon as that thread gets to it.
 fn say(line: String) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    static LINES: std::sync::OnceLock<std::sync::mpsc::Sender<String>> = std::sync::OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        let (send, receive) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            for line in receive {
+                let _ = writeln!(out, "{line}");
+            }
+        });
+        send
+    });
+    let _ = lines.send(line);
 }
 
 struct Sleeper;
@@ -157,13 +169,15 @@ struct Record {
     reconciles: HashMap<String, Vec<(usize, u64, u64)>>,
     /// Reconciles finished, per replica.
     finished: Vec<usize>,
+    /// Keys reconciled at least once.
+    reconciled: std::collections::HashSet<String>,
     /// The last cache size each replica printed.
     cached: Vec<usize>,
 }
 
 impl Record {
     fn reconciled_keys(&self) -> usize {
-        self.reconciles.values().filter(|r| r.iter().any(|(_, _, end)| *end != u64::MAX)).count()
+        self.reconciled.len()
     }
 
     fn total_finished(&self) -> usize {
@@ -275,6 +289,9 @@ fn start_replica(
                         open.2 = at;
                     }
                     r.finished[index] += 1;
+                    if !r.reconciled.contains(key) {
+                        r.reconciled.insert(key.to_owned());
+                    }
                 }
                 (Some("c"), Some(n), None) => r.cached[index] = n.parse().unwrap_or(0),
                 _ => {}
@@ -330,11 +347,26 @@ async fn labels(api: &Api<ConfigMap>) -> HashMap<String, Option<String>> {
     list.items.iter().map(|o| (o.name_any(), o.labels().get(&label).cloned())).collect()
 }
 
-/// Waits until every object is labelled to its shard on the ring of `members`; returns the
-/// labels then.
-async fn settled(api: &Api<ConfigMap>, members: &[String]) -> HashMap<String, Option<String>> {
-    let ring = HashRing::new(members.to_vec());
+/// Fails the bench if a replica exited on its own (its log is in `$CTRLKIT_BENCH_LOGS`, when
+/// set): the figures would be of a smaller ring.
+fn check_alive(replicas: &mut [Option<Process>]) {
+    for process in replicas.iter_mut().flatten() {
+        if let Ok(Some(status)) = process.child.try_wait() {
+            panic!("replica {} exited on its own ({status})", process.id);
+        }
+    }
+}
+
+/// Waits until every object is labelled to its shard on the ring of the running `replicas`;
+/// returns the labels then.
+async fn settled(
+    api: &Api<ConfigMap>,
+    replicas: &mut [Option<Process>],
+) -> HashMap<String, Option<String>> {
+    let members: Vec<String> = replicas.iter().flatten().map(|p| p.id.clone()).collect();
+    let ring = HashRing::new(members.clone());
     loop {
+        check_alive(replicas);
         let labels = labels(api).await;
         let right = labels.iter().all(|(name, shard)| {
             let key = ring_key("", "ConfigMap", Some(NAMESPACE), name);
@@ -369,6 +401,7 @@ async fn scenario(n: usize, objects: usize) -> Scenario {
         (0..n).map(|i| Some(start_replica(i, &kubeconfig, &record))).collect();
     let mut killed: HashMap<usize, u64> = HashMap::new();
     while record.lock().unwrap().reconciled_keys() < objects {
+        check_alive(&mut replicas);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     scenario.cold_start = started.elapsed();
@@ -409,21 +442,18 @@ async fn scenario(n: usize, objects: usize) -> Scenario {
     scenario.cached = record.lock().unwrap().cached.clone();
     scenario.peak_rss_mib = replicas.iter().flatten().map(Process::peak_rss_mib).collect();
 
-    let ids = |replicas: &[Option<Process>]| -> Vec<String> {
-        replicas.iter().flatten().map(|p| p.id.clone()).collect()
-    };
-    let before = settled(&api, &ids(&replicas)).await;
+    let before = settled(&api, &mut replicas).await;
     if n < MAX_REPLICAS {
         let joined = Instant::now();
         replicas.push(Some(start_replica(n, &kubeconfig, &record)));
-        let after = settled(&api, &ids(&replicas)).await;
+        let after = settled(&api, &mut replicas).await;
         scenario.join = Some(joined.elapsed());
         scenario.moved_on_join =
             Some(after.iter().filter(|(name, shard)| before.get(*name) != Some(shard)).count());
         let leaving = replicas[n].take().unwrap();
         let left = Instant::now();
         leaving.signal("-TERM");
-        settled(&api, &ids(&replicas)).await;
+        settled(&api, &mut replicas).await;
         scenario.leave = Some(left.elapsed());
         reap(leaving);
     }
@@ -438,7 +468,7 @@ async fn scenario(n: usize, objects: usize) -> Scenario {
         let at = Instant::now();
         process.signal("-KILL");
         killed.insert(victim, now_micros());
-        settled(&api, &ids(&replicas)).await;
+        settled(&api, &mut replicas).await;
         scenario.kill = Some(at.elapsed());
         reap(process);
     }

@@ -126,11 +126,17 @@ impl<K: InformerObject> ControllerBuilder<K> {
         self
     }
 
-    /// Makes the controller shard `shard` of `ring` (see [`crate::sharding`]): its primary
-    /// and owned informers hold only the objects the ring's sharder labelled to this shard,
-    /// it gives up the objects the sharder drains (after any reconcile of theirs here has
-    /// finished), and an object that moved to another shard is not mistaken for a deleted
-    /// one. Events that mark an object for draining pass whatever the predicates say.
+    /// Makes the controller shard `shard` of `ring` (see [`crate::sharding`]). In a ring of
+    /// [`Assignment::Labels`] its primary and owned informers hold only the objects the
+    /// ring's sharder labelled to this shard, it gives up the objects the sharder drains
+    /// (after any reconcile of theirs here has finished), and an object that moved to
+    /// another shard is not mistaken for a deleted one; events that mark an object for
+    /// draining pass whatever the predicates say. In a ring of
+    /// [`Assignment::ShardSelectors`] its primary informer lists and watches the hash ranges
+    /// the ring gives this shard, which it takes and gives up as the ring changes, fenced by
+    /// the shards' Leases; owned informers are not split. Either way the shard's Lease is
+    /// held elsewhere ([`ShardLease`](crate::sharding::ShardLease), or
+    /// [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding)).
     #[must_use]
     pub fn shard(mut self, ring: &Ring, shard: &str) -> Self {
         self.shard = Some((ring.clone(), shard.to_owned()));

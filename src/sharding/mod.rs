@@ -1,17 +1,29 @@
 //! Sharding: splitting one controller's objects among the replicas of a ring, so that N
 //! replicas share the work instead of one leading while the rest wait.
 //!
-//! Built so far:
 //! - membership: each replica holds a Lease of its own ([`ShardLease`]), and the ring's
 //!   shards' states are told from their Leases ([`Members`]);
 //! - assignment: [`HashRing`], consistent hashing over the ready shards with a documented,
-//!   stable hash, so other tools can compute an object's shard; the [`Sharder`] labels every
-//!   primary and owned object with its shard ([`shard_label`]);
-//! - hand-offs without overlap: the sharder drains an object leaving a live shard
-//!   ([`drain_label`]); a controller built with
-//!   [`ControllerBuilder::shard`](crate::controller::ControllerBuilder::shard) caches only its
-//!   shard's objects, gives up drained ones once their reconcile is done, and does not take a
-//!   move for a delete. An object leaves a dead or expired shard at once.
+//!   stable hash, so other tools can compute an object's shard. How objects reach their shard
+//!   is the ring's [`Assignment`]:
+//!   - [`Assignment::Labels`] (the default, every server): the [`Sharder`] labels every
+//!     primary and owned object with its shard ([`shard_label`]); a controller built with
+//!     [`ControllerBuilder::shard`](crate::controller::ControllerBuilder::shard) caches only
+//!     its shard's label. Hand-offs without overlap: the sharder drains an object leaving a
+//!     live shard ([`drain_label`]), the shard gives it up once its reconcile is done, and a
+//!     move is not taken for a delete. An object leaves a dead or expired shard at once;
+//!   - [`Assignment::ShardSelectors`] (Kubernetes 1.36 with `ShardedListAndWatch`): no
+//!     sharder, no labels. Each shard lists and watches its [`HashRing::hash_ranges`] of the
+//!     objects' uids with a server-side shard selector ([`HashRanges::selector`]), says on its
+//!     Lease which ring it serves ([`view_annotation`]), and takes a range only once every
+//!     live shard that held part of it said it gave it up, after its reconciles there ended.
+//!     After each change of the Leases a shard gives up the ranges no longer its own and waits
+//!     for their reconciles, writes the ring on its Lease, then reads the Leases from the
+//!     server (a quorum list) and takes what no live shard's written ring still gives
+//!     another; a shard whose Lease expired or was released claims nothing (fenced, it has
+//!     stopped). A server that ignores the parameter (1.20)
+//!     sends every object to every shard: reconciles stay split, caches do not (a warning
+//!     says so at start);
 //!
 //! - the [`Manager`](crate::manager::Manager) call:
 //!   [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding) holds the
@@ -60,10 +72,24 @@
 //! assignments by reason, drains; [`Sharder::metrics`]), and a sharded manager's `/readyz`
 //! says whether it holds its shard Lease (`shard-lease`).
 //!
-//! Not built yet (issue 25): the ring's label-free mode over server-side shard selectors (the
-//! embedded server serves them, as 1.36 does with `ShardedListAndWatch` on; the ring does not
-//! use them yet: label mode only); the bench. Namespaced kinds only;
-//! owned objects must be owned by the primary kind.
+//! A ring of shard selectors is a builder call away:
+//!
+//! ```no_run
+//! # async fn demo(client: kube_client::Client) {
+//! use ctrlkit::sharding::{Assignment, Ring};
+//! let ring = Ring::new("configmaps").namespace("operators").assignment(Assignment::ShardSelectors);
+//! let manager = ctrlkit::manager::Manager::builder(client).sharding(ring, "web-1").build();
+//! // No Sharder: controllers from `manager.controller(api)` list and watch their ranges.
+//! # let _ = manager;
+//! # }
+//! ```
+//!
+//! Limits: namespaced kinds only; owned objects must be owned by the primary kind, and in a
+//! ring of shard selectors they are not split (their uids are not their owner's: each shard
+//! caches all of them); an object needs its name before it has a shard (`generateName` is
+//! resolved by the server on create, so the sharder and the selectors see the name); a lost
+//! Lease stops the whole manager at once (its reconciles in flight are dropped), as
+//! controller-runtime exits on a lost election.
 
 mod membership;
 mod metrics;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctrlkit::leaderelection::LeaderElectionConfig;
 use ctrlkit::sharding::{Assignment, HashRing, Ring, fnv1a64, view_annotation};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,10 +15,16 @@ use kube_client::api::ListParams;
 use kube_client::{Api, ResourceExt};
 
 use super::common::*;
-use super::sharding::{Recorder, Replica, churn, converged, create_sets, replica, ring};
+use super::sharding::{Recorder, Replica, churn, converged, create_sets, replica};
 
+/// Leases of 3 s (renewed within 2 s, tried every 0.5 s): short, so that a kill is over
+/// soon, and long enough for the suite's tests side by side on two cores.
 fn selector_ring() -> Ring {
-    ring().assignment(Assignment::ShardSelectors)
+    let mut timing = LeaderElectionConfig::default();
+    timing.lease_duration = Duration::from_secs(3);
+    timing.renew_deadline = Duration::from_secs(2);
+    timing.retry_period = Duration::from_millis(500);
+    Ring::new("sets").lease_config(timing).assignment(Assignment::ShardSelectors)
 }
 
 /// The shard the ring of `members` gives an object: by FNV-1a 64 of its uid.
@@ -41,6 +48,7 @@ async fn settled(
         let mut shares = BTreeMap::new();
         let mut right = true;
         for (id, replica) in replicas {
+            assert!(!replica.lease_ended(), "{id} lost its Lease");
             let mut want: Vec<String> = objects
                 .iter()
                 .filter(|o| owner(&members, o).as_deref() == Some(*id))

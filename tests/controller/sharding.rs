@@ -405,6 +405,11 @@ impl Replica {
         self.lease.await.unwrap();
     }
 
+    /// Whether its Lease's run ended (lost: it missed its renew deadline).
+    pub(super) fn lease_ended(&self) -> bool {
+        self.lease.is_finished()
+    }
+
     /// A kill: everything dropped at once, nothing released.
     pub(super) fn kill(self) {
         self.controller.abort();
