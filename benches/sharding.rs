@@ -73,7 +73,10 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let mut results: BTreeMap<usize, Vec<Scenario>> = BTreeMap::new();
     for round in 1..=rounds {
-        for n in 1..=MAX_REPLICAS {
+        // `CTRLKIT_BENCH_ONLY=<n>` runs the scenario of n replicas alone (to look into one).
+        let only: Option<usize> =
+            std::env::var("CTRLKIT_BENCH_ONLY").ok().and_then(|n| n.parse().ok());
+        for n in (1..=MAX_REPLICAS).filter(|n| only.is_none_or(|only| only == *n)) {
             let scenario = runtime.block_on(scenario(n, objects));
             eprintln!("round {round}, {n} replica(s): {scenario:?}");
             results.entry(n).or_default().push(scenario);
@@ -240,7 +243,8 @@ impl Process {
     }
 }
 
-/// Where a replica's log goes: `$CTRLKIT_BENCH_LOGS/<id>.log` when set, else nowhere.
+/// Where a replica's log goes: `$CTRLKIT_BENCH_LOGS/<id>.log` when set, else nowhere (its
+/// filter: `$CTRLKIT_BENCH_REPLICA_LOG`, `warn` by default).
 fn replica_log(id: &str) -> Stdio {
     let Some(dir) = std::env::var_os("CTRLKIT_BENCH_LOGS") else { return Stdio::null() };
     let path = std::path::Path::new(&dir).join(format!("{id}.log"));
@@ -257,7 +261,10 @@ fn start_replica(
     let mut child = Command::new(std::env::current_exe().expect("the bench binary"))
         .env("CTRLKIT_BENCH_REPLICA", &id)
         .env("CTRLKIT_BENCH_KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("CTRLKIT_BENCH_REPLICA_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::piped())
         .stderr(replica_log(&id))
         .spawn()
@@ -500,11 +507,12 @@ fn seconds(d: Option<Duration>) -> String {
 
 fn report(objects: usize, results: &BTreeMap<usize, Vec<Scenario>>) {
     let rate = |n: usize| {
-        median(results[&n].iter().map(|s| s.reconciles_per_second).collect()).unwrap_or(0.0)
+        let runs = results.get(&n).map(Vec::as_slice).unwrap_or_default();
+        median(runs.iter().map(|s| s.reconciles_per_second).collect()).unwrap_or(0.0)
     };
+    let rounds = results.values().next().map_or(0, Vec::len);
     println!(
-        "sharding: {objects} ConfigMaps, a 20 ms reconcile, {WORKERS} workers a replica, medians of {}",
-        results[&1].len()
+        "sharding: {objects} ConfigMaps, a 20 ms reconcile, {WORKERS} workers a replica, medians of {rounds}"
     );
     println!(
         "| replicas | cold start | reconciles/s | × 1 replica | cached per replica | peak RSS per replica | moved when the next joins | join | leave | kill | overlaps |"

@@ -280,6 +280,8 @@ impl RangeMember {
                 members.observe(&lease, now);
             }
             let pending = self.step(&mut members, now).await;
+            // A step that had nothing to do awaited nothing: let the runtime run the rest.
+            tokio::task::yield_now().await;
             let retry = pending.then(|| Instant::now() + self.ring.lease().retry_period);
             let later = [members.next_change(now), retry].into_iter().flatten().min();
             tokio::select! {

@@ -2,7 +2,9 @@
 //! when membership changes.
 //!
 //! It watches the ring's shard Leases ([`Members`]), and the metadata of the primary kind and
-//! of the kinds it owns. After every change it makes one pass:
+//! of the kinds it owns. After changes it makes one pass (passes a change brings about start
+//! at least 250 ms apart, so that churn is gathered into passes rather than keeping a worker
+//! thread busy; a pass yields to the runtime every 256 objects):
 //! - a primary object's shard is the ring's choice for its [`ring_key`]; it is labelled
 //!   [`shard_label`]` = <shard>` with a merge patch that carries the object's
 //!   resourceVersion (a write raced by another is refused with 409, and the next pass sees the
@@ -92,6 +94,20 @@ trait Owned: Send + Sync {
     fn pass<'a>(&'a self, owners: &'a Owners, labels: &'a Labels) -> BoxFuture<'a, ()>;
 }
 
+/// The shortest time from the start of one pass to the start of the next one that a change
+/// brought about (a shard's state changing with time starts one at once).
+const PASS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Objects looked at between two yields to the runtime: a pass that patches nothing awaits
+/// nothing, and thousands of objects would otherwise hold the worker thread.
+const OBJECTS_PER_YIELD: usize = 256;
+
+async fn yield_every(i: usize) {
+    if i > 0 && i.is_multiple_of(OBJECTS_PER_YIELD) {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// The primary objects' shards by namespace and name: `None` while one is draining or
 /// unlabelled.
 type Owners = HashMap<(String, String), Option<String>>;
@@ -170,7 +186,8 @@ where
 
     fn pass<'a>(&'a self, owners: &'a Owners, labels: &'a Labels) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for object in self.informer.indexer().list() {
+            for (i, object) in self.informer.indexer().list().into_iter().enumerate() {
+                yield_every(i).await;
                 let Some(owner) =
                     object.owner_references().iter().find(|r| r.controller == Some(true))
                 else {
@@ -293,12 +310,21 @@ where
         if wait_for_informers(&informers, &mut shutdown).await.is_ok() {
             let mut members = Members::new(&self.ring);
             loop {
-                let now = Instant::now();
-                self.pass(&mut members, now).await;
-                let later = members.next_change(now);
+                let started = Instant::now();
+                self.pass(&mut members, started).await;
+                let later = members.next_change(started);
                 tokio::select! {
                     _ = &mut shutdown => break,
-                    _ = self.notify.notified() => {}
+                    _ = self.notify.notified() => {
+                        // Under churn a change is always waiting: gather those of a short
+                        // while into one pass rather than pass after pass at full speed,
+                        // which would hold a worker thread (and the tasks queued behind it,
+                        // a Lease renewal among them) for as long as the churn lasts.
+                        tokio::select! {
+                            _ = &mut shutdown => break,
+                            _ = tokio::time::sleep_until(started + PASS_INTERVAL) => {}
+                        }
+                    }
                     _ = sleep_until(later) => {}
                 }
             }
@@ -326,7 +352,8 @@ where
         let state = |shard: &str| members.state(shard, now);
         let mut owners = Owners::new();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for object in self.primary.informer.indexer().list() {
+        for (i, object) in self.primary.informer.indexer().list().into_iter().enumerate() {
+            yield_every(i).await;
             let (namespace, name) = (object.namespace(), object.name_any());
             let key = ring_key(&P::group(&()), &P::kind(&()), namespace.as_deref(), &name);
             let (current, draining) = self.labels.of(object.as_ref());

@@ -212,3 +212,44 @@ async fn a_replica_that_loses_its_shard_lease_stops_its_reconciles_before_the_le
         "the reconcile ran {dropped_after:?} after the cut, past the lease duration"
     );
 }
+
+#[tokio::test]
+async fn an_informer_with_a_fixed_shard_selector_caches_only_its_range() {
+    let server = server().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create_sets(&configmaps, 40).await;
+    let low_half = ctrlkit::sharding::HashRanges::new([(0, 1 << 63)]);
+    let selector = low_half.selector("object.metadata.uid").unwrap();
+    let list_watch = ctrlkit::cache::ListWatch::new(configmaps.clone()).shards(&selector);
+    assert_eq!(list_watch.shard_selector().as_deref(), Some(selector.as_str()));
+    let informer = ctrlkit::cache::Informer::new(list_watch);
+    let running = informer.clone();
+    let _run = tokio::spawn(async move { running.run(std::future::pending()).await });
+    let in_range = |cm: &ConfigMap| low_half.contains(fnv1a64(cm.uid().unwrap().as_bytes()));
+    let want = |objects: &[ConfigMap]| {
+        let mut names: Vec<String> =
+            objects.iter().filter(|o| in_range(o)).map(|o| o.name_any()).collect();
+        names.sort();
+        names
+    };
+    let cached = || {
+        let mut names: Vec<String> =
+            informer.indexer().list().iter().map(|o| o.name_any()).collect();
+        names.sort();
+        names
+    };
+    let objects = configmaps.list(&ListParams::default()).await.unwrap().items;
+    let expected = want(&objects);
+    assert!(expected.len() > 5 && expected.len() < 35, "{} of 40 in the low half", expected.len());
+    eventually("the list holds the low half", || cached() == expected).await;
+    // Watched too: new objects land in the cache only if their uid falls in the range.
+    for i in 40..60 {
+        let cm = serde_json::from_value(
+            serde_json::json!({ "metadata": { "name": format!("set-{i}") } }),
+        );
+        configmaps.create(&Default::default(), &cm.unwrap()).await.unwrap();
+    }
+    let objects = configmaps.list(&ListParams::default()).await.unwrap().items;
+    let expected = want(&objects);
+    eventually("the watch adds the low half's new objects", || cached() == expected).await;
+}

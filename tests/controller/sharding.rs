@@ -539,7 +539,12 @@ fn sharded_manager(
 async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_share_over() {
     let server = server().await;
     let client = server.client();
-    let ring = ring();
+    // A retry period of 1 s, the bound a graceful stop's hand-over is held to below.
+    let mut timing = *ring().lease();
+    timing.lease_duration = Duration::from_secs(3);
+    timing.renew_deadline = Duration::from_secs(2);
+    timing.retry_period = Duration::from_secs(1);
+    let ring = Ring::new("sets").lease_config(timing);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let total = 90;
     create_sets(&configmaps, total).await;
@@ -554,11 +559,21 @@ async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_s
         let share = last.values().filter(|s| *s == id).count();
         assert!(share > total / 6 && share < total / 2, "{id} holds {share} of {total}");
     }
-    // A graceful stop (whoever leads): its share moves to the others, its Lease released.
-    let (stop, run) = replicas.remove(0);
+    // A graceful stop of a replica that does not lead (the sharder stays): its Lease is
+    // released once its controller stopped, and its share is on the others within one retry
+    // period.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let leader = leases.get("sets-sharder").await.unwrap().spec.unwrap().holder_identity;
+    let leaving = ids.iter().position(|id| Some(*id) != leader.as_deref()).unwrap();
+    let (stop, run) = replicas.remove(leaving);
     let _ = stop.send(());
     run.await.unwrap().expect("a clean stop");
-    settled_on(&configmaps, &["shard-b", "shard-c"], Some(&recorder)).await;
+    let released = Instant::now();
+    let rest: Vec<&str> = ids.iter().copied().filter(|id| *id != ids[leaving]).collect();
+    settled_on(&configmaps, &rest, None).await;
+    let moved_in = released.elapsed();
+    assert!(moved_in <= ring.lease().retry_period, "its share moved in {moved_in:?}");
+    settled_on(&configmaps, &rest, Some(&recorder)).await;
     let overlaps = recorder.overlaps.lock().unwrap().clone();
     assert!(overlaps.is_empty(), "keys reconciled by two replicas at once: {overlaps:?}");
     for (stop, run) in replicas {
