@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use super::membership::{Members, Ring, ShardState, delete_dead_lease, view_annotation};
 use super::ranges::HashRanges;
 use super::ring::{HashRing, fnv1a64};
+use super::sharder::wake_on_change;
 use crate::cache::{
     Deleted, HasSynced, Indexer, Informer, InformerObject, ListWatch, ObjectKey,
     ResourceEventHandlerFuncs, SharedInformerFactory, meta_namespace_key_func,
@@ -116,13 +117,7 @@ impl RangeMember {
         let api: Api<Lease> = Api::namespaced(client.clone(), ring.lease_namespace());
         let leases = factory.informer_for(ListWatch::new(api).labels(&ring.lease_selector()));
         let changed = Arc::new(Notify::new());
-        let (a, u, d) = (changed.clone(), changed.clone(), changed.clone());
-        leases.add_event_handler(
-            ResourceEventHandlerFuncs::new()
-                .on_add(move |_| a.notify_one())
-                .on_update(move |_, _| u.notify_one())
-                .on_delete(move |_| d.notify_one()),
-        );
+        wake_on_change(&leases, &changed);
         Self {
             ring: ring.clone(),
             shard: shard.to_owned(),

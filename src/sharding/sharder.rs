@@ -205,7 +205,8 @@ where
     }
 }
 
-fn wake_on_change<K: InformerObject>(informer: &Informer<K>, notify: &Arc<Notify>) {
+/// Wakes `notify` on every change `informer` sees.
+pub(super) fn wake_on_change<K: InformerObject>(informer: &Informer<K>, notify: &Arc<Notify>) {
     let (a, u, d) = (notify.clone(), notify.clone(), notify.clone());
     informer.add_event_handler(
         ResourceEventHandlerFuncs::new()
