@@ -212,11 +212,25 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
     let running = sharder.clone();
     let _sharder_task = tokio::spawn(async move { running.run(std::future::pending()).await });
     settled_on(&configmaps, &["shard-a"], None).await;
-    let child_shard = || async {
-        let child = secrets.get("set-7-child").await.unwrap();
-        child.labels().get(&shard_label("sets")).cloned()
+    // The child follows its owner, a pass after the owner settled (a pass labels an owned
+    // object with its owner's label as the pass began).
+    let child_shard = |want: Option<String>| {
+        let secrets = secrets.clone();
+        async move {
+            let mut label = None;
+            for _ in 0..100 {
+                let child = secrets.get("set-7-child").await.unwrap();
+                label = child.labels().get(&shard_label("sets")).cloned();
+                if label == want {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            label
+        }
     };
-    assert_eq!(child_shard().await.as_deref(), Some("shard-a"), "the child follows its owner");
+    let want = Some("shard-a".to_owned());
+    assert_eq!(child_shard(want.clone()).await, want, "the child follows its owner");
 
     // Two more shards join: objects leave shard-a only through a drain.
     let released_log = Arc::new(Mutex::new(Vec::new()));
@@ -238,7 +252,8 @@ async fn the_sharder_labels_to_ready_shards_drains_live_ones_and_takes_from_dead
         assert!(released.contains(name), "{name} left a live shard without a drain");
     }
     assert_eq!(released.len(), moved.len(), "only the objects that moved were drained");
-    assert_eq!(child_shard().await, settled["set-7"], "the child follows its owner");
+    let want = settled["set-7"].clone();
+    assert_eq!(child_shard(want.clone()).await, want, "the child follows its owner");
     // The ring as its metrics tell it.
     let metric = |text: &str, series: &str| -> Option<f64> {
         text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
