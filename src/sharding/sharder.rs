@@ -283,8 +283,10 @@ where
         self
     }
 
-    /// Runs until `shutdown` completes: its informers, and a pass after every change (and
-    /// when a shard's state changes with time).
+    /// Runs until `shutdown` completes: its informers, and a pass after changes (passes that
+    /// changes bring about start at least 250 ms apart) and when a shard's state changes with
+    /// time. In a ring of [`Assignment::ShardSelectors`] it does nothing (there is nothing to
+    /// label) and says so.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         if self.ring.assignment_mode() == Assignment::ShardSelectors {
             tracing::warn!(
