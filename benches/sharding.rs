@@ -3,8 +3,10 @@
 //! scenario of tens of seconds, run three times (the medians are printed).
 //!
 //! `cargo bench --bench sharding [-- OBJECTS ROUNDS]` (default 10,000 ConfigMaps, 3 rounds;
-//! about 20 minutes on a 2-core machine). Writes the throughput chart to
-//! `docs/sharding-throughput.svg`.
+//! about 15 minutes on a 2-core machine). Writes the throughput chart to
+//! `docs/sharding-throughput.svg`. To look into one scenario: `CTRLKIT_BENCH_ONLY=<replicas>`
+//! runs it alone, `CTRLKIT_BENCH_LOGS=<dir>` keeps each replica's log there, and
+//! `CTRLKIT_BENCH_REPLICA_LOG` is their log filter (`warn` by default).
 //!
 //! Each replica is this binary run again (`CTRLKIT_BENCH_REPLICA=<shard id>`), written as an
 //! operator writes one: a Manager with leader election (for the [`Sharder`], which runs on the
