@@ -75,6 +75,9 @@ pub mod status;
 #[doc(inline)]
 pub use ctrlkit_apiserver as testing;
 pub mod user_agent;
+#[cfg(feature = "webhook")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
+pub mod webhook;
 pub mod workqueue;
 
 /// The README's examples, compiled as doc tests so that they stay true (they use

@@ -1,0 +1,592 @@
+//! Validators, defaulters and raw handlers, and [`review`]: one `AdmissionReview` body in, the
+//! answer's status and body out; see the module docs.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube_client::core::{DynamicObject, Resource, Status};
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::panic::panic_message;
+
+/// The largest request body taken, 7 MiB (controller-runtime's limit: an object and its old
+/// version, each up to etcd's 1.5 MiB, and the review around them).
+pub const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
+
+/// What a validator says: allowed, with warnings for the client (often none), or denied.
+pub type Validation = Result<Vec<String>, Denial>;
+
+/// A denied request: the message the client sees, the `Status` reason and code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// What the client is told (kubectl prints it after the webhook's name).
+    pub message: String,
+    /// The `Status` reason: `Forbidden`, `Invalid`, …
+    pub reason: String,
+    /// The HTTP code the API server answers the client with.
+    pub code: u16,
+}
+
+impl Denial {
+    /// Denied as forbidden (403), as controller-runtime's `admission.Denied`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self { message: message.into(), reason: "Forbidden".to_owned(), code: 403 }
+    }
+
+    /// Denied as invalid (422), for an object whose fields are wrong.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self { message: message.into(), reason: "Invalid".to_owned(), code: 422 }
+    }
+}
+
+/// Validates the objects of kind `K` (controller-runtime's `CustomValidator`). Each method
+/// gets the whole request too: its `dry_run`, `user_info`, `sub_resource`. The defaults allow.
+#[async_trait::async_trait]
+pub trait Validator<K: Resource + Send + Sync>: Send + Sync {
+    /// A create of `object`.
+    async fn validate_create(&self, object: &K, request: &AdmissionRequest<K>) -> Validation {
+        let _ = (object, request);
+        Ok(Vec::new())
+    }
+
+    /// An update from `old` to `new`.
+    async fn validate_update(&self, old: &K, new: &K, request: &AdmissionRequest<K>) -> Validation {
+        let _ = (old, new, request);
+        Ok(Vec::new())
+    }
+
+    /// A delete of `old`.
+    async fn validate_delete(&self, old: &K, request: &AdmissionRequest<K>) -> Validation {
+        let _ = (old, request);
+        Ok(Vec::new())
+    }
+}
+
+/// Sets defaults on the objects of kind `K` as they are created or updated
+/// (controller-runtime's `CustomDefaulter`): change `object` in place.
+#[async_trait::async_trait]
+pub trait Defaulter<K: Resource + Send + Sync>: Send + Sync {
+    /// Sets what `object` leaves unset.
+    async fn default(&self, object: &mut K, request: &AdmissionRequest<K>);
+}
+
+/// Answers a request whole: for what a validator or a defaulter does not cover.
+#[async_trait::async_trait]
+pub trait AdmissionHandler: Send + Sync {
+    /// The response to `request` (start from `AdmissionResponse::from(&request)`, which
+    /// allows it and carries its uid).
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse;
+}
+
+/// What answers a webhook's requests.
+pub enum Review<'a, K: Resource + Send + Sync> {
+    /// A validating webhook.
+    Validate(&'a dyn Validator<K>),
+    /// A mutating webhook that sets defaults.
+    Default(&'a dyn Defaulter<K>),
+    /// A webhook answered by a raw handler (`K` unused).
+    Handle(&'a dyn AdmissionHandler),
+}
+
+/// The answer to one request: its HTTP status and JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// 200 with an `AdmissionReview` (allowed or denied), or 400 for a body that is not one.
+    pub status: u16,
+    /// The `AdmissionReview` answer, or a `Status` naming what is wrong with the body.
+    pub body: Vec<u8>,
+}
+
+/// Counts of what a webhook answered, for logs and metrics.
+#[derive(Debug, Default)]
+pub struct WebhookStats {
+    reviewed: AtomicU64,
+    denied: AtomicU64,
+    malformed: AtomicU64,
+    panicked: AtomicU64,
+}
+
+impl WebhookStats {
+    /// Requests answered with a review (allowed or denied).
+    pub fn reviewed(&self) -> u64 {
+        self.reviewed.load(Ordering::Relaxed)
+    }
+
+    /// Of those, denied (a panic's denial included).
+    pub fn denied(&self) -> u64 {
+        self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Bodies refused with a 400.
+    pub fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+
+    /// Validators, defaulters or handlers that panicked (each answered with a denial).
+    pub fn panicked(&self) -> u64 {
+        self.panicked.load(Ordering::Relaxed)
+    }
+}
+
+/// Answers one request body; see the module docs. Never panics, whatever the body.
+pub async fn review<K>(what: Review<'_, K>, body: &[u8], stats: &WebhookStats) -> Reply
+where
+    K: Resource + DeserializeOwned + Serialize + Clone + Send + Sync,
+{
+    let outcome = match what {
+        Review::Handle(handler) => match parse::<DynamicObject>(body) {
+            Ok(request) => run(handler.handle(request.clone()), &request).await,
+            Err(why) => Err(why),
+        },
+        Review::Validate(validator) => match parse::<K>(body) {
+            Ok(request) => validate(validator, &request).await,
+            Err(why) => Err(why),
+        },
+        Review::Default(defaulter) => match parse::<K>(body) {
+            Ok(request) => default(defaulter, &request).await,
+            Err(why) => Err(why),
+        },
+    };
+    match outcome {
+        Ok((response, panicked)) => {
+            stats.reviewed.fetch_add(1, Ordering::Relaxed);
+            if !response.allowed {
+                stats.denied.fetch_add(1, Ordering::Relaxed);
+            }
+            if panicked {
+                stats.panicked.fetch_add(1, Ordering::Relaxed);
+            }
+            let body = serde_json::to_vec(&response.into_review()).unwrap_or_default();
+            Reply { status: 200, body }
+        }
+        Err(why) => {
+            stats.malformed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%why, "refused a webhook request");
+            let status = Status::failure(&why, "BadRequest").with_code(400);
+            Reply { status: 400, body: serde_json::to_vec(&status).unwrap_or_default() }
+        }
+    }
+}
+
+/// The request of an `AdmissionReview` body, or what is wrong with it.
+fn parse<K: Resource + DeserializeOwned>(body: &[u8]) -> Result<AdmissionRequest<K>, String> {
+    if body.len() > MAX_REVIEW_BYTES {
+        return Err(format!(
+            "the request body is {} bytes, more than the {MAX_REVIEW_BYTES} a webhook takes",
+            body.len()
+        ));
+    }
+    let review: AdmissionReview<K> = serde_json::from_slice(body)
+        .map_err(|err| format!("the request body is not an AdmissionReview: {err}"))?;
+    if review.types.kind != "AdmissionReview" {
+        return Err(format!(
+            "the request body is a {:?}, not an AdmissionReview",
+            review.types.kind
+        ));
+    }
+    // The conversion carries the review's apiVersion and kind into the request, whence
+    // the response takes them.
+    review.try_into().map_err(|_| "the AdmissionReview has no request".to_owned())
+}
+
+/// Runs `answer`, a panic in it a denial saying so; returns the response and whether it
+/// panicked.
+async fn run<T: Resource>(
+    answer: impl Future<Output = AdmissionResponse>,
+    request: &AdmissionRequest<T>,
+) -> Result<(AdmissionResponse, bool), String> {
+    match AssertUnwindSafe(answer).catch_unwind().await {
+        Ok(response) => Ok((response, false)),
+        Err(panic) => {
+            let message = panic_message(&*panic);
+            tracing::error!(panic = %message, uid = %request.uid, "a webhook panicked");
+            let response = AdmissionResponse::from(request)
+                .deny(format!("the webhook failed: it panicked: {message}"));
+            Ok((response, true))
+        }
+    }
+}
+
+/// An operation as the API server writes it.
+fn operation_name(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+/// The object a create or update carries, or what is missing.
+fn object_of<K: Resource>(request: &AdmissionRequest<K>) -> Result<&K, String> {
+    request.object.as_ref().ok_or_else(|| {
+        format!("a {} request without an object", operation_name(&request.operation))
+    })
+}
+
+/// The old object an update or delete carries, or what is missing.
+fn old_object_of<K: Resource>(request: &AdmissionRequest<K>) -> Result<&K, String> {
+    request.old_object.as_ref().ok_or_else(|| {
+        format!("a {} request without an old object", operation_name(&request.operation))
+    })
+}
+
+async fn validate<K: Resource + Send + Sync>(
+    validator: &dyn Validator<K>,
+    request: &AdmissionRequest<K>,
+) -> Result<(AdmissionResponse, bool), String> {
+    let validation: BoxFuture<'_, Validation> = match request.operation {
+        Operation::Create => validator.validate_create(object_of(request)?, request),
+        Operation::Update => {
+            validator.validate_update(old_object_of(request)?, object_of(request)?, request)
+        }
+        Operation::Delete => validator.validate_delete(old_object_of(request)?, request),
+        // Validators do not see connects (to a pod's exec, say): allowed.
+        Operation::Connect => Box::pin(async { Ok(Vec::new()) }),
+    };
+    run(async { respond(request, validation.await) }, request).await
+}
+
+/// The response for a validation: allowed with its warnings, or denied as it says.
+fn respond<K: Resource>(
+    request: &AdmissionRequest<K>,
+    validation: Validation,
+) -> AdmissionResponse {
+    let mut response = AdmissionResponse::from(request);
+    match validation {
+        Ok(warnings) => {
+            response.warnings = Some(warnings).filter(|w| !w.is_empty());
+        }
+        Err(denial) => {
+            response.allowed = false;
+            response.result =
+                Status::failure(&denial.message, &denial.reason).with_code(denial.code);
+        }
+    }
+    response
+}
+
+async fn default<K: Resource + Serialize + Clone + Send + Sync>(
+    defaulter: &dyn Defaulter<K>,
+    request: &AdmissionRequest<K>,
+) -> Result<(AdmissionResponse, bool), String> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok((AdmissionResponse::from(request), false));
+    }
+    let received = object_of(request)?.clone();
+    let before = serde_json::to_value(&received).map_err(|e| format!("the object: {e}"))?;
+    let answer = async {
+        let mut object = received;
+        defaulter.default(&mut object, request).await;
+        let response = AdmissionResponse::from(request);
+        let after = match serde_json::to_value(&object) {
+            Ok(after) => after,
+            Err(err) => {
+                return response.deny(format!("the defaulted object does not encode: {err}"));
+            }
+        };
+        let patch = json_patch::diff(&before, &after);
+        if patch.0.is_empty() {
+            return response;
+        }
+        match response.clone().with_patch(patch) {
+            Ok(patched) => patched,
+            Err(err) => response.deny(format!("the patch does not encode: {err}")),
+        }
+    };
+    run(answer, request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn body(operation: &str, object: Option<Value>, old: Option<Value>, dry_run: bool) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4",
+                "kind": { "group": "", "version": "v1", "kind": "ConfigMap" },
+                "resource": { "group": "", "version": "v1", "resource": "configmaps" },
+                "name": "greetings",
+                "namespace": "default",
+                "operation": operation,
+                "userInfo": { "username": "alice" },
+                "object": object,
+                "oldObject": old,
+                "dryRun": dry_run,
+            },
+        }))
+        .unwrap()
+    }
+
+    fn configmap(data: Value) -> Value {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "greetings" }, "data": data })
+    }
+
+    fn response(reply: &Reply) -> Value {
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        let review: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(review["kind"], "AdmissionReview");
+        review["response"].clone()
+    }
+
+    /// Allows at most three keys, warns about a key named `legacy`, and records `dry_run`.
+    #[derive(Default)]
+    struct AtMostThree {
+        dry_runs: Mutex<Vec<bool>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Validator<ConfigMap> for AtMostThree {
+        async fn validate_create(
+            &self,
+            object: &ConfigMap,
+            request: &AdmissionRequest<ConfigMap>,
+        ) -> Validation {
+            self.dry_runs.lock().unwrap().push(request.dry_run);
+            let data = object.data.clone().unwrap_or_default();
+            if data.len() > 3 {
+                return Err(Denial::invalid(format!("at most 3 keys, not {}", data.len())));
+            }
+            Ok(data
+                .contains_key("legacy")
+                .then(|| "the key legacy is going away".to_owned())
+                .into_iter()
+                .collect())
+        }
+
+        async fn validate_update(
+            &self,
+            old: &ConfigMap,
+            new: &ConfigMap,
+            _: &AdmissionRequest<ConfigMap>,
+        ) -> Validation {
+            match old.data == new.data {
+                true => Ok(Vec::new()),
+                false => Err(Denial::forbidden("the data is immutable")),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_validator_allows_warns_and_denies_with_its_message_reason_and_code() {
+        let (validator, stats) = (AtMostThree::default(), WebhookStats::default());
+        let review_of = |body: Vec<u8>| {
+            let validator = &validator;
+            let stats = &stats;
+            async move { review::<ConfigMap>(Review::Validate(validator), &body, stats).await }
+        };
+        let allowed = response(
+            &review_of(body("CREATE", Some(configmap(json!({"a": "1"}))), None, false)).await,
+        );
+        assert_eq!(allowed["allowed"], true);
+        assert_eq!(allowed["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4", "the uid is echoed");
+        assert!(allowed.get("warnings").is_none());
+        let warned = response(
+            &review_of(body("CREATE", Some(configmap(json!({"legacy": "1"}))), None, true)).await,
+        );
+        assert_eq!(warned["allowed"], true);
+        assert_eq!(warned["warnings"], json!(["the key legacy is going away"]));
+        let four = json!({"a": "1", "b": "2", "c": "3", "d": "4"});
+        let denied = response(&review_of(body("CREATE", Some(configmap(four)), None, false)).await);
+        assert_eq!(denied["allowed"], false);
+        assert_eq!(denied["status"]["message"], "at most 3 keys, not 4");
+        assert_eq!(denied["status"]["reason"], "Invalid");
+        assert_eq!(denied["status"]["code"], 422);
+        let update = body(
+            "UPDATE",
+            Some(configmap(json!({"a": "2"}))),
+            Some(configmap(json!({"a": "1"}))),
+            false,
+        );
+        let refused = response(&review_of(update).await);
+        assert_eq!(
+            (refused["allowed"].clone(), refused["status"]["code"].clone()),
+            (json!(false), json!(403))
+        );
+        // A delete is allowed by the default method; a dry run reaches the validator as one.
+        let delete =
+            response(&review_of(body("DELETE", None, Some(configmap(json!({}))), false)).await);
+        assert_eq!(delete["allowed"], true);
+        assert_eq!(*validator.dry_runs.lock().unwrap(), [false, true, false]);
+        assert_eq!((stats.reviewed(), stats.denied(), stats.malformed()), (5, 2, 0));
+    }
+
+    /// Sets `data.replicas` to "1" when it is missing.
+    struct DefaultReplicas;
+
+    #[async_trait::async_trait]
+    impl Defaulter<ConfigMap> for DefaultReplicas {
+        async fn default(&self, object: &mut ConfigMap, _: &AdmissionRequest<ConfigMap>) {
+            object
+                .data
+                .get_or_insert_default()
+                .entry("replicas".to_owned())
+                .or_insert_with(|| "1".to_owned());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_defaulter_answers_with_the_patch_of_what_it_changed() {
+        let stats = WebhookStats::default();
+        let original = configmap(json!({"greeting": "hello"}));
+        let reply = review::<ConfigMap>(
+            Review::Default(&DefaultReplicas),
+            &body("CREATE", Some(original.clone()), None, false),
+            &stats,
+        )
+        .await;
+        let answer = response(&reply);
+        assert_eq!(answer["allowed"], true);
+        assert_eq!(answer["patchType"], "JSONPatch");
+        // kube-core writes the patch's bytes as a JSON array of numbers, which the API
+        // server's decoder takes for a `[]byte` as it takes base64.
+        let patch_bytes: Vec<u8> = serde_json::from_value(answer["patch"].clone()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch_bytes).unwrap();
+        let mut patched = original.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        assert_eq!(patched["data"], json!({"greeting": "hello", "replicas": "1"}));
+        assert_eq!(patch.0.len(), 1, "only what it changed: {patch:?}");
+        // Nothing to set: no patch at all.
+        let already = configmap(json!({"replicas": "3"}));
+        let answer = response(
+            &review::<ConfigMap>(
+                Review::Default(&DefaultReplicas),
+                &body("UPDATE", Some(already.clone()), Some(already), false),
+                &stats,
+            )
+            .await,
+        );
+        assert!(answer.get("patch").is_none(), "{answer}");
+    }
+
+    struct Panics;
+
+    #[async_trait::async_trait]
+    impl Validator<ConfigMap> for Panics {
+        async fn validate_create(
+            &self,
+            _: &ConfigMap,
+            _: &AdmissionRequest<ConfigMap>,
+        ) -> Validation {
+            panic!("no validation today")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_validator_is_a_counted_denial_not_a_dead_server() {
+        let stats = WebhookStats::default();
+        let reply = review::<ConfigMap>(
+            Review::Validate(&Panics),
+            &body("CREATE", Some(configmap(json!({}))), None, false),
+            &stats,
+        )
+        .await;
+        let answer = response(&reply);
+        assert_eq!(answer["allowed"], false);
+        let message = answer["status"]["message"].as_str().unwrap();
+        assert!(message.contains("panicked: no validation today"), "{message}");
+        assert_eq!((stats.panicked(), stats.denied()), (1, 1));
+    }
+
+    struct LabelsOnly;
+
+    #[async_trait::async_trait]
+    impl AdmissionHandler for LabelsOnly {
+        async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+            let labelled = request.object.as_ref().is_some_and(|o| o.metadata.labels.is_some());
+            let response = AdmissionResponse::from(&request);
+            if labelled { response } else { response.deny("label it") }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_raw_handler_answers_any_kind() {
+        let stats = WebhookStats::default();
+        let reply = review::<ConfigMap>(
+            Review::Handle(&LabelsOnly),
+            &body("CREATE", Some(configmap(json!({}))), None, false),
+            &stats,
+        )
+        .await;
+        assert_eq!(response(&reply)["status"]["message"], "label it");
+    }
+
+    fn refusal(reply: &Reply) -> String {
+        assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
+        let status: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(
+            (status["code"].clone(), status["reason"].clone()),
+            (json!(400), json!("BadRequest"))
+        );
+        status["message"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn bodies_that_are_not_reviews_are_400s_naming_the_problem() {
+        let stats = WebhookStats::default();
+        let validator = AtMostThree::default();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"not json".to_vec(), "not an AdmissionReview"),
+            (br#"{"apiVersion":"v1","kind":"ConfigMap"}"#.to_vec(), "not an AdmissionReview"),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+                "has no request",
+            ),
+            (body("CREATE", None, None, false), "CREATE request without an object"),
+            (body("UPDATE", Some(configmap(json!({}))), None, false), "without an old object"),
+            (vec![b' '; MAX_REVIEW_BYTES + 1], "more than the"),
+        ];
+        for (bytes, want) in cases {
+            let message =
+                refusal(&review::<ConfigMap>(Review::Validate(&validator), &bytes, &stats).await);
+            assert!(message.contains(want), "{message:?} should say {want:?}");
+        }
+        assert_eq!(stats.malformed(), 6);
+        assert_eq!(stats.reviewed(), 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Whatever the body (bytes at random, or a valid review with a byte changed or cut
+        /// short), the answer is a review or a 400 with a message: never a panic.
+        #[test]
+        fn malformed_bodies_are_always_answered(
+            noise in prop::collection::vec(any::<u8>(), 0..512),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let mut changed = body("CREATE", Some(configmap(json!({"a": "1"}))), None, false);
+            let i = at.index(changed.len());
+            changed[i] = byte;
+            let short = body("UPDATE", Some(configmap(json!({}))), Some(configmap(json!({}))), false);
+            let short = short[..cut.index(short.len())].to_vec();
+            let stats = WebhookStats::default();
+            let validator = AtMostThree::default();
+            for bytes in [noise, changed, short] {
+                let reply = runtime.block_on(review::<ConfigMap>(Review::Validate(&validator), &bytes, &stats));
+                prop_assert!(reply.status == 200 || reply.status == 400);
+                let answer: Value = serde_json::from_slice(&reply.body).unwrap();
+                if reply.status == 400 {
+                    prop_assert!(!answer["message"].as_str().unwrap_or_default().is_empty());
+                } else {
+                    prop_assert_eq!(&answer["kind"], "AdmissionReview");
+                }
+            }
+        }
+    }
+}

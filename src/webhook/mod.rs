@@ -1,0 +1,57 @@
+//! Admission webhooks (feature `webhook`): typed validators and defaulters, answered from the
+//! `AdmissionReview` bodies the API server sends (controller-runtime's `Validator[T]` and
+//! `Defaulter[T]`, on kube-core's `admission` types).
+//!
+//! - A [`Validator`] looks at the object of a create, the old and new objects of an update,
+//!   or the old object of a delete, and allows it (with warnings for the client) or denies it
+//!   with a message, a reason and a code ([`Denial`]).
+//! - A [`Defaulter`] changes the object as received (`&mut K`); the answer is the JSON patch
+//!   from the object as received to the object as changed (`json_patch::diff`), so that only
+//!   what it changed is sent back.
+//! - An [`AdmissionHandler`] answers any request whole, for what neither covers.
+//!
+//! [`review`] turns one request body into the answer's status and body, whatever the body
+//! holds: one that is not an `AdmissionReview` of the kind, or larger than
+//! [`MAX_REVIEW_BYTES`], is a 400 naming the problem; a validator, defaulter or handler that
+//! panics is a denial saying so (counted in [`WebhookStats`]), never a dead server; a dry-run
+//! request reaches them with `request.dry_run` set, for them to skip side effects.
+//!
+//! Serve it from any HTTPS server (the API server calls webhooks over TLS only): a route per
+//! webhook that passes the request body to [`review`] and answers with what it returns.
+//!
+//! ```
+//! use ctrlkit::webhook::{AdmissionRequest, Denial, Review, Validation, Validator, WebhookStats, review};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! /// At most 100 keys in a ConfigMap.
+//! struct Small;
+//!
+//! #[async_trait::async_trait]
+//! impl Validator<ConfigMap> for Small {
+//!     async fn validate_create(&self, cm: &ConfigMap, _: &AdmissionRequest<ConfigMap>) -> Validation {
+//!         match cm.data.as_ref().map_or(0, |d| d.len()) {
+//!             n if n > 100 => Err(Denial::invalid(format!("{n} keys: at most 100"))),
+//!             _ => Ok(Vec::new()),
+//!         }
+//!     }
+//! }
+//!
+//! # async fn serve(body: &[u8]) {
+//! let stats = WebhookStats::default();
+//! // In the HTTPS server's handler of `POST /validate-configmaps`:
+//! let reply = review::<ConfigMap>(Review::Validate(&Small), body, &stats).await;
+//! // Answer with `reply.status` and `reply.body` (`Content-Type: application/json`).
+//! # let _ = reply;
+//! # }
+//! ```
+//! Built so far (issue 26): this part. Not yet: ctrlkit's own HTTPS server as a Manager
+//! runnable, conversion webhooks, certificates, secure metrics, the embedded server calling
+//! webhooks.
+
+mod admission;
+
+pub use admission::{
+    AdmissionHandler, Defaulter, Denial, MAX_REVIEW_BYTES, Reply, Review, Validation, Validator,
+    WebhookStats, review,
+};
+pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
