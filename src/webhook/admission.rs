@@ -137,20 +137,17 @@ pub async fn review<K>(what: Review<'_, K>, body: &[u8], stats: &WebhookStats) -
 where
     K: Resource + DeserializeOwned + Serialize + Clone + Send + Sync,
 {
-    let outcome = match what {
-        Review::Handle(handler) => match parse::<DynamicObject>(body) {
-            Ok(request) => run(handler.handle(request.clone()), &request).await,
-            Err(why) => Err(why),
-        },
-        Review::Validate(validator) => match parse::<K>(body) {
-            Ok(request) => validate(validator, &request).await,
-            Err(why) => Err(why),
-        },
-        Review::Default(defaulter) => match parse::<K>(body) {
-            Ok(request) => default(defaulter, &request).await,
-            Err(why) => Err(why),
-        },
-    };
+    let outcome = async {
+        match what {
+            Review::Handle(handler) => {
+                let request = parse::<DynamicObject>(body)?;
+                run(handler.handle(request.clone()), &request).await
+            }
+            Review::Validate(validator) => validate(validator, &parse::<K>(body)?).await,
+            Review::Default(defaulter) => default(defaulter, &parse::<K>(body)?).await,
+        }
+    }
+    .await;
     match outcome {
         Ok((response, panicked)) => {
             stats.reviewed.fetch_add(1, Ordering::Relaxed);
