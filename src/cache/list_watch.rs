@@ -374,10 +374,9 @@ impl<K> ListWatch<K> {
         let Some(selector) = self.shards.as_ref().and_then(|s| s.current.borrow().clone()) else {
             return Ok(());
         };
-        let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
         let uri = request.uri().to_string();
         let joiner = if uri.contains('?') { '&' } else { '?' };
-        let uri = format!("{uri}{joiner}shardSelector={encoded}");
+        let uri = format!("{uri}{joiner}{}", shard_selector_param(&selector));
         *request.uri_mut() = uri.parse().map_err(|e: http::uri::InvalidUri| {
             kube_client::Error::BuildRequest(kube_client::core::request::Error::Validation(
                 e.to_string(),
@@ -385,4 +384,10 @@ impl<K> ListWatch<K> {
         })?;
         Ok(())
     }
+}
+
+/// The query parameter of a shard selector: `shardSelector=<selector, URL-encoded>`.
+pub(crate) fn shard_selector_param(selector: &str) -> String {
+    let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
+    format!("shardSelector={encoded}")
 }

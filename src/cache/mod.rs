@@ -62,7 +62,7 @@ mod factory;
 mod handler;
 mod indexer;
 mod informer;
-mod list_watch;
+pub(crate) mod list_watch;
 mod metrics;
 mod object_key;
 mod processor;

@@ -39,6 +39,7 @@ use super::membership::{Members, Ring, ShardState, delete_dead_lease, view_annot
 use super::ranges::HashRanges;
 use super::ring::{HashRing, fnv1a64};
 use super::sharder::wake_on_change;
+use crate::cache::list_watch::shard_selector_param;
 use crate::cache::{
     Deleted, HasSynced, Indexer, Informer, InformerObject, ListWatch, ObjectKey,
     ResourceEventHandlerFuncs, SharedInformerFactory, meta_namespace_key_func,
@@ -376,8 +377,7 @@ impl RangeMember {
     /// them all; reconciles stay split by the ring.
     async fn check_server_support(&self) {
         let selector = HashRanges::all().selector(UID_FIELD).unwrap_or_default();
-        let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
-        let uri = format!("{}?limit=1&shardSelector={encoded}", self.primary_url);
+        let uri = format!("{}?limit=1&{}", self.primary_url, shard_selector_param(&selector));
         let Ok(request) = http::Request::get(uri).body(Vec::new()) else { return };
         match self.client.request_text(request).await {
             Ok(text) => {
