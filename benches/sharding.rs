@@ -52,6 +52,10 @@ use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
 use kube_client::{Api, Client, ResourceExt};
 use tokio::time::Instant;
 
+#[allow(dead_code)] // the pod fixtures serve the other benches
+#[path = "../apiserver/benches/support/mod.rs"]
+mod support;
+
 const RING: &str = "bench";
 const NAMESPACE: &str = "default";
 const SHARDER_LEASE: &str = "bench-sharder";
@@ -230,14 +234,7 @@ struct Process {
 
 impl Process {
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0);
-        kib as f64 / 1024.0
+        support::process_status_kib(&self.child.id().to_string(), "VmHWM:") as f64 / 1024.0
     }
 
     fn signal(&self, signal: &str) {

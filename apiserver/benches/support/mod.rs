@@ -11,7 +11,12 @@ use kube_client::api::{Patch, PatchParams, PostParams};
 /// A `/proc/self/status` figure in KiB: `VmHWM:` the peak RSS, `VmRSS:` the current one (0
 /// where the file or the field is missing).
 pub fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    process_status_kib("self", field)
+}
+
+/// As [`status_kib`], of the process `pid` (`/proc/<pid>/status`; `self` for this one).
+pub fn process_status_kib(pid: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix(field))
