@@ -82,6 +82,6 @@ pub mod workqueue;
 
 /// The README's examples, compiled as doc tests so that they stay true (they use
 /// `ctrlkit::testing`).
-#[cfg(all(doctest, feature = "testing"))]
+#[cfg(all(doctest, feature = "testing", feature = "webhook"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -121,6 +121,9 @@ impl Manager {
 
     /// Adds a runnable, started by [`run`](Self::run).
     pub fn add(&mut self, runnable: impl Runnable) {
+        if let Some(check) = runnable.ready_check() {
+            self.telemetry.add_ready_check(&runnable.name(), check);
+        }
         self.runnables.push(Arc::new(runnable));
     }
 

@@ -32,5 +32,5 @@ mod telemetry;
 pub use builder::ManagerBuilder;
 pub use error::{Abandoned, ManagerError};
 pub use manager::Manager;
-pub use runnable::{Runnable, RunnableError, Stop};
+pub use runnable::{ReadyCheck, Runnable, RunnableError, Stop};
 pub use signal::shutdown_signal;

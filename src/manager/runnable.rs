@@ -12,6 +12,9 @@ use tokio::sync::watch;
 use crate::cache::InformerObject;
 use crate::controller::{Controller, Reconciler};
 
+/// A readiness check of a runnable: whether it is ready now (asked at each `/readyz`).
+pub type ReadyCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// The error a runnable ends with.
 pub type RunnableError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -48,6 +51,13 @@ pub trait Runnable: Send + Sync + 'static {
     /// every member, leader or not.
     fn needs_shard_membership(&self) -> bool {
         false
+    }
+
+    /// Its readiness check, if it has one: the Manager's `/readyz` (feature `metrics`) then
+    /// reports it under the runnable's name (a webhook server: serving with a valid
+    /// certificate). Default none.
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        None
     }
 }
 

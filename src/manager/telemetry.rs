@@ -102,6 +102,12 @@ impl Telemetry {
         self.probes.set(_name, _passes);
     }
 
+    /// Adds a runnable's readiness check to `/readyz`.
+    pub(super) fn add_ready_check(&self, _name: &str, _check: super::ReadyCheck) {
+        #[cfg(feature = "metrics")]
+        self.probes.add_check(_name, _check);
+    }
+
     /// Starts the endpoint, if an address was set.
     pub(super) async fn serve(&self) -> Result<Endpoint, ManagerError> {
         #[cfg(feature = "metrics")]

@@ -19,9 +19,17 @@ use tokio::task::JoinHandle;
 use super::Registry;
 
 /// Readiness checks by name; the endpoint is ready when all pass. Cheap to clone.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Probes {
     checks: Arc<Mutex<BTreeMap<String, bool>>>,
+    /// Checks asked at each request (a runnable's, as a webhook server's).
+    asked: Arc<Mutex<BTreeMap<String, crate::manager::ReadyCheck>>>,
+}
+
+impl std::fmt::Debug for Probes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probes").field("checks", &self.results()).finish()
+    }
 }
 
 impl Probes {
@@ -30,15 +38,27 @@ impl Probes {
         self.checks.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), passes);
     }
 
+    /// Adds the check `name`, passing while `check` says so (asked at each request).
+    pub fn add_check(&self, name: &str, check: crate::manager::ReadyCheck) {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
+    }
+
+    /// Every check and whether it passes now.
+    fn results(&self) -> BTreeMap<String, bool> {
+        let mut results = self.checks.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        results.extend(asked.into_iter().map(|(name, check)| (name, check())));
+        results
+    }
+
     /// Whether every check passes.
     pub fn is_ready(&self) -> bool {
-        self.checks.lock().unwrap_or_else(PoisonError::into_inner).values().all(|p| *p)
+        self.results().values().all(|p| *p)
     }
 
     /// `[+]name ok` / `[-]name failed`, one line per check.
     fn report(&self) -> String {
-        let checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
-        checks
+        self.results()
             .iter()
             .map(|(name, passes)| match passes {
                 true => format!("[+]{name} ok\n"),

@@ -44,14 +44,21 @@
 //! # let _ = reply;
 //! # }
 //! ```
-//! Built so far (issue 26): this part. Not yet: ctrlkit's own HTTPS server as a Manager
-//! runnable, conversion webhooks, certificates, secure metrics, the embedded server calling
-//! webhooks.
+//! Or serve it from ctrlkit's [`WebhookServer`]: HTTPS with certificates it makes and renews
+//! itself (or reads from cert-manager's files), a [`Runnable`](crate::manager::Runnable) of
+//! the Manager that runs on every replica, with CRD conversion ([`Conversion`]) beside
+//! admission.
 
 mod admission;
+mod certs;
+mod conversion;
+mod server;
 
 pub use admission::{
     AdmissionHandler, Defaulter, Denial, MAX_REVIEW_BYTES, Reply, Review, Validation, Validator,
     WebhookStats, review,
 };
+pub use certs::{CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa, read_files};
+pub use conversion::Conversion;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+pub use server::{CertificateSource, WebhookError, WebhookServer, WebhookServerBuilder};

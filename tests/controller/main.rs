@@ -21,3 +21,5 @@ mod sharding;
 mod status;
 #[path = "../support/mod.rs"]
 mod support;
+#[cfg(feature = "webhook")]
+mod webhook;

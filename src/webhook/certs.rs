@@ -1,0 +1,295 @@
+//! Serving certificates: made here (a self-signed CA and a leaf it signs, with `rcgen`) or
+//! read from files (cert-manager's), and swapped while the server runs.
+//!
+//! Contract:
+//! - [`Certificates`] is what the TLS server asks for a certificate at each handshake: a new
+//!   certificate set with [`Certificates::set`] is served from the next connection on, with
+//!   no restart; connections open keep the one they shook hands with.
+//! - [`SelfSignedCa`] makes a CA and issues leaves for DNS names or IP addresses; a leaf is
+//!   renewed once less than a third of its lifetime is left, the CA likewise (the new CA's
+//!   bundle then holds both, so clients that still have the old one keep connecting until
+//!   the next injection).
+//! - A bad certificate (files half-written, a key that does not match) is refused with an
+//!   error and the one served stays.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::RwLock;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// Why a certificate could not be made or served.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// rcgen could not make it.
+    #[error("making a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// The PEM held no certificate, or no private key, or one that does not decode.
+    #[error("the certificate PEM: {0}")]
+    Pem(String),
+    /// rustls refused the key.
+    #[error("the private key: {0}")]
+    Key(#[from] rustls::Error),
+    /// A file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A serving certificate: its chain and key in PEM, the CA bundle clients trust it with, and
+/// when it expires.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CertificateBundle {
+    /// The leaf certificate (and any intermediates), PEM.
+    pub cert_pem: String,
+    /// The leaf's private key, PEM.
+    pub key_pem: String,
+    /// The CA certificates that sign it, PEM: the `caBundle` of webhook configurations
+    /// (empty when unknown, as for files without a `ca.crt`).
+    pub ca_pem: String,
+    /// When the leaf expires (`None` when unknown).
+    pub not_after: Option<SystemTime>,
+}
+
+impl std::fmt::Debug for CertificateBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("CertificateBundle").field("not_after", &self.not_after).finish()
+    }
+}
+
+/// The lifetimes of self-signed certificates and how often they are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// The CA's (default 10 years, as cert-controller's).
+    pub ca: Duration,
+    /// The serving certificate's (default 1 year).
+    pub leaf: Duration,
+    /// How often expiry is checked (default 1 hour).
+    pub check_every: Duration,
+}
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Self { ca: 3650 * DAY, leaf: 365 * DAY, check_every: Duration::from_secs(3600) }
+    }
+}
+
+/// Whether a certificate of `lifetime` ending at `not_after` is due for renewal at `now`:
+/// less than a third of its lifetime left.
+pub(crate) fn due(not_after: SystemTime, lifetime: Duration, now: SystemTime) -> bool {
+    not_after.duration_since(now).unwrap_or_default() < lifetime / 3
+}
+
+/// A self-signed CA that issues serving certificates.
+pub struct SelfSignedCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    not_after: SystemTime,
+    lifetime: Duration,
+}
+
+impl std::fmt::Debug for SelfSignedCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelfSignedCa").field("not_after", &self.not_after).finish()
+    }
+}
+
+/// Validity from a minute ago (clocks drift) for `lifetime`, ending at `cap` at the latest.
+fn validity(
+    params: &mut CertificateParams,
+    lifetime: Duration,
+    cap: Option<SystemTime>,
+) -> SystemTime {
+    let now = SystemTime::now();
+    let not_after = cap.map_or(now + lifetime, |cap| cap.min(now + lifetime));
+    params.not_before = (now - Duration::from_secs(60)).into();
+    params.not_after = not_after.into();
+    not_after
+}
+
+impl SelfSignedCa {
+    /// A new CA named `common_name`, valid for `lifetime`.
+    pub fn generate(common_name: &str, lifetime: Duration) -> Result<Self, CertError> {
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let not_after = validity(&mut params, lifetime, None);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
+        Ok(Self { issuer, not_after, lifetime })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// When the CA expires.
+    pub fn not_after(&self) -> SystemTime {
+        self.not_after
+    }
+
+    /// Whether less than a third of its lifetime is left.
+    pub fn is_due(&self, now: SystemTime) -> bool {
+        due(self.not_after, self.lifetime, now)
+    }
+
+    /// A serving certificate for `hosts` (DNS names or IP addresses), valid for `lifetime`
+    /// (cut to the CA's own expiry), with this CA as its bundle.
+    pub fn issue(
+        &self,
+        hosts: &[String],
+        lifetime: Duration,
+    ) -> Result<CertificateBundle, CertError> {
+        let mut params = CertificateParams::new(hosts.to_vec())?;
+        if let Some(first) = hosts.first() {
+            params.distinguished_name.push(DnType::CommonName, first.as_str());
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        let not_after = validity(&mut params, lifetime, Some(self.not_after));
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(CertificateBundle {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            ca_pem: self.pem(),
+            not_after: Some(not_after),
+        })
+    }
+}
+
+/// The certificate a TLS server serves, swapped while it runs. Cheap to clone; clones share
+/// it.
+#[derive(Clone, Default)]
+pub struct Certificates {
+    current: Arc<RwLock<Option<Served>>>,
+}
+
+/// rustls's key and the bundle it was made of.
+type Served = (Arc<CertifiedKey>, CertificateBundle);
+
+impl std::fmt::Debug for Certificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Certificates").field("current", &self.bundle()).finish()
+    }
+}
+
+impl Certificates {
+    /// Serves `bundle` from the next handshake on, or refuses it (the one served stays).
+    pub fn set(&self, bundle: CertificateBundle) -> Result<(), CertError> {
+        let key = certified_key(&bundle)?;
+        *self.current.write() = Some((Arc::new(key), bundle));
+        Ok(())
+    }
+
+    /// The bundle served now, if any.
+    pub fn bundle(&self) -> Option<CertificateBundle> {
+        self.current.read().as_ref().map(|(_, bundle)| bundle.clone())
+    }
+
+    /// Whether a certificate is served that has not expired.
+    pub fn is_valid(&self, now: SystemTime) -> bool {
+        self.current
+            .read()
+            .as_ref()
+            .is_some_and(|(_, bundle)| bundle.not_after.is_none_or(|end| end > now))
+    }
+}
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().as_ref().map(|(key, _)| key.clone())
+    }
+}
+
+/// rustls's key of a bundle: its chain and signing key.
+fn certified_key(bundle: &CertificateBundle) -> Result<CertifiedKey, CertError> {
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(bundle.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|err| CertError::Pem(format!("the certificate: {err}")))?;
+    if chain.is_empty() {
+        return Err(CertError::Pem("no CERTIFICATE block".to_owned()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(bundle.key_pem.as_bytes())
+        .map_err(|err| CertError::Pem(format!("the private key: {err}")))?;
+    let provider = rustls::crypto::ring::default_provider();
+    let key = CertifiedKey::from_der(chain, key, &provider)?;
+    Ok(key)
+}
+
+/// A certificate read from `cert` and `key` files (cert-manager's `tls.crt` and `tls.key`),
+/// with `ca` (`ca.crt`) as its bundle when given.
+pub fn read_files(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    ca: Option<&std::path::Path>,
+) -> Result<CertificateBundle, CertError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|source| CertError::Read { path: path.display().to_string(), source })
+    };
+    Ok(CertificateBundle {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        ca_pem: ca.map(read).transpose()?.unwrap_or_default(),
+        not_after: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leaf_is_due_with_less_than_a_third_of_its_lifetime_left() {
+        let now = SystemTime::UNIX_EPOCH + 1000 * DAY;
+        assert!(!due(now + 40 * DAY, 90 * DAY, now));
+        assert!(due(now + 20 * DAY, 90 * DAY, now));
+        assert!(due(now - DAY, 90 * DAY, now), "an expired one");
+    }
+
+    #[test]
+    fn an_issued_leaf_is_served_and_a_broken_one_is_refused_keeping_the_first() {
+        let ca = SelfSignedCa::generate("test CA", 30 * DAY).unwrap();
+        let bundle =
+            ca.issue(&["127.0.0.1".to_owned(), "hooks.default.svc".to_owned()], 3 * DAY).unwrap();
+        assert!(bundle.ca_pem.contains("BEGIN CERTIFICATE"));
+        let certificates = Certificates::default();
+        assert!(!certificates.is_valid(SystemTime::now()));
+        certificates.set(bundle.clone()).unwrap();
+        assert!(certificates.is_valid(SystemTime::now()));
+        let other = ca.issue(&["x".to_owned()], DAY).unwrap();
+        let mismatched = CertificateBundle { key_pem: other.key_pem, ..bundle.clone() };
+        assert!(certificates.set(mismatched).is_err(), "a key of another certificate");
+        let half = CertificateBundle { cert_pem: "-----BEGIN CERT".to_owned(), ..bundle.clone() };
+        assert!(certificates.set(half).is_err());
+        assert_eq!(certificates.bundle(), Some(bundle));
+    }
+
+    #[test]
+    fn a_leaf_does_not_outlive_its_ca() {
+        let ca = SelfSignedCa::generate("short CA", DAY).unwrap();
+        let leaf = ca.issue(&["a".to_owned()], 10 * DAY).unwrap();
+        assert!(leaf.not_after.unwrap() <= ca.not_after());
+    }
+}

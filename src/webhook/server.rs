@@ -1,0 +1,448 @@
+//! [`WebhookServer`]: the HTTPS server of an operator's admission and conversion webhooks
+//! (controller-runtime's `webhook.Server`), a [`Runnable`] of the Manager.
+//!
+//! Contract:
+//! - **HTTPS only**, TLS 1.2 and 1.3 on rustls, HTTP/1.1 (what the API server speaks to
+//!   webhooks). A `POST` to a registered path is answered by its validator, defaulter,
+//!   handler or conversion; any other path is a 404, any other method a 405.
+//! - **Every replica serves**: it does not need leader election (the API server calls any
+//!   replica behind the Service).
+//! - **Ready once serving with a valid certificate**: [`WebhookServer::is_ready`], and the
+//!   Manager's `/readyz` check named after the server.
+//! - **Certificates** ([`CertificateSource`]): made here (a self-signed CA and a leaf for the
+//!   given hosts, renewed before they expire), read from files and read again when they change,
+//!   or given. A new certificate is served from the next connection on.
+//! - **Stops** on the Manager's stop: no new connections; requests in flight finish.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use axum::body::Bytes;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use kube_client::core::Resource;
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::{
+    AdmissionHandler, Conversion, Defaulter, Reply, Review, Validator, WebhookStats, review,
+};
+use crate::manager::{Runnable, RunnableError, Stop};
+
+/// Where a [`WebhookServer`]'s certificate comes from.
+#[derive(Debug, Clone)]
+pub enum CertificateSource {
+    /// A self-signed CA made at start and a serving certificate it signs for `hosts` (the
+    /// webhook Service's DNS names, `name.namespace.svc`, or the host of a `clientConfig.url`),
+    /// both renewed once less than a third of their lifetime is left.
+    SelfSigned {
+        /// DNS names or IP addresses.
+        hosts: Vec<String>,
+        /// Lifetimes and how often they are checked.
+        lifetimes: Lifetimes,
+    },
+    /// PEM files (cert-manager's `tls.crt`, `tls.key` and `ca.crt` in a mounted Secret),
+    /// read at start and again every `poll` (a change is served from the next connection).
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// Its private key.
+        key: PathBuf,
+        /// The CA bundle, if given.
+        ca: Option<PathBuf>,
+        /// How often the files are read again (default 10 s).
+        poll: Duration,
+    },
+    /// A certificate given, served as is.
+    Bundle(CertificateBundle),
+}
+
+impl CertificateSource {
+    /// A self-signed certificate for `hosts`, with the default lifetimes.
+    pub fn self_signed(hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::SelfSigned {
+            hosts: hosts.into_iter().map(Into::into).collect(),
+            lifetimes: Lifetimes::default(),
+        }
+    }
+
+    /// The files `tls.crt`, `tls.key` and `ca.crt` in `dir` (a mounted cert-manager Secret),
+    /// read every 10 s.
+    pub fn dir(dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        Self::Files {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+            ca: Some(dir.join("ca.crt")).filter(|ca| ca.exists()),
+            poll: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Builds a [`WebhookServer`].
+pub struct WebhookServerBuilder {
+    address: SocketAddr,
+    name: String,
+    router: axum::Router,
+    source: Option<CertificateSource>,
+    stats: Arc<WebhookStats>,
+}
+
+/// The HTTPS server of admission and conversion webhooks; see the module docs. Cheap to
+/// clone: clones share the server.
+#[derive(Clone)]
+pub struct WebhookServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    address: SocketAddr,
+    router: axum::Router,
+    source: CertificateSource,
+    certificates: Certificates,
+    stats: Arc<WebhookStats>,
+    bound: Mutex<Option<SocketAddr>>,
+    serving: tokio::sync::watch::Sender<bool>,
+}
+
+/// An HTTP answer of a [`Reply`].
+fn answer(reply: Reply) -> Response {
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
+}
+
+impl WebhookServerBuilder {
+    fn route<F, Fut>(mut self, path: &str, answer_with: F) -> Self
+    where
+        F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Reply> + Send + 'static,
+    {
+        let handler = move |body: Bytes| {
+            let answer_with = answer_with.clone();
+            async move { answer(answer_with(body).await) }
+        };
+        self.router = self.router.route(path, post(handler));
+        self
+    }
+
+    /// Serves `validator` at `path` (a ValidatingWebhookConfiguration's `clientConfig` path).
+    pub fn validator<K, V>(self, path: &str, validator: V) -> Self
+    where
+        K: Resource + DeserializeOwned + Serialize + Clone + Send + Sync + 'static,
+        V: Validator<K> + 'static,
+    {
+        let validator = Arc::new(validator);
+        let stats = self.stats.clone();
+        self.route(path, move |body| {
+            let (validator, stats) = (validator.clone(), stats.clone());
+            async move { review::<K>(Review::Validate(&*validator), &body, &stats).await }
+        })
+    }
+
+    /// Serves `defaulter` at `path` (a MutatingWebhookConfiguration's).
+    pub fn defaulter<K, D>(self, path: &str, defaulter: D) -> Self
+    where
+        K: Resource + DeserializeOwned + Serialize + Clone + Send + Sync + 'static,
+        D: Defaulter<K> + 'static,
+    {
+        let defaulter = Arc::new(defaulter);
+        let stats = self.stats.clone();
+        self.route(path, move |body| {
+            let (defaulter, stats) = (defaulter.clone(), stats.clone());
+            async move { review::<K>(Review::Default(&*defaulter), &body, &stats).await }
+        })
+    }
+
+    /// Serves a raw admission `handler` at `path`.
+    pub fn handler(self, path: &str, handler: impl AdmissionHandler + 'static) -> Self {
+        let handler = Arc::new(handler);
+        let stats = self.stats.clone();
+        self.route(path, move |body| {
+            let (handler, stats) = (handler.clone(), stats.clone());
+            async move {
+                let what = Review::<k8s_openapi::api::core::v1::ConfigMap>::Handle(&*handler);
+                review(what, &body, &stats).await
+            }
+        })
+    }
+
+    /// Serves a CRD's `conversion` at `path` (its `spec.conversion.webhook.clientConfig`).
+    pub fn conversion<H: Send + Sync + 'static>(
+        self,
+        path: &str,
+        conversion: Conversion<H>,
+    ) -> Self {
+        self.route(path, move |body| {
+            let conversion = conversion.clone();
+            async move { conversion.review(&body) }
+        })
+    }
+
+    /// Listens on `address` (default `0.0.0.0:9443`, controller-runtime's port; port 0 picks
+    /// a free one, see [`WebhookServer::local_addr`]).
+    pub fn address(mut self, address: SocketAddr) -> Self {
+        self.address = address;
+        self
+    }
+
+    /// Where the certificate comes from (default: self-signed for `localhost` and
+    /// `127.0.0.1`, which only a local API server reaches).
+    pub fn certificates(mut self, source: CertificateSource) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Names the server in logs and in `/readyz` (default `webhook-server`).
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self
+    }
+
+    /// The server.
+    pub fn build(self) -> WebhookServer {
+        let source = self
+            .source
+            .unwrap_or_else(|| CertificateSource::self_signed(["localhost", "127.0.0.1"]));
+        WebhookServer {
+            inner: Arc::new(Inner {
+                name: self.name,
+                address: self.address,
+                router: self.router,
+                source,
+                certificates: Certificates::default(),
+                stats: self.stats,
+                bound: Mutex::new(None),
+                serving: tokio::sync::watch::Sender::new(false),
+            }),
+        }
+    }
+}
+
+impl WebhookServer {
+    /// A builder with no webhook yet.
+    pub fn builder() -> WebhookServerBuilder {
+        WebhookServerBuilder {
+            address: SocketAddr::from(([0, 0, 0, 0], 9443)),
+            name: "webhook-server".to_owned(),
+            router: axum::Router::new(),
+            source: None,
+            stats: Arc::default(),
+        }
+    }
+
+    /// The address it listens on, once it does.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        *self.inner.bound.lock()
+    }
+
+    /// Waits until it serves (listening, with a certificate) and returns its address.
+    pub async fn serving(&self) -> SocketAddr {
+        let mut serving = self.inner.serving.subscribe();
+        let _ = serving.wait_for(|serving| *serving).await;
+        self.local_addr().expect("an address once serving")
+    }
+
+    /// The certificate served now (its `ca_pem` is the `caBundle` for webhook
+    /// configurations), once there is one.
+    pub fn certificate(&self) -> Option<CertificateBundle> {
+        self.inner.certificates.bundle()
+    }
+
+    /// Whether it serves with a certificate that has not expired.
+    pub fn is_ready(&self) -> bool {
+        *self.inner.serving.borrow() && self.inner.certificates.is_valid(SystemTime::now())
+    }
+
+    /// What its webhooks answered.
+    pub fn stats(&self) -> &WebhookStats {
+        &self.inner.stats
+    }
+
+    /// Serves until `stop` completes; the [`Runnable`]'s `start`.
+    pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), WebhookError> {
+        let inner = &self.inner;
+        let mut keeper = CertificateKeeper::start(&inner.source, &inner.certificates)?;
+        let listener = TcpListener::bind(inner.address)
+            .await
+            .map_err(|source| WebhookError::Bind { address: inner.address, source })?;
+        let address = listener
+            .local_addr()
+            .map_err(|source| WebhookError::Bind { address: inner.address, source })?;
+        *inner.bound.lock() = Some(address);
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(CertError::from)?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(inner.certificates.clone()));
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        inner.serving.send_replace(true);
+        tracing::info!(%address, name = %inner.name, "serving webhooks");
+        let mut connections = tokio::task::JoinSet::new();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                () = keeper.tick() => keeper.check(&inner.certificates),
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                accepted = listener.accept() => {
+                    let Ok((stream, peer)) = accepted else { continue };
+                    let (acceptor, router) = (acceptor.clone(), inner.router.clone());
+                    connections.spawn(async move {
+                        let tls = match acceptor.accept(stream).await {
+                            Ok(tls) => tls,
+                            Err(err) => {
+                                tracing::debug!(%peer, %err, "a TLS handshake failed");
+                                return;
+                            }
+                        };
+                        let service = TowerToHyperService::new(router);
+                        let served = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await;
+                        if let Err(err) = served {
+                            tracing::debug!(%peer, %err, "a webhook connection ended");
+                        }
+                    });
+                }
+            }
+        }
+        inner.serving.send_replace(false);
+        drop(listener);
+        // Requests in flight finish; the connections that are idle are closed with the tasks.
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        connections.abort_all();
+        Ok(())
+    }
+}
+
+/// Why the webhook server could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The address could not be bound.
+    #[error("listening on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No certificate could be made or read.
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+}
+
+/// Keeps the served certificate current: renews self-signed ones, reads files again.
+struct CertificateKeeper {
+    source: CertificateSource,
+    ca: Option<SelfSignedCa>,
+    interval: tokio::time::Interval,
+}
+
+impl CertificateKeeper {
+    /// Makes or reads the first certificate; an error if there is none to serve.
+    fn start(source: &CertificateSource, certificates: &Certificates) -> Result<Self, CertError> {
+        let (ca, every) = match source {
+            CertificateSource::SelfSigned { hosts, lifetimes } => {
+                let ca = SelfSignedCa::generate("ctrlkit webhook CA", lifetimes.ca)?;
+                certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
+                (Some(ca), lifetimes.check_every)
+            }
+            CertificateSource::Files { cert, key, ca, poll } => {
+                certificates.set(certs::read_files(cert, key, ca.as_deref())?)?;
+                (None, *poll)
+            }
+            CertificateSource::Bundle(bundle) => {
+                certificates.set(bundle.clone())?;
+                (None, Duration::from_secs(24 * 3600))
+            }
+        };
+        let mut interval = tokio::time::interval(every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.reset();
+        Ok(Self { source: source.clone(), ca, interval })
+    }
+
+    async fn tick(&mut self) {
+        self.interval.tick().await;
+    }
+
+    /// Renews or reads again what is due; a failure is logged and the certificate served
+    /// stays.
+    fn check(&mut self, certificates: &Certificates) {
+        if let Err(err) = self.renew(certificates) {
+            tracing::error!(%err, "the webhook certificate was not renewed; the one served stays");
+        }
+    }
+
+    fn renew(&mut self, certificates: &Certificates) -> Result<(), CertError> {
+        let now = SystemTime::now();
+        match &self.source {
+            CertificateSource::SelfSigned { hosts, lifetimes } => {
+                let ca = self.ca.as_ref().expect("a CA for self-signed certificates");
+                let leaf_due = certificates
+                    .bundle()
+                    .and_then(|b| b.not_after)
+                    .is_none_or(|end| certs::due(end, lifetimes.leaf, now));
+                if ca.is_due(now) {
+                    let new_ca = SelfSignedCa::generate("ctrlkit webhook CA", lifetimes.ca)?;
+                    let mut bundle = new_ca.issue(hosts, lifetimes.leaf)?;
+                    // Clients that still trust only the old CA keep connecting to replicas
+                    // that have not renewed yet.
+                    bundle.ca_pem = format!("{}{}", new_ca.pem(), ca.pem());
+                    certificates.set(bundle)?;
+                    self.ca = Some(new_ca);
+                    tracing::info!("renewed the webhook CA and certificate");
+                } else if leaf_due {
+                    certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
+                    tracing::info!("renewed the webhook certificate");
+                }
+            }
+            CertificateSource::Files { cert, key, ca, .. } => {
+                let read = certs::read_files(cert, key, ca.as_deref())?;
+                if certificates.bundle().as_ref() != Some(&read) {
+                    certificates.set(read)?;
+                    tracing::info!(cert = %cert.display(), "serving the webhook certificate read again");
+                }
+            }
+            CertificateSource::Bundle(_) => {}
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Runnable for WebhookServer {
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.run(stop.into_future()).await.map_err(Into::into)
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+
+    fn ready_check(&self) -> Option<crate::manager::ReadyCheck> {
+        let server = self.clone();
+        Some(Arc::new(move || server.is_ready()))
+    }
+}

@@ -1,0 +1,294 @@
+//! The webhook server over HTTPS, called as the API server calls it (kube-client, trusting
+//! only the server's CA): a validator's denial, a defaulter's patch, a conversion, a bad body's
+//! 400, `/readyz` on the Manager, and certificate files rotated while it serves.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::manager::Manager;
+use ctrlkit::webhook::{
+    AdmissionRequest, CertificateSource, Conversion, Defaulter, Denial, SelfSignedCa, Validation,
+    Validator, WebhookServer,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::{Client, Config};
+use rustls_pemfile_free::ca_der;
+use serde_json::{Value, json};
+
+use crate::support::http::{free_address, get};
+
+/// At most two keys.
+struct Small;
+
+#[async_trait]
+impl Validator<ConfigMap> for Small {
+    async fn validate_create(&self, cm: &ConfigMap, _: &AdmissionRequest<ConfigMap>) -> Validation {
+        match cm.data.as_ref().map_or(0, |d| d.len()) {
+            n if n > 2 => Err(Denial::invalid(format!("{n} keys: at most 2"))),
+            _ => Ok(vec![]),
+        }
+    }
+}
+
+/// Labels every ConfigMap `defaulted: "yes"`.
+struct Labelled;
+
+#[async_trait]
+impl Defaulter<ConfigMap> for Labelled {
+    async fn default(&self, cm: &mut ConfigMap, _: &AdmissionRequest<ConfigMap>) {
+        cm.metadata.labels.get_or_insert_default().insert("defaulted".into(), "yes".into());
+    }
+}
+
+mod rustls_pemfile_free {
+    /// The DER of the first certificate of a PEM bundle.
+    pub fn ca_der(pem: &str) -> Vec<u8> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::pem_slice_iter(pem.as_bytes()).next().unwrap().unwrap().to_vec()
+    }
+}
+
+/// A client of `https://address` trusting only `ca_pem`.
+fn client(address: std::net::SocketAddr, ca_pem: &str) -> Client {
+    let mut config = Config::new(format!("https://{address}").parse().unwrap());
+    config.root_cert = Some(vec![ca_der(ca_pem)]);
+    Client::try_from(config).unwrap()
+}
+
+/// `POST path` with `body`: the answer's JSON, or the API error kube-client makes of a
+/// non-2xx answer.
+async fn post(client: &Client, path: &str, body: &Value) -> Result<Value, kube_client::Error> {
+    let request = http::Request::post(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(body).unwrap())
+        .unwrap();
+    let text = client.request_text(request).await?;
+    Ok(serde_json::from_str(&text).unwrap())
+}
+
+fn admission(operation: &str, object: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": { "group": "", "version": "v1", "kind": "ConfigMap" },
+            "resource": { "group": "", "version": "v1", "resource": "configmaps" },
+            "operation": operation,
+            "namespace": "default",
+            "name": "x",
+            "userInfo": { "username": "alice" },
+            "object": object,
+        },
+    })
+}
+
+fn config_map(keys: &[&str]) -> Value {
+    let data: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.to_string(), json!("v"))).collect();
+    json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "x", "namespace": "default" }, "data": data })
+}
+
+/// A set's v1, the hub: `spec.replicas`.
+#[derive(
+    kube::CustomResource, Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[kube(group = "example.com", version = "v1", kind = "Set", namespaced)]
+pub struct SetSpec {
+    replicas: i32,
+}
+
+mod v2 {
+    /// A set's v2: `spec.size`.
+    #[derive(
+        kube::CustomResource,
+        Debug,
+        Clone,
+        serde::Serialize,
+        serde::Deserialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(group = "example.com", version = "v2", kind = "Set", namespaced)]
+    pub struct SetSpec {
+        pub size: i32,
+    }
+}
+
+impl From<v2::Set> for Set {
+    fn from(set: v2::Set) -> Self {
+        Set { metadata: set.metadata, spec: SetSpec { replicas: set.spec.size } }
+    }
+}
+
+impl TryFrom<Set> for v2::Set {
+    type Error = String;
+    fn try_from(set: Set) -> Result<Self, String> {
+        match set.spec.replicas {
+            n if n < 0 => Err(format!("{n} replicas has no size")),
+            size => Ok(v2::Set { metadata: set.metadata, spec: v2::SetSpec { size } }),
+        }
+    }
+}
+
+fn conversion() -> Conversion<Set> {
+    Conversion::<Set>::new().spoke::<v2::Set>()
+}
+
+#[tokio::test]
+async fn the_webhook_server_validates_defaults_and_converts_over_https_and_is_ready() {
+    let metrics = free_address();
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .validator("/validate", Small)
+        .defaulter("/default", Labelled)
+        .conversion("/convert", conversion())
+        .build();
+    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    let mut manager = Manager::builder(api.client()).metrics_address(metrics).build();
+    manager.add(server.clone());
+    let running = tokio::spawn(manager.run_until(std::future::pending()));
+    let address = server.serving().await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let https = client(address, &ca);
+
+    let denied = post(&https, "/validate", &admission("CREATE", config_map(&["a", "b", "c"])))
+        .await
+        .unwrap();
+    assert_eq!(denied["response"]["allowed"], false);
+    assert_eq!(denied["response"]["status"]["message"], "3 keys: at most 2");
+    assert_eq!(denied["response"]["status"]["code"], 422);
+    let allowed = post(&https, "/validate", &admission("CREATE", config_map(&["a"]))).await;
+    assert_eq!(allowed.unwrap()["response"]["allowed"], true);
+
+    let defaulted = post(&https, "/default", &admission("CREATE", config_map(&["a"]))).await;
+    let response = &defaulted.unwrap()["response"];
+    assert_eq!(response["patchType"], "JSONPatch");
+    // A `[]byte` in Go's JSON: base64, or (as kube-core writes it) an array of bytes.
+    let patch: Vec<u8> = match &response["patch"] {
+        Value::String(text) => base64_decode(text),
+        other => serde_json::from_value(other.clone()).expect("a patch"),
+    };
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+    let mut object = config_map(&["a"]);
+    json_patch::patch(&mut object, &patch).unwrap();
+    assert_eq!(object["metadata"]["labels"]["defaulted"], "yes");
+
+    let bad = post(&https, "/validate", &json!({ "kind": "Pod" })).await;
+    match bad {
+        Err(kube_client::Error::Api(status)) => {
+            assert_eq!(status.code, 400);
+            assert!(status.message.contains("not an AdmissionReview"), "{}", status.message);
+        }
+        other => panic!("a 400 for a body that is not a review, got {other:?}"),
+    }
+
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "c1",
+            "desiredAPIVersion": "example.com/v2",
+            "objects": [
+                { "apiVersion": "example.com/v1", "kind": "Set", "metadata": { "name": "one", "uid": "u1", "labels": { "a": "b" } }, "spec": { "replicas": 3 } },
+                { "apiVersion": "example.com/v2", "kind": "Set", "metadata": { "name": "two" }, "spec": { "size": 5 } },
+            ],
+        },
+    });
+    let converted = post(&https, "/convert", &review).await.unwrap();
+    assert_eq!(converted["response"]["uid"], "c1");
+    assert_eq!(converted["response"]["result"]["status"], "Success");
+    let objects = &converted["response"]["convertedObjects"];
+    assert_eq!(objects[0]["apiVersion"], "example.com/v2");
+    assert_eq!(objects[0]["spec"], json!({ "size": 3 }));
+    assert_eq!(
+        objects[0]["metadata"],
+        json!({ "name": "one", "uid": "u1", "labels": { "a": "b" } })
+    );
+    assert_eq!(objects[1]["metadata"]["name"], "two", "in the order received");
+    assert_eq!(objects[1]["spec"], json!({ "size": 5 }));
+
+    let unknown = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "c2",
+            "desiredAPIVersion": "example.com/v2",
+            "objects": [
+                { "apiVersion": "example.com/v1", "kind": "Set", "metadata": { "name": "ok" }, "spec": { "replicas": 1 } },
+                { "apiVersion": "example.com/v1", "kind": "Set", "metadata": { "name": "nine", "namespace": "ns" }, "spec": { "replicas": -9 } },
+            ],
+        },
+    });
+    let failed = post(&https, "/convert", &unknown).await.unwrap();
+    assert_eq!(failed["response"]["result"]["status"], "Failure");
+    let message = failed["response"]["result"]["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "converting ns/nine from example.com/v1 to example.com/v2: -9 replicas has no size"
+    );
+    assert_eq!(failed["response"]["convertedObjects"], json!([]), "nothing half-converted");
+
+    let (status, body) = get(metrics, "/readyz").await.expect("the probe answers");
+    assert_eq!((status, body.as_str()), (200, "ok"), "ready once serving");
+    assert_eq!(server.stats().denied(), 1);
+    assert_eq!(server.stats().malformed(), 1);
+    running.abort();
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    // The answer is standard base64 (kube-core's `ByteString`).
+    let bytes: k8s_openapi::ByteString = serde_json::from_value(json!(text)).unwrap();
+    bytes.0
+}
+
+#[tokio::test]
+async fn certificate_files_rotated_while_serving_are_served_to_new_connections() {
+    let dir = std::env::temp_dir().join(format!("ctrlkit-webhook-certs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |ca: &SelfSignedCa| {
+        let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
+        // The key first, then the certificate: between the two the pair does not match, and
+        // the server keeps serving the old one.
+        std::fs::write(dir.join("tls.key"), &bundle.key_pem).unwrap();
+        std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).unwrap();
+        std::fs::write(dir.join("ca.crt"), &bundle.ca_pem).unwrap();
+        bundle.ca_pem
+    };
+    let first = SelfSignedCa::generate("first", Duration::from_secs(7200)).unwrap();
+    let first_ca = write(&first);
+    let source = match CertificateSource::dir(&dir) {
+        CertificateSource::Files { cert, key, ca, .. } => {
+            CertificateSource::Files { cert, key, ca, poll: Duration::from_millis(50) }
+        }
+        other => other,
+    };
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .certificates(source)
+        .validator("/validate", Small)
+        .build();
+    let serving = server.clone();
+    let stop = tokio::sync::Notify::new();
+    let run = async { serving.run(stop.notified()).await.unwrap() };
+    let test = async {
+        let address = server.serving().await;
+        let call = |ca: &str| {
+            let https = client(address, ca);
+            async move { post(&https, "/validate", &admission("CREATE", config_map(&[]))).await }
+        };
+        assert!(call(&first_ca).await.is_ok(), "the first CA is trusted");
+        let second = SelfSignedCa::generate("second", Duration::from_secs(7200)).unwrap();
+        let second_ca = write(&second);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while call(&second_ca).await.is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "the new certificate is never served");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(call(&first_ca).await.is_err(), "a client of the old CA alone no longer connects");
+        assert_eq!(server.certificate().unwrap().ca_pem, second_ca);
+        stop.notify_one();
+    };
+    tokio::join!(run, test);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
