@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -37,6 +37,9 @@ pub enum CertError {
     /// rustls refused the key.
     #[error("the private key: {0}")]
     Key(#[from] rustls::Error),
+    /// The API server refused a read or write of the certificates' Secret.
+    #[error("the certificates' Secret: {0}")]
+    Api(Box<kube_client::Error>),
     /// A file could not be read.
     #[error("reading {path}: {source}")]
     Read {
@@ -96,7 +99,8 @@ pub(crate) fn due(not_after: SystemTime, lifetime: Duration, now: SystemTime) ->
 
 /// A self-signed CA that issues serving certificates.
 pub struct SelfSignedCa {
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
     not_after: SystemTime,
     lifetime: Duration,
 }
@@ -115,6 +119,9 @@ fn validity(
 ) -> SystemTime {
     let now = SystemTime::now();
     let not_after = cap.map_or(now + lifetime, |cap| cap.min(now + lifetime));
+    // Whole seconds, as the certificate holds it (and reads back).
+    let seconds = not_after.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let not_after = SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
     params.not_before = (now - Duration::from_secs(60)).into();
     params.not_after = not_after.into();
     not_after
@@ -132,13 +139,34 @@ impl SelfSignedCa {
             KeyUsagePurpose::DigitalSignature,
         ];
         let not_after = validity(&mut params, lifetime, None);
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
-        Ok(Self { issuer, not_after, lifetime })
+        let key = KeyPair::generate()?;
+        let pem = params.self_signed(&key)?.pem();
+        Ok(Self { issuer: Issuer::new(params, key), pem, not_after, lifetime })
+    }
+
+    /// The CA of `cert_pem` and `key_pem` (as [`pem`](Self::pem) and
+    /// [`key_pem`](Self::key_pem) wrote them), renewed by `lifetime`.
+    pub fn from_pem(cert_pem: &str, key_pem: &str, lifetime: Duration) -> Result<Self, CertError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let not_after = not_after(cert_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
+        // A bundle during a CA's renewal holds the new CA first, then the old: this is the first.
+        const END: &str = "-----END CERTIFICATE-----";
+        let pem = match cert_pem.find(END) {
+            Some(at) => format!("{}\n", &cert_pem[..at + END.len()]),
+            None => cert_pem.to_owned(),
+        };
+        Ok(Self { issuer, pem, not_after, lifetime })
     }
 
     /// The CA certificate, PEM.
     pub fn pem(&self) -> String {
-        self.issuer.pem()
+        self.pem.clone()
+    }
+
+    /// The CA's private key, PEM (kept in the Secret beside it, to issue leaves).
+    pub fn key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
     }
 
     /// When the CA expires.
@@ -237,6 +265,18 @@ fn certified_key(bundle: &CertificateBundle) -> Result<CertifiedKey, CertError> 
     Ok(key)
 }
 
+/// When the first certificate of `pem` expires.
+pub(crate) fn not_after(pem: &str) -> Result<SystemTime, CertError> {
+    let der = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .ok_or_else(|| CertError::Pem("no CERTIFICATE block".to_owned()))?
+        .map_err(|err| CertError::Pem(format!("the certificate: {err}")))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|err| CertError::Pem(format!("the certificate does not parse: {err}")))?;
+    let seconds = cert.validity().not_after.timestamp();
+    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).unwrap_or_default()))
+}
+
 /// A certificate read from `cert` and `key` files (cert-manager's `tls.crt` and `tls.key`),
 /// with `ca` (`ca.crt`) as its bundle when given.
 pub fn read_files(
@@ -248,11 +288,12 @@ pub fn read_files(
         std::fs::read_to_string(path)
             .map_err(|source| CertError::Read { path: path.display().to_string(), source })
     };
+    let cert_pem = read(cert)?;
     Ok(CertificateBundle {
-        cert_pem: read(cert)?,
+        not_after: Some(not_after(&cert_pem)?),
+        cert_pem,
         key_pem: read(key)?,
         ca_pem: ca.map(read).transpose()?.unwrap_or_default(),
-        not_after: None,
     })
 }
 
@@ -284,6 +325,22 @@ mod tests {
         let half = CertificateBundle { cert_pem: "-----BEGIN CERT".to_owned(), ..bundle.clone() };
         assert!(certificates.set(half).is_err());
         assert_eq!(certificates.bundle(), Some(bundle));
+    }
+
+    #[test]
+    fn a_ca_written_as_pem_and_read_back_issues_leaves_its_pem_verifies() {
+        let ca = SelfSignedCa::generate("kept CA", 30 * DAY).unwrap();
+        let back = SelfSignedCa::from_pem(&ca.pem(), &ca.key_pem(), 30 * DAY).unwrap();
+        let expiry = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(expiry(back.not_after()), expiry(ca.not_after()));
+        let leaf = back.issue(&["127.0.0.1".to_owned()], DAY).unwrap();
+        assert_eq!(leaf.ca_pem, ca.pem());
+        let issuer = CertificateDer::from_pem_slice(ca.pem().as_bytes()).unwrap();
+        let leaf_der = CertificateDer::from_pem_slice(leaf.cert_pem.as_bytes()).unwrap();
+        let (_, issuer) = x509_parser::parse_x509_certificate(&issuer).unwrap();
+        let (_, leaf_cert) = x509_parser::parse_x509_certificate(&leaf_der).unwrap();
+        assert_eq!(leaf_cert.issuer(), issuer.subject(), "signed by the CA read back");
+        assert_eq!(expiry(not_after(&leaf.cert_pem).unwrap()), expiry(leaf.not_after.unwrap()));
     }
 
     #[test]

@@ -52,6 +52,8 @@
 mod admission;
 mod certs;
 mod conversion;
+mod inject;
+mod secret;
 mod server;
 
 pub use admission::{
@@ -60,5 +62,7 @@ pub use admission::{
 };
 pub use certs::{CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa, read_files};
 pub use conversion::Conversion;
+pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+pub use secret::SecretCertificates;
 pub use server::{CertificateSource, WebhookError, WebhookServer, WebhookServerBuilder};

@@ -26,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use kube_client::Client;
 use kube_client::core::Resource;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -34,6 +35,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::inject::CaInjection;
+use super::secret::SecretCertificates;
 use super::{
     AdmissionHandler, Conversion, Defaulter, Reply, Review, Validator, WebhookStats, review,
 };
@@ -63,6 +66,9 @@ pub enum CertificateSource {
         /// How often the files are read again (default 10 s).
         poll: Duration,
     },
+    /// A self-signed CA and serving certificate kept in a Secret, shared by every replica
+    /// and renewed by whichever gets there first; see [`SecretCertificates`].
+    Secret(Box<SecretCertificates>),
     /// A certificate given, served as is.
     Bundle(CertificateBundle),
 }
@@ -89,6 +95,12 @@ impl CertificateSource {
     }
 }
 
+impl From<SecretCertificates> for CertificateSource {
+    fn from(store: SecretCertificates) -> Self {
+        Self::Secret(Box::new(store))
+    }
+}
+
 /// Builds a [`WebhookServer`].
 pub struct WebhookServerBuilder {
     address: SocketAddr,
@@ -96,6 +108,7 @@ pub struct WebhookServerBuilder {
     router: axum::Router,
     source: Option<CertificateSource>,
     stats: Arc<WebhookStats>,
+    injection: Option<(Client, CaInjection)>,
 }
 
 /// The HTTPS server of admission and conversion webhooks; see the module docs. Cheap to
@@ -112,6 +125,7 @@ struct Inner {
     source: CertificateSource,
     certificates: Certificates,
     stats: Arc<WebhookStats>,
+    injection: Option<(Client, CaInjection)>,
     bound: Mutex<Option<SocketAddr>>,
     serving: tokio::sync::watch::Sender<bool>,
 }
@@ -198,8 +212,16 @@ impl WebhookServerBuilder {
 
     /// Where the certificate comes from (default: self-signed for `localhost` and
     /// `127.0.0.1`, which only a local API server reaches).
-    pub fn certificates(mut self, source: CertificateSource) -> Self {
-        self.source = Some(source);
+    pub fn certificates(mut self, source: impl Into<CertificateSource>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Writes the served certificate's CA bundle into the webhook configurations and CRDs
+    /// `injection` names, through `client`, at start and at every pass (so a renewed bundle
+    /// arrives within one, and one someone overwrote is put back); see [`CaInjection`].
+    pub fn inject_ca_bundle(mut self, client: Client, injection: CaInjection) -> Self {
+        self.injection = Some((client, injection));
         self
     }
 
@@ -222,6 +244,7 @@ impl WebhookServerBuilder {
                 source,
                 certificates: Certificates::default(),
                 stats: self.stats,
+                injection: self.injection,
                 bound: Mutex::new(None),
                 serving: tokio::sync::watch::Sender::new(false),
             }),
@@ -238,6 +261,7 @@ impl WebhookServer {
             router: axum::Router::new(),
             source: None,
             stats: Arc::default(),
+            injection: None,
         }
     }
 
@@ -272,7 +296,7 @@ impl WebhookServer {
     /// Serves until `stop` completes; the [`Runnable`]'s `start`.
     pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), WebhookError> {
         let inner = &self.inner;
-        let mut keeper = CertificateKeeper::start(&inner.source, &inner.certificates)?;
+        let mut keeper = CertificateKeeper::start(&inner.source, &inner.certificates).await?;
         let listener = TcpListener::bind(inner.address)
             .await
             .map_err(|source| WebhookError::Bind { address: inner.address, source })?;
@@ -292,11 +316,13 @@ impl WebhookServer {
         inner.serving.send_replace(true);
         tracing::info!(%address, name = %inner.name, "serving webhooks");
         let mut connections = tokio::task::JoinSet::new();
-        tokio::pin!(stop);
+        let injector = self.inject();
+        tokio::pin!(stop, injector);
         loop {
             tokio::select! {
                 () = &mut stop => break,
-                () = keeper.tick() => keeper.check(&inner.certificates),
+                () = &mut injector => {}
+                () = keeper.tick() => keeper.check(&inner.certificates).await,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = listener.accept() => {
                     let Ok((stream, peer)) = accepted else { continue };
@@ -332,6 +358,22 @@ impl WebhookServer {
     }
 }
 
+impl WebhookServer {
+    /// Injects the CA bundle at every pass, for ever (pending without an injection).
+    async fn inject(&self) {
+        let Some((client, injection)) = &self.inner.injection else {
+            return std::future::pending().await;
+        };
+        loop {
+            if let Some(bundle) = self.inner.certificates.bundle().filter(|b| !b.ca_pem.is_empty())
+            {
+                injection.inject(client, &bundle.ca_pem).await;
+            }
+            tokio::time::sleep(injection.interval()).await;
+        }
+    }
+}
+
 /// Why the webhook server could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
@@ -357,7 +399,10 @@ struct CertificateKeeper {
 
 impl CertificateKeeper {
     /// Makes or reads the first certificate; an error if there is none to serve.
-    fn start(source: &CertificateSource, certificates: &Certificates) -> Result<Self, CertError> {
+    async fn start(
+        source: &CertificateSource,
+        certificates: &Certificates,
+    ) -> Result<Self, CertError> {
         let (ca, every) = match source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
                 let ca = SelfSignedCa::generate("ctrlkit webhook CA", lifetimes.ca)?;
@@ -367,6 +412,9 @@ impl CertificateKeeper {
             CertificateSource::Files { cert, key, ca, poll } => {
                 certificates.set(certs::read_files(cert, key, ca.as_deref())?)?;
                 (None, *poll)
+            }
+            CertificateSource::Secret(store) => {
+                (Some(store.load(certificates).await?), store.check_every())
             }
             CertificateSource::Bundle(bundle) => {
                 certificates.set(bundle.clone())?;
@@ -385,13 +433,13 @@ impl CertificateKeeper {
 
     /// Renews or reads again what is due; a failure is logged and the certificate served
     /// stays.
-    fn check(&mut self, certificates: &Certificates) {
-        if let Err(err) = self.renew(certificates) {
+    async fn check(&mut self, certificates: &Certificates) {
+        if let Err(err) = self.renew(certificates).await {
             tracing::error!(%err, "the webhook certificate was not renewed; the one served stays");
         }
     }
 
-    fn renew(&mut self, certificates: &Certificates) -> Result<(), CertError> {
+    async fn renew(&mut self, certificates: &Certificates) -> Result<(), CertError> {
         let now = SystemTime::now();
         match &self.source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
@@ -419,6 +467,12 @@ impl CertificateKeeper {
                 if certificates.bundle().as_ref() != Some(&read) {
                     certificates.set(read)?;
                     tracing::info!(cert = %cert.display(), "serving the webhook certificate read again");
+                }
+            }
+            CertificateSource::Secret(store) => {
+                let ca = self.ca.as_ref().expect("a CA for certificates in a Secret");
+                if let Some(newer) = store.check(ca, certificates).await? {
+                    self.ca = Some(newer);
                 }
             }
             CertificateSource::Bundle(_) => {}

@@ -292,3 +292,165 @@ async fn certificate_files_rotated_while_serving_are_served_to_new_connections()
     tokio::join!(run, test);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn the_ca_bundle_is_injected_into_configurations_and_crds_and_put_back_when_overwritten() {
+    use ctrlkit::webhook::CaInjection;
+    use ctrlkit_apiserver::{ApiServer, ResourceType, wait_for};
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    use kube_client::Api;
+    use kube_client::api::{Patch, PatchParams, PostParams};
+
+    let api = ApiServer::builder()
+        .resource(ResourceType::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+        ))
+        .start()
+        .await
+        .unwrap();
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(api.client());
+    let hook = |name: &str| {
+        json!({ "name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": { "url": "https://127.0.0.1:9443/validate" } })
+    };
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": "sets" },
+        "webhooks": [hook("a.example.com"), hook("b.example.com")],
+    });
+    configs.create(&PostParams::default(), &serde_json::from_value(config).unwrap()).await.unwrap();
+    let mut crd = serde_json::to_value(Set::crd()).unwrap();
+    crd["spec"]["conversion"] = json!({ "strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": { "url": "https://127.0.0.1:9443/convert" } } });
+    let crds: Api<CustomResourceDefinition> = Api::all(api.client());
+    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
+
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .validator("/validate", Small)
+        .inject_ca_bundle(
+            api.client(),
+            CaInjection::new()
+                .validating("sets")
+                .crd("sets.example.com")
+                .every(Duration::from_millis(50)),
+        )
+        .build();
+    let serving = server.clone();
+    let stop = tokio::sync::Notify::new();
+    let run = async { serving.run(stop.notified()).await.unwrap() };
+    let test = async {
+        server.serving().await;
+        let ca = server.certificate().unwrap().ca_pem.into_bytes();
+        let bundles = |c: Option<&ValidatingWebhookConfiguration>| -> Vec<Option<Vec<u8>>> {
+            let hooks = c.and_then(|c| c.webhooks.clone()).unwrap_or_default();
+            hooks.into_iter().map(|w| w.client_config.ca_bundle.map(|b| b.0)).collect()
+        };
+        let both = vec![Some(ca.clone()), Some(ca.clone())];
+        let within = Duration::from_secs(10);
+        wait_for(&configs, "sets", "the bundle in both webhooks", within, |c| bundles(c) == both)
+            .await
+            .unwrap();
+        let crd_bundle = |c: Option<&CustomResourceDefinition>| {
+            let conversion = c.and_then(|c| c.spec.conversion.as_ref());
+            let webhook = conversion.and_then(|c| c.webhook.as_ref());
+            webhook
+                .and_then(|w| w.client_config.as_ref())
+                .and_then(|c| c.ca_bundle.clone())
+                .map(|b| b.0)
+        };
+        wait_for(&crds, "sets.example.com", "the bundle in the CRD", within, |c| {
+            crd_bundle(c) == Some(ca.clone())
+        })
+        .await
+        .unwrap();
+
+        // Someone (a `kubectl apply` of the manifests) overwrites it: put back.
+        let overwrite = json!({ "webhooks": [
+            { "name": "a.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+              "clientConfig": { "url": "https://127.0.0.1:9443/validate", "caBundle": "b3RoZXI=" } },
+            hook("b.example.com"),
+        ] });
+        configs.patch("sets", &PatchParams::default(), &Patch::Merge(overwrite)).await.unwrap();
+        wait_for(&configs, "sets", "the bundle put back", within, |c| bundles(c) == both)
+            .await
+            .unwrap();
+        stop.notify_one();
+    };
+    tokio::join!(run, test);
+}
+
+#[tokio::test]
+async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_a_renewal() {
+    use ctrlkit::webhook::{Lifetimes, SecretCertificates};
+
+    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    // Leaves of 3 s, checked every 100 ms: renewed with a second left, twice a test.
+    let lifetimes = Lifetimes {
+        ca: Duration::from_secs(3600),
+        leaf: Duration::from_secs(3),
+        check_every: Duration::from_millis(100),
+    };
+    let replica = || {
+        let store =
+            SecretCertificates::new(api.client(), "default", "webhook-certs", ["127.0.0.1"])
+                .lifetimes(lifetimes);
+        WebhookServer::builder()
+            .address("127.0.0.1:0".parse().unwrap())
+            .certificates(store)
+            .validator("/validate", Small)
+            .build()
+    };
+    let (one, two) = (replica(), replica());
+    let stop = tokio::sync::Notify::new();
+    let run = |server: WebhookServer| {
+        let stop = &stop;
+        async move {
+            tokio::select! {
+                served = server.run(std::future::pending()) => served.unwrap(),
+                () = stop.notified() => {}
+            }
+        }
+    };
+    let test = async {
+        let (a, b) = (one.serving().await, two.serving().await);
+        let first = one.certificate().unwrap();
+        assert_eq!(two.certificate().unwrap(), first, "both serve the Secret's certificate");
+        let call = |address, ca: String| async move {
+            post(&client(address, &ca), "/validate", &admission("CREATE", config_map(&[]))).await
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            // A client trusting the one CA bundle reaches both replicas, before, through and
+            // after the renewal.
+            call(a, first.ca_pem.clone()).await.expect("replica one answers");
+            call(b, first.ca_pem.clone()).await.expect("replica two answers");
+            let (now_one, now_two) = (one.certificate().unwrap(), two.certificate().unwrap());
+            if now_one.cert_pem != first.cert_pem && now_one == now_two {
+                assert_eq!(now_one.ca_pem, first.ca_pem, "the CA stays: no new bundle needed");
+                assert!(now_one.not_after > first.not_after, "a later expiry");
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never renewed to one certificate");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop.notify_waiters();
+    };
+    tokio::join!(run(one.clone()), run(two.clone()), test);
+    let secrets: kube_client::Api<k8s_openapi::api::core::v1::Secret> =
+        kube_client::Api::namespaced(api.client(), "default");
+    let secret = secrets.get("webhook-certs").await.unwrap();
+    let data = secret.data.unwrap();
+    assert_eq!(
+        String::from_utf8(data["tls.crt"].0.clone()).unwrap(),
+        one.certificate().unwrap().cert_pem
+    );
+    assert!(data.contains_key("ca.key"));
+}

@@ -1,0 +1,164 @@
+//! [`CaInjection`]: the CA bundle of the served certificate written into the webhook
+//! configurations and CRDs that call the server (cert-manager's cainjector,
+//! cert-controller's rotator), and written again when someone overwrites it.
+//!
+//! Contract:
+//! - Each named `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` gets the
+//!   bundle in every webhook's `clientConfig.caBundle`; each named CRD in
+//!   `spec.conversion.webhook.clientConfig.caBundle` (a CRD without a webhook conversion is
+//!   left alone).
+//! - An object is written only when its bundle differs, with its `resourceVersion`: a
+//!   conflict, a refusal or an object not there yet is logged and tried again at the next
+//!   pass (every 30 s by default), which also puts back a bundle someone overwrote.
+
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::PostParams;
+use kube_client::{Api, Client};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What gets the CA bundle, and how often it is checked.
+#[derive(Debug, Clone)]
+pub struct CaInjection {
+    validating: Vec<String>,
+    mutating: Vec<String>,
+    crds: Vec<String>,
+    every: Duration,
+}
+
+impl Default for CaInjection {
+    fn default() -> Self {
+        Self {
+            validating: Vec::new(),
+            mutating: Vec::new(),
+            crds: Vec::new(),
+            every: Duration::from_secs(30),
+        }
+    }
+}
+
+impl CaInjection {
+    /// Nothing yet, checked every 30 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The `ValidatingWebhookConfiguration` named `name`.
+    pub fn validating(mut self, name: &str) -> Self {
+        self.validating.push(name.to_owned());
+        self
+    }
+
+    /// The `MutatingWebhookConfiguration` named `name`.
+    pub fn mutating(mut self, name: &str) -> Self {
+        self.mutating.push(name.to_owned());
+        self
+    }
+
+    /// The CRD named `name` (`plural.group`), for its conversion webhook.
+    pub fn crd(mut self, name: &str) -> Self {
+        self.crds.push(name.to_owned());
+        self
+    }
+
+    /// How often the objects are checked (default 30 s).
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = every;
+        self
+    }
+
+    /// The time between passes.
+    pub(crate) fn interval(&self) -> Duration {
+        self.every
+    }
+
+    /// One pass: writes `ca_pem` where it is missing or different; returns how many objects
+    /// were written. Failures are logged, and the pass goes on with the next object.
+    pub async fn inject(&self, client: &Client, ca_pem: &str) -> usize {
+        let bundle = ByteString(ca_pem.as_bytes().to_vec());
+        let mut written = 0;
+        for name in &self.validating {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+            written += write(&api, name, |c| {
+                let hooks = c.webhooks.iter_mut().flatten();
+                set_all(hooks.map(|w| &mut w.client_config.ca_bundle), &bundle)
+            })
+            .await;
+        }
+        for name in &self.mutating {
+            let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+            written += write(&api, name, |c| {
+                let hooks = c.webhooks.iter_mut().flatten();
+                set_all(hooks.map(|w| &mut w.client_config.ca_bundle), &bundle)
+            })
+            .await;
+        }
+        for name in &self.crds {
+            let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+            written += write(&api, name, |crd| {
+                let webhook = crd.spec.conversion.as_mut().and_then(|c| c.webhook.as_mut());
+                let config = webhook.and_then(|w| w.client_config.as_mut());
+                set_all(config.map(|c| &mut c.ca_bundle).into_iter(), &bundle)
+            })
+            .await;
+        }
+        written
+    }
+}
+
+/// Sets every bundle to `bundle`; whether one changed.
+fn set_all<'a>(
+    bundles: impl Iterator<Item = &'a mut Option<ByteString>>,
+    bundle: &ByteString,
+) -> bool {
+    let mut changed = false;
+    for slot in bundles {
+        if slot.as_ref() != Some(bundle) {
+            *slot = Some(bundle.clone());
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Reads `name`, changes it with `change`, and writes it back if it changed: 1 if written.
+async fn write<K>(api: &Api<K>, name: &str, change: impl FnOnce(&mut K) -> bool) -> usize
+where
+    K: kube_client::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let kind = K::kind(&());
+    let mut object = match api.get_opt(name).await {
+        Ok(Some(object)) => object,
+        Ok(None) => {
+            tracing::debug!(%kind, name, "no object to inject the CA bundle into yet");
+            return 0;
+        }
+        Err(err) => {
+            tracing::warn!(%kind, name, %err, "reading an object to inject the CA bundle into");
+            return 0;
+        }
+    };
+    if !change(&mut object) {
+        return 0;
+    }
+    match api.replace(name, &PostParams::default(), &object).await {
+        Ok(_) => {
+            tracing::info!(%kind, name, "injected the webhook CA bundle");
+            1
+        }
+        Err(err) => {
+            tracing::warn!(%kind, name, %err, "injecting the CA bundle failed; tried again at the next pass");
+            0
+        }
+    }
+}
