@@ -316,17 +316,28 @@ impl WebhookServer {
         inner.serving.send_replace(true);
         tracing::info!(%address, name = %inner.name, "serving webhooks");
         let mut connections = tokio::task::JoinSet::new();
+        // Connections end gracefully on the stop: the request in flight is answered, then the
+        // connection closes (an API server keeps idle ones open).
+        let (closing, closed) = tokio::sync::watch::channel(false);
         let injector = self.inject();
-        tokio::pin!(stop, injector);
+        // Renewals and Secret reads run beside the accept loop, never holding it up.
+        let maintain = async {
+            loop {
+                keeper.tick().await;
+                keeper.check(&inner.certificates).await;
+            }
+        };
+        tokio::pin!(stop, injector, maintain);
         loop {
             tokio::select! {
                 () = &mut stop => break,
                 () = &mut injector => {}
-                () = keeper.tick() => keeper.check(&inner.certificates).await,
+                () = &mut maintain => {}
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = listener.accept() => {
                     let Ok((stream, peer)) = accepted else { continue };
                     let (acceptor, router) = (acceptor.clone(), inner.router.clone());
+                    let mut closed = closed.clone();
                     connections.spawn(async move {
                         let tls = match acceptor.accept(stream).await {
                             Ok(tls) => tls,
@@ -336,9 +347,16 @@ impl WebhookServer {
                             }
                         };
                         let service = TowerToHyperService::new(router);
-                        let served = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(tls), service)
-                            .await;
+                        let connection = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), service);
+                        tokio::pin!(connection);
+                        let served = tokio::select! {
+                            served = connection.as_mut() => served,
+                            () = async { let _ = closed.wait_for(|closed| *closed).await; } => {
+                                connection.as_mut().graceful_shutdown();
+                                connection.await
+                            }
+                        };
                         if let Err(err) = served {
                             tracing::debug!(%peer, %err, "a webhook connection ended");
                         }
@@ -348,7 +366,7 @@ impl WebhookServer {
         }
         inner.serving.send_replace(false);
         drop(listener);
-        // Requests in flight finish; the connections that are idle are closed with the tasks.
+        closing.send_replace(true);
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
             while connections.join_next().await.is_some() {}
         })

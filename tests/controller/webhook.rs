@@ -287,9 +287,15 @@ async fn certificate_files_rotated_while_serving_are_served_to_new_connections()
         }
         assert!(call(&first_ca).await.is_err(), "a client of the old CA alone no longer connects");
         assert_eq!(server.certificate().unwrap().ca_pem, second_ca);
+        // A client that keeps its connection open (as an API server does) does not hold up
+        // the stop: the connection is closed once its request is answered.
+        let kept = client(address, &second_ca);
+        post(&kept, "/validate", &admission("CREATE", config_map(&[]))).await.unwrap();
         stop.notify_one();
+        (kept, tokio::time::Instant::now())
     };
-    tokio::join!(run, test);
+    let ((), (_kept, stopped_at)) = tokio::join!(run, test);
+    assert!(stopped_at.elapsed() < Duration::from_secs(5), "the stop waited on an idle connection");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
