@@ -67,7 +67,7 @@ impl CaInjection {
         self
     }
 
-    /// How often the objects are checked (default 30 s).
+    /// How often the objects are checked (default 30 s; 10 ms at least).
     pub fn every(mut self, every: Duration) -> Self {
         self.every = every;
         self
@@ -75,7 +75,7 @@ impl CaInjection {
 
     /// The time between passes.
     pub(crate) fn interval(&self) -> Duration {
-        self.every
+        self.every.max(super::server::MIN_PERIOD)
     }
 
     /// One pass: writes `ca_pem` where it is missing or different; returns how many objects

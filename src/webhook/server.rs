@@ -63,7 +63,7 @@ pub enum CertificateSource {
         key: PathBuf,
         /// The CA bundle, if given.
         ca: Option<PathBuf>,
-        /// How often the files are read again (default 10 s).
+        /// How often the files are read again (default 10 s; 10 ms at least).
         poll: Duration,
     },
     /// A self-signed CA and serving certificate kept in a Secret, shared by every replica
@@ -408,6 +408,9 @@ pub enum WebhookError {
     Certificate(#[from] CertError),
 }
 
+/// The shortest period of certificate checks and CA injection passes.
+pub(super) const MIN_PERIOD: Duration = Duration::from_millis(10);
+
 /// Keeps the served certificate current: renews self-signed ones, reads files again.
 struct CertificateKeeper {
     source: CertificateSource,
@@ -439,7 +442,8 @@ impl CertificateKeeper {
                 (None, Duration::from_secs(24 * 3600))
             }
         };
-        let mut interval = tokio::time::interval(every);
+        // A zero period (a setting of 0) would panic in `interval`, and spin: 10 ms at least.
+        let mut interval = tokio::time::interval(every.max(MIN_PERIOD));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.reset();
         Ok(Self { source: source.clone(), ca, interval })
