@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use kube_client::core::{Resource, Status};
@@ -27,6 +28,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{MAX_REVIEW_BYTES, Reply};
+use crate::panic::panic_message;
 
 /// One version's way to the hub and back, on JSON objects.
 struct Spoke {
@@ -207,8 +209,20 @@ impl<H> Conversion<H> {
         };
         let desired = request.desired_api_version.clone();
         let objects = request.objects.clone();
-        let converted: Result<Vec<Value>, String> =
-            objects.into_iter().map(|object| self.convert(object, &desired)).collect();
+        // A panic in a user's `TryFrom` is a failed conversion naming it, not a lost connection.
+        let converted: Result<Vec<Value>, String> = objects
+            .into_iter()
+            .map(|object| {
+                let name = object_name(&object);
+                let convert = AssertUnwindSafe(|| self.convert(object, &desired));
+                std::panic::catch_unwind(convert).unwrap_or_else(|panic| {
+                    let message = panic_message(&*panic);
+                    Err(format!(
+                        "converting {name} to {desired}: the conversion panicked: {message}"
+                    ))
+                })
+            })
+            .collect();
         let response = ConversionResponse::for_request(request);
         let response = match converted {
             Ok(objects) => response.success(objects),
@@ -260,4 +274,34 @@ fn keep_metadata(converted: &mut Value, received: Option<Value>) {
         }
     }
     converted["metadata"] = metadata;
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_panicking_conversion_fails_naming_the_object_and_the_panic() {
+        // A spoke whose conversion from the hub panics, as a buggy `TryFrom` would.
+        let mut conversion = Conversion::<ConfigMap>::new();
+        let spoke = Spoke { to_hub: Ok, from_hub: |_| panic!("no size for you") };
+        Arc::get_mut(&mut conversion.spokes).unwrap().insert("other/v1".to_owned(), spoke);
+        let review = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": { "uid": "u", "desiredAPIVersion": "other/v1", "objects": [
+                { "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "namespace": "ns" } },
+            ] },
+        });
+        let reply = conversion.review(&serde_json::to_vec(&review).unwrap());
+        assert_eq!(reply.status, 200);
+        let answer: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(answer["response"]["result"]["status"], "Failure");
+        assert_eq!(
+            answer["response"]["result"]["message"],
+            "converting ns/a to other/v1: the conversion panicked: no size for you"
+        );
+    }
 }
