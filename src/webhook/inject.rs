@@ -7,9 +7,11 @@
 //!   bundle in every webhook's `clientConfig.caBundle`; each named CRD in
 //!   `spec.conversion.webhook.clientConfig.caBundle` (a CRD without a webhook conversion is
 //!   left alone).
-//! - An object is written only when its bundle differs, with its `resourceVersion`: a
-//!   conflict, a refusal or an object not there yet is logged and tried again at the next
-//!   pass (every 30 s by default), which also puts back a bundle someone overwrote.
+//! - An object is written only when its bundle differs, with a JSON patch of those bundles
+//!   alone that tests the `resourceVersion` read (so fields this client's types do not know,
+//!   a newer server's, are never dropped): a conflict, a refusal or an object not there yet
+//!   is logged and tried again at the next pass (every 30 s by default), which also puts back
+//!   a bundle someone overwrote.
 
 use std::time::Duration;
 
@@ -18,10 +20,11 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube_client::api::PostParams;
+use kube_client::api::{Patch, PatchParams};
 use kube_client::{Api, Client};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::json;
 
 /// What gets the CA bundle, and how often it is checked.
 #[derive(Debug, Clone)]
@@ -85,26 +88,33 @@ impl CaInjection {
         let mut written = 0;
         for name in &self.validating {
             let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-            written += write(&api, name, |c| {
-                let hooks = c.webhooks.iter_mut().flatten();
-                set_all(hooks.map(|w| &mut w.client_config.ca_bundle), &bundle)
+            written += write(&api, name, &bundle, |c| {
+                let hooks = c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref());
+                hooks
+                    .enumerate()
+                    .map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b))
+                    .collect()
             })
             .await;
         }
         for name in &self.mutating {
             let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-            written += write(&api, name, |c| {
-                let hooks = c.webhooks.iter_mut().flatten();
-                set_all(hooks.map(|w| &mut w.client_config.ca_bundle), &bundle)
+            written += write(&api, name, &bundle, |c| {
+                let hooks = c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref());
+                hooks
+                    .enumerate()
+                    .map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b))
+                    .collect()
             })
             .await;
         }
         for name in &self.crds {
             let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-            written += write(&api, name, |crd| {
-                let webhook = crd.spec.conversion.as_mut().and_then(|c| c.webhook.as_mut());
-                let config = webhook.and_then(|w| w.client_config.as_mut());
-                set_all(config.map(|c| &mut c.ca_bundle).into_iter(), &bundle)
+            written += write(&api, name, &bundle, |crd| {
+                let webhook = crd.spec.conversion.as_ref().and_then(|c| c.webhook.as_ref());
+                let config = webhook.and_then(|w| w.client_config.as_ref());
+                let path = "/spec/conversion/webhook/clientConfig/caBundle".to_owned();
+                config.map(|c| (path, c.ca_bundle.as_ref())).into_iter().collect()
             })
             .await;
         }
@@ -112,23 +122,16 @@ impl CaInjection {
     }
 }
 
-/// Sets every bundle to `bundle`; whether one changed.
-fn set_all<'a>(
-    bundles: impl Iterator<Item = &'a mut Option<ByteString>>,
+/// Reads `name` and, where a bundle of those `bundles` lists (its JSON pointer and value)
+/// differs from `bundle`, writes it with a JSON patch guarded by the `resourceVersion` read: 1
+/// if written. A patch, not a replace, so that fields this client's types do not know (a
+/// newer server's) are kept.
+async fn write<K>(
+    api: &Api<K>,
+    name: &str,
     bundle: &ByteString,
-) -> bool {
-    let mut changed = false;
-    for slot in bundles {
-        if slot.as_ref() != Some(bundle) {
-            *slot = Some(bundle.clone());
-            changed = true;
-        }
-    }
-    changed
-}
-
-/// Reads `name`, changes it with `change`, and writes it back if it changed: 1 if written.
-async fn write<K>(api: &Api<K>, name: &str, change: impl FnOnce(&mut K) -> bool) -> usize
+    bundles: impl FnOnce(&K) -> Vec<(String, Option<&ByteString>)>,
+) -> usize
 where
     K: kube_client::Resource<DynamicType = ()>
         + Clone
@@ -137,7 +140,7 @@ where
         + std::fmt::Debug,
 {
     let kind = K::kind(&());
-    let mut object = match api.get_opt(name).await {
+    let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => {
             tracing::debug!(%kind, name, "no object to inject the CA bundle into yet");
@@ -148,10 +151,28 @@ where
             return 0;
         }
     };
-    if !change(&mut object) {
+    let value = serde_json::to_value(bundle).unwrap_or_default();
+    let mut operations: Vec<serde_json::Value> = bundles(&object)
+        .into_iter()
+        .filter(|(_, current)| *current != Some(bundle))
+        .map(|(path, _)| json!({ "op": "add", "path": path, "value": value }))
+        .collect();
+    if operations.is_empty() {
         return 0;
     }
-    match api.replace(name, &PostParams::default(), &object).await {
+    // Fails (422) if the object changed since it was read: tried again at the next pass.
+    let version = object.meta().resource_version.clone().unwrap_or_default();
+    operations
+        .insert(0, json!({ "op": "test", "path": "/metadata/resourceVersion", "value": version }));
+    let patch: json_patch::Patch =
+        match serde_json::from_value(serde_json::Value::Array(operations)) {
+            Ok(patch) => patch,
+            Err(err) => {
+                tracing::error!(%kind, name, %err, "a CA bundle patch that does not encode");
+                return 0;
+            }
+        };
+    match api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
         Ok(_) => {
             tracing::info!(%kind, name, "injected the webhook CA bundle");
             1
