@@ -163,20 +163,30 @@ where
         Err(why) => {
             stats.malformed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%why, "refused a webhook request");
-            let status = Status::failure(&why, "BadRequest").with_code(400);
-            Reply { status: 400, body: serde_json::to_vec(&status).unwrap_or_default() }
+            bad_request(&why)
         }
+    }
+}
+
+/// A 400 answer with a `Status` saying `why` (admission and conversion bodies alike).
+pub(super) fn bad_request(why: &str) -> Reply {
+    let status = Status::failure(why, "BadRequest").with_code(400);
+    Reply { status: 400, body: serde_json::to_vec(&status).unwrap_or_default() }
+}
+
+/// Refuses a body larger than [`MAX_REVIEW_BYTES`] before it is parsed.
+pub(super) fn check_size(body: &[u8]) -> Result<(), String> {
+    match body.len() {
+        n if n > MAX_REVIEW_BYTES => Err(format!(
+            "the request body is {n} bytes, more than the {MAX_REVIEW_BYTES} a webhook takes"
+        )),
+        _ => Ok(()),
     }
 }
 
 /// The request of an `AdmissionReview` body, or what is wrong with it.
 fn parse<K: Resource + DeserializeOwned>(body: &[u8]) -> Result<AdmissionRequest<K>, String> {
-    if body.len() > MAX_REVIEW_BYTES {
-        return Err(format!(
-            "the request body is {} bytes, more than the {MAX_REVIEW_BYTES} a webhook takes",
-            body.len()
-        ));
-    }
+    check_size(body)?;
     let review: AdmissionReview<K> = serde_json::from_slice(body)
         .map_err(|err| format!("the request body is not an AdmissionReview: {err}"))?;
     if review.types.kind != "AdmissionReview" {

@@ -97,6 +97,9 @@ pub(crate) fn due(not_after: SystemTime, lifetime: Duration, now: SystemTime) ->
     not_after.duration_since(now).unwrap_or_default() < lifetime / 3
 }
 
+/// The common name of the CAs made here.
+pub(crate) const CA_NAME: &str = "ctrlkit webhook CA";
+
 /// A self-signed CA that issues serving certificates.
 pub struct SelfSignedCa {
     issuer: Issuer<'static, KeyPair>,
@@ -179,6 +182,20 @@ impl SelfSignedCa {
         due(self.not_after, self.lifetime, now)
     }
 
+    /// A new CA of `lifetimes` and a leaf for `hosts` it signs, whose bundle holds the new CA
+    /// and then this one: clients that still trust only this one keep reaching replicas that
+    /// have not renewed yet.
+    pub(crate) fn renew(
+        &self,
+        hosts: &[String],
+        lifetimes: &Lifetimes,
+    ) -> Result<(SelfSignedCa, CertificateBundle), CertError> {
+        let renewed = SelfSignedCa::generate(CA_NAME, lifetimes.ca)?;
+        let mut bundle = renewed.issue(hosts, lifetimes.leaf)?;
+        bundle.ca_pem = format!("{}{}", renewed.pem(), self.pem());
+        Ok((renewed, bundle))
+    }
+
     /// A serving certificate for `hosts` (DNS names or IP addresses), valid for `lifetime`
     /// (cut to the CA's own expiry), with this CA as its bundle.
     pub fn issue(
@@ -232,6 +249,11 @@ impl Certificates {
     /// The bundle served now, if any.
     pub fn bundle(&self) -> Option<CertificateBundle> {
         self.current.read().as_ref().map(|(_, bundle)| bundle.clone())
+    }
+
+    /// Whether the leaf served is due for renewal at `now` (or none is served).
+    pub(crate) fn leaf_due(&self, lifetime: Duration, now: SystemTime) -> bool {
+        self.bundle().and_then(|b| b.not_after).is_none_or(|end| due(end, lifetime, now))
     }
 
     /// Whether a certificate is served that has not expired.

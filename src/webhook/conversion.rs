@@ -27,7 +27,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{MAX_REVIEW_BYTES, Reply};
+use super::Reply;
+use super::admission::{bad_request, check_size};
 use crate::panic::panic_message;
 
 /// One version's way to the hub and back, on JSON objects.
@@ -200,11 +201,7 @@ impl<H> Conversion<H> {
             Ok(request) => request,
             Err(why) => {
                 tracing::warn!(%why, "refused a conversion request");
-                let status = Status::failure(&why, "BadRequest").with_code(400);
-                return Reply {
-                    status: 400,
-                    body: serde_json::to_vec(&status).unwrap_or_default(),
-                };
+                return bad_request(&why);
             }
         };
         let desired = request.desired_api_version.clone();
@@ -237,12 +234,7 @@ impl<H> Conversion<H> {
 
 /// The request of a `ConversionReview` body, or what is wrong with it.
 fn parse(body: &[u8]) -> Result<ConversionRequest, String> {
-    if body.len() > MAX_REVIEW_BYTES {
-        return Err(format!(
-            "the request body is {} bytes, more than the {MAX_REVIEW_BYTES} a webhook takes",
-            body.len()
-        ));
-    }
+    check_size(body)?;
     let review: ConversionReview = serde_json::from_slice(body)
         .map_err(|err| format!("the request body is not a ConversionReview: {err}"))?;
     if review.types.kind != "ConversionReview" {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{Patch, PatchParams};
@@ -89,22 +89,14 @@ impl CaInjection {
         for name in &self.validating {
             let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
             written += write(&api, name, &bundle, |c| {
-                let hooks = c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref());
-                hooks
-                    .enumerate()
-                    .map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b))
-                    .collect()
+                hook_bundles(c.webhooks.iter().flatten().map(|w| &w.client_config))
             })
             .await;
         }
         for name in &self.mutating {
             let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
             written += write(&api, name, &bundle, |c| {
-                let hooks = c.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref());
-                hooks
-                    .enumerate()
-                    .map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b))
-                    .collect()
+                hook_bundles(c.webhooks.iter().flatten().map(|w| &w.client_config))
             })
             .await;
         }
@@ -120,6 +112,15 @@ impl CaInjection {
         }
         written
     }
+}
+
+/// The bundles of a configuration's webhooks, by their JSON pointers (validating and
+/// mutating webhooks share the `clientConfig` type).
+fn hook_bundles<'a>(
+    configs: impl Iterator<Item = &'a WebhookClientConfig>,
+) -> Vec<(String, Option<&'a ByteString>)> {
+    let bundles = configs.map(|c| c.ca_bundle.as_ref()).enumerate();
+    bundles.map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b)).collect()
 }
 
 /// Reads `name` and, where a bundle of those `bundles` lists (its JSON pointer and value)

@@ -91,7 +91,7 @@ impl SecretCertificates {
                     if version.is_some() {
                         tracing::warn!(secret = %self.name, %err, "the webhook certificate Secret does not decode; replacing it");
                     }
-                    let ca = SelfSignedCa::generate("ctrlkit webhook CA", self.lifetimes.ca)?;
+                    let ca = SelfSignedCa::generate(certs::CA_NAME, self.lifetimes.ca)?;
                     let bundle = ca.issue(&self.hosts, self.lifetimes.leaf)?;
                     if self.write(&ca, &bundle, version).await? {
                         certificates.set(bundle)?;
@@ -123,22 +123,15 @@ impl SecretCertificates {
         }
         let ca = newer.as_ref().unwrap_or(served);
         let now = SystemTime::now();
-        let leaf_due = certificates
-            .bundle()
-            .and_then(|b| b.not_after)
-            .is_none_or(|end| certs::due(end, self.lifetimes.leaf, now));
         let version = read.resource_version;
         if ca.is_due(now) || !decoded {
-            let renewed = SelfSignedCa::generate("ctrlkit webhook CA", self.lifetimes.ca)?;
-            let mut bundle = renewed.issue(&self.hosts, self.lifetimes.leaf)?;
-            // Clients that trust only the old CA still reach replicas not yet renewed.
-            bundle.ca_pem = format!("{}{}", renewed.pem(), ca.pem());
+            let (renewed, bundle) = ca.renew(&self.hosts, &self.lifetimes)?;
             if self.write(&renewed, &bundle, version).await? {
                 certificates.set(bundle)?;
                 tracing::info!(secret = %self.name, "renewed the webhook CA and certificate");
                 return Ok(Some(renewed));
             }
-        } else if leaf_due {
+        } else if certificates.leaf_due(self.lifetimes.leaf, now) {
             let mut bundle = ca.issue(&self.hosts, self.lifetimes.leaf)?;
             bundle.ca_pem = certificates.bundle().map_or_else(|| ca.pem(), |b| b.ca_pem);
             if self.write(ca, &bundle, version).await? {

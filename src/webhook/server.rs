@@ -426,7 +426,7 @@ impl CertificateKeeper {
     ) -> Result<Self, CertError> {
         let (ca, every) = match source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
-                let ca = SelfSignedCa::generate("ctrlkit webhook CA", lifetimes.ca)?;
+                let ca = SelfSignedCa::generate(certs::CA_NAME, lifetimes.ca)?;
                 certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
                 (Some(ca), lifetimes.check_every)
             }
@@ -466,20 +466,12 @@ impl CertificateKeeper {
         match &self.source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
                 let ca = self.ca.as_ref().expect("a CA for self-signed certificates");
-                let leaf_due = certificates
-                    .bundle()
-                    .and_then(|b| b.not_after)
-                    .is_none_or(|end| certs::due(end, lifetimes.leaf, now));
                 if ca.is_due(now) {
-                    let new_ca = SelfSignedCa::generate("ctrlkit webhook CA", lifetimes.ca)?;
-                    let mut bundle = new_ca.issue(hosts, lifetimes.leaf)?;
-                    // Clients that still trust only the old CA keep connecting to replicas
-                    // that have not renewed yet.
-                    bundle.ca_pem = format!("{}{}", new_ca.pem(), ca.pem());
+                    let (new_ca, bundle) = ca.renew(hosts, lifetimes)?;
                     certificates.set(bundle)?;
                     self.ca = Some(new_ca);
                     tracing::info!("renewed the webhook CA and certificate");
-                } else if leaf_due {
+                } else if certificates.leaf_due(lifetimes.leaf, now) {
                     certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
                     tracing::info!("renewed the webhook certificate");
                 }
