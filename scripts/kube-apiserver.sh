@@ -26,6 +26,10 @@
 #
 # Both versions get the same flags but for `--insecure-port=0` (required before 1.24, gone
 # after) and a serving certificate of this script's own CA (1.36 makes none itself).
+# Authorization is RBAC: the kubeconfig's user is in system:masters; the token file
+# ($RUN/tokens.csv, `env` prints it as CTRLKIT_E2E_TOKENS) holds two more users with no
+# permissions, for the cases that check a refusal. Webhooks are called as configured (a
+# `clientConfig.url` on 127.0.0.1 reaches a test's webhook server).
 # Every request is written to an audit log ($RUN/audit.log, level Metadata), which the tests
 # read to see what a client sent (its User-Agent, say).
 # The server runs without controller-manager, scheduler or kubelet: pods stay Pending.
@@ -209,7 +213,14 @@ cmd_start() {
     openssl rsa -in "$RUN/sa.key" -pubout -out "$RUN/sa.pub" 2>/dev/null
     local token
     token=$(openssl rand -hex 24)
-    echo "$token,admin,admin-uid,\"system:masters\"" >"$RUN/tokens.csv"
+    # The tests' admin (system:masters: RBAC allows it everything), and two users RBAC knows
+    # nothing of until a test binds a role to them (the secure metrics case grants one of them
+    # `get /metrics`).
+    {
+        echo "$token,admin,admin-uid,\"system:masters\""
+        echo "$(openssl rand -hex 24),ctrlkit-e2e-reader,reader-uid"
+        echo "$(openssl rand -hex 24),ctrlkit-e2e-stranger,stranger-uid"
+    } >"$RUN/tokens.csv"
 
     make_certificates
     cat >"$RUN/audit-policy.yaml" <<EOF
@@ -241,7 +252,7 @@ EOF
         --advertise-address=127.0.0.1 "${extra[@]}" \
         --tls-cert-file="$RUN/certs/serving.crt" --tls-private-key-file="$RUN/certs/serving.key" \
         --client-ca-file="$RUN/ca.crt" \
-        --token-auth-file="$RUN/tokens.csv" --authorization-mode=AlwaysAllow \
+        --token-auth-file="$RUN/tokens.csv" --authorization-mode=RBAC \
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --service-account-key-file="$RUN/sa.pub" --service-account-signing-key-file="$RUN/sa.key" \
         --api-audiences=https://kubernetes.default.svc.cluster.local \
@@ -324,6 +335,7 @@ cmd_env() {
     echo "export CTRLKIT_E2E_ETCD=$(cat "$RUN/etcd-endpoint")"
     echo "export CTRLKIT_E2E_ETCDCTL=$ETCDCTL"
     echo "export CTRLKIT_E2E_AUDIT_LOG=$RUN/audit.log"
+    echo "export CTRLKIT_E2E_TOKENS=$RUN/tokens.csv"
 }
 
 case ${1:-} in

@@ -78,7 +78,7 @@ impl CaInjection {
 
     /// The time between passes.
     pub(crate) fn interval(&self) -> Duration {
-        self.every.max(super::server::MIN_PERIOD)
+        self.every.max(super::https::MIN_PERIOD)
     }
 
     /// One pass: writes `ca_pem` where it is missing or different; returns how many objects

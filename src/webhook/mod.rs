@@ -52,6 +52,7 @@
 mod admission;
 mod certs;
 mod conversion;
+mod https;
 mod inject;
 mod secret;
 mod server;
@@ -65,4 +66,5 @@ pub use conversion::Conversion;
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 pub use secret::SecretCertificates;
-pub use server::{CertificateSource, WebhookError, WebhookServer, WebhookServerBuilder};
+pub use https::CertificateSource;
+pub use server::{WebhookError, WebhookServer, WebhookServerBuilder};

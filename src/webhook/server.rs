@@ -15,91 +15,27 @@
 //! - **Stops** on the Manager's stop: no new connections; requests in flight finish.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use kube_client::Client;
 use kube_client::core::Resource;
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
-use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::certs::{CertError, CertificateBundle, Certificates};
+use super::https::{CertificateSource, Https};
 use super::inject::CaInjection;
-use super::secret::SecretCertificates;
 use super::{
     AdmissionHandler, Conversion, Defaulter, Reply, Review, Validator, WebhookStats, review,
 };
 use crate::manager::{Runnable, RunnableError, Stop};
-
-/// Where a [`WebhookServer`]'s certificate comes from.
-#[derive(Debug, Clone)]
-pub enum CertificateSource {
-    /// A self-signed CA made at start and a serving certificate it signs for `hosts` (the
-    /// webhook Service's DNS names, `name.namespace.svc`, or the host of a `clientConfig.url`),
-    /// both renewed once less than a third of their lifetime is left.
-    SelfSigned {
-        /// DNS names or IP addresses.
-        hosts: Vec<String>,
-        /// Lifetimes and how often they are checked.
-        lifetimes: Lifetimes,
-    },
-    /// PEM files (cert-manager's `tls.crt`, `tls.key` and `ca.crt` in a mounted Secret),
-    /// read at start and again every `poll` (a change is served from the next connection).
-    Files {
-        /// The certificate chain.
-        cert: PathBuf,
-        /// Its private key.
-        key: PathBuf,
-        /// The CA bundle, if given.
-        ca: Option<PathBuf>,
-        /// How often the files are read again (default 10 s; 10 ms at least).
-        poll: Duration,
-    },
-    /// A self-signed CA and serving certificate kept in a Secret, shared by every replica
-    /// and renewed by whichever gets there first; see [`SecretCertificates`].
-    Secret(Box<SecretCertificates>),
-    /// A certificate given, served as is.
-    Bundle(CertificateBundle),
-}
-
-impl CertificateSource {
-    /// A self-signed certificate for `hosts`, with the default lifetimes.
-    pub fn self_signed(hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self::SelfSigned {
-            hosts: hosts.into_iter().map(Into::into).collect(),
-            lifetimes: Lifetimes::default(),
-        }
-    }
-
-    /// The files `tls.crt`, `tls.key` and `ca.crt` in `dir` (a mounted cert-manager Secret),
-    /// read every 10 s.
-    pub fn dir(dir: impl Into<PathBuf>) -> Self {
-        let dir = dir.into();
-        Self::Files {
-            cert: dir.join("tls.crt"),
-            key: dir.join("tls.key"),
-            ca: Some(dir.join("ca.crt")).filter(|ca| ca.exists()),
-            poll: Duration::from_secs(10),
-        }
-    }
-}
-
-impl From<SecretCertificates> for CertificateSource {
-    fn from(store: SecretCertificates) -> Self {
-        Self::Secret(Box::new(store))
-    }
-}
 
 /// Builds a [`WebhookServer`].
 pub struct WebhookServerBuilder {
@@ -296,82 +232,13 @@ impl WebhookServer {
     /// Serves until `stop` completes; the [`Runnable`]'s `start`.
     pub async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), WebhookError> {
         let inner = &self.inner;
-        let mut keeper = CertificateKeeper::start(&inner.source, &inner.certificates).await?;
-        let listener = TcpListener::bind(inner.address)
-            .await
-            .map_err(|source| WebhookError::Bind { address: inner.address, source })?;
-        let address = listener
-            .local_addr()
-            .map_err(|source| WebhookError::Bind { address: inner.address, source })?;
+        let https = Https::bind(inner.address, &inner.source, &inner.certificates).await?;
+        let address = https.local_addr();
         *inner.bound.lock() = Some(address);
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(CertError::from)?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(inner.certificates.clone()));
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = TlsAcceptor::from(Arc::new(config));
         inner.serving.send_replace(true);
         tracing::info!(%address, name = %inner.name, "serving webhooks");
-        let mut connections = tokio::task::JoinSet::new();
-        // Connections end gracefully on the stop: the request in flight is answered, then the
-        // connection closes (an API server keeps idle ones open).
-        let (closing, closed) = tokio::sync::watch::channel(false);
-        let injector = self.inject();
-        // Renewals and Secret reads run beside the accept loop, never holding it up.
-        let maintain = async {
-            loop {
-                keeper.tick().await;
-                keeper.check(&inner.certificates).await;
-            }
-        };
-        tokio::pin!(stop, injector, maintain);
-        loop {
-            tokio::select! {
-                () = &mut stop => break,
-                () = &mut injector => {}
-                () = &mut maintain => {}
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                accepted = listener.accept() => {
-                    let Ok((stream, peer)) = accepted else { continue };
-                    let (acceptor, router) = (acceptor.clone(), inner.router.clone());
-                    let mut closed = closed.clone();
-                    connections.spawn(async move {
-                        let tls = match acceptor.accept(stream).await {
-                            Ok(tls) => tls,
-                            Err(err) => {
-                                tracing::debug!(%peer, %err, "a TLS handshake failed");
-                                return;
-                            }
-                        };
-                        let service = TowerToHyperService::new(router);
-                        let connection = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(tls), service);
-                        tokio::pin!(connection);
-                        let served = tokio::select! {
-                            served = connection.as_mut() => served,
-                            () = async { let _ = closed.wait_for(|closed| *closed).await; } => {
-                                connection.as_mut().graceful_shutdown();
-                                connection.await
-                            }
-                        };
-                        if let Err(err) = served {
-                            tracing::debug!(%peer, %err, "a webhook connection ended");
-                        }
-                    });
-                }
-            }
-        }
+        https.serve(inner.router.clone(), stop, self.inject()).await;
         inner.serving.send_replace(false);
-        drop(listener);
-        closing.send_replace(true);
-        let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while connections.join_next().await.is_some() {}
-        })
-        .await;
-        connections.abort_all();
         Ok(())
     }
 }
@@ -406,93 +273,6 @@ pub enum WebhookError {
     /// No certificate could be made or read.
     #[error(transparent)]
     Certificate(#[from] CertError),
-}
-
-/// The shortest period of certificate checks and CA injection passes.
-pub(super) const MIN_PERIOD: Duration = Duration::from_millis(10);
-
-/// Keeps the served certificate current: renews self-signed ones, reads files again.
-struct CertificateKeeper {
-    source: CertificateSource,
-    ca: Option<SelfSignedCa>,
-    interval: tokio::time::Interval,
-}
-
-impl CertificateKeeper {
-    /// Makes or reads the first certificate; an error if there is none to serve.
-    async fn start(
-        source: &CertificateSource,
-        certificates: &Certificates,
-    ) -> Result<Self, CertError> {
-        let (ca, every) = match source {
-            CertificateSource::SelfSigned { hosts, lifetimes } => {
-                let ca = SelfSignedCa::generate(certs::CA_NAME, lifetimes.ca)?;
-                certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
-                (Some(ca), lifetimes.check_every)
-            }
-            CertificateSource::Files { cert, key, ca, poll } => {
-                certificates.set(certs::read_files(cert, key, ca.as_deref())?)?;
-                (None, *poll)
-            }
-            CertificateSource::Secret(store) => {
-                (Some(store.load(certificates).await?), store.check_every())
-            }
-            CertificateSource::Bundle(bundle) => {
-                certificates.set(bundle.clone())?;
-                (None, Duration::from_secs(24 * 3600))
-            }
-        };
-        // A zero period (a setting of 0) would panic in `interval`, and spin: 10 ms at least.
-        let mut interval = tokio::time::interval(every.max(MIN_PERIOD));
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval.reset();
-        Ok(Self { source: source.clone(), ca, interval })
-    }
-
-    async fn tick(&mut self) {
-        self.interval.tick().await;
-    }
-
-    /// Renews or reads again what is due; a failure is logged and the certificate served
-    /// stays.
-    async fn check(&mut self, certificates: &Certificates) {
-        if let Err(err) = self.renew(certificates).await {
-            tracing::error!(%err, "the webhook certificate was not renewed; the one served stays");
-        }
-    }
-
-    async fn renew(&mut self, certificates: &Certificates) -> Result<(), CertError> {
-        let now = SystemTime::now();
-        match &self.source {
-            CertificateSource::SelfSigned { hosts, lifetimes } => {
-                let ca = self.ca.as_ref().expect("a CA for self-signed certificates");
-                if ca.is_due(now) {
-                    let (new_ca, bundle) = ca.renew(hosts, lifetimes)?;
-                    certificates.set(bundle)?;
-                    self.ca = Some(new_ca);
-                    tracing::info!("renewed the webhook CA and certificate");
-                } else if certificates.leaf_due(lifetimes.leaf, now) {
-                    certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
-                    tracing::info!("renewed the webhook certificate");
-                }
-            }
-            CertificateSource::Files { cert, key, ca, .. } => {
-                let read = certs::read_files(cert, key, ca.as_deref())?;
-                if certificates.bundle().as_ref() != Some(&read) {
-                    certificates.set(read)?;
-                    tracing::info!(cert = %cert.display(), "serving the webhook certificate read again");
-                }
-            }
-            CertificateSource::Secret(store) => {
-                let ca = self.ca.as_ref().expect("a CA for certificates in a Secret");
-                if let Some(newer) = store.check(ca, certificates).await? {
-                    self.ca = Some(newer);
-                }
-            }
-            CertificateSource::Bundle(_) => {}
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]

@@ -49,9 +49,16 @@ fn example_binary(name: &str) -> PathBuf {
     binary
 }
 
-async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> String {
+/// Runs kubectl on the case's server and namespace (with a discovery cache of the case's
+/// own: a webhook case changes the versions a CRD serves); its success and output.
+pub(crate) async fn kubectl_output(
+    t: &Target,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String) {
     let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig").arg(t.kubeconfig()).args(["-n", &t.ns]).args(args);
+    cmd.arg("--kubeconfig").arg(t.kubeconfig()).args(["-n", &t.ns]);
+    cmd.arg("--cache-dir").arg(t.dir().join("kubectl-cache")).args(args);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl runs");
     if let Some(input) = stdin {
@@ -62,19 +69,25 @@ async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> String {
     let out = child.wait_with_output().await.unwrap();
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubectl {args:?} failed: {text}");
+    (out.status.success(), text)
+}
+
+/// Runs kubectl and checks that it succeeds; its output.
+pub(crate) async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> String {
+    let (ok, text) = kubectl_output(t, args, stdin).await;
+    assert!(ok, "kubectl {args:?} failed: {text}");
     text
 }
 
 /// An example running against the case's server, its stdout collected line by line.
-struct Example {
+pub(crate) struct Example {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
     reader: tokio::task::JoinHandle<()>,
 }
 
 impl Example {
-    fn start(t: &Target, name: &str, args: &[&str]) -> Example {
+    pub(crate) fn start(t: &Target, name: &str, args: &[&str]) -> Example {
         let mut child = Command::new(example_binary(name))
             .args(args)
             .env("KUBECONFIG", t.kubeconfig())
@@ -98,7 +111,7 @@ impl Example {
         Example { child, lines, reader }
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 
@@ -115,7 +128,7 @@ impl Example {
     }
 
     /// Sends SIGTERM and checks for a clean exit within 20 s.
-    async fn terminate(mut self) -> Vec<String> {
+    pub(crate) async fn terminate(mut self) -> Vec<String> {
         let pid = self.child.id().expect("still running").to_string();
         let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(status.success());
@@ -130,7 +143,7 @@ impl Example {
     }
 }
 
-fn have_kubectl() -> bool {
+pub(crate) fn have_kubectl() -> bool {
     let found = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
     if !found {
@@ -199,7 +212,7 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
 }
 
 /// The example's ConfigMapSets in the case's namespace.
-fn configmap_sets(t: &Target) -> Api<DynamicObject> {
+pub(crate) fn configmap_sets(t: &Target) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: "ctrlkit.example.com".into(),
         version: "v1".into(),

@@ -20,6 +20,7 @@ mod sources;
 #[path = "../support/mod.rs"]
 mod support;
 mod user_agent;
+mod webhooks;
 
 fn main() -> ExitCode {
     let mut all = cases![Needs::Protocol;
@@ -52,6 +53,9 @@ fn main() -> ExitCode {
     ]);
     all.extend(cases![Needs::AuditLog;
         user_agent::every_request_names_its_binary_and_a_client_can_name_its_controller,
+    ]);
+    all.extend(cases![Needs::Webhooks;
+        webhooks::the_example_webhooks_refuse_default_and_convert_what_kubectl_writes,
     ]);
     support::harness::main(all)
 }

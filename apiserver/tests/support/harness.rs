@@ -29,6 +29,11 @@ pub enum Needs {
     Embedded,
     /// A real server's audit log (`CTRLKIT_E2E_AUDIT_LOG`): runs on the real server alone.
     AuditLog,
+    /// A server that calls admission and conversion webhooks: the real server alone (the
+    /// embedded one does not call them yet). Such a case changes cluster-wide objects (a
+    /// CRD's versions, webhook configurations that every write of the kind passes through),
+    /// so it runs alone, as a compacting case does.
+    Webhooks,
 }
 
 /// One test case.
@@ -78,7 +83,7 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     for case in cases {
         let kinds: &[Kind] = match case.needs {
             Needs::Embedded => &[Kind::Embedded],
-            Needs::AuditLog => &[Kind::Real],
+            Needs::AuditLog | Needs::Webhooks => &[Kind::Real],
             _ => &[Kind::Embedded, Kind::Real],
         };
         for &kind in kinds {
@@ -104,15 +109,16 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
 }
 
 /// Compacting a real server's history expires the continue tokens and old versions of every
-/// case running on it, so a compacting case runs alone: it takes this lock to write, every
-/// other real-server case to read. (The embedded server is one per case.)
+/// case running on it, so a compacting case runs alone (and so does a webhook case, which
+/// changes what every case's writes pass through): it takes this lock to write, every other
+/// real-server case to read. (The embedded server is one per case.)
 static REAL_SERVER: RwLock<()> = RwLock::new(());
 
 fn run_case(kind: Kind, name: &str, run: CaseFn, needs: Needs) {
     let _shared;
     let _exclusive;
     if kind == Kind::Real {
-        if needs == Needs::Compaction {
+        if matches!(needs, Needs::Compaction | Needs::Webhooks) {
             _exclusive = REAL_SERVER.write().unwrap_or_else(PoisonError::into_inner);
         } else {
             _shared = REAL_SERVER.read().unwrap_or_else(PoisonError::into_inner);

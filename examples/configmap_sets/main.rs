@@ -47,9 +47,8 @@ use ctrlkit::manager::{Manager, shutdown_signal};
 use ctrlkit::sharding::{Ring, Sharder, default_shard_id, shard_label};
 use ctrlkit::status::apply_status;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{CustomResource, CustomResourceExt};
+use kube::CustomResource;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube_client::{Api, Client, Resource, ResourceExt};
 use schemars::JsonSchema;
@@ -63,6 +62,17 @@ const BY_SET: &str = "configmapset";
 const FIELD_MANAGER: &str = "ctrlkit.example.com/configmap-sets";
 /// The finalizer whose cleanup deletes a set's ConfigMaps before the set goes.
 const FINALIZER: &str = "ctrlkit.example.com/cleanup";
+/// The CustomResourceDefinition's name.
+const CRD_NAME: &str = "configmapsets.ctrlkit.example.com";
+/// The ConfigMaps of a set that leaves `spec.replicas` out (the defaulter writes it).
+const DEFAULT_REPLICAS: i32 = 1;
+/// The conversion webhook's path.
+const CONVERT_PATH: &str = "/convert-configmapsets";
+
+mod crd;
+mod v2;
+#[cfg(feature = "webhook")]
+mod webhooks;
 
 // `ConfigMapSet` (`ctrlkit.example.com/v1`), a kube-derive custom resource: the derive makes
 // the `ConfigMapSet` type (metadata, spec, status) and its CustomResourceDefinition,
@@ -83,9 +93,10 @@ const FINALIZER: &str = "ctrlkit.example.com/cleanup";
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.ready")
 )]
 struct ConfigMapSetSpec {
-    /// How many ConfigMaps the set keeps.
+    /// How many ConfigMaps the set keeps (1 when left out).
     #[schemars(range(min = 0))]
-    replicas: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replicas: Option<i32>,
     /// What each ConfigMap holds.
     #[serde(default)]
     data: BTreeMap<String, String>,
@@ -150,7 +161,7 @@ impl SetReconciler {
         let namespace = key.namespace.as_deref().unwrap_or("default");
         let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let owned = self.configmaps.by_index(BY_SET, &key.to_string()).unwrap_or_default();
-        let replicas = set.spec.replicas.max(0);
+        let replicas = set.spec.replicas.unwrap_or(DEFAULT_REPLICAS).max(0);
         let wanted: Vec<String> = (0..replicas).map(|i| format!("{}-{i}", key.name)).collect();
         let mut ready = 0;
         for name in &wanted {
@@ -278,34 +289,6 @@ async fn delete_ignoring_missing(
     }
 }
 
-/// Creates the CRD unless the cluster has it, and waits until it is established.
-async fn ensure_crd(client: &Client) -> Result<(), String> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = ConfigMapSet::crd();
-    let name = crd.name_any();
-    let missing =
-        crds.get_opt(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?.is_none();
-    if missing {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => println!("Applied the CustomResourceDefinition {name}"),
-            Err(kube_client::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(format!("creating CRD {name}: {e}")),
-        }
-    }
-    for _ in 0..300 {
-        let current = crds.get(&name).await.map_err(|e| format!("reading CRD {name}: {e}"))?;
-        let established = current
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-        if established {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("the CRD {name} was not established within 30 s"))
-}
-
 /// A set created, a ConfigMap deleted and one edited by hand, the set scaled down.
 async fn demo(client: Client, namespace: &str) -> Result<(), String> {
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), namespace);
@@ -313,7 +296,8 @@ async fn demo(client: Client, namespace: &str) -> Result<(), String> {
     let fail = |what: &str, e: kube_client::Error| format!("{what}: {e}");
     let greeting: BTreeMap<String, String> = [("greeting".to_owned(), "hello".to_owned())].into();
     println!("Demo: creating ConfigMapSet demo with 3 replicas");
-    let set = ConfigMapSet::new("demo", ConfigMapSetSpec { replicas: 3, data: greeting.clone() });
+    let set =
+        ConfigMapSet::new("demo", ConfigMapSetSpec { replicas: Some(3), data: greeting.clone() });
     sets.create(&PostParams::default(), &set).await.map_err(|e| fail("creating the set", e))?;
     let ready = |want: i32| {
         let sets = sets.clone();
@@ -392,6 +376,7 @@ where
     Err(format!("timed out waiting for {what}"))
 }
 
+#[path = "../support/mod.rs"]
 mod support;
 
 struct Args {
@@ -400,10 +385,13 @@ struct Args {
     leader_elect: bool,
     shard: bool,
     metrics_addr: Option<std::net::SocketAddr>,
+    webhook_port: Option<u16>,
+    webhook_host: String,
 }
 
 const USAGE: &str = "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] \
-                     [--shard] [--metrics-addr ADDR] | --print-crd";
+                     [--shard] [--metrics-addr ADDR] \
+                     [--webhook-port PORT [--webhook-host HOST]] | --print-crd";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -412,6 +400,8 @@ fn parse_args() -> Result<Args, String> {
         leader_elect: false,
         shard: false,
         metrics_addr: None,
+        webhook_port: None,
+        webhook_host: "127.0.0.1".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -427,6 +417,14 @@ fn parse_args() -> Result<Args, String> {
                 let parsed = addr.parse().map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
                 args.metrics_addr = Some(parsed);
             }
+            "--webhook-port" => {
+                let port = it.next().ok_or("--webhook-port needs a port, as 9443")?;
+                let parsed = port.parse().map_err(|e| format!("--webhook-port {port}: {e}"))?;
+                args.webhook_port = Some(parsed);
+            }
+            "--webhook-host" => {
+                args.webhook_host = it.next().ok_or("--webhook-host needs a host, as 127.0.0.1")?
+            }
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -434,22 +432,10 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The CustomResourceDefinition of `ConfigMapSet`, as YAML: what
-/// `examples/configmap_sets.crd.yaml` holds (`--print-crd > examples/configmap_sets.crd.yaml`).
-fn crd_yaml() -> Result<String, String> {
-    let yaml = serde_saphyr::to_string(&ConfigMapSet::crd()).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "# The custom resource of examples/configmap_sets.rs, generated from its kube-derive type:\n\
-         # cargo run --example configmap_sets -- --print-crd > examples/configmap_sets.crd.yaml\n\
-         # The example applies it when the cluster lacks it; `kubectl apply -f` does the same.\n\
-         {yaml}"
-    ))
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     if std::env::args().skip(1).any(|a| a == "--print-crd") {
-        return match crd_yaml() {
+        return match crd::yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS
@@ -464,7 +450,25 @@ async fn main() -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    if let Err(err) = ensure_crd(&client).await {
+    // With --webhook-port: the webhooks on this process, registered with the cluster (the
+    // embedded server does not call webhooks yet: there they are served, not registered).
+    #[cfg(feature = "webhook")]
+    let webhooks =
+        args.webhook_port.map(|port| webhooks::Webhooks { port, host: args.webhook_host.clone() });
+    #[cfg(feature = "webhook")]
+    let convert_at = webhooks.as_ref().filter(|_| server.is_none()).map(|w| w.url(CONVERT_PATH));
+    #[cfg(not(feature = "webhook"))]
+    let convert_at = match args.webhook_port {
+        Some(port) => {
+            eprintln!(
+                "error: --webhook-port {port} needs ctrlkit's `webhook` feature: \
+                 cargo run --features webhook --example configmap_sets -- --webhook-port {port}"
+            );
+            return ExitCode::FAILURE;
+        }
+        None => None,
+    };
+    if let Err(err) = crd::ensure(&client, convert_at).await {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }
@@ -500,6 +504,24 @@ async fn main() -> ExitCode {
         }
     }
     let mut manager = builder.build();
+    #[cfg(feature = "webhook")]
+    if let Some(webhooks) = &webhooks {
+        let registered = server.is_none();
+        if registered {
+            if let Err(err) = webhooks.register(&client).await {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        } else {
+            println!("The embedded server does not call webhooks: serving them unregistered");
+        }
+        manager.add(webhooks.server(&client, ns, registered.then_some(CRD_NAME)));
+        println!(
+            "Serving the validating, defaulting and conversion webhooks on port {} as {}",
+            webhooks.port,
+            webhooks.url("")
+        );
+    }
     let sets: Api<ConfigMapSet> = Api::namespaced(client.clone(), ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     // The controller's ConfigMap informer (the factory shares it), with an index by owner;

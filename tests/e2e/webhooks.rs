@@ -1,0 +1,176 @@
+//! The operator example's webhooks (`configmap_sets --webhook-port`), called by the server as
+//! kubectl writes sets: the validator's refusal as kubectl prints it, the defaulter's field,
+//! v1 read as v2 and v2 written and read as v1, and what a webhook that is down does under
+//! `failurePolicy: Fail` and `Ignore`.
+//!
+//! The example registers its webhook configurations and serves both versions of its CRD
+//! while it runs with webhooks; the case puts the cluster back as it found it (configurations
+//! deleted, the CRD serving v1 alone) whether it passes or fails.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::{DeleteParams, Patch, PatchParams};
+use kube_client::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use super::common::*;
+use super::example::{Example, configmap_sets, have_kubectl, kubectl, kubectl_output};
+use crate::support::Target;
+use crate::support::http::free_address;
+
+const CONFIGURATION: &str = "configmapsets.ctrlkit.example.com";
+const CRD: &str = "configmapsets.ctrlkit.example.com";
+
+fn set(api_version: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: ctrlkit.example.com/{api_version}\nkind: ConfigMapSet\nmetadata:\n  name: {name}\nspec: {spec}\n"
+    )
+}
+
+/// The example with its webhooks, through kubectl, on a server that calls them.
+pub async fn the_example_webhooks_refuse_default_and_convert_what_kubectl_writes(t: &Target) {
+    if !have_kubectl() {
+        return;
+    }
+    let outcome = AssertUnwindSafe(webhooks(t)).catch_unwind().await;
+    put_back(t).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn webhooks(t: &Target) {
+    let port = free_address().port().to_string();
+    let example =
+        Example::start(t, "configmap_sets", &["--namespace", &t.ns, "--webhook-port", &port]);
+    eventually("the controller started", || {
+        example.lines().iter().any(|l| l.starts_with("Starting ConfigMapSet controller"))
+    })
+    .await;
+
+    // Refused by the validator: the server calls it once its CA bundle is in the
+    // configuration (before, the call fails on the certificate), which takes a moment.
+    let invalid = set("v1", "invalid", "{replicas: 101, data: {\"bad key\": x}}");
+    let denied =
+        r#"admission webhook "validate.configmapsets.ctrlkit.example.com" denied the request: "#;
+    let mut refusal = String::new();
+    for _ in 0..300 {
+        let (ok, text) = kubectl_output(t, &["apply", "-f", "-"], Some(&invalid)).await;
+        assert!(!ok, "an invalid set was taken: {text}");
+        if text.contains(denied) {
+            refusal = text;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refusal.contains(&format!(
+            "{denied}spec.replicas: Invalid value: 101: must be between 0 and 100, inclusive, \
+             spec.data[bad key]: Invalid value: \"bad key\": a valid config key must consist of \
+             alphanumeric characters"
+        )),
+        "kubectl printed: {refusal:?}; the example printed {:#?}",
+        example.lines()
+    );
+    // A 422 `Invalid`, as kubectl words it.
+    assert!(refusal.starts_with("The request is invalid: "), "{refusal}");
+    let sets = configmap_sets(t);
+    assert!(sets.get_opt("invalid").await.unwrap().is_none());
+
+    // Defaulted: no replicas given, one written, one ConfigMap made.
+    kubectl(t, &["apply", "-f", "-"], Some(&set("v1", "defaulted", "{data: {greeting: hi}}")))
+        .await;
+    let defaulted = sets.get("defaulted").await.unwrap();
+    assert_eq!(defaulted.data["spec"]["replicas"], 1, "{:?}", defaulted.data);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    eventually_async_within(Duration::from_secs(20), "defaulted-0 made", || async {
+        configmaps.get_opt("defaulted-0").await.unwrap().is_some()
+    })
+    .await;
+
+    // v1 read as v2, v2 written and read as v1 (stored as v1), and v2 validated as v1.
+    let get_v2 = |name: &'static str| async move {
+        let out =
+            kubectl(t, &["get", "configmapsets.v2.ctrlkit.example.com", name, "-o", "json"], None)
+                .await;
+        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let v2 = get_v2("defaulted").await;
+    assert_eq!(v2["apiVersion"], "ctrlkit.example.com/v2");
+    assert_eq!(v2["spec"], json!({ "size": 1, "data": { "greeting": "hi" } }));
+    assert_eq!(v2["metadata"]["uid"], json!(defaulted.uid()), "the same object");
+    kubectl(t, &["apply", "-f", "-"], Some(&set("v2", "sized", "{size: 2, data: {greeting: hi}}")))
+        .await;
+    let sized = sets.get("sized").await.unwrap();
+    assert_eq!(sized.data["spec"], json!({ "replicas": 2, "data": { "greeting": "hi" } }));
+    assert_eq!(get_v2("sized").await["spec"]["size"], 2);
+    eventually_async_within(Duration::from_secs(20), "sized-1 made", || async {
+        configmaps.get_opt("sized-1").await.unwrap().is_some()
+    })
+    .await;
+    let (ok, text) =
+        kubectl_output(t, &["apply", "-f", "-"], Some(&set("v2", "huge", "{size: 500}"))).await;
+    assert!(!ok && text.contains(&format!("{denied}spec.replicas: Invalid value: 500")), "{text}");
+
+    // Down, under failurePolicy Fail: writes refused (the mutating webhook is called first).
+    example.terminate().await;
+    let after = set("v1", "after", "{replicas: 2}");
+    let (ok, text) = kubectl_output(t, &["apply", "-f", "-"], Some(&after)).await;
+    assert!(
+        !ok && text
+            .contains(r#"failed calling webhook "default.configmapsets.ctrlkit.example.com""#),
+        "{text}"
+    );
+    assert!(sets.get_opt("after").await.unwrap().is_none());
+
+    // Under Ignore: let through, neither defaulted nor validated.
+    let ignore = r#"[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]"#;
+    for kind in ["validatingwebhookconfiguration", "mutatingwebhookconfiguration"] {
+        kubectl(t, &["patch", kind, CONFIGURATION, "--type=json", "-p", ignore], None).await;
+    }
+    let unchecked = set("v1", "unchecked", "{data: {greeting: hi}}");
+    let mut taken = None;
+    // The server reads the configurations from its informer: the change takes a moment.
+    for _ in 0..100 {
+        let (ok, text) = kubectl_output(t, &["apply", "-f", "-"], Some(&unchecked)).await;
+        if ok {
+            taken = Some(text);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(taken.is_some(), "a write under failurePolicy Ignore was refused");
+    let unchecked = sets.get("unchecked").await.unwrap();
+    assert_eq!(unchecked.data["spec"].get("replicas"), None, "not defaulted");
+}
+
+/// Deletes the webhook configurations and the case's sets (their finalizers first: the
+/// example is gone), and makes the CRD serve v1 alone again, as the other cases expect.
+async fn put_back(t: &Target) {
+    let dp = DeleteParams::default();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let _ = validating.delete(CONFIGURATION, &dp).await;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
+    let _ = mutating.delete(CONFIGURATION, &dp).await;
+    let sets = configmap_sets(t);
+    for set in sets.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
+        let name = set.name_any();
+        let unfinalized = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+        let _ = sets.patch(&name, &PatchParams::default(), &unfinalized).await;
+        let _ = sets.delete(&name, &dp).await;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let Ok(crd) = crds.get(CRD).await else { return };
+    let v1: Vec<_> = crd.spec.versions.iter().filter(|v| v.name == "v1").cloned().collect();
+    let v1_alone = Patch::Merge(json!({
+        "spec": { "versions": v1, "conversion": { "strategy": "None", "webhook": null } },
+    }));
+    crds.patch(CRD, &PatchParams::default(), &v1_alone).await.expect("the CRD back to v1 alone");
+}
