@@ -117,6 +117,19 @@ impl ManagerBuilder {
         self
     }
 
+    /// Serves the metrics endpoint of [`metrics_address`](Self::metrics_address) over HTTPS,
+    /// each scrape of `/metrics` let in only for a bearer token that the API server
+    /// authenticates (`TokenReview`) and authorizes for `get /metrics`
+    /// (`SubjectAccessReview`), as controller-runtime's `secureServing`; `/healthz` and
+    /// `/readyz` stay open for the kubelet. See [`SecureServing`](crate::metrics::SecureServing).
+    #[cfg(feature = "secure-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
+    #[must_use]
+    pub fn metrics_secure_serving(mut self, serving: crate::metrics::SecureServing) -> Self {
+        self.telemetry.set_secure(serving);
+        self
+    }
+
     /// The manager. A leader election configuration that breaks client-go's rules makes
     /// [`run`](Manager::run) fail at once with [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection).
     pub fn build(self) -> Manager {

@@ -38,7 +38,7 @@ impl Manager {
         let elector = self.elector.clone()?;
         let shard = self.shard.clone().map_err(ManagerError::ShardLease)?;
         tracing::info!(runnables = self.runnables.len(), "starting manager");
-        let endpoint = self.telemetry.serve().await?;
+        let endpoint = self.telemetry.serve(self.client()).await?;
         self.telemetry.set_probe("caches-synced", false);
         if elector.is_some() {
             self.telemetry.set_probe("leader-election", false);

@@ -24,6 +24,9 @@ pub(super) struct Telemetry {
     address: Option<std::net::SocketAddr>,
     #[cfg(feature = "metrics")]
     probes: crate::metrics::Probes,
+    /// HTTPS, scrapes reviewed through the manager's client.
+    #[cfg(feature = "secure-metrics")]
+    secure: Option<crate::metrics::SecureServing>,
 }
 
 impl Telemetry {
@@ -38,6 +41,13 @@ impl Telemetry {
     pub(super) fn set_address(&mut self, address: std::net::SocketAddr) {
         self.address = Some(address);
         self.registry.get_or_insert_with(crate::metrics::Registry::new);
+    }
+
+    /// Serves the endpoint over HTTPS, scrapes of `/metrics` reviewed through the client
+    /// given to [`serve`](Self::serve).
+    #[cfg(feature = "secure-metrics")]
+    pub(super) fn set_secure(&mut self, serving: crate::metrics::SecureServing) {
+        self.secure = Some(serving);
     }
 
     /// The registry, if metrics are recorded.
@@ -108,17 +118,32 @@ impl Telemetry {
         self.probes.add_check(_name, _check);
     }
 
-    /// Starts the endpoint, if an address was set.
-    pub(super) async fn serve(&self) -> Result<Endpoint, ManagerError> {
+    /// Starts the endpoint, if an address was set (scrapes reviewed through `client` when
+    /// served securely).
+    pub(super) async fn serve(
+        &self,
+        client: &kube_client::Client,
+    ) -> Result<Endpoint, ManagerError> {
+        let _ = client; // used by secure serving alone
         #[cfg(feature = "metrics")]
         if let (Some(address), Some(registry)) = (self.address, &self.registry) {
-            let server = crate::metrics::MetricsServer::start(
-                address,
-                registry.clone(),
-                self.probes.clone(),
-            )
-            .await
-            .map_err(|source| ManagerError::Serve { address, source })?;
+            let (registry, probes) = (registry.clone(), self.probes.clone());
+            #[cfg(feature = "secure-metrics")]
+            if let Some(serving) = &self.secure {
+                let server = crate::metrics::MetricsServer::start_secure(
+                    address,
+                    registry,
+                    probes,
+                    client.clone(),
+                    serving.clone(),
+                )
+                .await
+                .map_err(|source| ManagerError::Serve { address, source })?;
+                return Ok(Endpoint { server: Some(server) });
+            }
+            let server = crate::metrics::MetricsServer::start(address, registry, probes)
+                .await
+                .map_err(|source| ManagerError::Serve { address, source })?;
             return Ok(Endpoint { server: Some(server) });
         }
         Ok(Endpoint::default())

@@ -54,7 +54,12 @@
 //!   `ctrlkit_sharding_*` metrics are ctrlkit's own (no peer exports them).
 
 mod registry;
+#[cfg(feature = "secure-metrics")]
+mod secure;
 mod server;
 
 pub use registry::Registry;
+#[cfg(feature = "secure-metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
+pub use secure::SecureServing;
 pub use server::{MetricsServer, Probes};

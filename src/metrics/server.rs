@@ -10,13 +10,28 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::Registry;
+#[cfg(feature = "secure-metrics")]
+use super::SecureServing;
+#[cfg(feature = "secure-metrics")]
+use super::secure::Gate;
+
+/// Without secure serving, nothing gates `/metrics`.
+#[cfg(not(feature = "secure-metrics"))]
+enum Gate {}
+
+#[cfg(not(feature = "secure-metrics"))]
+impl Gate {
+    async fn admit(&self, _: &HeaderMap) -> Result<(), (StatusCode, String)> {
+        match *self {}
+    }
+}
 
 /// Readiness checks by name; the endpoint is ready when all pass. Cheap to clone.
 #[derive(Clone, Default)]
@@ -68,6 +83,39 @@ impl Probes {
     }
 }
 
+/// `/metrics` (behind `gate`, if any), `/healthz`, `/readyz`.
+fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/metrics",
+            get(move |headers: HeaderMap| {
+                let (registry, gate) = (registry.clone(), gate.clone());
+                async move {
+                    if let Some(gate) = gate
+                        && let Err((status, message)) = gate.admit(&headers).await
+                    {
+                        return (status, message).into_response();
+                    }
+                    let content_type = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+                    ([(header::CONTENT_TYPE, content_type)], registry.encode()).into_response()
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let probes = probes.clone();
+                async move {
+                    match probes.is_ready() {
+                        true => (StatusCode::OK, "ok".to_owned()).into_response(),
+                        false => (StatusCode::SERVICE_UNAVAILABLE, probes.report()).into_response(),
+                    }
+                }
+            }),
+        )
+}
+
 /// The endpoint, serving until [`shutdown`](Self::shutdown) or drop.
 #[derive(Debug)]
 pub struct MetricsServer {
@@ -77,7 +125,7 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Binds `addr` (port 0 picks a free one) and serves `registry` and `probes`.
+    /// Binds `addr` (port 0 picks a free one) and serves `registry` and `probes` over HTTP.
     pub async fn start(
         addr: SocketAddr,
         registry: Registry,
@@ -85,33 +133,7 @@ impl MetricsServer {
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let router = axum::Router::new()
-            .route(
-                "/metrics",
-                get(move || {
-                    let registry = registry.clone();
-                    async move {
-                        let content_type =
-                            prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
-                        ([(header::CONTENT_TYPE, content_type)], registry.encode())
-                    }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok" }))
-            .route(
-                "/readyz",
-                get(move || {
-                    let probes = probes.clone();
-                    async move {
-                        match probes.is_ready() {
-                            true => (StatusCode::OK, "ok".to_owned()).into_response(),
-                            false => {
-                                (StatusCode::SERVICE_UNAVAILABLE, probes.report()).into_response()
-                            }
-                        }
-                    }
-                }),
-            );
+        let router = router(registry, probes, None);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, router).with_graceful_shutdown(async {
@@ -122,6 +144,39 @@ impl MetricsServer {
             }
         });
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        Ok(Self { addr, stop: Some(stop), task: Some(task) })
+    }
+
+    /// Binds `addr` and serves `registry` and `probes` over HTTPS, each scrape of `/metrics`
+    /// authenticated and authorized through `client`'s API server; see [`SecureServing`].
+    /// A certificate that cannot be made or read is an error here.
+    #[cfg(feature = "secure-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
+    pub async fn start_secure(
+        addr: SocketAddr,
+        registry: Registry,
+        probes: Probes,
+        client: kube_client::Client,
+        serving: SecureServing,
+    ) -> std::io::Result<Self> {
+        let certificates = crate::webhook::Certificates::default();
+        let https = crate::webhook::https::Https::bind(addr, &serving.certificates, &certificates)
+            .await
+            .map_err(|err| match err {
+                crate::webhook::WebhookError::Bind { source, .. } => source,
+                other => std::io::Error::other(other),
+            })?;
+        let addr = https.local_addr();
+        let gate = Arc::new(super::secure::Gate::new(client, serving));
+        let router = router(registry, probes, Some(gate));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let stopped = async {
+                let _ = stopped.await;
+            };
+            https.serve(router, stopped, std::future::pending()).await;
+        });
+        tracing::info!(%addr, "serving /metrics (authenticated), /healthz and /readyz over HTTPS");
         Ok(Self { addr, stop: Some(stop), task: Some(task) })
     }
 

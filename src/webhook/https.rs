@@ -281,4 +281,3 @@ impl CertificateKeeper {
         Ok(())
     }
 }
-

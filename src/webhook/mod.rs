@@ -52,7 +52,7 @@
 mod admission;
 mod certs;
 mod conversion;
-mod https;
+pub(crate) mod https;
 mod inject;
 mod secret;
 mod server;
@@ -63,8 +63,8 @@ pub use admission::{
 };
 pub use certs::{CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa, read_files};
 pub use conversion::Conversion;
+pub use https::CertificateSource;
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 pub use secret::SecretCertificates;
-pub use https::CertificateSource;
 pub use server::{WebhookError, WebhookServer, WebhookServerBuilder};

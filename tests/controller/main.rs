@@ -16,6 +16,8 @@ mod informer;
 mod manager;
 mod metrics;
 mod priority;
+#[cfg(feature = "secure-metrics")]
+mod secure_metrics;
 mod shard_selectors;
 mod sharding;
 mod status;

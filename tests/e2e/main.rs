@@ -15,6 +15,7 @@ mod factory;
 mod finalizer;
 mod informer;
 mod leaderelection;
+mod secure_metrics;
 mod sharding;
 mod sources;
 #[path = "../support/mod.rs"]
@@ -53,6 +54,9 @@ fn main() -> ExitCode {
     ]);
     all.extend(cases![Needs::AuditLog;
         user_agent::every_request_names_its_binary_and_a_client_can_name_its_controller,
+    ]);
+    all.extend(cases![Needs::Rbac;
+        secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ]);
     all.extend(cases![Needs::Webhooks;
         webhooks::the_example_webhooks_refuse_default_and_convert_what_kubectl_writes,

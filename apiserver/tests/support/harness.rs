@@ -12,7 +12,7 @@ use std::sync::{PoisonError, RwLock};
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
 
-use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
+use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, TOKENS_ENV, Target};
 
 /// A case's body: it gets its target and panics on failure.
 pub type CaseFn = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -34,6 +34,10 @@ pub enum Needs {
     /// CRD's versions, webhook configurations that every write of the kind passes through),
     /// so it runs alone, as a compacting case does.
     Webhooks,
+    /// A server that authenticates the tokens of `CTRLKIT_E2E_TOKENS` and authorizes with
+    /// RBAC (TokenReview, SubjectAccessReview): the real server alone (the embedded one does
+    /// neither yet).
+    Rbac,
 }
 
 /// One test case.
@@ -71,6 +75,7 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     let real = std::env::var_os(KUBECONFIG_ENV).is_some();
     let etcd = std::env::var_os(ETCD_ENV).is_some();
     let audit = std::env::var_os(AUDIT_LOG_ENV).is_some();
+    let tokens = std::env::var_os(TOKENS_ENV).is_some();
     if !real && !args.list {
         println!(
             "real-server cases skipped (listed as ignored): {KUBECONFIG_ENV} is not set; \
@@ -83,13 +88,14 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     for case in cases {
         let kinds: &[Kind] = match case.needs {
             Needs::Embedded => &[Kind::Embedded],
-            Needs::AuditLog | Needs::Webhooks => &[Kind::Real],
+            Needs::AuditLog | Needs::Webhooks | Needs::Rbac => &[Kind::Real],
             _ => &[Kind::Embedded, Kind::Real],
         };
         for &kind in kinds {
             let unmet = match case.needs {
                 Needs::Compaction => !etcd,
                 Needs::AuditLog => !audit,
+                Needs::Rbac => !tokens,
                 _ => false,
             };
             let skip = kind == Kind::Real && (!real || unmet);

@@ -30,6 +30,8 @@ pub const ETCD_ENV: &str = "CTRLKIT_E2E_ETCD";
 pub const ETCDCTL_ENV: &str = "CTRLKIT_E2E_ETCDCTL";
 /// The real server's audit log (JSON lines), for cases that check what clients sent.
 pub const AUDIT_LOG_ENV: &str = "CTRLKIT_E2E_AUDIT_LOG";
+/// The real server's token file (`token,user,uid[,"groups"]`), for cases that need other users.
+pub const TOKENS_ENV: &str = "CTRLKIT_E2E_TOKENS";
 
 /// Which server a case runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

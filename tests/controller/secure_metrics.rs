@@ -1,0 +1,76 @@
+//! The Manager's metrics endpoint served securely, on the embedded server (which answers no
+//! TokenReview: the reviews' own failure is what a scrape with a token meets here; the
+//! e2e case `secure_metrics` checks 401, 403 and 200 under a real server's RBAC).
+
+use std::time::Duration;
+
+use ctrlkit::manager::Manager;
+use ctrlkit::metrics::SecureServing;
+use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
+use kube_client::{Client, Config};
+
+use crate::support::http::{free_address, get};
+
+/// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer: status and body.
+async fn scrape(
+    address: std::net::SocketAddr,
+    ca_pem: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut config = Config::new(format!("https://{address}").parse().unwrap());
+    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
+    config.root_cert = Some(vec![der.to_vec()]);
+    let client = Client::try_from(config).unwrap();
+    let mut request = http::Request::get(path);
+    if let Some(token) = token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    match client.request_text(request.body(Vec::new()).unwrap()).await {
+        Ok(text) => (200, text),
+        Err(kube_client::Error::Api(status)) => (status.code, status.message),
+        Err(err) => panic!("scraping {path}: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_open() {
+    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
+    let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
+    let ca_pem = bundle.ca_pem.clone();
+    let address = free_address();
+    let manager = Manager::builder(api.client())
+        .metrics_address(address)
+        .metrics_secure_serving(
+            SecureServing::new().certificates(CertificateSource::Bundle(bundle)),
+        )
+        .build();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    let mut connected = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(address).await.is_ok() {
+            connected = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(connected, "the endpoint never listened");
+
+    assert_eq!(scrape(address, &ca_pem, "/healthz", None).await, (200, "ok".to_owned()));
+    let (code, body) = scrape(address, &ca_pem, "/metrics", None).await;
+    assert_eq!((code, body.trim()), (401, "Unauthorized"), "no token");
+    // The embedded server serves no TokenReview: the review fails, and the scrape with it.
+    let (code, body) = scrape(address, &ca_pem, "/metrics", Some("some-token")).await;
+    assert_eq!((code, body.trim()), (401, "Authentication failed"));
+    // Plain HTTP is not served.
+    assert_eq!(get(address, "/metrics").await, None, "plain HTTP answered");
+
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+}

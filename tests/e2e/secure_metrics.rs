@@ -1,0 +1,147 @@
+//! The Manager's metrics served securely (`metrics_secure_serving`): a scrape is let in by the
+//! server's own reviews of its token (TokenReview) and of its user's permission
+//! (SubjectAccessReview on `get /metrics`), under RBAC.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ctrlkit::manager::Manager;
+use ctrlkit::metrics::SecureServing;
+use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube_client::api::{DeleteParams, PostParams};
+use kube_client::{Api, Client, Config};
+use serde_json::json;
+
+use crate::support::Target;
+use crate::support::http::free_address;
+
+/// The token of each user in the real server's token file (`CTRLKIT_E2E_TOKENS`, written by
+/// `scripts/kube-apiserver.sh`: `token,user,uid[,"groups"]`).
+fn tokens() -> HashMap<String, String> {
+    let path =
+        std::env::var_os("CTRLKIT_E2E_TOKENS").expect("CTRLKIT_E2E_TOKENS names the token file");
+    let text = std::fs::read_to_string(&path).expect("the token file reads");
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(',');
+            let token = fields.next()?.to_owned();
+            Some((fields.next()?.to_owned(), token))
+        })
+        .collect()
+}
+
+/// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer: status and body.
+async fn scrape(
+    address: std::net::SocketAddr,
+    ca_pem: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut config = Config::new(format!("https://{address}").parse().unwrap());
+    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
+    config.root_cert = Some(vec![der.to_vec()]);
+    let client = Client::try_from(config).unwrap();
+    let mut request = http::Request::get(path);
+    if let Some(token) = token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    match client.request_text(request.body(Vec::new()).unwrap()).await {
+        Ok(text) => (200, text),
+        Err(kube_client::Error::Api(status)) => (status.code, status.message),
+        Err(err) => panic!("scraping {path}: {err}"),
+    }
+}
+
+/// No token: 401; a user the server authenticates but RBAC does not let `get /metrics`: 403;
+/// one bound to a role that does: 200 with the metrics; a token the server does not know:
+/// 401. `/healthz` needs no token.
+pub async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target) {
+    let tokens = tokens();
+    let (reader, stranger) = (&tokens["ctrlkit-e2e-reader"], &tokens["ctrlkit-e2e-stranger"]);
+    // The permission, granted to the reader alone (cluster-wide objects: named for the case).
+    let name = format!("ctrlkit-e2e-metrics-reader-{}", t.ns);
+    let roles: Api<ClusterRole> = Api::all(t.client.clone());
+    let role = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
+    }))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(t.client.clone());
+    let binding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ctrlkit-e2e-reader" }],
+    }))
+    .unwrap();
+    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    // RBAC's authorizer reads bindings from its informer: wait until it has this one, so
+    // that the reader's first scrape is decided on it (a denial would be remembered 30 s).
+    let reviews: Api<SubjectAccessReview> = Api::all(t.client.clone());
+    let review: SubjectAccessReview = serde_json::from_value(json!({
+        "spec": { "user": "ctrlkit-e2e-reader", "nonResourceAttributes": { "path": "/metrics", "verb": "get" } },
+    }))
+    .unwrap();
+    let mut granted = false;
+    for _ in 0..100 {
+        let answer = reviews.create(&PostParams::default(), &review).await.unwrap();
+        if answer.status.is_some_and(|s| s.allowed) {
+            granted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(granted, "RBAC never granted the reader get /metrics");
+
+    let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
+    let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
+    let ca_pem = bundle.ca_pem.clone();
+    let address = free_address();
+    let manager = Manager::builder(t.client.clone())
+        .metrics_address(address)
+        .metrics_secure_serving(
+            SecureServing::new().certificates(CertificateSource::Bundle(bundle)),
+        )
+        .build();
+    // A metric of the operator's own, for the scrape to find.
+    let counter = prometheus_client::metrics::counter::Counter::<u64>::default();
+    counter.inc();
+    manager.metrics().expect("a registry").register("e2e_scrapes", "Scrapes", counter);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    let mut healthz = (0, String::new());
+    for _ in 0..100 {
+        if let Ok(Ok(answer)) = tokio::time::timeout(Duration::from_secs(1), async {
+            tokio::net::TcpStream::connect(address).await
+        })
+        .await
+        {
+            drop(answer);
+            healthz = scrape(address, &ca_pem, "/healthz", None).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(healthz, (200, "ok".to_owned()), "/healthz needs no token");
+
+    let (code, body) = scrape(address, &ca_pem, "/metrics", None).await;
+    assert_eq!((code, body.trim()), (401, "Unauthorized"));
+    let (code, body) = scrape(address, &ca_pem, "/metrics", Some("not-a-token")).await;
+    assert_eq!((code, body.trim()), (401, "Unauthorized"));
+    let (code, body) = scrape(address, &ca_pem, "/metrics", Some(stranger)).await;
+    assert_eq!((code, body.trim()), (403, "Authorization denied for user ctrlkit-e2e-stranger"));
+    let allowed = scrape(address, &ca_pem, "/metrics", Some(reader)).await;
+    assert_eq!(allowed.0, 200, "the reader was refused: {}", allowed.1);
+    assert!(allowed.1.contains("\ne2e_scrapes_total 1\n"), "Prometheus text: {}", allowed.1);
+
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+    let _ = bindings.delete(&name, &DeleteParams::default()).await;
+    let _ = roles.delete(&name, &DeleteParams::default()).await;
+}
