@@ -211,7 +211,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// reads them from there, not from the server: hand it
     /// `factory.informer_for(owned.clone()).indexer()` (the same informer, whichever asks
     /// first), and add an index by owner to find an owner's objects without a scan, as
-    /// `examples/configmap_sets.rs` does.
+    /// `examples/configmap_sets/` does.
     #[must_use]
     pub fn owns<S: InformerObject>(self, owned: impl Into<ListWatch<S>>) -> Self {
         self.add_source(owned.into(), None, None)

@@ -63,7 +63,7 @@
 //! # }
 //! ```
 //!
-//! `examples/configmap_sets.rs --shard` is a whole sharded operator (three processes of it on
+//! `examples/configmap_sets/ --shard` is a whole sharded operator (three processes of it on
 //! one server share the sets and outlive a SIGKILL: the e2e case
 //! `example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill`, on the
 //! embedded server and both real ones). [`default_shard_id`] names a process's shard.
