@@ -26,8 +26,8 @@ use super::WebhookError;
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
 use super::secret::SecretCertificates;
 
-/// Where an HTTPS server's certificate comes from (a [`WebhookServer`]'s, or the secure
-/// metrics endpoint's).
+/// Where an HTTPS server's certificate comes from: a
+/// [`WebhookServer`](super::WebhookServer)'s, or the secure metrics endpoint's.
 #[derive(Debug, Clone)]
 pub enum CertificateSource {
     /// A self-signed CA made at start and a serving certificate it signs for `hosts` (the
