@@ -29,6 +29,7 @@ GROUP_VERSIONS = [
     ("/apis/coordination.k8s.io/v1/", "apis__coordination.k8s.io__v1"),
     ("/apis/events.k8s.io/v1/", "apis__events.k8s.io__v1"),
     ("/apis/apiextensions.k8s.io/v1/", "apis__apiextensions.k8s.io__v1"),
+    ("/apis/admissionregistration.k8s.io/v1/", "apis__admissionregistration.k8s.io__v1"),
 ]
 
 

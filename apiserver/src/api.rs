@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::admission;
 use super::apply::ApplyOptions;
 use super::discovery;
 use super::fields;
@@ -81,7 +82,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             watch = parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
             match shared.faults.take_failure(watch) {
                 Some(err) => Err(err),
-                None => serve(&shared, &parts.method, &parts.headers, route, &query, body),
+                None => {
+                    serve_admitted(&shared, &parts.method, &parts.headers, route, &query, body)
+                        .await
+                }
             }
         }
         Err(e) => Err(e),
@@ -132,6 +136,7 @@ fn split_group_version<'a>(segments: &'a [&'a str]) -> Option<(&'a str, &'a str,
 }
 
 /// A resolved resource path.
+#[derive(Clone)]
 struct Route {
     target: Target,
     status: bool,
@@ -273,6 +278,154 @@ fn serve(
         }
         response
     })
+}
+
+/// [`serve`], with the write first sent to the admission webhooks that match it, when any is
+/// configured (see the `admission` module): the write stores the object they admitted.
+async fn serve_admitted(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    route: Route,
+    query: &HashMap<String, String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let registry = &shared.registry;
+    let rt = registry.rt(&route.target);
+    let named = route.target.name.is_some();
+    let write =
+        matches!((method.as_str(), named), ("POST", false) | ("PUT" | "PATCH" | "DELETE", true));
+    if !write
+        || route.scale
+        || rt.is_webhook_configuration()
+        || !admission::configured(&registry.store)
+    {
+        return serve(shared, method, headers, route, query, body);
+    }
+    // Field validation refuses a strict write before any webhook sees it; its warnings come
+    // first. The admitted write is not validated again.
+    let mut warnings = validate_fields(shared, method, headers, &rt, query, &body)?;
+    let mut query = query.clone();
+    query.insert("fieldValidation".into(), "Ignore".into());
+    let mut json_headers = headers.clone();
+    json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
+    let body_dry_run = method == Method::DELETE
+        && serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|b| b["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")));
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All") || body_dry_run;
+    let target = &route.target;
+    // A patch or apply is admitted again when another write came between; an update carries
+    // its own resourceVersion (or none, and then it replaces whatever is there).
+    let retries = if method == Method::PATCH { 5 } else { 1 };
+    for attempt in 1..=retries {
+        let old = match method.as_str() {
+            "POST" => None,
+            _ => match registry.get(target) {
+                Ok(current) => Some(current.value()),
+                Err(err) if err.code == StatusCode::NOT_FOUND && method == Method::PATCH => None,
+                Err(err) => return Err(err),
+            },
+        };
+        let (operation, candidate) = match method.as_str() {
+            "POST" => ("CREATE", Some(created(registry.create(target, &body, true)?.value()))),
+            "PUT" => ("UPDATE", Some(registry.update(target, &body, route.status, true)?.value())),
+            "PATCH" if patch_type(headers)? == PatchType::Apply => {
+                let mut options = ApplyOptions::parse(&query)?;
+                options.dry_run = true;
+                let (object, new) =
+                    registry.server_side_apply(target, &body, &options, route.status)?;
+                match new {
+                    true => ("CREATE", Some(created(object))),
+                    false => ("UPDATE", Some(object)),
+                }
+            }
+            "PATCH" => {
+                let kind = patch_type(headers)?;
+                ("UPDATE", Some(registry.patch(target, kind, &body, route.status, true)?.value()))
+            }
+            _ => ("DELETE", None),
+        };
+        let object = candidate.as_ref().or(old.as_ref());
+        let attributes = admission::Attributes {
+            operation,
+            group: rt.group.clone(),
+            version: rt.version.clone(),
+            kind: rt.kind.clone(),
+            resource: rt.plural.clone(),
+            subresource: if route.status { "status".into() } else { String::new() },
+            namespaced: rt.namespaced,
+            namespace: target.namespace.clone(),
+            name: target
+                .name
+                .clone()
+                .or_else(|| object.and_then(|o| o["metadata"]["name"].as_str().map(str::to_owned)))
+                .unwrap_or_default(),
+        };
+        let options_kind = match operation {
+            "CREATE" => "CreateOptions",
+            "UPDATE" => "UpdateOptions",
+            _ => "DeleteOptions",
+        };
+        let mut options = json!({ "kind": options_kind, "apiVersion": "meta.k8s.io/v1" });
+        if let Some(manager) = query.get("fieldManager") {
+            options["fieldManager"] = json!(manager);
+        }
+        if dry_run {
+            options["dryRun"] = json!(["All"]);
+        }
+        let admitted = admission::admit(
+            &registry.store,
+            &attributes,
+            candidate,
+            old.as_ref(),
+            dry_run,
+            options,
+        )
+        .await?;
+        warnings.extend(admitted.warnings);
+        let answered = match (operation, admitted.object) {
+            ("CREATE", Some(object)) => {
+                let collection =
+                    Route { target: Target { name: None, ..target.clone() }, ..route.clone() };
+                let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+                serve(shared, &Method::POST, &json_headers, collection, &query, body)
+            }
+            ("UPDATE", Some(mut object)) => {
+                // Written only over the object admitted.
+                if let Some(old) = &old {
+                    object["metadata"]["resourceVersion"] =
+                        old["metadata"]["resourceVersion"].clone();
+                }
+                let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+                serve(shared, &Method::PUT, &json_headers, route.clone(), &query, body)
+            }
+            _ => serve(shared, method, headers, route.clone(), &query, body.clone()),
+        };
+        match answered {
+            Err(err) if err.code == StatusCode::CONFLICT && attempt < retries => continue,
+            answered => {
+                return answered.map(|mut response| {
+                    for problem in &warnings {
+                        if let Ok(value) = fields::warning(problem).parse() {
+                            response.headers_mut().append("warning", value);
+                        }
+                    }
+                    response
+                });
+            }
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// A create's object as webhooks see it: without what the server sets as it stores it.
+fn created(mut object: Value) -> Value {
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for field in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
+            meta.remove(field);
+        }
+    }
+    object
 }
 
 /// Server-side field validation of a write's body (see the `fields` module): a `Strict` write

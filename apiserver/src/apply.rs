@@ -577,7 +577,7 @@ mod tests {
     fn a_manager_is_required_and_yaml_or_json_is_read() {
         let none = std::collections::HashMap::new();
         let e = ApplyOptions::parse(&none).unwrap_err();
-        assert_eq!((e.code, e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
+        assert_eq!((e.code, &*e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
         assert!(e.message.contains("fieldManager: Required value"), "{}", e.message);
         let query = [("fieldManager", "m"), ("force", "true"), ("dryRun", "All")]
             .map(|(k, v)| (k.to_owned(), v.to_owned()))

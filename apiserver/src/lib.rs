@@ -167,6 +167,7 @@
 //! - A list at a resourceVersion newer than the store answers 504 at once (the real server
 //!   waits a few seconds first).
 
+mod admission;
 mod api;
 mod apply;
 mod crd;

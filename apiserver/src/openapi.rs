@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::store::Store;
 
 /// The vendored v3 documents: (group version path, document).
-const BUILT_IN: [(&str, &str); 7] = [
+const BUILT_IN: [(&str, &str); 8] = [
     ("api/v1", include_str!("../openapi/v3/api__v1.json")),
     ("apis/apps/v1", include_str!("../openapi/v3/apis__apps__v1.json")),
     ("apis/batch/v1", include_str!("../openapi/v3/apis__batch__v1.json")),
@@ -37,6 +37,10 @@ const BUILT_IN: [(&str, &str); 7] = [
     (
         "apis/apiextensions.k8s.io/v1",
         include_str!("../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
+    ),
+    (
+        "apis/admissionregistration.k8s.io/v1",
+        include_str!("../openapi/v3/apis__admissionregistration.k8s.io__v1.json"),
     ),
 ];
 

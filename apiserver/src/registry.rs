@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::admission;
 use super::apply::{self, ApplyOptions};
 use super::crd;
 use super::patch::{self, PatchType};
@@ -122,7 +123,7 @@ pub(crate) fn now() -> String {
 }
 
 /// A random-looking, unique UUID-shaped uid.
-fn new_uid() -> String {
+pub(crate) fn new_uid() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let seed = {
@@ -382,6 +383,9 @@ impl Registry {
         if rt.is_definition() {
             crd::validate(&value)?;
         }
+        if rt.is_webhook_configuration() {
+            admission::configuration::default_and_validate(&rt.kind, &mut value)?;
+        }
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();
         let created = self.store.write_as(dry_run, |txn| {
@@ -554,6 +558,9 @@ impl Registry {
             let old = current.value();
             let mut new = change(&old)?;
             check_type(&rt, &mut new)?;
+            if rt.is_webhook_configuration() {
+                admission::configuration::default_and_validate(&rt.kind, &mut new)?;
+            }
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
             if !body_name.is_empty() && body_name != name {
                 return Err(ApiError::bad_request(format!(

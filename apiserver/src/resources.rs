@@ -115,6 +115,11 @@ impl ResourceType {
     }
 
     /// Whether this is `CustomResourceDefinition`, whose objects define served types.
+    /// A validating or mutating webhook configuration (whose writes no webhook sees).
+    pub(crate) fn is_webhook_configuration(&self) -> bool {
+        self.group == "admissionregistration.k8s.io"
+    }
+
     pub(crate) fn is_definition(&self) -> bool {
         self.group == "apiextensions.k8s.io" && self.plural == "customresourcedefinitions"
     }
@@ -185,5 +190,19 @@ pub(crate) fn builtin() -> Vec<ResourceType> {
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
         ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
         super::crd::definition_type(),
+        ResourceType::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+        ),
+        ResourceType::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+        ),
     ]
 }

@@ -1,6 +1,8 @@
 //! API errors as `metav1.Status` objects, with the codes, reasons and messages a real
 //! kube-apiserver sends.
 
+use std::borrow::Cow;
+
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
@@ -8,7 +10,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
     pub(crate) code: StatusCode,
-    pub(crate) reason: &'static str,
+    pub(crate) reason: Cow<'static, str>,
     pub(crate) message: String,
     /// (resource plural, name) for `details`.
     pub(crate) details: Option<Box<(String, String)>>,
@@ -21,10 +23,14 @@ pub(crate) struct ApiError {
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub(crate) fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        code: StatusCode,
+        reason: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             code,
-            reason,
+            reason: reason.into(),
             message: message.into(),
             details: None,
             retry_after: None,

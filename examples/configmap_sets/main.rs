@@ -450,8 +450,9 @@ async fn main() -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    // With --webhook-port: the webhooks on this process, registered with the cluster (the
-    // embedded server does not call webhooks yet: there they are served, not registered).
+    // With --webhook-port: the webhooks on this process, registered with the cluster. The
+    // embedded server calls admission webhooks but converts no versions: there the CRD
+    // serves v1 alone.
     #[cfg(feature = "webhook")]
     let webhooks =
         args.webhook_port.map(|port| webhooks::Webhooks { port, host: args.webhook_host.clone() });
@@ -506,16 +507,12 @@ async fn main() -> ExitCode {
     let mut manager = builder.build();
     #[cfg(feature = "webhook")]
     if let Some(webhooks) = &webhooks {
-        let registered = server.is_none();
-        if registered {
-            if let Err(err) = webhooks.register(&client).await {
-                eprintln!("error: {err}");
-                return ExitCode::FAILURE;
-            }
-        } else {
-            println!("The embedded server does not call webhooks: serving them unregistered");
+        if let Err(err) = webhooks.register(&client).await {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
         }
-        manager.add(webhooks.server(&client, ns, registered.then_some(CRD_NAME)));
+        let converts = server.is_none();
+        manager.add(webhooks.server(&client, ns, converts.then_some(CRD_NAME)));
         println!(
             "Serving the validating, defaulting and conversion webhooks on port {} as {}",
             webhooks.port,

@@ -126,9 +126,9 @@ impl Webhooks {
     }
 
     /// The server: validator, defaulter and conversion, its certificates in the Secret
-    /// `configmap-sets-webhook-certs` of `namespace`; with `inject`, it writes its CA bundle
-    /// into the configurations and the CRD `crd`.
-    pub fn server(&self, client: &Client, namespace: &str, inject: Option<&str>) -> WebhookServer {
+    /// `configmap-sets-webhook-certs` of `namespace`; it writes its CA bundle into the
+    /// configurations and, given `crd`, into that CRD's conversion webhook.
+    pub fn server(&self, client: &Client, namespace: &str, crd: Option<&str>) -> WebhookServer {
         let certificates = SecretCertificates::new(
             client.clone(),
             namespace,
@@ -142,14 +142,12 @@ impl Webhooks {
             .defaulter::<ConfigMapSet, _>(DEFAULT, SetDefaulter)
             .conversion(CONVERT_PATH, Conversion::<ConfigMapSet>::new().spoke::<v2::ConfigMapSet>())
             .certificates(certificates);
-        match inject {
-            Some(crd) => {
-                let injection =
-                    CaInjection::new().validating(CONFIGURATION).mutating(CONFIGURATION).crd(crd);
-                builder.inject_ca_bundle(client.clone(), injection).build()
-            }
-            None => builder.build(),
-        }
+        let injection = CaInjection::new().validating(CONFIGURATION).mutating(CONFIGURATION);
+        let injection = match crd {
+            Some(crd) => injection.crd(crd),
+            None => injection,
+        };
+        builder.inject_ca_bundle(client.clone(), injection).build()
     }
 
     /// Applies the validating and mutating configurations (server-side apply; the CA bundle

@@ -5,7 +5,9 @@
 //!
 //! The example registers its webhook configurations and serves both versions of its CRD
 //! while it runs with webhooks; the case puts the cluster back as it found it (configurations
-//! deleted, the CRD serving v1 alone) whether it passes or fails.
+//! deleted, the CRD serving v1 alone) whether it passes or fails. On the embedded server, the
+//! admission half runs (it calls admission webhooks as the real server does, with its
+//! messages); the conversion half needs a server that converts versions.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -95,29 +97,42 @@ async fn webhooks(t: &Target) {
     })
     .await;
 
-    // v1 read as v2, v2 written and read as v1 (stored as v1), and v2 validated as v1.
-    let get_v2 = |name: &'static str| async move {
-        let out =
-            kubectl(t, &["get", "configmapsets.v2.ctrlkit.example.com", name, "-o", "json"], None)
-                .await;
-        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-    };
-    let v2 = get_v2("defaulted").await;
-    assert_eq!(v2["apiVersion"], "ctrlkit.example.com/v2");
-    assert_eq!(v2["spec"], json!({ "size": 1, "data": { "greeting": "hi" } }));
-    assert_eq!(v2["metadata"]["uid"], json!(defaulted.uid()), "the same object");
-    kubectl(t, &["apply", "-f", "-"], Some(&set("v2", "sized", "{size: 2, data: {greeting: hi}}")))
+    // v1 read as v2, v2 written and read as v1 (stored as v1), and v2 validated as v1: the
+    // embedded server serves each version apart and converts none (yet).
+    if t.is_real() {
+        let get_v2 = |name: &'static str| async move {
+            let out = kubectl(
+                t,
+                &["get", "configmapsets.v2.ctrlkit.example.com", name, "-o", "json"],
+                None,
+            )
+            .await;
+            serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+        };
+        let v2 = get_v2("defaulted").await;
+        assert_eq!(v2["apiVersion"], "ctrlkit.example.com/v2");
+        assert_eq!(v2["spec"], json!({ "size": 1, "data": { "greeting": "hi" } }));
+        assert_eq!(v2["metadata"]["uid"], json!(defaulted.uid()), "the same object");
+        kubectl(
+            t,
+            &["apply", "-f", "-"],
+            Some(&set("v2", "sized", "{size: 2, data: {greeting: hi}}")),
+        )
         .await;
-    let sized = sets.get("sized").await.unwrap();
-    assert_eq!(sized.data["spec"], json!({ "replicas": 2, "data": { "greeting": "hi" } }));
-    assert_eq!(get_v2("sized").await["spec"]["size"], 2);
-    eventually_async_within(Duration::from_secs(20), "sized-1 made", || async {
-        configmaps.get_opt("sized-1").await.unwrap().is_some()
-    })
-    .await;
-    let (ok, text) =
-        kubectl_output(t, &["apply", "-f", "-"], Some(&set("v2", "huge", "{size: 500}"))).await;
-    assert!(!ok && text.contains(&format!("{denied}spec.replicas: Invalid value: 500")), "{text}");
+        let sized = sets.get("sized").await.unwrap();
+        assert_eq!(sized.data["spec"], json!({ "replicas": 2, "data": { "greeting": "hi" } }));
+        assert_eq!(get_v2("sized").await["spec"]["size"], 2);
+        eventually_async_within(Duration::from_secs(20), "sized-1 made", || async {
+            configmaps.get_opt("sized-1").await.unwrap().is_some()
+        })
+        .await;
+        let (ok, text) =
+            kubectl_output(t, &["apply", "-f", "-"], Some(&set("v2", "huge", "{size: 500}"))).await;
+        assert!(
+            !ok && text.contains(&format!("{denied}spec.replicas: Invalid value: 500")),
+            "{text}"
+        );
+    }
 
     // Down, under failurePolicy Fail: writes refused (the mutating webhook is called first).
     example.terminate().await;
