@@ -106,6 +106,14 @@
 //!   carries the policies out: dependents whose owners are gone are deleted, foreground
 //!   deletes wait for the dependents that block them (`blockOwnerDeletion`), orphaning
 //!   deletes take the owner out of its dependents' `ownerReferences`.
+//! - Admission webhooks (`admissionregistration.k8s.io/v1` validating and mutating webhook
+//!   configurations, defaulted and validated as v1.36 does): a write of any other kind goes
+//!   to the webhooks whose rules (operations, groups, versions, resources and subresources,
+//!   scope), `namespaceSelector` and `objectSelector` match it, at its `clientConfig.url`
+//!   over HTTPS trusting its `caBundle`, within `timeoutSeconds`: mutating ones first (JSON
+//!   patches, `reinvocationPolicy: IfNeeded` honoured), then validating ones; denials,
+//!   warnings, `failurePolicy` and dry runs as on the real server, with its messages (see the
+//!   `admission` module's docs).
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -116,8 +124,14 @@
 //! - A protobuf body for a custom resource is answered 400, as 1.20 answers it; 1.36.2 panics
 //!   decoding it (a nil dereference in its custom resource handler) and closes the connection
 //!   without an answer.
-//! - No authentication or authorization; no admission; no validation beyond names and
-//!   types.
+//! - No authentication or authorization; no admission plugins but the two webhook ones; no
+//!   validation beyond names and types (and webhook configurations').
+//! - Admission webhooks: `/scale` writes and delete-collection pass none; `matchConditions`
+//!   are not evaluated; a `service` reference cannot be called; `matchPolicy: Equivalent`
+//!   matches no other version (each version of a CRD is served apart, below).
+//! - A CustomResourceDefinition's versions are each served as a kind of their own: an
+//!   object written at one version is not seen at another, and no conversion (`None` or
+//!   `Webhook`) is made.
 //! - No controllers but the opt-in garbage collector: a Deployment makes no ReplicaSet, a Job
 //!   no Pod, and no status is written but by clients, as on a kube-apiserver without
 //!   kube-controller-manager; deleting a

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use support::Needs;
 
+mod admission;
 mod common;
 mod controller;
 mod convergence;
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
         example::three_operator_replicas_fail_over_record_events_and_finalize,
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
         sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
+        admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,

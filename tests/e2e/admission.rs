@@ -1,0 +1,346 @@
+//! The server calling admission webhooks (ctrlkit's `WebhookServer`, raw handlers), with the
+//! same assertions on every server, so the embedded one is held to the real one's behaviour
+//! and words: mutating before validating, reinvocation, denials and their codes, warnings,
+//! dry runs, deletes, namespace and object selectors, and calls that fail (refused, an
+//! untrusted certificate, a timeout) under `failurePolicy: Fail`.
+//!
+//! Every webhook selects the case's ConfigMaps alone (a label naming the case, in a namespace
+//! labelled for it), so that other cases' writes never meet them.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use ctrlkit::webhook::{
+    AdmissionHandler, AdmissionRequest, AdmissionResponse, CertificateSource, Operation,
+    WebhookServer,
+};
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube_client::core::DynamicObject;
+use kube_client::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::support::Target;
+use crate::support::http::free_address;
+
+/// What each path of the case's webhook server does.
+struct Scripted(&'static str);
+
+#[async_trait::async_trait]
+impl AdmissionHandler for Scripted {
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let allowed = AdmissionResponse::from(&request);
+        let object = request.object.as_ref().map(|o| serde_json::to_value(o).unwrap());
+        let data = |key: &str| object.as_ref().is_some_and(|o| o["data"].get(key).is_some());
+        let annotated = |key: &str| {
+            object.as_ref().is_some_and(|o| o["metadata"]["annotations"].get(key).is_some())
+        };
+        let patch = |ops: Value| {
+            let patch: json_patch::Patch = serde_json::from_value(ops).unwrap();
+            AdmissionResponse::from(&request).with_patch(patch).unwrap()
+        };
+        let deny = |reason: &str, code: u16, message: String| {
+            let mut denied = AdmissionResponse::from(&request).deny(message);
+            denied.result.reason = reason.to_owned();
+            denied.result.code = code;
+            denied
+        };
+        match self.0 {
+            // A delete has no object to mutate.
+            "first" | "second" if request.operation == Operation::Delete => allowed,
+            // Mutating, reinvoked if needed: marks the object, and notes once it saw `second`.
+            "first" if annotated("second") && !annotated("first-saw-second") => patch(json!([
+                { "op": "add", "path": "/metadata/annotations/first-saw-second", "value": "yes" },
+            ])),
+            "first" if !annotated("first") => patch(json!([
+                { "op": "add", "path": "/metadata/annotations", "value": { "first": "1" } },
+            ])),
+            "second" if !annotated("second") => patch(json!([
+                { "op": "add", "path": "/metadata/annotations/second", "value": "1" },
+            ])),
+            "validate" if request.operation == Operation::Delete => match request.old_object {
+                Some(ref old) if old.data["data"].get("keep").is_some() => {
+                    deny("Forbidden", 403, "kept: not deleted".to_owned())
+                }
+                _ => allowed,
+            },
+            "validate" if data("deny") => deny("Forbidden", 403, "no deny key".to_owned()),
+            "validate" if data("dry") => deny("", 0, format!("dryRun={}", request.dry_run)),
+            "validate" if !annotated("first-saw-second") => {
+                deny("Invalid", 422, "the mutating webhooks did not all run first".to_owned())
+            }
+            "validate" if data("warn") => {
+                let mut warned = allowed;
+                warned.warnings = Some(vec!["careful".to_owned()]);
+                warned
+            }
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                allowed
+            }
+            _ => allowed,
+        }
+    }
+}
+
+/// One webhook entry calling `url`, for the case's labelled ConfigMaps.
+fn hook(name: &str, url: &str, ca: Option<&str>, case: &str, extra: Value) -> Value {
+    let mut client_config = json!({ "url": url });
+    if let Some(ca) = ca {
+        client_config["caBundle"] = json!(base64_encode(ca.as_bytes()));
+    }
+    let mut hook = json!({
+        "name": name,
+        "clientConfig": client_config,
+        "rules": [{ "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"], "scope": "Namespaced" }],
+        "namespaceSelector": { "matchLabels": { "ctrlkit-e2e-admission": case } },
+        "objectSelector": { "matchLabels": { "case": case } },
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        hook[k] = v.clone();
+    }
+    hook
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            match i <= chunk.len() {
+                true => out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char),
+                false => out.push('='),
+            }
+        }
+    }
+    out
+}
+
+/// A ConfigMap of the case: labelled for its webhooks, with `keys` in its data.
+fn configmap(case: &str, name: &str, keys: &[&str]) -> ConfigMap {
+    let data: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.to_string(), json!("x"))).collect();
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "case": case } }, "data": data,
+    }))
+    .unwrap()
+}
+
+/// The error status of a refused write: code, reason and message.
+fn refusal(result: Result<ConfigMap, kube_client::Error>) -> (u16, String, String) {
+    match result {
+        Err(kube_client::Error::Api(status)) => (status.code, status.reason, status.message),
+        other => panic!("the write was taken: {other:?}"),
+    }
+}
+
+pub async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client(
+    t: &Target,
+) {
+    let case = t.ns.clone();
+    let outcome = AssertUnwindSafe(admission(t, &case)).catch_unwind().await;
+    for name in [format!("{case}-1"), format!("{case}-2")] {
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
+        let _ = mutating.delete(&name, &DeleteParams::default()).await;
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let _ = validating.delete(&case, &DeleteParams::default()).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn admission(t: &Target, case: &str) {
+    let address = free_address();
+    let mut builder = WebhookServer::builder()
+        .address(address)
+        .certificates(CertificateSource::self_signed(["127.0.0.1"]));
+    for path in ["first", "second", "validate", "slow"] {
+        builder = builder.handler(&format!("/{path}"), Scripted(path));
+    }
+    let server = builder.build();
+    let serving = {
+        let server = server.clone();
+        tokio::spawn(async move { server.run(std::future::pending()).await })
+    };
+    server.serving().await;
+    let ca = server.certificate().expect("a certificate").ca_pem;
+    let url = |path: &str| format!("https://{address}{path}");
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    let label =
+        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
+    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+
+    // Two mutating configurations, called in name order; the first is reinvoked if needed.
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
+    for (n, path, reinvoke) in [(1, "first", "IfNeeded"), (2, "second", "Never")] {
+        let configuration = serde_json::from_value(json!({
+            "metadata": { "name": format!("{case}-{n}") },
+            "webhooks": [hook(&format!("{path}.{case}.example.com"), &url(&format!("/{path}")), Some(&ca), case,
+                json!({ "reinvocationPolicy": reinvoke }))],
+        }))
+        .unwrap();
+        mutating.create(&PostParams::default(), &configuration).await.unwrap();
+    }
+    // The validating ones: one that answers, one refused, one untrusted, one too slow; the
+    // last three only for ConfigMaps labelled for them.
+    let failing = |name: &str, url: String, ca: Option<&str>, failing: &str| {
+        let mut hook = hook(
+            &format!("{name}.{case}.example.com"),
+            &url,
+            ca,
+            case,
+            json!({ "timeoutSeconds": 1 }),
+        );
+        hook["objectSelector"]["matchLabels"]["failing"] = json!(failing);
+        hook
+    };
+    let closed = free_address();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let configuration = serde_json::from_value(json!({
+        "metadata": { "name": case },
+        "webhooks": [
+            hook(&format!("validate.{case}.example.com"), &url("/validate"), Some(&ca), case, json!({})),
+            failing("refused", format!("https://{closed}/x"), Some(&ca), "refused"),
+            failing("untrusted", url("/validate"), None, "untrusted"),
+            failing("slow", url("/slow"), Some(&ca), "slow"),
+        ],
+    }))
+    .unwrap();
+    validating.create(&PostParams::default(), &configuration).await.unwrap();
+    // The real server reads configurations from informers: wait until writes meet them.
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    let pp = PostParams::default();
+    let mut validated = false;
+    for i in 0..100 {
+        let probe = configmap(case, &format!("deny-probe-{i}"), &["deny"]);
+        if configmaps.create(&pp, &probe).await.is_err() {
+            validated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(validated, "the validating webhook was never called");
+    let mut first = None;
+    for i in 0..100 {
+        let created =
+            configmaps.create(&pp, &configmap(case, &format!("probe-{i}"), &[])).await.unwrap();
+        if created.annotations().contains_key("first") {
+            first = Some(created);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = first.expect("the mutating webhooks were never called");
+    // Mutated by both, the first again after the second, then validated.
+    assert_eq!(created.annotations().get("second").map(String::as_str), Some("1"));
+    assert_eq!(created.annotations().get("first-saw-second").map(String::as_str), Some("yes"));
+
+    // Denials: the webhook's code and reason, its message after the webhook's name.
+    let (code, reason, message) =
+        refusal(configmaps.create(&pp, &configmap(case, "denied", &["deny"])).await);
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (
+            403,
+            "Forbidden",
+            format!(
+                "admission webhook \"validate.{case}.example.com\" denied the request: no deny key"
+            )
+            .as_str()
+        )
+    );
+    assert!(configmaps.get_opt("denied").await.unwrap().is_none());
+    // A dry run reaches the webhook as one; a denial without a code is a 400.
+    let dry = PostParams { dry_run: true, ..PostParams::default() };
+    let (code, _, message) =
+        refusal(configmaps.create(&dry, &configmap(case, "dry", &["dry"])).await);
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            400,
+            format!(
+                "admission webhook \"validate.{case}.example.com\" denied the request: dryRun=true"
+            )
+            .as_str()
+        )
+    );
+    // A warning reaches the client as a `Warning` header.
+    let body = serde_json::to_vec(&configmap(case, "warned", &["warn"])).unwrap();
+    let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
+    let answer = t
+        .raw_request(http::Method::POST, &path, &[("Content-Type", "application/json")], body)
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!(answer.header("warning"), Some("299 - \"careful\""));
+    // An update passes them too; a delete the validating one, with the old object.
+    let keep = configmaps.create(&pp, &configmap(case, "kept", &["keep"])).await.unwrap();
+    let mut updated = keep.clone();
+    updated.data.as_mut().unwrap().insert("deny".into(), "x".into());
+    let (code, _, _) = refusal(configmaps.replace("kept", &pp, &updated).await);
+    assert_eq!(code, 403, "the update was validated");
+    let deleted = configmaps.delete("kept", &DeleteParams::default()).await;
+    let Err(kube_client::Error::Api(status)) = deleted else {
+        panic!("a kept ConfigMap was deleted")
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (403, format!("admission webhook \"validate.{case}.example.com\" denied the request: kept: not deleted").as_str())
+    );
+
+    // Calls that fail, under failurePolicy Fail: a 500 naming the webhook and the cause.
+    let failing_configmap = |failing: &str| {
+        let mut cm = configmap(case, &format!("failing-{failing}"), &[]);
+        cm.metadata.labels.as_mut().unwrap().insert("failing".into(), failing.into());
+        cm
+    };
+    // kube-apiserver 1.20 words a failed call without "failed to call webhook: "; 1.36 (and
+    // the embedded server) with it.
+    let failed_to_call = if t.version().at_least(21) { "failed to call webhook: " } else { "" };
+    let internal = |name: &str, cause: String| {
+        (
+            500,
+            "InternalError".to_owned(),
+            format!(
+                "Internal error occurred: failed calling webhook \"{name}.{case}.example.com\": {cause}"
+            ),
+        )
+    };
+    assert_eq!(
+        refusal(configmaps.create(&pp, &failing_configmap("refused")).await),
+        internal(
+            "refused",
+            format!(
+                "{failed_to_call}Post \"https://{closed}/x?timeout=1s\": dial tcp {closed}: connect: connection refused"
+            )
+        )
+    );
+    assert_eq!(
+        refusal(configmaps.create(&pp, &failing_configmap("untrusted")).await),
+        internal(
+            "untrusted",
+            format!(
+                "{failed_to_call}Post \"https://{address}/validate?timeout=1s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"
+            )
+        )
+    );
+    assert_eq!(
+        refusal(configmaps.create(&pp, &failing_configmap("slow")).await),
+        internal(
+            "slow",
+            format!(
+                "{failed_to_call}Post \"https://{address}/slow?timeout=1s\": context deadline exceeded"
+            )
+        )
+    );
+    serving.abort();
+}
