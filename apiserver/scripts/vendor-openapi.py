@@ -30,6 +30,9 @@ GROUP_VERSIONS = [
     ("/apis/events.k8s.io/v1/", "apis__events.k8s.io__v1"),
     ("/apis/apiextensions.k8s.io/v1/", "apis__apiextensions.k8s.io__v1"),
     ("/apis/admissionregistration.k8s.io/v1/", "apis__admissionregistration.k8s.io__v1"),
+    ("/apis/rbac.authorization.k8s.io/v1/", "apis__rbac.authorization.k8s.io__v1"),
+    ("/apis/authentication.k8s.io/v1/", "apis__authentication.k8s.io__v1"),
+    ("/apis/authorization.k8s.io/v1/", "apis__authorization.k8s.io__v1"),
 ]
 
 

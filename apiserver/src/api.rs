@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::admission;
 use super::apply::ApplyOptions;
+use super::auth;
 use super::discovery;
 use super::fields;
 use super::negotiate::{self, Form, Reading, negotiate};
@@ -223,6 +224,10 @@ fn serve(
         // Only reads are printed as tables; a write answers with the object.
         Form::Table(version) => (None, Some(version)),
     };
+    if method == Method::POST && auth::is_review(&rt) {
+        let review = auth::answer(&registry.store, &shared.users, &rt, &body)?;
+        return Ok(value_response(StatusCode::CREATED, &review));
+    }
     let warnings = validate_fields(shared, method, headers, &rt, query, &body)?;
     // `dryRun=All`: a write is worked out and answered, and stores nothing.
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");

@@ -184,6 +184,7 @@
 mod admission;
 mod api;
 mod apply;
+mod auth;
 mod crd;
 mod discovery;
 mod encoding;

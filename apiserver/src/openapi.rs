@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::store::Store;
 
 /// The vendored v3 documents: (group version path, document).
-const BUILT_IN: [(&str, &str); 8] = [
+const BUILT_IN: [(&str, &str); 11] = [
     ("api/v1", include_str!("../openapi/v3/api__v1.json")),
     ("apis/apps/v1", include_str!("../openapi/v3/apis__apps__v1.json")),
     ("apis/batch/v1", include_str!("../openapi/v3/apis__batch__v1.json")),
@@ -41,6 +41,18 @@ const BUILT_IN: [(&str, &str); 8] = [
     (
         "apis/admissionregistration.k8s.io/v1",
         include_str!("../openapi/v3/apis__admissionregistration.k8s.io__v1.json"),
+    ),
+    (
+        "apis/rbac.authorization.k8s.io/v1",
+        include_str!("../openapi/v3/apis__rbac.authorization.k8s.io__v1.json"),
+    ),
+    (
+        "apis/authentication.k8s.io/v1",
+        include_str!("../openapi/v3/apis__authentication.k8s.io__v1.json"),
+    ),
+    (
+        "apis/authorization.k8s.io/v1",
+        include_str!("../openapi/v3/apis__authorization.k8s.io__v1.json"),
     ),
 ];
 

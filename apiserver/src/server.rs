@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) stats: Stats,
     pub(crate) bookmark_interval: Duration,
     pub(crate) address: String,
+    /// Tokens a `TokenReview` authenticates.
+    pub(crate) users: super::auth::Users,
 }
 
 impl Shared {
@@ -102,6 +104,7 @@ pub struct ApiServerBuilder {
     history_limit: usize,
     uncached: Vec<(String, String)>,
     garbage_collector: bool,
+    users: super::auth::Users,
 }
 
 impl Default for ApiServerBuilder {
@@ -113,6 +116,7 @@ impl Default for ApiServerBuilder {
             history_limit: 100_000,
             uncached: Vec::new(),
             garbage_collector: false,
+            users: super::auth::Users::new(),
         }
     }
 }
@@ -181,6 +185,21 @@ impl ApiServerBuilder {
         self
     }
 
+    /// A user whose bearer `token` a `TokenReview` authenticates as `name` in `groups` (with
+    /// `system:authenticated` added), for components that delegate authentication to the
+    /// API server. Its `SubjectAccessReview`s are decided by RBAC over the stored roles and
+    /// bindings (`system:masters` may do anything). The server itself still serves every
+    /// request, with a token or without.
+    pub fn user(mut self, token: &str, name: &str, groups: &[&str]) -> Self {
+        let user = super::auth::User {
+            name: name.to_owned(),
+            uid: format!("{name}-uid"),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        };
+        self.users.insert(token.to_owned(), user);
+        self
+    }
+
     /// Binds `127.0.0.1` and starts serving, with the `default` and `kube-system` namespaces.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
@@ -199,6 +218,7 @@ impl ApiServerBuilder {
             stats: Stats::default(),
             bookmark_interval: self.bookmark_interval,
             address: addr.to_string(),
+            users: self.users,
         });
         let ns = shared.registry.store.resource("", "v1", "namespaces").expect("built in");
         for name in ["default", "kube-system"] {

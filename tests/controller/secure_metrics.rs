@@ -1,6 +1,5 @@
-//! The Manager's metrics endpoint served securely, on the embedded server (which answers no
-//! TokenReview: the reviews' own failure is what a scrape with a token meets here; the
-//! e2e case `secure_metrics` checks 401, 403 and 200 under a real server's RBAC).
+//! The Manager's metrics endpoint served securely, when the API server cannot review a token
+//! (the e2e case `secure_metrics` checks 401, 403 and 200 under RBAC on every server).
 
 use std::time::Duration;
 
@@ -37,7 +36,12 @@ async fn scrape(
 
 #[tokio::test]
 async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_open() {
-    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    // A server without TokenReviews: every review fails.
+    let api = ctrlkit_apiserver::ApiServer::builder()
+        .without_resource("authentication.k8s.io", "v1", "tokenreviews")
+        .start()
+        .await
+        .unwrap();
     let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
     let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
     let ca_pem = bundle.ca_pem.clone();
@@ -65,7 +69,7 @@ async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_ope
     assert_eq!(scrape(address, &ca_pem, "/healthz", None).await, (200, "ok".to_owned()));
     let (code, body) = scrape(address, &ca_pem, "/metrics", None).await;
     assert_eq!((code, body.trim()), (401, "Unauthorized"), "no token");
-    // The embedded server serves no TokenReview: the review fails, and the scrape with it.
+    // The review fails, and the scrape with it.
     let (code, body) = scrape(address, &ca_pem, "/metrics", Some("some-token")).await;
     assert_eq!((code, body.trim()), (401, "Authentication failed"));
     // Plain HTTP is not served.

@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
         sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
+        secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ];
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,
@@ -56,9 +57,6 @@ fn main() -> ExitCode {
     ]);
     all.extend(cases![Needs::AuditLog;
         user_agent::every_request_names_its_binary_and_a_client_can_name_its_controller,
-    ]);
-    all.extend(cases![Needs::Rbac;
-        secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ]);
     all.extend(cases![Needs::Webhooks;
         webhooks::the_example_webhooks_refuse_default_and_convert_what_kubectl_writes,

@@ -1,8 +1,8 @@
 //! The Manager's metrics served securely (`metrics_secure_serving`): a scrape is let in by the
 //! server's own reviews of its token (TokenReview) and of its user's permission
-//! (SubjectAccessReview on `get /metrics`), under RBAC.
+//! (SubjectAccessReview on `get /metrics`), under RBAC: the real servers' and the embedded
+//! server's, which answers both for its test users.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use ctrlkit::manager::Manager;
@@ -16,21 +16,6 @@ use serde_json::json;
 
 use crate::support::Target;
 use crate::support::http::free_address;
-
-/// The token of each user in the real server's token file (`CTRLKIT_E2E_TOKENS`, written by
-/// `scripts/kube-apiserver.sh`: `token,user,uid[,"groups"]`).
-fn tokens() -> HashMap<String, String> {
-    let path =
-        std::env::var_os("CTRLKIT_E2E_TOKENS").expect("CTRLKIT_E2E_TOKENS names the token file");
-    let text = std::fs::read_to_string(&path).expect("the token file reads");
-    text.lines()
-        .filter_map(|line| {
-            let mut fields = line.split(',');
-            let token = fields.next()?.to_owned();
-            Some((fields.next()?.to_owned(), token))
-        })
-        .collect()
-}
 
 /// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer: status and body.
 async fn scrape(
@@ -60,8 +45,7 @@ async fn scrape(
 /// one bound to a role that does: 200 with the metrics; a token the server does not know:
 /// 401. `/healthz` needs no token.
 pub async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target) {
-    let tokens = tokens();
-    let (reader, stranger) = (&tokens["ctrlkit-e2e-reader"], &tokens["ctrlkit-e2e-stranger"]);
+    let (reader, stranger) = (&t.token("ctrlkit-e2e-reader"), &t.token("ctrlkit-e2e-stranger"));
     // The permission, granted to the reader alone (cluster-wide objects: named for the case).
     let name = format!("ctrlkit-e2e-metrics-reader-{}", t.ns);
     let roles: Api<ClusterRole> = Api::all(t.client.clone());

@@ -12,7 +12,7 @@ use std::sync::{PoisonError, RwLock};
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
 
-use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, TOKENS_ENV, Target};
+use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
 
 /// A case's body: it gets its target and panics on failure.
 pub type CaseFn = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -33,10 +33,6 @@ pub enum Needs {
     /// servers, but on the real one such a case changes what every other case's writes meet
     /// (cluster-wide objects), so it runs alone there, as a compacting case does.
     Webhooks,
-    /// A server that authenticates the tokens of `CTRLKIT_E2E_TOKENS` and authorizes with
-    /// RBAC (TokenReview, SubjectAccessReview): the real server alone (the embedded one does
-    /// neither yet).
-    Rbac,
 }
 
 /// One test case.
@@ -74,7 +70,6 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     let real = std::env::var_os(KUBECONFIG_ENV).is_some();
     let etcd = std::env::var_os(ETCD_ENV).is_some();
     let audit = std::env::var_os(AUDIT_LOG_ENV).is_some();
-    let tokens = std::env::var_os(TOKENS_ENV).is_some();
     if !real && !args.list {
         println!(
             "real-server cases skipped (listed as ignored): {KUBECONFIG_ENV} is not set; \
@@ -87,14 +82,13 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     for case in cases {
         let kinds: &[Kind] = match case.needs {
             Needs::Embedded => &[Kind::Embedded],
-            Needs::AuditLog | Needs::Rbac => &[Kind::Real],
+            Needs::AuditLog => &[Kind::Real],
             _ => &[Kind::Embedded, Kind::Real],
         };
         for &kind in kinds {
             let unmet = match case.needs {
                 Needs::Compaction => !etcd,
                 Needs::AuditLog => !audit,
-                Needs::Rbac => !tokens,
                 _ => false,
             };
             let skip = kind == Kind::Real && (!real || unmet);

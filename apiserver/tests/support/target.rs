@@ -104,7 +104,34 @@ pub fn widget() -> ResourceType {
     ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
 }
 
+/// The users besides the admin that every server authenticates by token (a `TokenReview`),
+/// with no permissions until a case grants them some.
+pub const USERS: [&str; 2] = ["ctrlkit-e2e-reader", "ctrlkit-e2e-stranger"];
+
+/// A user's token on the embedded server.
+fn embedded_token(user: &str) -> String {
+    format!("{user}-token")
+}
+
 impl Target {
+    /// The bearer token of `user` (one of [`USERS`]): the embedded server's, or the real
+    /// server's from its token file (`CTRLKIT_E2E_TOKENS`: `token,user,uid[,"groups"]`).
+    pub fn token(&self, user: &str) -> String {
+        if self.kind == Kind::Embedded {
+            return embedded_token(user);
+        }
+        let path =
+            std::env::var_os(TOKENS_ENV).unwrap_or_else(|| panic!("{TOKENS_ENV} is not set"));
+        let text = std::fs::read_to_string(&path).expect("the token file reads");
+        text.lines()
+            .find_map(|line| {
+                let mut fields = line.split(',');
+                let token = fields.next()?;
+                (fields.next()? == user).then(|| token.to_owned())
+            })
+            .unwrap_or_else(|| panic!("no token of {user} in the token file"))
+    }
+
     /// Starts (embedded) or connects to (real) the server and makes the case's namespace.
     pub async fn new(kind: Kind, case: &str) -> Target {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -117,13 +144,16 @@ impl Target {
                 // suite short; the real server's pre-timeout bookmark is the same here.
                 // Secrets without the watch cache, as scripts/kube-apiserver.sh starts the
                 // real one.
-                let server = ApiServer::builder()
+                let mut builder = ApiServer::builder()
                     .bookmark_interval(Duration::from_secs(5))
                     .without_watch_cache("", "secrets")
-                    .resource(widget())
-                    .start()
-                    .await
-                    .expect("the embedded server starts");
+                    .resource(widget());
+                // The users of scripts/kube-apiserver.sh's token file, with tokens of their
+                // own here.
+                for user in USERS {
+                    builder = builder.user(&embedded_token(user), user, &[]);
+                }
+                let server = builder.start().await.expect("the embedded server starts");
                 let path = dir.join("kubeconfig");
                 server.write_kubeconfig(&path).expect("the kubeconfig is written");
                 (Some(server), path)
