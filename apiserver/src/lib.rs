@@ -192,6 +192,7 @@ mod faults;
 mod fields;
 pub mod fixtures;
 mod gc;
+mod https;
 mod list;
 mod negotiate;
 mod openapi;

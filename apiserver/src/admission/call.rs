@@ -1,18 +1,14 @@
-//! One call of one webhook: an `admission.k8s.io/v1` `AdmissionReview` POSTed over HTTPS to
-//! its `clientConfig.url` (with `?timeout=Ns` added, as the real server adds it), trusting
-//! its `caBundle` alone, within its `timeoutSeconds`; and what the answer says.
-//!
-//! A failure is worded as kube-apiserver v1.36 words it (read off it): `failed to call
-//! webhook: Post "URL?timeout=5s": dial tcp 127.0.0.1:1: connect: connection refused`, `...:
-//! tls: failed to verify certificate: x509: certificate signed by unknown authority`, `...:
-//! context deadline exceeded`, `received invalid webhook response: expected
-//! response.uid="…", got "…"`.
+//! One call of one webhook: an `admission.k8s.io/v1` `AdmissionReview` POSTed to its
+//! `clientConfig.url` (see the `https` module: timeout, `caBundle`, Go's words for a failed
+//! call, after `failed to call webhook: `), and what the answer says: a denial as the real
+//! server makes it of the webhook's status, an invalid answer as `received invalid webhook
+//! response: expected response.uid="…", got "…"` (read off kube-apiserver v1.36.2).
 
 use base64::Engine;
-use kube_client::{Client, Config};
 use serde_json::{Value, json};
 
 use super::hooks::Hook;
+use crate::https::post;
 use crate::status::ApiError;
 
 /// What a webhook answered.
@@ -31,87 +27,12 @@ pub(crate) async fn call(hook: &Hook, request: &Value) -> Result<Answer, String>
                     embedded API server; use clientConfig.url"
             .to_owned());
     };
-    let seconds = hook.timeout.as_secs().max(1);
-    let (base, path) = split_url(url);
-    let path = match path.contains('?') {
-        true => format!("{path}&timeout={seconds}s"),
-        false => format!("{path}?timeout={seconds}s"),
-    };
-    let shown = format!("{base}{path}");
-    let fail = |why: String| format!("failed to call webhook: Post {shown:?}: {why}");
-    let mut config = Config::new(base.parse().map_err(|e| fail(format!("{e}")))?);
-    config.root_cert = hook.ca_bundle.as_deref().map(certificates_der);
-    let client = Client::try_from(config).map_err(|e| fail(e.to_string()))?;
     let review = json!({ "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request });
     let body = serde_json::to_vec(&review).unwrap_or_default();
-    let post = axum::http::Request::post(&path)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json")
-        .body(body)
-        .map_err(|e| fail(e.to_string()))?;
-    let text = match tokio::time::timeout(hook.timeout, client.request_text(post)).await {
-        Err(_) => return Err(fail("context deadline exceeded".to_owned())),
-        Ok(Err(kube_client::Error::Api(status))) => {
-            return Err(format!(
-                "failed to call webhook: an error on the server ({:?}) has prevented the request from succeeding",
-                status.message
-            ));
-        }
-        Ok(Err(err)) => return Err(fail(transport_error(&err, base))),
-        Ok(Ok(text)) => text,
-    };
+    let text = post(url, hook.ca_bundle.as_deref(), hook.timeout, body)
+        .await
+        .map_err(|why| format!("failed to call webhook: {why}"))?;
     answer(&hook.name, request["uid"].as_str().unwrap_or_default(), &text)
-}
-
-/// `https://host:port` and the rest (`/path?query`, or `/`).
-fn split_url(url: &str) -> (&str, &str) {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => url.split_at(after_scheme + i),
-        None => (url, "/"),
-    }
-}
-
-/// The DER of each certificate in a PEM bundle.
-fn certificates_der(pem: &[u8]) -> Vec<Vec<u8>> {
-    let text = String::from_utf8_lossy(pem);
-    let mut ders = Vec::new();
-    let mut inside: Option<String> = None;
-    for line in text.lines().map(str::trim) {
-        match (line, &mut inside) {
-            ("-----BEGIN CERTIFICATE-----", _) => inside = Some(String::new()),
-            ("-----END CERTIFICATE-----", Some(b64)) => {
-                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b64.as_bytes()) {
-                    ders.push(der);
-                }
-                inside = None;
-            }
-            (line, Some(b64)) => b64.push_str(line),
-            _ => {}
-        }
-    }
-    ders
-}
-
-/// A transport error in Go's words, where it is one Go names.
-fn transport_error(err: &kube_client::Error, base: &str) -> String {
-    let mut chain = format!("{err}");
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        chain.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    let host = base.split_once("://").map_or(base, |(_, host)| host);
-    if chain.contains("Connection refused") || chain.contains("connection refused") {
-        format!("dial tcp {host}: connect: connection refused")
-    } else if chain.contains("UnknownIssuer") {
-        "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-            .to_owned()
-    } else if chain.contains("NotValidForName") || chain.contains("not valid for name") {
-        format!("tls: failed to verify certificate: x509: certificate is not valid for {host}")
-    } else {
-        chain
-    }
 }
 
 /// What the answer `text` of the webhook `name` to the request `uid` says.
@@ -247,15 +168,5 @@ mod tests {
                 _ => panic!("no patch"),
             }
         }
-    }
-
-    #[test]
-    fn urls_split_into_the_server_and_the_path() {
-        assert_eq!(
-            split_url("https://127.0.0.1:9443/validate"),
-            ("https://127.0.0.1:9443", "/validate")
-        );
-        assert_eq!(split_url("https://h:1"), ("https://h:1", "/"));
-        assert_eq!(split_url("https://h:1/a?b=c"), ("https://h:1", "/a?b=c"));
     }
 }
