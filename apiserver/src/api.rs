@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::admission;
 use super::apply::ApplyOptions;
 use super::auth;
+use super::conversion::{self, View};
 use super::discovery;
 use super::fields;
 use super::negotiate::{self, Form, Reading, negotiate};
@@ -31,6 +32,7 @@ use super::shards::ShardSelector;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
 use super::table::{self, Include};
+use super::views;
 use super::watch::{self, Start, WatchRequest};
 
 use super::encoding::{
@@ -78,15 +80,16 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     }
     let mut watch = false;
     let result = match route(&shared, group, version, rest) {
-        Ok(route) => {
+        Ok(mut route) => {
             count(&shared, &parts.method, &route, &query);
             watch = parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
-            match shared.faults.take_failure(watch) {
-                Some(err) => Err(err),
-                None => {
-                    serve_admitted(&shared, &parts.method, &parts.headers, route, &query, body)
-                        .await
+            let (method, headers) = (&parts.method, &parts.headers);
+            match (shared.faults.take_failure(watch), route.view.take()) {
+                (Some(err), _) => Err(err),
+                (None, Some(view)) => {
+                    views::serve_view(&shared, method, headers, route, view, &query, body).await
                 }
+                (None, None) => serve_admitted(&shared, method, headers, route, &query, body).await,
             }
         }
         Err(e) => Err(e),
@@ -138,11 +141,14 @@ fn split_group_version<'a>(segments: &'a [&'a str]) -> Option<(&'a str, &'a str,
 
 /// A resolved resource path.
 #[derive(Clone)]
-struct Route {
-    target: Target,
-    status: bool,
+pub(crate) struct Route {
+    pub(crate) target: Target,
+    pub(crate) status: bool,
     /// `/scale`.
-    scale: bool,
+    pub(crate) scale: bool,
+    /// A CRD version other than the storage version (the target is the storage version's):
+    /// how to convert, and the requested version's type.
+    pub(crate) view: Option<(View, Arc<ResourceType>)>,
 }
 
 fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Route> {
@@ -172,9 +178,11 @@ fn route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResul
             return Err(ApiError::no_route());
         }
     };
+    let view = conversion::view_of(store, &rt).map(|view| (view, rt.clone()));
+    let resource = view.as_ref().map_or(resource, |(view, _)| view.storage);
     let target =
         Target { resource, namespace: namespace.map(str::to_owned), name: name.map(str::to_owned) };
-    Ok(Route { target, status, scale })
+    Ok(Route { target, status, scale, view })
 }
 
 fn is_watch(query: &HashMap<String, String>) -> bool {
@@ -205,7 +213,7 @@ fn serve(
     body: Bytes,
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
-    let Route { target, status, scale } = route;
+    let Route { target, status, scale, .. } = route;
     if scale {
         return serve_scale(registry, method, headers, &target, &body);
     }
@@ -287,7 +295,7 @@ fn serve(
 
 /// [`serve`], with the write first sent to the admission webhooks that match it, when any is
 /// configured (see the `admission` module): the write stores the object they admitted.
-async fn serve_admitted(
+pub(crate) async fn serve_admitted(
     shared: &Arc<Shared>,
     method: &Method,
     headers: &HeaderMap,
@@ -479,7 +487,7 @@ fn validate_fields(
 }
 
 /// The patch type a PATCH's `Content-Type` names; 415 for any other.
-fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
+pub(crate) fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
     let content_type =
         headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     PatchType::from_content_type(content_type).ok_or_else(|| {

@@ -185,6 +185,7 @@ mod admission;
 mod api;
 mod apply;
 mod auth;
+mod conversion;
 mod crd;
 mod discovery;
 mod encoding;
@@ -207,6 +208,7 @@ mod shards;
 mod status;
 mod store;
 mod table;
+mod views;
 mod wait;
 mod watch;
 

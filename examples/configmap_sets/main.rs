@@ -450,14 +450,13 @@ async fn main() -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    // With --webhook-port: the webhooks on this process, registered with the cluster. The
-    // embedded server calls admission webhooks but converts no versions: there the CRD
-    // serves v1 alone.
+    // With --webhook-port: the webhooks on this process, registered with the cluster (or
+    // the embedded server, which calls them as a cluster does).
     #[cfg(feature = "webhook")]
     let webhooks =
         args.webhook_port.map(|port| webhooks::Webhooks { port, host: args.webhook_host.clone() });
     #[cfg(feature = "webhook")]
-    let convert_at = webhooks.as_ref().filter(|_| server.is_none()).map(|w| w.url(CONVERT_PATH));
+    let convert_at = webhooks.as_ref().map(|w| w.url(CONVERT_PATH));
     #[cfg(not(feature = "webhook"))]
     let convert_at = match args.webhook_port {
         Some(port) => {
@@ -511,8 +510,7 @@ async fn main() -> ExitCode {
             eprintln!("error: {err}");
             return ExitCode::FAILURE;
         }
-        let converts = server.is_none();
-        manager.add(webhooks.server(&client, ns, converts.then_some(CRD_NAME)));
+        manager.add(webhooks.server(&client, ns, CRD_NAME));
         println!(
             "Serving the validating, defaulting and conversion webhooks on port {} as {}",
             webhooks.port,

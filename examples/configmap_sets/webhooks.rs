@@ -127,8 +127,8 @@ impl Webhooks {
 
     /// The server: validator, defaulter and conversion, its certificates in the Secret
     /// `configmap-sets-webhook-certs` of `namespace`; it writes its CA bundle into the
-    /// configurations and, given `crd`, into that CRD's conversion webhook.
-    pub fn server(&self, client: &Client, namespace: &str, crd: Option<&str>) -> WebhookServer {
+    /// configurations and the CRD `crd`'s conversion webhook.
+    pub fn server(&self, client: &Client, namespace: &str, crd: &str) -> WebhookServer {
         let certificates = SecretCertificates::new(
             client.clone(),
             namespace,
@@ -142,11 +142,8 @@ impl Webhooks {
             .defaulter::<ConfigMapSet, _>(DEFAULT, SetDefaulter)
             .conversion(CONVERT_PATH, Conversion::<ConfigMapSet>::new().spoke::<v2::ConfigMapSet>())
             .certificates(certificates);
-        let injection = CaInjection::new().validating(CONFIGURATION).mutating(CONFIGURATION);
-        let injection = match crd {
-            Some(crd) => injection.crd(crd),
-            None => injection,
-        };
+        let injection =
+            CaInjection::new().validating(CONFIGURATION).mutating(CONFIGURATION).crd(crd);
         builder.inject_ca_bundle(client.clone(), injection).build()
     }
 

@@ -5,9 +5,8 @@
 //!
 //! The example registers its webhook configurations and serves both versions of its CRD
 //! while it runs with webhooks; the case puts the cluster back as it found it (configurations
-//! deleted, the CRD serving v1 alone) whether it passes or fails. On the embedded server, the
-//! admission half runs (it calls admission webhooks as the real server does, with its
-//! messages); the conversion half needs a server that converts versions.
+//! deleted, the CRD serving v1 alone) whether it passes or fails.  The embedded server calls
+//! them as the real ones do.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -97,9 +96,8 @@ async fn webhooks(t: &Target) {
     })
     .await;
 
-    // v1 read as v2, v2 written and read as v1 (stored as v1), and v2 validated as v1: the
-    // embedded server serves each version apart and converts none (yet).
-    if t.is_real() {
+    // v1 read as v2, v2 written and read as v1 (stored as v1), and v2 validated as v1.
+    {
         let get_v2 = |name: &'static str| async move {
             let out = kubectl(
                 t,

@@ -1,0 +1,207 @@
+//! Requests at a CRD version other than the storage version (see the `conversion` module):
+//! served by the storage version's handlers, with bodies converted on the way in and
+//! answers (objects, lists, tables, watch events) on the way out.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::api::{Route, serve_admitted};
+use super::conversion::View;
+use super::encoding::MAX_BODY;
+use super::negotiate::{Form, Reading, negotiate};
+use super::patch::{self, PatchType};
+use super::resources::ResourceType;
+use super::server::Shared;
+use super::status::{ApiError, ApiResult};
+use super::table::{self, Include};
+
+/// Serves `route` (its target already the storage version's) for the version `requested`,
+/// converting as `view` says.
+pub(crate) async fn serve_view(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    route: Route,
+    (view, requested): (View, Arc<ResourceType>),
+    query: &HashMap<String, String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let wanted = requested.api_version();
+    let stored = view.storage_api_version.clone();
+    let named = route.target.name.is_some();
+    let watch = query.get("watch").is_some_and(|w| w == "1" || w == "true");
+    let out = Out { view: &view, wanted: &wanted, requested: &requested };
+    let mut json_headers = headers.clone();
+    json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
+    let apply = method == Method::PATCH
+        && super::api::patch_type(headers).is_ok_and(|kind| kind == PatchType::Apply);
+    match (method.as_str(), named) {
+        ("GET", false) if watch => {
+            let response = serve_admitted(shared, method, headers, route, query, body).await?;
+            Ok(out.watch(response))
+        }
+        ("GET", _) => {
+            let reading = if named { Reading::Object } else { Reading::List };
+            let table = match negotiate(headers, reading, &requested.kind, false)? {
+                Form::Table(version) => {
+                    Some((version, Include::parse(query.get("includeObject").map(String::as_str))))
+                }
+                _ => None,
+            };
+            // A table is made of the converted objects, with the requested version's columns.
+            let mut inner = headers.clone();
+            if table.is_some() {
+                inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
+            }
+            let response = serve_admitted(shared, method, &inner, route, query, body).await?;
+            out.answer(response, table).await
+        }
+        ("PATCH", true) if apply => Err(ApiError::bad_request(format!(
+            "server-side apply at {wanted}: the embedded API server applies at the storage version {stored} alone"
+        ))),
+        ("PATCH", true) => {
+            let kind = super::api::patch_type(headers)?;
+            for attempt in 1..=5 {
+                let current = shared.registry.get(&route.target)?;
+                let mut object = view.convert_one(current.value(), &wanted).await?;
+                patch::apply(&mut object, kind, &body)?;
+                let mut back = view.convert_one(object, &stored).await?;
+                back["metadata"]["resourceVersion"] = json!(current.rv.to_string());
+                let body = Bytes::from(serde_json::to_vec(&back).unwrap_or_default());
+                let put =
+                    serve_admitted(shared, &Method::PUT, &json_headers, route.clone(), query, body)
+                        .await;
+                match put {
+                    Err(err) if err.code == StatusCode::CONFLICT && attempt < 5 => continue,
+                    put => return out.answer(put?, None).await,
+                }
+            }
+            unreachable!("the last attempt returns")
+        }
+        ("POST" | "PUT", _) => {
+            let object: Value = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the body of the request was in an unknown format: {e}"
+                ))
+            })?;
+            let object = match object["apiVersion"] == json!(wanted) {
+                true => view.convert_one(object, &stored).await?,
+                false => object,
+            };
+            let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+            let response =
+                serve_admitted(shared, method, &json_headers, route, query, body).await?;
+            out.answer(response, None).await
+        }
+        _ => {
+            let response = serve_admitted(shared, method, headers, route, query, body).await?;
+            out.answer(response, None).await
+        }
+    }
+}
+
+/// Answers converted to the requested version.
+struct Out<'a> {
+    view: &'a View,
+    wanted: &'a str,
+    requested: &'a ResourceType,
+}
+
+impl Out<'_> {
+    /// `response` with its object or list converted, or made into a table.
+    async fn answer(
+        &self,
+        response: Response,
+        table: Option<(&'static str, Include)>,
+    ) -> ApiResult<Response> {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_BODY * 64)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("reading an answer: {e}")))?;
+        let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+            return Ok(Response::from_parts(parts, Body::from(bytes)));
+        };
+        let kind = &self.requested.kind;
+        let list_kind = format!("{kind}List");
+        if value["kind"] == json!(kind) {
+            value = self.view.convert_one(value, self.wanted).await?;
+            if let Some((version, include)) = table {
+                let metadata = json!({ "resourceVersion": value["metadata"]["resourceVersion"] });
+                value = table::table(self.requested, version, metadata, &[value], include, true);
+            }
+        } else if value["kind"] == json!(list_kind) {
+            let items = value["items"].as_array().cloned().unwrap_or_default();
+            let items = self.view.convert(items, self.wanted).await?;
+            if let Some((version, include)) = table {
+                let metadata = value["metadata"].clone();
+                value = table::table(self.requested, version, metadata, &items, include, true);
+            } else {
+                value["items"] = Value::Array(items);
+                value["apiVersion"] = json!(self.wanted);
+            }
+        }
+        let mut response = Response::from_parts(parts, Body::from(value.to_string()));
+        response.headers_mut().remove(header::CONTENT_LENGTH);
+        Ok(response)
+    }
+
+    /// A watch whose events' objects are converted as they come (a failed conversion ends
+    /// the watch with an `ERROR` event, as the real server ends it).
+    fn watch(&self, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        let (view, wanted, kind) =
+            (self.view.clone(), self.wanted.to_owned(), self.requested.kind.clone());
+        let lines = lines(body.into_data_stream());
+        let converted = lines.then(move |line| {
+            let (view, wanted, kind) = (view.clone(), wanted.clone(), kind.clone());
+            async move {
+                let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
+                    return Ok::<_, std::io::Error>(line);
+                };
+                if event["object"]["kind"] == json!(kind) {
+                    match view.convert_one(event["object"].take(), &wanted).await {
+                        Ok(object) => event["object"] = object,
+                        Err(err) => event = json!({ "type": "ERROR", "object": err.to_status() }),
+                    }
+                }
+                let mut out = serde_json::to_vec(&event).unwrap_or_default();
+                out.push(b'\n');
+                Ok(Bytes::from(out))
+            }
+        });
+        let mut response = Response::from_parts(parts, Body::from_stream(converted));
+        response.headers_mut().remove(header::CONTENT_LENGTH);
+        response
+    }
+}
+
+/// The newline-ended lines of a body, each with its newline dropped.
+fn lines(
+    body: impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Bytes> + Send + 'static {
+    futures::stream::unfold(
+        (Box::pin(body), Vec::<u8>::new()),
+        |(mut body, mut buffer)| async move {
+            loop {
+                if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buffer.drain(..=end).take(end).collect();
+                    return Some((Bytes::from(line), (body, buffer)));
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => buffer.extend_from_slice(&chunk),
+                    _ if !buffer.is_empty() => {
+                        let rest = std::mem::take(&mut buffer);
+                        return Some((Bytes::from(rest), (body, buffer)));
+                    }
+                    _ => return None,
+                }
+            }
+        },
+    )
+}
