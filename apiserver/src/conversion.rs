@@ -10,9 +10,9 @@
 //!   `spec.conversion.webhook.clientConfig.url` over HTTPS, trusting its `caBundle` alone,
 //!   and takes its `convertedObjects` (checked: as many, each at the desired version, each the
 //!   same object: uid, name, namespace kept). A list is converted in one review.
-//! - A failed conversion answers 500 `Internal error occurred: conversion webhook for
-//!   group/version, Kind=Kind failed: …` (the webhook's `result.message`, or the call's
-//!   failure), as the real server words it.
+//! - A failed conversion answers 500 `conversion webhook for group/version, Kind=Kind
+//!   failed: …` (the webhook's `result.message`, or the call's failure: `Post
+//!   "URL?timeout=30s": dial tcp …`), with no reason, as kube-apiserver v1.36.2 words it.
 //! - A patch at a view version is applied to the object converted to that version and
 //!   converted back; server-side apply at a version that is not the storage version is
 //!   refused (400): this server applies at the storage version alone.
@@ -92,10 +92,8 @@ impl View {
         let failed = |why: String| {
             ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                format!(
-                    "Internal error occurred: conversion webhook for {from}, Kind={kind} failed: {why}"
-                ),
+                "",
+                format!("conversion webhook for {from}, Kind={kind} failed: {why}"),
             )
         };
         let config = &conversion["webhook"]["clientConfig"];

@@ -114,6 +114,14 @@
 //!   patches, `reinvocationPolicy: IfNeeded` honoured), then validating ones; denials,
 //!   warnings, `failurePolicy` and dry runs as on the real server, with its messages (see the
 //!   `admission` module's docs).
+//! - CustomResourceDefinitions with several versions: each object is stored once, at the
+//!   storage version, and read, listed, watched, written and patched at every served version,
+//!   converted as `spec.conversion` says (`None`: `apiVersion` rewritten; `Webhook`: a
+//!   `ConversionReview` to its `clientConfig.url`), failures worded as the real server's
+//!   (see the `conversion` module).
+//! - `TokenReview` and `SubjectAccessReview`, for the users given to
+//!   [`ApiServerBuilder::user`], decided by RBAC over stored ClusterRoles, Roles and their
+//!   bindings (see the `auth` module); the server itself authenticates no request.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
 //!   history, add latency, corrupt watch streams.
 //!
@@ -127,11 +135,12 @@
 //! - No authentication or authorization; no admission plugins but the two webhook ones; no
 //!   validation beyond names and types (and webhook configurations').
 //! - Admission webhooks: `/scale` writes and delete-collection pass none; `matchConditions`
-//!   are not evaluated; a `service` reference cannot be called; `matchPolicy: Equivalent`
-//!   matches no other version (each version of a CRD is served apart, below).
-//! - A CustomResourceDefinition's versions are each served as a kind of their own: an
-//!   object written at one version is not seen at another, and no conversion (`None` or
-//!   `Webhook`) is made.
+//!   are not evaluated; a `service` reference cannot be called; a write at a CRD version
+//!   other than the storage version reaches webhooks at the storage version, whatever their
+//!   `matchPolicy` (the real server honours `Exact`).
+//! - A CRD version other than the storage version takes no server-side apply (400), and a
+//!   `kubectl get -w` of it (a watch of tables) is answered with the storage version's
+//!   columns; `storedVersions` lists the current storage version alone.
 //! - No controllers but the opt-in garbage collector: a Deployment makes no ReplicaSet, a Job
 //!   no Pod, and no status is written but by clients, as on a kube-apiserver without
 //!   kube-controller-manager; deleting a

@@ -142,6 +142,16 @@ async fn webhooks(t: &Target) {
         "{text}"
     );
     assert!(sets.get_opt("after").await.unwrap().is_none());
+    // And nothing is read at v2: the conversion webhook is gone too.
+    let (ok, text) =
+        kubectl_output(t, &["get", "configmapsets.v2.ctrlkit.example.com", "defaulted"], None)
+            .await;
+    let convert = format!("https://127.0.0.1:{port}/convert-configmapsets?timeout=30s");
+    let refused = format!(
+        "Error from server: conversion webhook for ctrlkit.example.com/v1, Kind=ConfigMapSet \
+         failed: Post \"{convert}\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+    );
+    assert!(!ok && text.trim() == refused, "{text}");
 
     // Under Ignore: let through, neither defaulted nor validated.
     let ignore = r#"[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]"#;
