@@ -311,6 +311,7 @@ pub(crate) async fn serve_admitted(
     if !write
         || route.scale
         || rt.is_webhook_configuration()
+        || auth::is_review(&rt)
         || !admission::configured(&registry.store)
     {
         return serve(shared, method, headers, route, query, body);
@@ -386,9 +387,22 @@ pub(crate) async fn serve_admitted(
         if dry_run {
             options["dryRun"] = json!(["All"]);
         }
+        // A write made at another version of a CRD: its own attributes, for the webhooks
+        // whose rules name that version.
+        let at_view = route.view.as_ref().map(|(view, requested)| {
+            let attributes = admission::Attributes {
+                version: requested.version.clone(),
+                kind: requested.kind.clone(),
+                ..attributes.clone()
+            };
+            (view, attributes)
+        });
+        let requested =
+            at_view.as_ref().map(|(view, attributes)| admission::Requested { attributes, view });
         let admitted = admission::admit(
             &registry.store,
             &attributes,
+            requested,
             candidate,
             old.as_ref(),
             dry_run,

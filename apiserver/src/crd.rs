@@ -107,13 +107,15 @@ pub(crate) fn serve(store: &Store, definitions: usize, crd: &Value) {
         tracing::debug!(group = %rt.group, version = %rt.version, kind = %rt.kind, "serving a custom resource");
         store.register(rt);
     }
-    let storage: Vec<Value> = spec["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["storage"].as_bool() == Some(true))
-        .map(|v| v["name"].clone())
-        .collect();
+    // Every version objects have been stored at, the current storage version last, as the
+    // real server keeps them (until a migration removes one by hand).
+    let mut storage: Vec<Value> =
+        crd["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+    for version in spec["versions"].as_array().into_iter().flatten() {
+        if version["storage"].as_bool() == Some(true) && !storage.contains(&version["name"]) {
+            storage.push(version["name"].clone());
+        }
+    }
     let plural = spec["names"]["plural"].clone();
     let kind = spec["names"]["kind"].as_str().unwrap_or_default();
     let status = json!({

@@ -135,12 +135,12 @@
 //! - No authentication or authorization; no admission plugins but the two webhook ones; no
 //!   validation beyond names and types (and webhook configurations').
 //! - Admission webhooks: `/scale` writes and delete-collection pass none; `matchConditions`
-//!   are not evaluated; a `service` reference cannot be called; a write at a CRD version
-//!   other than the storage version reaches webhooks at the storage version, whatever their
-//!   `matchPolicy` (the real server honours `Exact`).
+//!   are not evaluated; a `service` reference cannot be called; under `matchPolicy:
+//!   Equivalent` a CRD's storage version is the one equivalent of the version written (the
+//!   real server would find any other version the rules name).
 //! - A CRD version other than the storage version takes no server-side apply (400), and a
 //!   `kubectl get -w` of it (a watch of tables) is answered with the storage version's
-//!   columns; `storedVersions` lists the current storage version alone.
+//!   columns.
 //! - No controllers but the opt-in garbage collector: a Deployment makes no ReplicaSet, a Job
 //!   no Pod, and no status is written but by clients, as on a kube-apiserver without
 //!   kube-controller-manager; deleting a

@@ -34,6 +34,9 @@ pub(crate) async fn serve_view(
 ) -> ApiResult<Response> {
     let wanted = requested.api_version();
     let stored = view.storage_api_version.clone();
+    // Admission matches the webhooks' rules against the version asked for.
+    let mut route = route;
+    route.view = Some((view.clone(), requested.clone()));
     let named = route.target.name.is_some();
     let watch = query.get("watch").is_some_and(|w| w == "1" || w == "true");
     let out = Out { view: &view, wanted: &wanted, requested: &requested };

@@ -344,3 +344,142 @@ async fn admission(t: &Target, case: &str) {
     );
     serving.abort();
 }
+
+/// Allows everything, with a warning saying what it saw: `NAME: <object's apiVersion>
+/// <requestKind's version>`.
+struct Seen(&'static str);
+
+#[async_trait::async_trait]
+impl AdmissionHandler for Seen {
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let object_version =
+            request.object.as_ref().and_then(|o| o.types.as_ref()).map(|t| t.api_version.clone());
+        let requested = request.request_kind.as_ref().map(|k| k.version.clone());
+        let mut allowed = AdmissionResponse::from(&request);
+        allowed.warnings = Some(vec![format!(
+            "{}: {} {}",
+            self.0,
+            object_version.unwrap_or_default(),
+            requested.unwrap_or_default()
+        )]);
+        allowed
+    }
+}
+
+/// A CRD with two versions and no conversion webhook: a webhook whose rules name the version
+/// a write is made at sees it at that version; one whose rules name the other version sees it
+/// at that one, converted, under `matchPolicy: Equivalent`, and not at all under `Exact`.
+pub async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &Target) {
+    let case = t.ns.clone();
+    let name = format!("{case}-policies");
+    let outcome = AssertUnwindSafe(policies(t, &case, &name)).catch_unwind().await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let _ = validating.delete(&name, &DeleteParams::default()).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn policies(t: &Target, case: &str, name: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let version = |name: &str, storage: bool| {
+        json!({ "name": name, "served": true, "storage": storage,
+            "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } })
+    };
+    let crd = serde_json::from_value(json!({
+        "metadata": { "name": "gizmos.e2e.example.com" },
+        "spec": { "group": "e2e.example.com", "scope": "Namespaced",
+            "names": { "plural": "gizmos", "singular": "gizmo", "kind": "Gizmo" },
+            "versions": [version("v1", true), version("v2", false)] },
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube_client::Error::Api(s)) if s.code == 409 => {} // an earlier run's
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let address = free_address();
+    let mut builder = WebhookServer::builder()
+        .address(address)
+        .certificates(CertificateSource::self_signed(["127.0.0.1"]));
+    for path in ["exact-v1", "equivalent-v1", "exact-v2"] {
+        builder = builder.handler(&format!("/{path}"), Seen(path));
+    }
+    let server = builder.build();
+    let serving = {
+        let server = server.clone();
+        tokio::spawn(async move { server.run(std::future::pending()).await })
+    };
+    server.serving().await;
+    let ca = server.certificate().expect("a certificate").ca_pem;
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    let label =
+        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
+    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+    let gizmo_hook = |path: &str, version: &str, policy: &str| {
+        let mut hook = hook(
+            &format!("{path}.{case}.example.com"),
+            &format!("https://{address}/{path}"),
+            Some(&ca),
+            case,
+            json!({ "matchPolicy": policy }),
+        );
+        hook["rules"] = json!([{ "apiGroups": ["e2e.example.com"], "apiVersions": [version],
+            "resources": ["gizmos"], "operations": ["CREATE"], "scope": "*" }]);
+        hook
+    };
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let configuration = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "webhooks": [
+            gizmo_hook("exact-v1", "v1", "Exact"),
+            gizmo_hook("equivalent-v1", "v1", "Equivalent"),
+            gizmo_hook("exact-v2", "v2", "Exact"),
+        ],
+    }))
+    .unwrap();
+    validating.create(&PostParams::default(), &configuration).await.unwrap();
+
+    // The warnings of a create at `version` (every webhook adds one), sorted: validating
+    // webhooks may run in parallel.
+    let create = |version: &'static str, n: usize| async move {
+        let body = json!({ "apiVersion": format!("e2e.example.com/{version}"), "kind": "Gizmo",
+            "metadata": { "name": format!("g-{version}-{n}"), "labels": { "case": case } } });
+        let path = format!("/apis/e2e.example.com/{version}/namespaces/{}/gizmos", t.ns);
+        let headers = [("Content-Type", "application/json")];
+        let answer =
+            t.raw_request(http::Method::POST, &path, &headers, body.to_string().into_bytes()).await;
+        let mut warnings: Vec<String> = answer
+            .headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("warning"))
+            .map(|(_, value)| value.clone())
+            .collect();
+        warnings.sort();
+        (answer.status, warnings)
+    };
+    let seen = |lines: &[&str]| -> Vec<String> {
+        let mut lines: Vec<String> = lines.iter().map(|l| format!("299 - \"{l}\"")).collect();
+        lines.sort();
+        lines
+    };
+    // Served and the configuration read (the real server's informers take a moment).
+    let mut answer = (0, Vec::new());
+    for n in 0..100 {
+        answer = create("v1", n).await;
+        if answer.0 == 201 && answer.1.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answer,
+        (201, seen(&["equivalent-v1: e2e.example.com/v1 v1", "exact-v1: e2e.example.com/v1 v1"]))
+    );
+    assert_eq!(
+        create("v2", 0).await,
+        (201, seen(&["equivalent-v1: e2e.example.com/v1 v2", "exact-v2: e2e.example.com/v2 v2"]))
+    );
+    serving.abort();
+}

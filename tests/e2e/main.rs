@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
         sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
+        admission::match_policies_decide_at_which_version_a_webhook_sees_a_write,
         secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ];
     all.extend(cases![Needs::Compaction;

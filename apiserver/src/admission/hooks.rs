@@ -9,8 +9,11 @@
 //!   namespace; ignored for other cluster-scoped objects.
 //! - `objectSelector`: the labels of the new object or of the old one (either matching will
 //!   do).
-//! - `matchPolicy` `Equivalent` matches as `Exact` does here: this server serves each version
-//!   of a kind as a kind of its own, so no other version is equivalent.
+//! - `matchPolicy`: a write at a CRD version other than the storage version goes, converted,
+//!   to a webhook whose rules name the version it was made at; else, under `Equivalent`
+//!   (the default), to one whose rules name the storage version, at that version, with
+//!   `requestKind` saying the version the write was made at. (The real server would also
+//!   find other equivalent versions; this one knows the storage version as the equivalent.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -38,6 +41,9 @@ pub(crate) struct Hook {
     pub(crate) timeout: Duration,
     /// `reinvocationPolicy: IfNeeded`.
     pub(crate) reinvoke: bool,
+    /// `matchPolicy: Equivalent` (the default): also called for a write at another version of
+    /// a kind its rules name, at the version they name.
+    pub(crate) equivalent: bool,
 }
 
 /// What a request is, for matching.
@@ -52,6 +58,16 @@ pub(crate) struct Attributes {
     pub(crate) namespaced: bool,
     pub(crate) namespace: Option<String>,
     pub(crate) name: String,
+}
+
+impl Attributes {
+    /// `group/version` (or `version` for the core group).
+    pub(crate) fn api_version(&self) -> String {
+        match self.group.is_empty() {
+            true => self.version.clone(),
+            false => format!("{}/{}", self.group, self.version),
+        }
+    }
 }
 
 impl Hook {
@@ -69,6 +85,7 @@ impl Hook {
             ignore_failure: hook["failurePolicy"] == "Ignore",
             timeout: Duration::from_secs(hook["timeoutSeconds"].as_u64().unwrap_or(10)),
             reinvoke: hook["reinvocationPolicy"] == "IfNeeded",
+            equivalent: hook["matchPolicy"] != "Exact",
         }
     }
 

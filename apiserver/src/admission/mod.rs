@@ -24,6 +24,11 @@
 //! - `dryRun=All` requests reach the webhooks with `dryRun: true` (v1 allows only
 //!   `sideEffects` `None` and `NoneOnDryRun`, both safe to call).
 //!
+//! - A write at a CRD version other than the storage version goes to the webhooks whose
+//!   rules name that version, the objects converted to it, and under `matchPolicy:
+//!   Equivalent` to those whose rules name the storage version, at that version (see
+//!   `hooks`).
+//!
 //! Not done: `/scale` writes and delete-collection pass no webhook; `matchConditions` (CEL)
 //! are not evaluated (a webhook with them is called as if they held); `service` references
 //! cannot be called (a failure, as for an unreachable URL); `userInfo` is always
@@ -37,6 +42,7 @@ use serde_json::{Value, json};
 
 pub(crate) use hooks::Attributes;
 
+use crate::conversion::View;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
 use call::Answer;
@@ -55,10 +61,28 @@ pub(crate) struct Admitted {
     pub(crate) warnings: Vec<String>,
 }
 
+/// A write at a CRD version other than the storage version: that version's attributes,
+/// and how to convert to it.
+pub(crate) struct Requested<'a> {
+    pub(crate) attributes: &'a Attributes,
+    pub(crate) view: &'a View,
+}
+
+/// Which version a webhook is called at.
+#[derive(Clone, Copy)]
+enum At {
+    /// The version the write was made at (for a view request, converted to it).
+    Requested,
+    /// The storage version, an equivalent of the requested one (`matchPolicy: Equivalent`).
+    Storage,
+}
+
 /// The request to one webhook, and the state of the chain.
 struct Chain<'a> {
     store: &'a Store,
+    /// The storage version's attributes.
     attributes: &'a Attributes,
+    requested: Option<Requested<'a>>,
     old: Option<&'a Value>,
     dry_run: bool,
     options: Value,
@@ -67,19 +91,40 @@ struct Chain<'a> {
 }
 
 impl Chain<'_> {
-    fn request(&self, object: Option<&Value>) -> Value {
-        let a = self.attributes;
-        let kind = json!({ "group": a.group, "version": a.version, "kind": a.kind });
-        let resource = json!({ "group": a.group, "version": a.version, "resource": a.resource });
+    /// The attributes the request was made with.
+    fn request_attributes(&self) -> &Attributes {
+        self.requested.as_ref().map_or(self.attributes, |r| r.attributes)
+    }
+
+    /// Whether `hook` is called, and at which version: the requested one if a rule names
+    /// it, else the storage one if a rule names that and the policy is `Equivalent`.
+    fn at(&self, hook: &Hook, object: Option<&Value>) -> Option<At> {
+        let matches = |a: &Attributes| hook.matches(self.store, a, object, self.old);
+        if matches(self.request_attributes()) {
+            return Some(At::Requested);
+        }
+        (self.requested.is_some() && hook.equivalent && matches(self.attributes))
+            .then_some(At::Storage)
+    }
+
+    fn request(&self, at: At, object: Option<&Value>, old: Option<&Value>) -> Value {
+        let a = match at {
+            At::Requested => self.request_attributes(),
+            At::Storage => self.attributes,
+        };
+        let r = self.request_attributes();
+        let kind =
+            |a: &Attributes| json!({ "group": a.group, "version": a.version, "kind": a.kind });
+        let resource = |a: &Attributes| json!({ "group": a.group, "version": a.version, "resource": a.resource });
         let mut request = json!({
             "uid": self.uid,
-            "kind": kind, "resource": resource,
-            "requestKind": kind, "requestResource": resource,
+            "kind": kind(a), "resource": resource(a),
+            "requestKind": kind(r), "requestResource": resource(r),
             "name": a.name,
             "operation": a.operation,
             "userInfo": { "username": "system:admin", "groups": ["system:masters", "system:authenticated"] },
             "object": object.cloned().unwrap_or(Value::Null),
-            "oldObject": self.old.cloned().unwrap_or(Value::Null),
+            "oldObject": old.cloned().unwrap_or(Value::Null),
             "dryRun": self.dry_run,
             "options": self.options,
         });
@@ -93,18 +138,36 @@ impl Chain<'_> {
         request
     }
 
-    /// Calls `hook` on `object`: its patch (mutating webhooks), or the error that ends the
-    /// write. A call that fails under `Ignore` is as an answer without a patch.
-    async fn call(&mut self, hook: &Hook, object: Option<&Value>) -> ApiResult<Option<Value>> {
-        match call::call(hook, &self.request(object)).await {
+    /// Calls `hook` at `at` on `object` (at the storage version): the object as its patch
+    /// left it (mutating webhooks), or the error that ends the write. A call that fails under
+    /// `Ignore` is as an answer without a patch.
+    async fn call(
+        &mut self,
+        hook: &Hook,
+        at: At,
+        object: Option<&Value>,
+    ) -> ApiResult<Option<Value>> {
+        // At the requested version of a view: the objects converted to it, and back.
+        let view = match (at, &self.requested) {
+            (At::Requested, Some(r)) => Some((r.view.clone(), r.attributes.api_version())),
+            _ => None,
+        };
+        let (object, old) = match &view {
+            Some((view, version)) => {
+                (convert(view, object, version).await?, convert(view, self.old, version).await?)
+            }
+            None => (object.cloned(), self.old.cloned()),
+        };
+        let request = self.request(at, object.as_ref(), old.as_ref());
+        let patch = match call::call(hook, &request).await {
             Ok(Answer::Allowed { patch, warnings }) => {
                 self.warnings.extend(warnings);
-                Ok(patch)
+                patch
             }
-            Ok(Answer::Denied(err)) => Err(err),
+            Ok(Answer::Denied(err)) => return Err(err),
             Err(why) if hook.ignore_failure => {
                 tracing::warn!(webhook = %hook.name, %why, "a webhook failed; ignored (failurePolicy Ignore)");
-                Ok(None)
+                None
             }
             Err(why) => {
                 let cause = format!("failed calling webhook {:?}: {why}", hook.name);
@@ -114,58 +177,30 @@ impl Chain<'_> {
                     format!("Internal error occurred: {cause}"),
                 );
                 err.causes = Box::new([json!({ "message": cause })]);
-                Err(err)
+                return Err(err);
             }
+        };
+        // A delete has no object to patch.
+        let (Some(patch), Some(mut patched)) = (patch, object) else { return Ok(None) };
+        apply_patch(hook, patch, &mut patched)?;
+        match &view {
+            Some((view, _)) => {
+                Ok(Some(view.convert_one(patched, &self.attributes.api_version()).await?))
+            }
+            None => Ok(Some(patched)),
         }
     }
 }
 
-/// Sends a write to the webhooks that match it (see the module docs). `object` is the object
-/// the write would store (none for a delete), `old` the stored one (none for a create).
-pub(crate) async fn admit(
-    store: &Store,
-    attributes: &Attributes,
-    mut object: Option<Value>,
-    old: Option<&Value>,
-    dry_run: bool,
-    options: Value,
-) -> ApiResult<Admitted> {
-    let (mutating, validating) = hooks::stored(store);
-    let mut chain = Chain {
-        store,
-        attributes,
-        old,
-        dry_run,
-        options,
-        uid: crate::registry::new_uid(),
-        warnings: Vec::new(),
-    };
-    // The mutating webhooks that match, each called; those with `IfNeeded` again once if a
-    // later one changed the object.
-    let matching: Vec<&Hook> = mutating
-        .iter()
-        .filter(|h| h.matches(chain.store, attributes, object.as_ref(), old))
-        .collect();
-    let mut again = vec![false; matching.len()];
-    for (i, hook) in matching.iter().enumerate() {
-        if mutate(&mut chain, hook, &mut object).await? {
-            (0..i).filter(|j| matching[*j].reinvoke).for_each(|j| again[j] = true);
-        }
+/// `object` converted to `version`, if there is one.
+async fn convert(view: &View, object: Option<&Value>, version: &str) -> ApiResult<Option<Value>> {
+    match object {
+        Some(object) => Ok(Some(view.convert_one(object.clone(), version).await?)),
+        None => Ok(None),
     }
-    for (hook, _) in matching.iter().zip(&again).filter(|(_, again)| **again) {
-        mutate(&mut chain, hook, &mut object).await?;
-    }
-    for hook in validating.iter().filter(|h| h.matches(store, attributes, object.as_ref(), old)) {
-        chain.call(hook, object.as_ref()).await?;
-    }
-    Ok(Admitted { object, warnings: chain.warnings })
 }
 
-/// One mutating call: applies its patch to `object`; whether it changed it.
-async fn mutate(chain: &mut Chain<'_>, hook: &Hook, object: &mut Option<Value>) -> ApiResult<bool> {
-    let Some(patch) = chain.call(hook, object.as_ref()).await? else { return Ok(false) };
-    // A delete has no object to patch.
-    let Some(current) = object.as_mut() else { return Ok(false) };
+fn apply_patch(hook: &Hook, patch: Value, object: &mut Value) -> ApiResult<()> {
     let internal = |why: String| {
         ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -176,8 +211,63 @@ async fn mutate(chain: &mut Chain<'_>, hook: &Hook, object: &mut Option<Value>) 
     let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
         internal(format!("webhook {:?} returned an invalid JSON patch: {e}", hook.name))
     })?;
-    let before = current.clone();
-    json_patch::patch(current, &patch)
-        .map_err(|e| internal(format!("webhook {:?}'s JSON patch: {e}", hook.name)))?;
-    Ok(*current != before)
+    json_patch::patch(object, &patch)
+        .map_err(|e| internal(format!("webhook {:?}'s JSON patch: {e}", hook.name)))
+}
+
+/// Sends a write to the webhooks that match it (see the module docs). `object` is the object
+/// the write would store (none for a delete), `old` the stored one (none for a create), both
+/// at the storage version; `requested`, for a write made at another version of a CRD.
+pub(crate) async fn admit(
+    store: &Store,
+    attributes: &Attributes,
+    requested: Option<Requested<'_>>,
+    mut object: Option<Value>,
+    old: Option<&Value>,
+    dry_run: bool,
+    options: Value,
+) -> ApiResult<Admitted> {
+    let (mutating, validating) = hooks::stored(store);
+    let mut chain = Chain {
+        store,
+        attributes,
+        requested,
+        old,
+        dry_run,
+        options,
+        uid: crate::registry::new_uid(),
+        warnings: Vec::new(),
+    };
+    // The mutating webhooks that match, each called; those with `IfNeeded` again once if a
+    // later one changed the object.
+    let matching: Vec<(&Hook, At)> =
+        mutating.iter().filter_map(|h| Some((h, chain.at(h, object.as_ref())?))).collect();
+    let mut again = vec![false; matching.len()];
+    for (i, (hook, at)) in matching.iter().enumerate() {
+        if mutate(&mut chain, hook, *at, &mut object).await? {
+            (0..i).filter(|j| matching[*j].0.reinvoke).for_each(|j| again[j] = true);
+        }
+    }
+    for ((hook, at), _) in matching.iter().zip(&again).filter(|(_, again)| **again) {
+        mutate(&mut chain, hook, *at, &mut object).await?;
+    }
+    for hook in &validating {
+        if let Some(at) = chain.at(hook, object.as_ref()) {
+            chain.call(hook, at, object.as_ref()).await?;
+        }
+    }
+    Ok(Admitted { object, warnings: chain.warnings })
+}
+
+/// One mutating call: `object` as its patch left it; whether it changed.
+async fn mutate(
+    chain: &mut Chain<'_>,
+    hook: &Hook,
+    at: At,
+    object: &mut Option<Value>,
+) -> ApiResult<bool> {
+    let Some(patched) = chain.call(hook, at, object.as_ref()).await? else { return Ok(false) };
+    let changed = object.as_ref() != Some(&patched);
+    *object = Some(patched);
+    Ok(changed)
 }

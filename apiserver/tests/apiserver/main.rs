@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use support::Needs;
 
+mod admission;
 mod apply;
 mod builtin;
 mod common;
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
         kubectl::kubectl_applies_diffs_and_explains_with_its_default_validation,
         crd::a_created_definition_serves_its_kind_until_it_is_deleted,
         crd::a_definition_with_two_versions_serves_each_object_at_both,
+        admission::webhook_configurations_are_defaulted_or_refused_naming_each_field,
         builtin::workload_kinds_serve_status_and_scale,
         apply::server_side_apply_owns_conflicts_forces_and_removes,
         apply::server_side_apply_merges_containers_by_name_and_applies_status,
