@@ -289,14 +289,47 @@ fn certified_key(bundle: &CertificateBundle) -> Result<CertifiedKey, CertError> 
 
 /// When the first certificate of `pem` expires.
 pub(crate) fn not_after(pem: &str) -> Result<SystemTime, CertError> {
+    parsed(pem, |cert| {
+        let seconds = cert.validity().not_after.timestamp();
+        SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).unwrap_or_default())
+    })
+}
+
+/// The DNS names and IP addresses the first certificate of `pem` is for (its subject
+/// alternative names).
+pub(crate) fn hosts(pem: &str) -> Result<Vec<String>, CertError> {
+    use x509_parser::extensions::GeneralName;
+    parsed(pem, |cert| {
+        let names = cert.subject_alternative_name().ok().flatten();
+        let names = names.map(|ext| ext.value.general_names.clone()).unwrap_or_default();
+        names
+            .iter()
+            .filter_map(|name| match name {
+                GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                GeneralName::IPAddress(bytes) => match <[u8; 4]>::try_from(*bytes) {
+                    Ok(v4) => Some(std::net::Ipv4Addr::from(v4).to_string()),
+                    Err(_) => <[u8; 16]>::try_from(*bytes)
+                        .ok()
+                        .map(|v6| std::net::Ipv6Addr::from(v6).to_string()),
+                },
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+/// `read` of the first certificate of `pem`, parsed.
+fn parsed<T>(
+    pem: &str,
+    read: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>) -> T,
+) -> Result<T, CertError> {
     let der = CertificateDer::pem_slice_iter(pem.as_bytes())
         .next()
         .ok_or_else(|| CertError::Pem("no CERTIFICATE block".to_owned()))?
         .map_err(|err| CertError::Pem(format!("the certificate: {err}")))?;
     let (_, cert) = x509_parser::parse_x509_certificate(&der)
         .map_err(|err| CertError::Pem(format!("the certificate does not parse: {err}")))?;
-    let seconds = cert.validity().not_after.timestamp();
-    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).unwrap_or_default()))
+    Ok(read(&cert))
 }
 
 /// A certificate read from `cert` and `key` files (cert-manager's `tls.crt` and `tls.key`),

@@ -83,9 +83,21 @@ impl SecretCertificates {
         for _ in 0..5 {
             let read = self.read().await?;
             match (read.kept, read.resource_version) {
-                (Ok((ca, bundle)), _) => {
-                    certificates.set(bundle)?;
-                    return Ok(ca);
+                (Ok((ca, bundle)), version) => {
+                    // A leaf made for other hosts (another replica's list, or this one's
+                    // before a change) is reissued for both, so that every replica's hosts
+                    // are covered through a rolling update.
+                    let missing = self.missing_hosts(&bundle);
+                    if missing.is_empty() {
+                        certificates.set(bundle)?;
+                        return Ok(ca);
+                    }
+                    let reissued = self.reissue(&ca, &bundle, &missing)?;
+                    if self.write(&ca, &reissued, version).await? {
+                        tracing::info!(secret = %self.name, ?missing, "reissued the webhook certificate for more hosts");
+                        certificates.set(reissued)?;
+                        return Ok(ca);
+                    }
                 }
                 (Err(err), version) => {
                     if version.is_some() {
@@ -131,15 +143,41 @@ impl SecretCertificates {
                 tracing::info!(secret = %self.name, "renewed the webhook CA and certificate");
                 return Ok(Some(renewed));
             }
-        } else if certificates.leaf_due(self.lifetimes.leaf, now) {
-            let mut bundle = ca.issue(&self.hosts, self.lifetimes.leaf)?;
-            bundle.ca_pem = certificates.bundle().map_or_else(|| ca.pem(), |b| b.ca_pem);
+        } else if let Some(served) = certificates.bundle()
+            && (certificates.leaf_due(self.lifetimes.leaf, now)
+                || !self.missing_hosts(&served).is_empty())
+        {
+            let bundle = self.reissue(ca, &served, &self.missing_hosts(&served))?;
             if self.write(ca, &bundle, version).await? {
                 certificates.set(bundle)?;
                 tracing::info!(secret = %self.name, "renewed the webhook certificate");
             }
         }
         Ok(newer)
+    }
+
+    /// This replica's hosts that the leaf of `bundle` is not for.
+    fn missing_hosts(&self, bundle: &CertificateBundle) -> Vec<String> {
+        let covered = certs::hosts(&bundle.cert_pem).unwrap_or_default();
+        self.hosts.iter().filter(|h| !covered.contains(h)).cloned().collect()
+    }
+
+    /// A new leaf of `ca` for the hosts `served`'s leaf is for and `missing`, with the
+    /// bundle `served` has (which may hold a renewed CA and the one before it).
+    fn reissue(
+        &self,
+        ca: &SelfSignedCa,
+        served: &CertificateBundle,
+        missing: &[String],
+    ) -> Result<CertificateBundle, CertError> {
+        let mut hosts = certs::hosts(&served.cert_pem).unwrap_or_default();
+        hosts.extend(missing.iter().cloned());
+        if hosts.is_empty() {
+            hosts = self.hosts.clone();
+        }
+        let mut bundle = ca.issue(&hosts, self.lifetimes.leaf)?;
+        bundle.ca_pem = served.ca_pem.clone();
+        Ok(bundle)
     }
 
     async fn read(&self) -> Result<Read, CertError> {

@@ -121,6 +121,8 @@ impl WebhookServerBuilder {
         self.route(path, move |body| {
             let (handler, stats) = (handler.clone(), stats.clone());
             async move {
+                // A raw handler reads the request as a `DynamicObject`: the review's type
+                // parameter is not used, and any kind fills it.
                 let what = Review::<k8s_openapi::api::core::v1::ConfigMap>::Handle(&*handler);
                 review(what, &body, &stats).await
             }

@@ -460,3 +460,64 @@ async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_
     );
     assert!(data.contains_key("ca.key"));
 }
+
+#[tokio::test]
+async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts() {
+    use ctrlkit::webhook::{Lifetimes, SecretCertificates};
+
+    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    let lifetimes = Lifetimes {
+        ca: Duration::from_secs(3600),
+        leaf: Duration::from_secs(3600),
+        check_every: Duration::from_millis(50),
+    };
+    // One replica reached as 127.0.0.1, a newer one (say, after a Service was renamed) as
+    // localhost, on one Secret.
+    let replica = |host: &str| {
+        let store = SecretCertificates::new(api.client(), "default", "webhook-certs", [host])
+            .lifetimes(lifetimes);
+        WebhookServer::builder()
+            .address("127.0.0.1:0".parse().unwrap())
+            .certificates(store)
+            .validator("/validate", Small)
+            .build()
+    };
+    let (old, new) = (replica("127.0.0.1"), replica("localhost"));
+    let stop = tokio::sync::Notify::new();
+    let run = |server: WebhookServer| {
+        let stop = &stop;
+        async move {
+            tokio::select! {
+                served = server.run(std::future::pending()) => served.unwrap(),
+                () = stop.notified() => {}
+            }
+        }
+    };
+    let test = async {
+        let a = old.serving().await;
+        let b = new.serving().await;
+        let ca = new.certificate().unwrap().ca_pem;
+        let call = |url: String| {
+            let ca = ca.clone();
+            async move {
+                let mut config = Config::new(url.parse().unwrap());
+                config.root_cert = Some(vec![ca_der(&ca)]);
+                let client = Client::try_from(config).unwrap();
+                post(&client, "/validate", &admission("CREATE", config_map(&[]))).await
+            }
+        };
+        call(format!("https://localhost:{}", b.port()))
+            .await
+            .expect("the new replica, as localhost");
+        // The old replica serves the reissued certificate from its next check: both names.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while old.certificate() != new.certificate() {
+            assert!(tokio::time::Instant::now() < deadline, "the old replica kept its certificate");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        call(format!("https://127.0.0.1:{}", a.port())).await.expect("the old one, as 127.0.0.1");
+        call(format!("https://localhost:{}", a.port())).await.expect("the old one, as localhost");
+        stop.notify_waiters();
+    };
+    tokio::join!(run(old.clone()), run(new.clone()), test);
+}
