@@ -306,6 +306,16 @@ pub(crate) async fn serve_admitted(
     let registry = &shared.registry;
     let rt = registry.rt(&route.target);
     let named = route.target.name.is_some();
+    let admitting = !rt.is_webhook_configuration() && admission::configured(&registry.store);
+    if admitting && route.scale && matches!(method.as_str(), "PUT" | "PATCH") {
+        return scale_admitted(shared, method, headers, &route, &rt, query, &body).await;
+    }
+    if admitting && method == Method::DELETE && !named {
+        let warnings = admit_collection_delete(shared, &route, &rt, query).await?;
+        let mut response = serve(shared, method, headers, route, query, body)?;
+        add_warnings(&mut response, &warnings);
+        return Ok(response);
+    }
     let write =
         matches!((method.as_str(), named), ("POST", false) | ("PUT" | "PATCH" | "DELETE", true));
     if !write
@@ -365,6 +375,7 @@ pub(crate) async fn serve_admitted(
             group: rt.group.clone(),
             version: rt.version.clone(),
             kind: rt.kind.clone(),
+            kind_group_version: None,
             resource: rt.plural.clone(),
             subresource: if route.status { "status".into() } else { String::new() },
             namespaced: rt.namespaced,
@@ -443,6 +454,120 @@ pub(crate) async fn serve_admitted(
         }
     }
     unreachable!("the last attempt returns")
+}
+
+/// The attributes of a write of `route` (`operation`) to the webhooks.
+fn attributes_of(
+    route: &Route,
+    rt: &ResourceType,
+    operation: &'static str,
+    name: &str,
+) -> admission::Attributes {
+    admission::Attributes {
+        operation,
+        group: rt.group.clone(),
+        version: rt.version.clone(),
+        kind: rt.kind.clone(),
+        kind_group_version: None,
+        resource: rt.plural.clone(),
+        subresource: String::new(),
+        namespaced: rt.namespaced,
+        namespace: route.target.namespace.clone(),
+        name: name.to_owned(),
+    }
+}
+
+/// The `options` of an admission request.
+fn options_of(kind: &str, query: &HashMap<String, String>, dry_run: bool) -> Value {
+    let mut options = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
+    if let Some(manager) = query.get("fieldManager") {
+        options["fieldManager"] = json!(manager);
+    }
+    if dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    options
+}
+
+/// A `/scale` write, admitted as an `autoscaling/v1` `Scale` (as the real server admits it),
+/// then written as a replace of the admitted Scale over the one admitted.
+async fn scale_admitted(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    route: &Route,
+    rt: &ResourceType,
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let registry = &shared.registry;
+    let target = &route.target;
+    let old = registry.scale(target)?;
+    let new = match method.as_str() {
+        "PUT" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("decoding the Scale: {e}")))?,
+        _ => {
+            let mut scale = old.clone();
+            patch::apply(&mut scale, patch_type(headers)?, body)?;
+            scale
+        }
+    };
+    let name = target.name.as_deref().unwrap_or_default();
+    let mut attributes = attributes_of(route, rt, "UPDATE", name);
+    attributes.kind = "Scale".into();
+    attributes.kind_group_version = Some(("autoscaling".into(), "v1".into()));
+    attributes.subresource = "scale".into();
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let options = options_of("UpdateOptions", query, dry_run);
+    let store = &registry.store;
+    let admitted =
+        admission::admit(store, &attributes, None, Some(new), Some(&old), dry_run, options).await?;
+    let mut scale = admitted.object.unwrap_or(Value::Null);
+    scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    let body = serde_json::to_vec(&scale).unwrap_or_default();
+    let mut response = serve_scale(registry, &Method::PUT, headers, target, &body)?;
+    add_warnings(&mut response, &admitted.warnings);
+    Ok(response)
+}
+
+/// Admits a delete-collection: a delete of each object it selects, every one before any is
+/// deleted; their warnings.
+async fn admit_collection_delete(
+    shared: &Arc<Shared>,
+    route: &Route,
+    rt: &ResourceType,
+    query: &HashMap<String, String>,
+) -> ApiResult<Vec<String>> {
+    let target = &route.target;
+    let (labels, fields) = selectors(shared, target, query)?;
+    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
+    let store = &shared.registry.store;
+    let page =
+        store.list_page(target.resource, target.namespace.as_deref(), None, None, None, &keep)?;
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let mut warnings = Vec::new();
+    for object in &page.items {
+        let mut one = route.clone();
+        if rt.namespaced {
+            one.target.namespace = Some(object.fields.namespace.clone());
+        }
+        let old = object.value();
+        let attributes = attributes_of(&one, rt, "DELETE", &object.fields.name);
+        let options = options_of("DeleteOptions", query, dry_run);
+        let admitted =
+            admission::admit(store, &attributes, None, None, Some(&old), dry_run, options).await?;
+        warnings.extend(admitted.warnings);
+    }
+    Ok(warnings)
+}
+
+/// `Warning` headers for `warnings`.
+fn add_warnings(response: &mut Response, warnings: &[String]) {
+    for problem in warnings {
+        if let Ok(value) = fields::warning(problem).parse() {
+            response.headers_mut().append("warning", value);
+        }
+    }
 }
 
 /// A create's object as webhooks see it: without what the server sets as it stores it.

@@ -134,8 +134,8 @@
 //!   without an answer.
 //! - No authentication or authorization; no admission plugins but the two webhook ones; no
 //!   validation beyond names and types (and webhook configurations').
-//! - Admission webhooks: `/scale` writes and delete-collection pass none; `matchConditions`
-//!   are not evaluated; a `service` reference cannot be called; under `matchPolicy:
+//! - Admission webhooks: a delete-collection is admitted whole before anything is deleted
+//!   (the real server deletes up to a denial); `matchConditions` are not evaluated; a `service` reference cannot be called; under `matchPolicy:
 //!   Equivalent` a CRD's storage version is the one equivalent of the version written (the
 //!   real server would find any other version the rules name).
 //! - A CRD version other than the storage version takes no server-side apply (400), and a

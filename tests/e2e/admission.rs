@@ -483,3 +483,136 @@ async fn policies(t: &Target, case: &str, name: &str) {
     );
     serving.abort();
 }
+
+/// Denies a Scale of more than 5 replicas (naming the kind and subresource it saw), and the
+/// delete of a ConfigMap holding `keep`.
+struct Guard;
+
+#[async_trait::async_trait]
+impl AdmissionHandler for Guard {
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let allowed = AdmissionResponse::from(&request);
+        if request.operation == Operation::Delete {
+            let kept =
+                request.old_object.as_ref().is_some_and(|o| o.data["data"].get("keep").is_some());
+            return match kept {
+                true => allowed.deny("kept"),
+                false => allowed,
+            };
+        }
+        let replicas = request.object.as_ref().and_then(|o| o.data["spec"]["replicas"].as_i64());
+        match replicas {
+            Some(n) if n > 5 => {
+                let k = &request.kind;
+                let sub = request.sub_resource.clone().unwrap_or_default();
+                allowed.deny(format!(
+                    "at most 5 replicas, saw {}/{} {} {sub}",
+                    k.group, k.version, k.kind
+                ))
+            }
+            _ => allowed,
+        }
+    }
+}
+
+/// A `/scale` write reaches webhooks as an `autoscaling/v1` `Scale`, and a delete-collection
+/// as a delete of each object it selects.
+pub async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
+    let case = t.ns.clone();
+    let outcome = AssertUnwindSafe(guarded(t, &case)).catch_unwind().await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let _ = validating.delete(&format!("{case}-guard"), &DeleteParams::default()).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn guarded(t: &Target, case: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube_client::api::ListParams;
+    let address = free_address();
+    let server = WebhookServer::builder()
+        .address(address)
+        .certificates(CertificateSource::self_signed(["127.0.0.1"]))
+        .handler("/guard", Guard)
+        .build();
+    let serving = {
+        let server = server.clone();
+        tokio::spawn(async move { server.run(std::future::pending()).await })
+    };
+    server.serving().await;
+    let ca = server.certificate().expect("a certificate").ca_pem;
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    let label =
+        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
+    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+    let mut guard = hook(
+        &format!("guard.{case}.example.com"),
+        &format!("https://{address}/guard"),
+        Some(&ca),
+        case,
+        json!({}),
+    );
+    guard["objectSelector"] = json!({});
+    guard["rules"] = json!([
+        { "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"], "operations": ["UPDATE"] },
+        { "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["DELETE"] },
+    ]);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+    let configuration = serde_json::from_value(
+        json!({ "metadata": { "name": format!("{case}-guard") }, "webhooks": [guard] }),
+    )
+    .unwrap();
+    validating.create(&PostParams::default(), &configuration).await.unwrap();
+
+    let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &t.ns);
+    let deployment = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": "web" } },
+            "template": { "metadata": { "labels": { "app": "web" } },
+                "spec": { "containers": [{ "name": "web", "image": "nginx" }] } } },
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    let scale_to = |n: i64| Patch::Merge(json!({ "spec": { "replicas": n } }));
+    let pp = PatchParams::default();
+    // The real server reads configurations from an informer: wait until a scale meets it.
+    let mut refused = None;
+    for _ in 0..100 {
+        match deployments.patch_scale("web", &pp, &scale_to(10)).await {
+            Err(kube_client::Error::Api(status)) => {
+                refused = Some(status);
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("scaling: {e}"),
+        }
+    }
+    let status = refused.expect("a scale to 10 was never refused");
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (400, format!("admission webhook \"guard.{case}.example.com\" denied the request: at most 5 replicas, saw autoscaling/v1 Scale scale").as_str())
+    );
+    deployments.patch_scale("web", &pp, &scale_to(3)).await.unwrap();
+    assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(3));
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    for (name, keys) in [("free", &[][..]), ("kept", &["keep"][..])] {
+        configmaps.create(&PostParams::default(), &configmap(case, name, keys)).await.unwrap();
+    }
+    let selected = ListParams::default().labels(&format!("case={case}"));
+    let deleted = configmaps.delete_collection(&DeleteParams::default(), &selected).await;
+    let Err(kube_client::Error::Api(status)) = deleted else {
+        panic!("the kept ConfigMap was deleted with the collection")
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            400,
+            format!("admission webhook \"guard.{case}.example.com\" denied the request: kept")
+                .as_str()
+        )
+    );
+    assert!(configmaps.get_opt("kept").await.unwrap().is_some());
+    serving.abort();
+}

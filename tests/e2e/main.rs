@@ -50,6 +50,7 @@ fn main() -> ExitCode {
         sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
         admission::match_policies_decide_at_which_version_a_webhook_sees_a_write,
+        admission::scale_writes_and_collection_deletes_are_admitted,
         secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ];
     all.extend(cases![Needs::Compaction;

@@ -53,6 +53,9 @@ pub(crate) struct Attributes {
     pub(crate) group: String,
     pub(crate) version: String,
     pub(crate) kind: String,
+    /// The kind's group and version, where they are not the resource's (`/scale`'s
+    /// `autoscaling/v1` `Scale`).
+    pub(crate) kind_group_version: Option<(String, String)>,
     pub(crate) resource: String,
     pub(crate) subresource: String,
     pub(crate) namespaced: bool,
@@ -202,6 +205,7 @@ mod tests {
             group: String::new(),
             version: "v1".into(),
             kind: "Pod".into(),
+            kind_group_version: None,
             resource: resource.into(),
             subresource: subresource.into(),
             namespaced: true,

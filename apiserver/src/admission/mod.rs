@@ -29,10 +29,15 @@
 //!   Equivalent` to those whose rules name the storage version, at that version (see
 //!   `hooks`).
 //!
-//! Not done: `/scale` writes and delete-collection pass no webhook; `matchConditions` (CEL)
-//! are not evaluated (a webhook with them is called as if they held); `service` references
-//! cannot be called (a failure, as for an unreachable URL); `userInfo` is always
-//! `system:admin` in `system:masters` (this server has no authentication).
+//! - A `/scale` write is admitted as an `autoscaling/v1` `Scale` (subresource `scale`); a
+//!   delete-collection as a delete of each object it selects, all before any is deleted (the
+//!   real server deletes them one by one, so those before a denial are gone; here a denial
+//!   deletes none).
+//!
+//! Not done: `matchConditions` (CEL) are not evaluated (a webhook with them is called as if
+//! they held); `service` references cannot be called (a failure, as for an unreachable
+//! URL); `userInfo` is always `system:admin` in `system:masters` (this server has no
+//! authentication).
 
 mod call;
 pub(crate) mod configuration;
@@ -113,8 +118,10 @@ impl Chain<'_> {
             At::Storage => self.attributes,
         };
         let r = self.request_attributes();
-        let kind =
-            |a: &Attributes| json!({ "group": a.group, "version": a.version, "kind": a.kind });
+        let kind = |a: &Attributes| match &a.kind_group_version {
+            Some((group, version)) => json!({ "group": group, "version": version, "kind": a.kind }),
+            None => json!({ "group": a.group, "version": a.version, "kind": a.kind }),
+        };
         let resource = |a: &Attributes| json!({ "group": a.group, "version": a.version, "resource": a.resource });
         let mut request = json!({
             "uid": self.uid,
