@@ -284,11 +284,7 @@ fn serve(
         _ => Err(ApiError::method_not_allowed()),
     };
     answered.map(|mut response| {
-        for problem in &warnings {
-            if let Ok(value) = fields::warning(problem).parse() {
-                response.headers_mut().append("warning", value);
-            }
-        }
+        add_warnings(&mut response, &warnings);
         response
     })
 }
@@ -443,11 +439,7 @@ pub(crate) async fn serve_admitted(
             Err(err) if err.code == StatusCode::CONFLICT && attempt < retries => continue,
             answered => {
                 return answered.map(|mut response| {
-                    for problem in &warnings {
-                        if let Ok(value) = fields::warning(problem).parse() {
-                            response.headers_mut().append("warning", value);
-                        }
-                    }
+                    add_warnings(&mut response, &warnings);
                     response
                 });
             }

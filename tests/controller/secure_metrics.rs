@@ -6,33 +6,8 @@ use std::time::Duration;
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::SecureServing;
 use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
-use kube_client::{Client, Config};
 
-use crate::support::http::{free_address, get};
-
-/// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer: status and body.
-async fn scrape(
-    address: std::net::SocketAddr,
-    ca_pem: &str,
-    path: &str,
-    token: Option<&str>,
-) -> (u16, String) {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut config = Config::new(format!("https://{address}").parse().unwrap());
-    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
-    config.root_cert = Some(vec![der.to_vec()]);
-    let client = Client::try_from(config).unwrap();
-    let mut request = http::Request::get(path);
-    if let Some(token) = token {
-        request = request.header("Authorization", format!("Bearer {token}"));
-    }
-    match client.request_text(request.body(Vec::new()).unwrap()).await {
-        Ok(text) => (200, text),
-        Err(kube_client::Error::Api(status)) => (status.code, status.message),
-        Err(err) => panic!("scraping {path}: {err}"),
-    }
-}
+use crate::support::http::{free_address, get, get_https};
 
 #[tokio::test]
 async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_open() {
@@ -66,11 +41,11 @@ async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_ope
     }
     assert!(connected, "the endpoint never listened");
 
-    assert_eq!(scrape(address, &ca_pem, "/healthz", None).await, (200, "ok".to_owned()));
-    let (code, body) = scrape(address, &ca_pem, "/metrics", None).await;
+    assert_eq!(get_https(address, &ca_pem, "/healthz", None).await, (200, "ok".to_owned()));
+    let (code, body) = get_https(address, &ca_pem, "/metrics", None).await;
     assert_eq!((code, body.trim()), (401, "Unauthorized"), "no token");
     // The review fails, and the scrape with it.
-    let (code, body) = scrape(address, &ca_pem, "/metrics", Some("some-token")).await;
+    let (code, body) = get_https(address, &ca_pem, "/metrics", Some("some-token")).await;
     assert_eq!((code, body.trim()), (401, "Authentication failed"));
     // Plain HTTP is not served.
     assert_eq!(get(address, "/metrics").await, None, "plain HTTP answered");

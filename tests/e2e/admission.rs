@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ctrlkit::webhook::{
     AdmissionHandler, AdmissionRequest, AdmissionResponse, CertificateSource, Operation,
-    WebhookServer,
+    WebhookError, WebhookServer, WebhookServerBuilder,
 };
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -125,6 +125,32 @@ fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
+/// A webhook server on a free loopback port, its routes added by `routes`, serving until the
+/// handle is aborted; with the case's namespace labelled for the case's webhooks. Its address
+/// and CA bundle.
+async fn serve_webhooks(
+    t: &Target,
+    case: &str,
+    routes: impl FnOnce(WebhookServerBuilder) -> WebhookServerBuilder,
+) -> (std::net::SocketAddr, String, tokio::task::JoinHandle<Result<(), WebhookError>>) {
+    let address = free_address();
+    let builder = WebhookServer::builder()
+        .address(address)
+        .certificates(CertificateSource::self_signed(["127.0.0.1"]));
+    let server = routes(builder).build();
+    let serving = {
+        let server = server.clone();
+        tokio::spawn(async move { server.run(std::future::pending()).await })
+    };
+    server.serving().await;
+    let ca = server.certificate().expect("a certificate").ca_pem;
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    let label =
+        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
+    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+    (address, ca, serving)
+}
+
 /// A ConfigMap of the case: labelled for its webhooks, with `keys` in its data.
 fn configmap(case: &str, name: &str, keys: &[&str]) -> ConfigMap {
     let data: serde_json::Map<String, Value> =
@@ -160,25 +186,14 @@ pub async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_t
 }
 
 async fn admission(t: &Target, case: &str) {
-    let address = free_address();
-    let mut builder = WebhookServer::builder()
-        .address(address)
-        .certificates(CertificateSource::self_signed(["127.0.0.1"]));
-    for path in ["first", "second", "validate", "slow"] {
-        builder = builder.handler(&format!("/{path}"), Scripted(path));
-    }
-    let server = builder.build();
-    let serving = {
-        let server = server.clone();
-        tokio::spawn(async move { server.run(std::future::pending()).await })
-    };
-    server.serving().await;
-    let ca = server.certificate().expect("a certificate").ca_pem;
+    let (address, ca, serving) = serve_webhooks(t, case, |mut builder| {
+        for path in ["first", "second", "validate", "slow"] {
+            builder = builder.handler(&format!("/{path}"), Scripted(path));
+        }
+        builder
+    })
+    .await;
     let url = |path: &str| format!("https://{address}{path}");
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    let label =
-        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
-    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
 
     // Two mutating configurations, called in name order; the first is reinvoked if needed.
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
@@ -399,24 +414,13 @@ async fn policies(t: &Target, case: &str, name: &str) {
         Err(kube_client::Error::Api(s)) if s.code == 409 => {} // an earlier run's
         Err(e) => panic!("creating the CRD: {e}"),
     }
-    let address = free_address();
-    let mut builder = WebhookServer::builder()
-        .address(address)
-        .certificates(CertificateSource::self_signed(["127.0.0.1"]));
-    for path in ["exact-v1", "equivalent-v1", "exact-v2"] {
-        builder = builder.handler(&format!("/{path}"), Seen(path));
-    }
-    let server = builder.build();
-    let serving = {
-        let server = server.clone();
-        tokio::spawn(async move { server.run(std::future::pending()).await })
-    };
-    server.serving().await;
-    let ca = server.certificate().expect("a certificate").ca_pem;
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    let label =
-        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
-    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+    let (address, ca, serving) = serve_webhooks(t, case, |mut builder| {
+        for path in ["exact-v1", "equivalent-v1", "exact-v2"] {
+            builder = builder.handler(&format!("/{path}"), Seen(path));
+        }
+        builder
+    })
+    .await;
     let gizmo_hook = |path: &str, version: &str, policy: &str| {
         let mut hook = hook(
             &format!("{path}.{case}.example.com"),
@@ -530,22 +534,8 @@ pub async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
 async fn guarded(t: &Target, case: &str) {
     use k8s_openapi::api::apps::v1::Deployment;
     use kube_client::api::ListParams;
-    let address = free_address();
-    let server = WebhookServer::builder()
-        .address(address)
-        .certificates(CertificateSource::self_signed(["127.0.0.1"]))
-        .handler("/guard", Guard)
-        .build();
-    let serving = {
-        let server = server.clone();
-        tokio::spawn(async move { server.run(std::future::pending()).await })
-    };
-    server.serving().await;
-    let ca = server.certificate().expect("a certificate").ca_pem;
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    let label =
-        Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
-    namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
+    let (address, ca, serving) =
+        serve_webhooks(t, case, |builder| builder.handler("/guard", Guard)).await;
     let mut guard = hook(
         &format!("guard.{case}.example.com"),
         &format!("https://{address}/guard"),

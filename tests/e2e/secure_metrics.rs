@@ -10,36 +10,12 @@ use ctrlkit::metrics::SecureServing;
 use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams};
-use kube_client::{Api, Client, Config};
 use serde_json::json;
 
 use crate::support::Target;
-use crate::support::http::free_address;
-
-/// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer: status and body.
-async fn scrape(
-    address: std::net::SocketAddr,
-    ca_pem: &str,
-    path: &str,
-    token: Option<&str>,
-) -> (u16, String) {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut config = Config::new(format!("https://{address}").parse().unwrap());
-    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
-    config.root_cert = Some(vec![der.to_vec()]);
-    let client = Client::try_from(config).unwrap();
-    let mut request = http::Request::get(path);
-    if let Some(token) = token {
-        request = request.header("Authorization", format!("Bearer {token}"));
-    }
-    match client.request_text(request.body(Vec::new()).unwrap()).await {
-        Ok(text) => (200, text),
-        Err(kube_client::Error::Api(status)) => (status.code, status.message),
-        Err(err) => panic!("scraping {path}: {err}"),
-    }
-}
+use crate::support::http::{free_address, get_https};
 
 /// No token: 401; a user the server authenticates but RBAC does not let `get /metrics`: 403;
 /// one bound to a role that does: 200 with the metrics; a token the server does not know:
@@ -107,20 +83,20 @@ pub async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Ta
         .await
         {
             drop(answer);
-            healthz = scrape(address, &ca_pem, "/healthz", None).await;
+            healthz = get_https(address, &ca_pem, "/healthz", None).await;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(healthz, (200, "ok".to_owned()), "/healthz needs no token");
 
-    let (code, body) = scrape(address, &ca_pem, "/metrics", None).await;
+    let (code, body) = get_https(address, &ca_pem, "/metrics", None).await;
     assert_eq!((code, body.trim()), (401, "Unauthorized"));
-    let (code, body) = scrape(address, &ca_pem, "/metrics", Some("not-a-token")).await;
+    let (code, body) = get_https(address, &ca_pem, "/metrics", Some("not-a-token")).await;
     assert_eq!((code, body.trim()), (401, "Unauthorized"));
-    let (code, body) = scrape(address, &ca_pem, "/metrics", Some(stranger)).await;
+    let (code, body) = get_https(address, &ca_pem, "/metrics", Some(stranger)).await;
     assert_eq!((code, body.trim()), (403, "Authorization denied for user ctrlkit-e2e-stranger"));
-    let allowed = scrape(address, &ca_pem, "/metrics", Some(reader)).await;
+    let allowed = get_https(address, &ca_pem, "/metrics", Some(reader)).await;
     assert_eq!(allowed.0, 200, "the reader was refused: {}", allowed.1);
     assert!(allowed.1.contains("\ne2e_scrapes_total 1\n"), "Prometheus text: {}", allowed.1);
 

@@ -21,3 +21,29 @@ pub fn free_address() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address")
 }
+
+/// `GET path` over HTTPS trusting only `ca_pem`, with `token` as bearer, through kube-client
+/// (as a scraper that verifies the endpoint would): the status and body.
+#[cfg(feature = "webhook")]
+pub async fn get_https(
+    address: SocketAddr,
+    ca_pem: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut config = kube_client::Config::new(format!("https://{address}").parse().unwrap());
+    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
+    config.root_cert = Some(vec![der.to_vec()]);
+    let client = kube_client::Client::try_from(config).unwrap();
+    let mut request = http::Request::get(path);
+    if let Some(token) = token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    match client.request_text(request.body(Vec::new()).unwrap()).await {
+        Ok(text) => (200, text),
+        Err(kube_client::Error::Api(status)) => (status.code, status.message),
+        Err(err) => panic!("GET {path}: {err}"),
+    }
+}
