@@ -366,34 +366,21 @@ pub(crate) async fn serve_admitted(
             _ => ("DELETE", None),
         };
         let object = candidate.as_ref().or(old.as_ref());
-        let attributes = admission::Attributes {
-            operation,
-            group: rt.group.clone(),
-            version: rt.version.clone(),
-            kind: rt.kind.clone(),
-            kind_group_version: None,
-            resource: rt.plural.clone(),
-            subresource: if route.status { "status".into() } else { String::new() },
-            namespaced: rt.namespaced,
-            namespace: target.namespace.clone(),
-            name: target
-                .name
-                .clone()
-                .or_else(|| object.and_then(|o| o["metadata"]["name"].as_str().map(str::to_owned)))
-                .unwrap_or_default(),
-        };
+        let name = target
+            .name
+            .clone()
+            .or_else(|| object.and_then(|o| o["metadata"]["name"].as_str().map(str::to_owned)))
+            .unwrap_or_default();
+        let mut attributes = attributes_of(&route, &rt, operation, &name);
+        if route.status {
+            attributes.subresource = "status".into();
+        }
         let options_kind = match operation {
             "CREATE" => "CreateOptions",
             "UPDATE" => "UpdateOptions",
             _ => "DeleteOptions",
         };
-        let mut options = json!({ "kind": options_kind, "apiVersion": "meta.k8s.io/v1" });
-        if let Some(manager) = query.get("fieldManager") {
-            options["fieldManager"] = json!(manager);
-        }
-        if dry_run {
-            options["dryRun"] = json!(["All"]);
-        }
+        let options = options_of(options_kind, &query, dry_run);
         // A write made at another version of a CRD: its own attributes, for the webhooks
         // whose rules name that version.
         let at_view = route.view.as_ref().map(|(view, requested)| {

@@ -233,6 +233,17 @@ fn merge_list(current: Option<&Value>, items: &[Value], field: &str, in_containe
     Value::Array(list)
 }
 
+/// The refusal of a strategic merge patch of a custom resource (which has no patch strategy),
+/// as the real server words it.
+pub(crate) fn strategic_refused() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: \
+         application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -439,12 +439,7 @@ impl Registry {
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target);
         if kind == PatchType::Strategic && !rt.is_builtin() {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                "the body of the request was in an unknown format - accepted media types include: \
-                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-            ));
+            return Err(patch::strategic_refused());
         }
         self.modify(target, status, dry_run, |current| {
             let mut value = current.clone();

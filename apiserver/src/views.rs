@@ -70,18 +70,32 @@ pub(crate) async fn serve_view(
         ))),
         ("PATCH", true) => {
             let kind = super::api::patch_type(headers)?;
+            if kind == PatchType::Strategic {
+                return Err(patch::strategic_refused());
+            }
             for attempt in 1..=5 {
                 let current = shared.registry.get(&route.target)?;
+                let version = json!(current.rv.to_string());
                 let mut object = view.convert_one(current.value(), &wanted).await?;
                 patch::apply(&mut object, kind, &body)?;
-                let mut back = view.convert_one(object, &stored).await?;
-                back["metadata"]["resourceVersion"] = json!(current.rv.to_string());
+                // A patch that sets the resourceVersion is a precondition of its own: kept,
+                // and a conflict with it is the client's, not retried.
+                let precondition = object["metadata"]["resourceVersion"] != version;
+                let mut back = view.convert_one(object.clone(), &stored).await?;
+                back["metadata"]["resourceVersion"] = match precondition {
+                    true => object["metadata"]["resourceVersion"].clone(),
+                    false => version,
+                };
                 let body = Bytes::from(serde_json::to_vec(&back).unwrap_or_default());
                 let put =
                     serve_admitted(shared, &Method::PUT, &json_headers, route.clone(), query, body)
                         .await;
                 match put {
-                    Err(err) if err.code == StatusCode::CONFLICT && attempt < 5 => continue,
+                    Err(err)
+                        if err.code == StatusCode::CONFLICT && !precondition && attempt < 5 =>
+                    {
+                        continue;
+                    }
                     put => return out.answer(put?, None).await,
                 }
             }

@@ -186,6 +186,10 @@ pub async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Targe
     let patched = v2.patch("d1", &PatchParams::default(), &patch).await.unwrap();
     assert_eq!(api_version(&patched).as_deref(), Some("example.com/v2"));
     assert_eq!(v1.get("d1").await.unwrap().data["spec"], json!({ "a": 1, "b": 3 }));
+    // A patch's own resourceVersion is a precondition at any version.
+    let stale = Patch::Merge(json!({ "metadata": { "resourceVersion": "1" }, "spec": { "z": 0 } }));
+    let (code, reason) = api_error(v2.patch("d1", &PatchParams::default(), &stale).await);
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
 
     let from = listed.metadata.resource_version.clone().unwrap();
     let mut events = v2.watch(&WatchParams::default(), &from).await.unwrap().boxed();
