@@ -63,6 +63,12 @@ pub(crate) fn view_of(store: &Store, rt: &ResourceType) -> Option<View> {
 }
 
 impl View {
+    /// A view of the CRD `crd` (its storage version's resource `storage`), for tests.
+    #[cfg(test)]
+    pub(crate) fn of(crd: Value, storage: usize, storage_api_version: &str) -> Self {
+        Self { storage, storage_api_version: storage_api_version.to_owned(), crd }
+    }
+
     /// `objects` converted to `desired` (`group/version`), in order; those already there are
     /// left as they are.
     pub(crate) async fn convert(

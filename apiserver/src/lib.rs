@@ -138,9 +138,7 @@
 //!   (the real server deletes up to a denial); `matchConditions` are not evaluated; a `service` reference cannot be called; under `matchPolicy:
 //!   Equivalent` a CRD's storage version is the one equivalent of the version written (the
 //!   real server would find any other version the rules name).
-//! - A CRD version other than the storage version takes no server-side apply (400), and a
-//!   `kubectl get -w` of it (a watch of tables) is answered with the storage version's
-//!   columns.
+//! - A CRD version other than the storage version takes no server-side apply (400).
 //! - No controllers but the opt-in garbage collector: a Deployment makes no ReplicaSet, a Job
 //!   no Pod, and no status is written but by clients, as on a kube-apiserver without
 //!   kube-controller-manager; deleting a

@@ -46,8 +46,20 @@ pub(crate) async fn serve_view(
         && super::api::patch_type(headers).is_ok_and(|kind| kind == PatchType::Apply);
     match (method.as_str(), named) {
         ("GET", false) if watch => {
-            let response = serve_admitted(shared, method, headers, route, query, body).await?;
-            Ok(out.watch(response))
+            // A watch of tables is a watch of objects, each converted, then made a table with
+            // the requested version's columns.
+            let table = match negotiate(headers, Reading::Watch, &requested.kind, false)? {
+                Form::Table(version) => {
+                    Some((version, Include::parse(query.get("includeObject").map(String::as_str))))
+                }
+                _ => None,
+            };
+            let mut inner = headers.clone();
+            if table.is_some() {
+                inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
+            }
+            let response = serve_admitted(shared, method, &inner, route, query, body).await?;
+            Ok(out.watch(response, table))
         }
         ("GET", _) => {
             let reading = if named { Reading::Object } else { Reading::List };
@@ -169,22 +181,38 @@ impl Out<'_> {
     }
 
     /// A watch whose events' objects are converted as they come (a failed conversion ends
-    /// the watch with an `ERROR` event, as the real server ends it).
-    fn watch(&self, response: Response) -> Response {
+    /// the watch with an `ERROR` event, as the real server ends it), or made tables; a
+    /// bookmark, which holds a resourceVersion alone, only has its `apiVersion` changed (no
+    /// webhook could convert it).
+    fn watch(&self, response: Response, table: Option<(&'static str, Include)>) -> Response {
         let (parts, body) = response.into_parts();
-        let (view, wanted, kind) =
-            (self.view.clone(), self.wanted.to_owned(), self.requested.kind.clone());
+        let (view, wanted) = (self.view.clone(), self.wanted.to_owned());
+        let requested = Arc::new(self.requested.clone());
+        // As the real server: only the first table of a watch defines the columns.
+        let columns_sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let lines = lines(body.into_data_stream());
         let converted = lines.then(move |line| {
-            let (view, wanted, kind) = (view.clone(), wanted.clone(), kind.clone());
+            let (view, wanted, requested) = (view.clone(), wanted.clone(), requested.clone());
+            let columns_sent = columns_sent.clone();
             async move {
                 let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
                     return Ok::<_, std::io::Error>(line);
                 };
-                if event["object"]["kind"] == json!(kind) {
+                let ours = event["object"]["kind"] == json!(requested.kind);
+                if ours && event["type"] == "BOOKMARK" {
+                    event["object"]["apiVersion"] = json!(wanted);
+                } else if ours {
                     match view.convert_one(event["object"].take(), &wanted).await {
                         Ok(object) => event["object"] = object,
                         Err(err) => event = json!({ "type": "ERROR", "object": err.to_status() }),
+                    }
+                    if let (Some((version, include)), true) = (table, event["type"] != "ERROR") {
+                        let object = event["object"].take();
+                        let metadata =
+                            json!({ "resourceVersion": object["metadata"]["resourceVersion"] });
+                        let first = !columns_sent.swap(true, std::sync::atomic::Ordering::SeqCst);
+                        event["object"] =
+                            table::table(&requested, version, metadata, &[object], include, first);
                     }
                 }
                 let mut out = serde_json::to_vec(&event).unwrap_or_default();
@@ -221,4 +249,43 @@ fn lines(
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_watch_converts_objects_but_passes_bookmarks_with_the_requested_version() {
+        // A conversion webhook nobody answers: any object sent to it fails.
+        let crd = json!({ "spec": { "names": { "kind": "Doodad" }, "conversion": {
+            "strategy": "Webhook",
+            "webhook": { "clientConfig": { "url": "https://127.0.0.1:1/convert" } },
+        } } });
+        let view = View::of(crd, 0, "example.com/v1");
+        let requested = ResourceType::new("example.com", "v2", "Doodad", "doodads", true);
+        let out = Out { view: &view, wanted: "example.com/v2", requested: &requested };
+        let events = [
+            json!({ "type": "BOOKMARK", "object": { "kind": "Doodad", "apiVersion": "example.com/v1",
+                "metadata": { "resourceVersion": "7" } } }),
+            json!({ "type": "ADDED", "object": { "kind": "Doodad", "apiVersion": "example.com/v1",
+                "metadata": { "name": "d", "resourceVersion": "8" } } }),
+        ];
+        let body: String = events.iter().map(|e| format!("{e}\n")).collect();
+        let watched = out.watch(Response::new(Body::from(body)), None);
+        let bytes = axum::body::to_bytes(watched.into_body(), 1 << 20).await.unwrap();
+        let lines: Vec<Value> = bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["type"], "BOOKMARK");
+        assert_eq!(lines[0]["object"]["apiVersion"], "example.com/v2", "no webhook asked");
+        assert_eq!(lines[1]["type"], "ERROR", "the object was sent to the webhook: {}", lines[1]);
+        let message = lines[1]["object"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("conversion webhook for example.com/v1, Kind=Doodad failed: Post"),
+            "{message}"
+        );
+    }
 }

@@ -127,8 +127,14 @@ pub async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Targe
     use kube_client::api::{Patch, PatchParams, WatchEvent, WatchParams};
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let version = |name: &str, storage: bool| {
-        json!({ "name": name, "served": true, "storage": storage,
-            "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } })
+        let mut version = json!({ "name": name, "served": true, "storage": storage,
+            "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } });
+        // v2 alone has a column: a table at v2 has it, whatever the stored version.
+        if name == "v2" {
+            version["additionalPrinterColumns"] =
+                json!([{ "name": "A", "type": "integer", "jsonPath": ".spec.a" }]);
+        }
+        version
     };
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": { "name": "doodads.example.com" },
@@ -210,6 +216,25 @@ pub async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Targe
     .expect("the change is watched at v2");
     assert_eq!(api_version(&seen).as_deref(), Some("example.com/v2"));
     drop(events);
+    // A watch of tables (`kubectl get -w`) at v2: its column, and d1's cell in it.
+    let path = format!(
+        "/apis/example.com/v2/namespaces/{}/doodads?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dd1",
+        t.ns
+    );
+    let accept = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    let answer = t.raw_get_with(&path, &[("Accept", accept)]).await;
+    let first: serde_json::Value =
+        serde_json::from_str(answer.body.lines().next().expect("an event")).unwrap();
+    let table = &first["object"];
+    assert_eq!(table["kind"], "Table", "{}", answer.body);
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Name", "A"]);
+    assert_eq!(table["rows"][0]["cells"][1], 1);
     let _ = v1.delete("d1", &DeleteParams::default()).await;
     let _ = v1.delete("d2", &DeleteParams::default()).await;
 }
