@@ -302,24 +302,29 @@ pub(crate) async fn serve_admitted(
     let registry = &shared.registry;
     let rt = registry.rt(&route.target);
     let named = route.target.name.is_some();
-    let admitting = !rt.is_webhook_configuration() && admission::configured(&registry.store);
-    if admitting && route.scale && matches!(method.as_str(), "PUT" | "PATCH") {
-        return scale_admitted(shared, method, headers, &route, &rt, query, &body).await;
+    // Reads, configurations and reviews pass no webhook; nothing does while none is
+    // configured (the configurations are read only for a write).
+    let writes = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let webhooks = match writes && !rt.is_webhook_configuration() && !auth::is_review(&rt) {
+        true => admission::configured(&registry.store),
+        false => None,
+    };
+    let Some(webhooks) = webhooks else {
+        return serve(shared, method, headers, route, query, body);
+    };
+    if route.scale && matches!(method.as_str(), "PUT" | "PATCH") {
+        return scale_admitted(shared, &webhooks, method, headers, &route, query, &body).await;
     }
-    if admitting && method == Method::DELETE && !named {
-        let warnings = admit_collection_delete(shared, &route, &rt, query).await?;
+    if method == Method::DELETE && !named {
+        let warnings = admit_collection_delete(shared, &webhooks, &route, &rt, query).await?;
         let mut response = serve(shared, method, headers, route, query, body)?;
         add_warnings(&mut response, &warnings);
         return Ok(response);
     }
-    let write =
+    // A create, or a write of one object.
+    let object_write =
         matches!((method.as_str(), named), ("POST", false) | ("PUT" | "PATCH" | "DELETE", true));
-    if !write
-        || route.scale
-        || rt.is_webhook_configuration()
-        || auth::is_review(&rt)
-        || !admission::configured(&registry.store)
-    {
+    if !object_write || route.scale {
         return serve(shared, method, headers, route, query, body);
     }
     // Field validation refuses a strict write before any webhook sees it; its warnings come
@@ -393,16 +398,9 @@ pub(crate) async fn serve_admitted(
         });
         let requested =
             at_view.as_ref().map(|(view, attributes)| admission::Requested { attributes, view });
-        let admitted = admission::admit(
-            &registry.store,
-            &attributes,
-            requested,
-            candidate,
-            old.as_ref(),
-            dry_run,
-            options,
-        )
-        .await?;
+        let admitted = webhooks
+            .admit(&attributes, requested, candidate, old.as_ref(), dry_run, options)
+            .await?;
         warnings.extend(admitted.warnings);
         let answered = match (operation, admitted.object) {
             ("CREATE", Some(object)) => {
@@ -472,15 +470,16 @@ fn options_of(kind: &str, query: &HashMap<String, String>, dry_run: bool) -> Val
 /// then written as a replace of the admitted Scale over the one admitted.
 async fn scale_admitted(
     shared: &Arc<Shared>,
+    webhooks: &admission::Webhooks<'_>,
     method: &Method,
     headers: &HeaderMap,
     route: &Route,
-    rt: &ResourceType,
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
     let target = &route.target;
+    let rt = registry.rt(target);
     let old = registry.scale(target)?;
     let new = match method.as_str() {
         "PUT" => serde_json::from_slice(body)
@@ -492,15 +491,14 @@ async fn scale_admitted(
         }
     };
     let name = target.name.as_deref().unwrap_or_default();
-    let mut attributes = attributes_of(route, rt, "UPDATE", name);
+    let mut attributes = attributes_of(route, &rt, "UPDATE", name);
     attributes.kind = "Scale".into();
     attributes.kind_group_version = Some(("autoscaling".into(), "v1".into()));
     attributes.subresource = "scale".into();
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
     let options = options_of("UpdateOptions", query, dry_run);
-    let store = &registry.store;
     let admitted =
-        admission::admit(store, &attributes, None, Some(new), Some(&old), dry_run, options).await?;
+        webhooks.admit(&attributes, None, Some(new), Some(&old), dry_run, options).await?;
     let mut scale = admitted.object.unwrap_or(Value::Null);
     scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     let body = serde_json::to_vec(&scale).unwrap_or_default();
@@ -513,6 +511,7 @@ async fn scale_admitted(
 /// deleted; their warnings.
 async fn admit_collection_delete(
     shared: &Arc<Shared>,
+    webhooks: &admission::Webhooks<'_>,
     route: &Route,
     rt: &ResourceType,
     query: &HashMap<String, String>,
@@ -534,7 +533,7 @@ async fn admit_collection_delete(
         let attributes = attributes_of(&one, rt, "DELETE", &object.fields.name);
         let options = options_of("DeleteOptions", query, dry_run);
         let admitted =
-            admission::admit(store, &attributes, None, None, Some(&old), dry_run, options).await?;
+            webhooks.admit(&attributes, None, None, Some(&old), dry_run, options).await?;
         warnings.extend(admitted.warnings);
     }
     Ok(warnings)

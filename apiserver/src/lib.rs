@@ -201,6 +201,7 @@ mod fields;
 pub mod fixtures;
 mod gc;
 mod https;
+mod json;
 mod list;
 mod negotiate;
 mod openapi;

@@ -45,37 +45,29 @@ pub(crate) async fn serve_view(
     let apply = method == Method::PATCH
         && super::api::patch_type(headers).is_ok_and(|kind| kind == PatchType::Apply);
     match (method.as_str(), named) {
-        ("GET", false) if watch => {
-            // A watch of tables is a watch of objects, each converted, then made a table with
-            // the requested version's columns.
-            let table = match negotiate(headers, Reading::Watch, &requested.kind, false)? {
-                Form::Table(version) => {
-                    Some((version, Include::parse(query.get("includeObject").map(String::as_str))))
-                }
-                _ => None,
-            };
-            let mut inner = headers.clone();
-            if table.is_some() {
-                inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
-            }
-            let response = serve_admitted(shared, method, &inner, route, query, body).await?;
-            Ok(out.watch(response, table))
-        }
         ("GET", _) => {
-            let reading = if named { Reading::Object } else { Reading::List };
+            let reading = match (named, watch) {
+                (false, true) => Reading::Watch,
+                (false, false) => Reading::List,
+                (true, _) => Reading::Object,
+            };
+            // A table (or a watch of tables) is made of the converted objects, with the
+            // requested version's columns.
             let table = match negotiate(headers, reading, &requested.kind, false)? {
                 Form::Table(version) => {
                     Some((version, Include::parse(query.get("includeObject").map(String::as_str))))
                 }
                 _ => None,
             };
-            // A table is made of the converted objects, with the requested version's columns.
             let mut inner = headers.clone();
             if table.is_some() {
                 inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
             }
             let response = serve_admitted(shared, method, &inner, route, query, body).await?;
-            out.answer(response, table).await
+            match reading {
+                Reading::Watch => Ok(out.watch(response, table)),
+                _ => out.answer(response, table).await,
+            }
         }
         ("PATCH", true) if apply => Err(ApiError::bad_request(format!(
             "server-side apply at {wanted}: the embedded API server applies at the storage version {stored} alone"

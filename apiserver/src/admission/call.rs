@@ -45,13 +45,7 @@ fn answer(name: &str, uid: &str, text: &str) -> Result<Answer, String> {
     if uid != got {
         return Err(invalid(format!("expected response.uid={uid:?}, got {got:?}")));
     }
-    let warnings = response["warnings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
+    let warnings = crate::json::strings(response, "warnings").map(str::to_owned).collect();
     if response["allowed"].as_bool() != Some(true) {
         return Ok(Answer::Denied(denial(name, &response["status"])));
     }

@@ -144,12 +144,7 @@ fn check_hook(
             "{at}.clientConfig: Required value: exactly one of url or service is required"
         )),
     }
-    let versions: Vec<&str> = hook["admissionReviewVersions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let versions: Vec<&str> = crate::json::strings(hook, "admissionReviewVersions").collect();
     if versions.is_empty() {
         problems.push(format!(
             "{at}.admissionReviewVersions: Required value: must specify one of v1, v1beta1"

@@ -21,6 +21,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::Value;
 
+use crate::json::strings;
 use crate::store::{Store, object_key};
 
 /// One webhook of a stored configuration.
@@ -125,11 +126,6 @@ impl Hook {
             None => selects(&self.namespace_selector, &Value::Null),
         }
     }
-}
-
-/// Strings of a rule's list field.
-fn strings<'a>(rule: &'a Value, field: &str) -> impl Iterator<Item = &'a str> {
-    rule[field].as_array().into_iter().flatten().filter_map(Value::as_str)
 }
 
 fn rule_matches(rule: &Value, a: &Attributes) -> bool {

@@ -53,10 +53,19 @@ use crate::store::Store;
 use call::Answer;
 use hooks::Hook;
 
-/// Whether any webhook configuration is stored (writes skip admission otherwise).
-pub(crate) fn configured(store: &Store) -> bool {
+/// The stored webhooks, read once for a request; `None` when there are none (writes skip
+/// admission then).
+pub(crate) fn configured(store: &Store) -> Option<Webhooks<'_>> {
     let (mutating, validating) = hooks::stored(store);
-    !mutating.is_empty() || !validating.is_empty()
+    let none = mutating.is_empty() && validating.is_empty();
+    (!none).then_some(Webhooks { store, mutating, validating })
+}
+
+/// The webhooks a request is admitted by, as stored when it came.
+pub(crate) struct Webhooks<'a> {
+    store: &'a Store,
+    mutating: Vec<Hook>,
+    validating: Vec<Hook>,
 }
 
 /// What admission made of a write: the object to write (none for a delete) and the warnings
@@ -222,48 +231,50 @@ fn apply_patch(hook: &Hook, patch: Value, object: &mut Value) -> ApiResult<()> {
         .map_err(|e| internal(format!("webhook {:?}'s JSON patch: {e}", hook.name)))
 }
 
-/// Sends a write to the webhooks that match it (see the module docs). `object` is the object
-/// the write would store (none for a delete), `old` the stored one (none for a create), both
-/// at the storage version; `requested`, for a write made at another version of a CRD.
-pub(crate) async fn admit(
-    store: &Store,
-    attributes: &Attributes,
-    requested: Option<Requested<'_>>,
-    mut object: Option<Value>,
-    old: Option<&Value>,
-    dry_run: bool,
-    options: Value,
-) -> ApiResult<Admitted> {
-    let (mutating, validating) = hooks::stored(store);
-    let mut chain = Chain {
-        store,
-        attributes,
-        requested,
-        old,
-        dry_run,
-        options,
-        uid: crate::registry::new_uid(),
-        warnings: Vec::new(),
-    };
-    // The mutating webhooks that match, each called; those with `IfNeeded` again once if a
-    // later one changed the object.
-    let matching: Vec<(&Hook, At)> =
-        mutating.iter().filter_map(|h| Some((h, chain.at(h, object.as_ref())?))).collect();
-    let mut again = vec![false; matching.len()];
-    for (i, (hook, at)) in matching.iter().enumerate() {
-        if mutate(&mut chain, hook, *at, &mut object).await? {
-            (0..i).filter(|j| matching[*j].0.reinvoke).for_each(|j| again[j] = true);
+impl Webhooks<'_> {
+    /// Sends a write to the webhooks that match it (see the module docs). `object` is the object
+    /// the write would store (none for a delete), `old` the stored one (none for a create), both
+    /// at the storage version; `requested`, for a write made at another version of a CRD.
+    pub(crate) async fn admit(
+        &self,
+        attributes: &Attributes,
+        requested: Option<Requested<'_>>,
+        mut object: Option<Value>,
+        old: Option<&Value>,
+        dry_run: bool,
+        options: Value,
+    ) -> ApiResult<Admitted> {
+        let (mutating, validating) = (&self.mutating, &self.validating);
+        let mut chain = Chain {
+            store: self.store,
+            attributes,
+            requested,
+            old,
+            dry_run,
+            options,
+            uid: crate::registry::new_uid(),
+            warnings: Vec::new(),
+        };
+        // The mutating webhooks that match, each called; those with `IfNeeded` again once if a
+        // later one changed the object.
+        let matching: Vec<(&Hook, At)> =
+            mutating.iter().filter_map(|h| Some((h, chain.at(h, object.as_ref())?))).collect();
+        let mut again = vec![false; matching.len()];
+        for (i, (hook, at)) in matching.iter().enumerate() {
+            if mutate(&mut chain, hook, *at, &mut object).await? {
+                (0..i).filter(|j| matching[*j].0.reinvoke).for_each(|j| again[j] = true);
+            }
         }
-    }
-    for ((hook, at), _) in matching.iter().zip(&again).filter(|(_, again)| **again) {
-        mutate(&mut chain, hook, *at, &mut object).await?;
-    }
-    for hook in &validating {
-        if let Some(at) = chain.at(hook, object.as_ref()) {
-            chain.call(hook, at, object.as_ref()).await?;
+        for ((hook, at), _) in matching.iter().zip(&again).filter(|(_, again)| **again) {
+            mutate(&mut chain, hook, *at, &mut object).await?;
         }
+        for hook in validating {
+            if let Some(at) = chain.at(hook, object.as_ref()) {
+                chain.call(hook, at, object.as_ref()).await?;
+            }
+        }
+        Ok(Admitted { object, warnings: chain.warnings })
     }
-    Ok(Admitted { object, warnings: chain.warnings })
 }
 
 /// One mutating call: `object` as its patch left it; whether it changed.

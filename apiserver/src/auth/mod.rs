@@ -91,13 +91,7 @@ fn token_review(users: &Users, spec: &Value) -> ApiResult<Value> {
 
 fn access_review(store: &Store, spec: &Value) -> ApiResult<Value> {
     let user = spec["user"].as_str().unwrap_or_default();
-    let groups: Vec<String> = spec["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
+    let groups: Vec<String> = crate::json::strings(spec, "groups").map(str::to_owned).collect();
     if user.is_empty() && groups.is_empty() {
         let why = "spec.user: Invalid value: \"\": at least one of user or group must be specified";
         return Err(ApiError::invalid("SubjectAccessReview.authorization.k8s.io", "", why));

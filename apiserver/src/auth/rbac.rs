@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::json::strings;
 use crate::store::{Store, object_key};
 
 /// What is asked: a non-resource URL, or a resource.
@@ -94,17 +95,13 @@ fn lookup(store: &Store, plural: &str, namespace: Option<&str>, name: &str) -> O
     store.read(|txn| txn.get(resource, &object_key(namespace, name))).map(|o| o.value())
 }
 
-fn listed<'a>(rule: &'a Value, field: &str) -> impl Iterator<Item = &'a str> {
-    rule[field].as_array().into_iter().flatten().filter_map(Value::as_str)
-}
-
 /// Whether `rule` (a PolicyRule) covers `asked`.
 fn covers(rule: &Value, asked: &Asked<'_>) -> bool {
-    let any_or = |field: &str, value: &str| listed(rule, field).any(|v| v == "*" || v == value);
+    let any_or = |field: &str, value: &str| strings(rule, field).any(|v| v == "*" || v == value);
     match asked {
         Asked::Path { path, verb } => {
             any_or("verbs", verb)
-                && listed(rule, "nonResourceURLs").any(|url| match url.strip_suffix('*') {
+                && strings(rule, "nonResourceURLs").any(|url| match url.strip_suffix('*') {
                     Some(prefix) => path.starts_with(prefix),
                     None => url == *path,
                 })
@@ -114,10 +111,10 @@ fn covers(rule: &Value, asked: &Asked<'_>) -> bool {
                 true => resource.to_string(),
                 false => format!("{resource}/{subresource}"),
             };
-            let names: Vec<&str> = listed(rule, "resourceNames").collect();
+            let names: Vec<&str> = strings(rule, "resourceNames").collect();
             any_or("verbs", verb)
                 && any_or("apiGroups", group)
-                && listed(rule, "resources").any(|r| {
+                && strings(rule, "resources").any(|r| {
                     r == "*"
                         || r == full
                         || (!subresource.is_empty() && r == format!("*/{subresource}"))
