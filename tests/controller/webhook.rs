@@ -51,9 +51,39 @@ mod rustls_pemfile_free {
 
 /// A client of `https://address` trusting only `ca_pem`.
 fn client(address: std::net::SocketAddr, ca_pem: &str) -> Client {
-    let mut config = Config::new(format!("https://{address}").parse().unwrap());
+    client_of(&format!("https://{address}"), ca_pem)
+}
+
+/// A client of `url` (a host name, say) trusting only `ca_pem`.
+fn client_of(url: &str, ca_pem: &str) -> Client {
+    let mut config = Config::new(url.parse().unwrap());
     config.root_cert = Some(vec![ca_der(ca_pem)]);
     Client::try_from(config).unwrap()
+}
+
+/// A replica of the webhook server on a free loopback port, validating at `/validate`, its
+/// certificates kept for `host` in the Secret `default/webhook-certs` that replicas share.
+fn secret_replica(
+    client: Client,
+    host: &str,
+    lifetimes: ctrlkit::webhook::Lifetimes,
+) -> WebhookServer {
+    let store =
+        ctrlkit::webhook::SecretCertificates::new(client, "default", "webhook-certs", [host])
+            .lifetimes(lifetimes);
+    WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .certificates(store)
+        .validator("/validate", Small)
+        .build()
+}
+
+/// Runs `server` until `stop` is notified.
+async fn run_until(server: WebhookServer, stop: &tokio::sync::Notify) {
+    tokio::select! {
+        served = server.run(std::future::pending()) => served.unwrap(),
+        () = stop.notified() => {}
+    }
 }
 
 /// `POST path` with `body`: the answer's JSON, or the API error kube-client makes of a
@@ -395,7 +425,7 @@ async fn the_ca_bundle_is_injected_into_configurations_and_crds_and_put_back_whe
 
 #[tokio::test]
 async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_a_renewal() {
-    use ctrlkit::webhook::{Lifetimes, SecretCertificates};
+    use ctrlkit::webhook::Lifetimes;
 
     let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
     // Leaves of 3 s, checked every 100 ms: renewed with a second left, twice a test.
@@ -404,27 +434,9 @@ async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_
         leaf: Duration::from_secs(3),
         check_every: Duration::from_millis(100),
     };
-    let replica = || {
-        let store =
-            SecretCertificates::new(api.client(), "default", "webhook-certs", ["127.0.0.1"])
-                .lifetimes(lifetimes);
-        WebhookServer::builder()
-            .address("127.0.0.1:0".parse().unwrap())
-            .certificates(store)
-            .validator("/validate", Small)
-            .build()
-    };
+    let replica = || secret_replica(api.client(), "127.0.0.1", lifetimes);
     let (one, two) = (replica(), replica());
     let stop = tokio::sync::Notify::new();
-    let run = |server: WebhookServer| {
-        let stop = &stop;
-        async move {
-            tokio::select! {
-                served = server.run(std::future::pending()) => served.unwrap(),
-                () = stop.notified() => {}
-            }
-        }
-    };
     let test = async {
         let (a, b) = (one.serving().await, two.serving().await);
         let first = one.certificate().unwrap();
@@ -449,7 +461,7 @@ async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_
         }
         stop.notify_waiters();
     };
-    tokio::join!(run(one.clone()), run(two.clone()), test);
+    tokio::join!(run_until(one.clone(), &stop), run_until(two.clone(), &stop), test);
     let secrets: kube_client::Api<k8s_openapi::api::core::v1::Secret> =
         kube_client::Api::namespaced(api.client(), "default");
     let secret = secrets.get("webhook-certs").await.unwrap();
@@ -463,7 +475,7 @@ async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_
 
 #[tokio::test]
 async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts() {
-    use ctrlkit::webhook::{Lifetimes, SecretCertificates};
+    use ctrlkit::webhook::Lifetimes;
 
     let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
     let lifetimes = Lifetimes {
@@ -473,38 +485,16 @@ async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts(
     };
     // One replica reached as 127.0.0.1, a newer one (say, after a Service was renamed) as
     // localhost, on one Secret.
-    let replica = |host: &str| {
-        let store = SecretCertificates::new(api.client(), "default", "webhook-certs", [host])
-            .lifetimes(lifetimes);
-        WebhookServer::builder()
-            .address("127.0.0.1:0".parse().unwrap())
-            .certificates(store)
-            .validator("/validate", Small)
-            .build()
-    };
-    let (old, new) = (replica("127.0.0.1"), replica("localhost"));
+    let old = secret_replica(api.client(), "127.0.0.1", lifetimes);
+    let new = secret_replica(api.client(), "localhost", lifetimes);
     let stop = tokio::sync::Notify::new();
-    let run = |server: WebhookServer| {
-        let stop = &stop;
-        async move {
-            tokio::select! {
-                served = server.run(std::future::pending()) => served.unwrap(),
-                () = stop.notified() => {}
-            }
-        }
-    };
     let test = async {
         let a = old.serving().await;
         let b = new.serving().await;
         let ca = new.certificate().unwrap().ca_pem;
         let call = |url: String| {
-            let ca = ca.clone();
-            async move {
-                let mut config = Config::new(url.parse().unwrap());
-                config.root_cert = Some(vec![ca_der(&ca)]);
-                let client = Client::try_from(config).unwrap();
-                post(&client, "/validate", &admission("CREATE", config_map(&[]))).await
-            }
+            let client = client_of(&url, &ca);
+            async move { post(&client, "/validate", &admission("CREATE", config_map(&[]))).await }
         };
         call(format!("https://localhost:{}", b.port()))
             .await
@@ -519,5 +509,5 @@ async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts(
         call(format!("https://localhost:{}", a.port())).await.expect("the old one, as localhost");
         stop.notify_waiters();
     };
-    tokio::join!(run(old.clone()), run(new.clone()), test);
+    tokio::join!(run_until(old.clone(), &stop), run_until(new.clone(), &stop), test);
 }
