@@ -231,6 +231,7 @@ impl ApiServerBuilder {
         }
         let collector = self.garbage_collector.then(|| super::gc::spawn(&shared));
         let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());
+        let served = router.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             // Watch events are small writes: without TCP_NODELAY, Nagle's algorithm and delayed
@@ -240,7 +241,7 @@ impl ApiServerBuilder {
                     tracing::debug!(%err, "could not set TCP_NODELAY");
                 }
             });
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+            let serve = axum::serve(listener, served).with_graceful_shutdown(async {
                 let _ = stopped.await;
             });
             if let Err(err) = serve.await {
@@ -260,6 +261,7 @@ impl ApiServerBuilder {
         Ok(ApiServer {
             addr,
             shared,
+            router,
             client,
             kubeconfig,
             stop: Some(stop),
@@ -297,6 +299,8 @@ users:
 pub struct ApiServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    /// What answers every request, over loopback or in process.
+    router: axum::Router,
     client: kube_client::Client,
     kubeconfig: String,
     stop: Option<oneshot::Sender<()>>,
@@ -335,6 +339,20 @@ impl ApiServer {
     /// A kube client for this server (default namespace `default`).
     pub fn client(&self) -> kube_client::Client {
         self.client.clone()
+    }
+
+    /// A kube client whose requests reach the server without a socket: each is handed to
+    /// the server's router in this process (default namespace `default`).
+    ///
+    /// For tests on tokio's paused clock (`#[tokio::test(start_paused = true)]`): over
+    /// loopback the clock jumps ahead whenever every task waits on the network, so a request
+    /// in flight can take a Lease's whole duration; in process a request is answered before
+    /// the runtime is idle, and time moves only when every task waits on a timer. Such a
+    /// client has no timeouts of its own and no TLS, and it reaches a server that
+    /// [`shutdown`](Self::shutdown) stopped as long as the client lives (the router is
+    /// shared), though watches end at the stop.
+    pub fn in_process_client(&self) -> kube_client::Client {
+        kube_client::Client::new(self.router.clone(), "default")
     }
 
     /// A kubeconfig for this server, usable with `Config::from_custom_kubeconfig`.
