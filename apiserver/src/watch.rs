@@ -142,7 +142,7 @@ fn next_bookmark_time(
     };
     let before_timeout = deadline.checked_sub(Duration::from_secs(2))?;
     let at = periodic.min(before_timeout);
-    (at >= now).then_some(at)
+    (at > now).then_some(at)
 }
 
 /// Starts the watch and returns the streaming response.
