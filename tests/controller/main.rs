@@ -12,6 +12,7 @@ mod controller;
 mod events;
 mod factory;
 mod indexer;
+mod lease_safety;
 mod informer;
 mod manager;
 mod metrics;
