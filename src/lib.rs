@@ -57,6 +57,7 @@
 pub mod cache;
 pub mod controller;
 pub mod events;
+mod fence;
 pub mod finalizer;
 mod host;
 pub mod leaderelection;

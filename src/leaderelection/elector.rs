@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::lease_lock::{LeaderElectionRecord, LeaseLock};
+use crate::fence::Hold;
 
 /// client-go's jitter factor: a candidate waits between one and 2.2 retry periods between
 /// attempts to acquire, so candidates spread out.
@@ -20,14 +21,20 @@ pub const JITTER_FACTOR: f64 = 1.2;
 
 /// The timing of an election, client-go's `LeaderElectionConfig` defaults: lease duration
 /// 15 s, renew deadline 10 s, retry period 2 s, and the lease released when the leader stops.
+///
+/// The lease duration is written on the Lease in whole seconds, rounded up
+/// (`leaseDurationSeconds`), and followers wait out the duration the Lease says, whatever
+/// their own configuration says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaderElectionConfig {
     /// How long followers wait, from the last change they saw of the lease, before they take
-    /// it over.
+    /// it over (written on the Lease, rounded up to whole seconds; followers honour what the
+    /// Lease says).
     pub lease_duration: Duration,
-    /// How long the leader goes on trying to renew before it gives up leading. Shorter than
-    /// the lease duration, so the leader stops before anyone may take over.
+    /// How long after sending its last successful renewal the leader goes on leading while
+    /// it cannot renew. Shorter than the lease duration by more than a jittered retry
+    /// period, so the leader stops before anyone may take over.
     pub renew_deadline: Duration,
     /// How long candidates wait between attempts (jittered by up to 120% when acquiring).
     pub retry_period: Duration,
@@ -48,8 +55,16 @@ impl Default for LeaderElectionConfig {
 }
 
 impl LeaderElectionConfig {
-    /// Checks client-go's rules: every duration positive, lease duration > renew deadline >
-    /// 1.2 × retry period.
+    /// Checks the rules: every duration positive, renew deadline > 1.2 × retry period (as
+    /// client-go), and renew deadline + 1.2 × retry period < lease duration.
+    ///
+    /// The last rule is deliberately stricter than client-go's (lease duration > renew
+    /// deadline): a leader leads until the instant it sent its last successful renewal plus
+    /// the renew deadline, while a follower may take over a lease duration after it saw that
+    /// renewal, which is no earlier than the send. The gap between the two must hold the
+    /// leader's stop: its timer firing late on a busy runtime, its work being aborted. A
+    /// jittered retry period (client-go's `JitterFactor`, 1.2) is that margin: 15 s / 10 s /
+    /// 2 s passes (10 + 2.4 < 15), 15 s / 13 s / 2 s does not, though client-go takes it.
     pub fn validate(&self) -> Result<(), LeaderElectionError> {
         let invalid = |why: &str| Err(LeaderElectionError::InvalidConfig(why.to_owned()));
         if self.lease_duration.is_zero()
@@ -63,8 +78,16 @@ impl LeaderElectionConfig {
         if self.lease_duration <= self.renew_deadline {
             return invalid("the lease duration must be greater than the renew deadline");
         }
-        if self.renew_deadline <= self.retry_period.mul_f64(JITTER_FACTOR) {
+        let jittered_retry = self.retry_period.mul_f64(JITTER_FACTOR);
+        if self.renew_deadline <= jittered_retry {
             return invalid("the renew deadline must be greater than retry period × 1.2");
+        }
+        if self.renew_deadline + jittered_retry >= self.lease_duration {
+            return invalid(
+                "the renew deadline plus retry period × 1.2 must be shorter than the lease \
+                 duration, so that a leader that cannot renew has stopped before a follower \
+                 may take over",
+            );
         }
         Ok(())
     }
@@ -74,7 +97,7 @@ impl LeaderElectionConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LeaderElectionError {
-    /// The configuration breaks client-go's rules.
+    /// The configuration breaks the rules of [`LeaderElectionConfig::validate`].
     #[error("invalid leader election configuration: {0}")]
     InvalidConfig(String),
     /// The leader could not renew the lease within the renew deadline and stopped leading.
@@ -114,6 +137,26 @@ struct Observed {
     at: Option<Instant>,
 }
 
+impl Observed {
+    /// Whether the lease as observed has not yet expired at `now`: it changed less than its
+    /// own `leaseDurationSeconds` ago (the holder's promise), or `fallback` where it says none.
+    fn fresh(&self, now: Instant, fallback: Duration) -> bool {
+        let duration = self
+            .record
+            .as_ref()
+            .and_then(|r| u64::try_from(r.lease_duration_seconds).ok())
+            .filter(|s| *s > 0)
+            .map_or(fallback, Duration::from_secs);
+        self.at.is_some_and(|at| at + duration > now)
+    }
+}
+
+/// `duration` in whole seconds, rounded up: what a Lease says, never less than is meant.
+fn whole_seconds(duration: Duration) -> i32 {
+    let seconds = duration.as_secs().saturating_add(u64::from(duration.subsec_nanos() > 0));
+    seconds.try_into().unwrap_or(i32::MAX)
+}
+
 struct Inner {
     lock: LeaseLock,
     config: LeaderElectionConfig,
@@ -122,6 +165,9 @@ struct Inner {
     metrics: Option<Arc<dyn LeaderMetrics>>,
     random: RandomState,
     draws: AtomicU64,
+    /// Until when this candidate leads, by its own clock: its last successful write's send
+    /// time plus the renew deadline; `None` while it does not lead.
+    hold: Hold,
 }
 
 /// Runs one candidate of a Lease-based election with client-go's algorithm:
@@ -130,10 +176,13 @@ struct Inner {
 ///   does not exist, is empty (released), or has not changed for a lease duration as this
 ///   candidate observed it. Writes carry the Lease's resourceVersion, so of two candidates
 ///   only one can win a round.
-/// - **Renew**: while leading, write a new renew time every retry period; a round that cannot
-///   succeed within the renew deadline (requests are cut at the deadline) ends leadership.
-///   Since the renew deadline is shorter than the lease duration, the leader stops leading
-///   before any follower may take over: at no instant do two candidates lead.
+/// - **Renew**: while leading, write a new renew time every retry period. The leader leads
+///   until the instant it *sent* its last successful write plus the renew deadline; when no
+///   renewal succeeds by then (requests are cut at that instant), leadership ends. Followers
+///   take over only a lease duration (as the Lease says) after they saw that write, which
+///   the server committed after it was sent, and [`LeaderElectionConfig::validate`] keeps a
+///   jittered retry period between the two: at no instant do two candidates lead, however
+///   late a reply is processed.
 /// - **Release**: a leader that stops on shutdown writes an empty holder (with
 ///   `release_on_cancel`), so a follower takes over at its next attempt.
 ///
@@ -162,7 +211,8 @@ enum Ended {
 }
 
 impl LeaderElector {
-    /// A candidate of the election on `lock`; fails if `config` breaks client-go's rules.
+    /// A candidate of the election on `lock`; fails if `config` breaks the rules of
+    /// [`LeaderElectionConfig::validate`].
     pub fn new(lock: LeaseLock, config: LeaderElectionConfig) -> Result<Self, LeaderElectionError> {
         Self::with_metrics(lock, config, None)
     }
@@ -183,6 +233,7 @@ impl LeaderElector {
                 metrics,
                 random: RandomState::new(),
                 draws: AtomicU64::new(0),
+                hold: Hold::default(),
             }),
         })
     }
@@ -206,6 +257,12 @@ impl LeaderElector {
     /// Whether this candidate leads now.
     pub fn is_leader(&self) -> bool {
         self.inner.status.borrow().leading
+    }
+
+    /// Until when this candidate leads, by its own clock, as its renewals extend it: what a
+    /// fence reads before work starts.
+    pub(crate) fn hold(&self) -> Hold {
+        self.inner.hold.clone()
     }
 
     fn observed(&self) -> MutexGuard<'_, Observed> {
@@ -269,6 +326,9 @@ impl LeaderElector {
     }
 
     fn set_leading(&self, leading: bool) {
+        if !leading {
+            self.inner.hold.set(None);
+        }
         self.inner.status.send_modify(|s| s.leading = leading);
         if let Some(metrics) = &self.inner.metrics {
             match leading {
@@ -288,31 +348,26 @@ impl LeaderElector {
         }
     }
 
-    /// Renews every retry period; returns when a round could not renew within the renew
-    /// deadline (client-go's `renew`: `PollImmediateUntil` inside a deadline).
+    /// Tries to renew every retry period; returns at the instant the hold ends: the send
+    /// time of the last successful write plus the renew deadline (client-go measures its
+    /// deadline from the start of a round, after the last reply was processed: a late reply
+    /// would stretch the leadership past what followers allow).
     async fn renew(&self) {
-        let config = self.inner.config;
+        let retry = self.inner.config.retry_period;
         loop {
-            let deadline = Instant::now() + config.renew_deadline;
-            let renewed = loop {
-                // The attempt itself is cut at the deadline: a hung request must not keep a
-                // leader leading past it.
-                match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
-                    Ok(true) => break true,
-                    Ok(false) => {}
-                    Err(_) => break false,
-                }
-                let next = Instant::now() + config.retry_period;
-                if next >= deadline {
-                    tokio::time::sleep_until(deadline).await;
-                    break false;
-                }
-                tokio::time::sleep_until(next).await;
-            };
-            if !renewed {
+            let Some(deadline) = self.inner.hold.until() else { return };
+            let next = Instant::now() + retry;
+            if next >= deadline {
+                tokio::time::sleep_until(deadline).await;
+                // A renewal cannot have succeeded meanwhile: none was in flight.
                 return;
             }
-            tokio::time::sleep(config.retry_period).await;
+            tokio::time::sleep_until(next).await;
+            // The attempt itself is cut at the deadline: a hung request must not keep a
+            // leader leading past it. A success moves the deadline on.
+            if tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -324,13 +379,16 @@ impl LeaderElector {
     }
 
     /// client-go's `tryAcquireOrRenew`: one read and, if this candidate may hold the lease,
-    /// one write.
+    /// one write. A write that succeeds holds the lease until the instant this attempt
+    /// started plus the renew deadline (the write was sent after that instant, so every
+    /// follower saw it later).
     async fn try_acquire_or_renew(&self) -> bool {
         let config = self.inner.config;
+        let sent = Instant::now();
         let now = MicroTime(Timestamp::now());
         let mut record = LeaderElectionRecord {
             holder_identity: self.identity().to_owned(),
-            lease_duration_seconds: config.lease_duration.as_secs().try_into().unwrap_or(i32::MAX),
+            lease_duration_seconds: whole_seconds(config.lease_duration),
             acquire_time: Some(now.clone()),
             renew_time: Some(now),
             leader_transitions: 0,
@@ -342,6 +400,7 @@ impl LeaderElector {
                 return match lock.create(&record).await {
                     Ok(()) => {
                         self.observe(record);
+                        self.inner.hold.set(Some(sent + config.renew_deadline));
                         true
                     }
                     Err(err) => {
@@ -357,8 +416,7 @@ impl LeaderElector {
         };
         self.saw(old.clone());
         let held_by_other = !old.holder_identity.is_empty() && !self.holds_lease();
-        let fresh =
-            self.observed().at.is_some_and(|at| at + config.lease_duration > Instant::now());
+        let fresh = self.observed().fresh(Instant::now(), config.lease_duration);
         if held_by_other && fresh {
             tracing::trace!(holder = %old.holder_identity, "the lease is held and has not expired");
             return false;
@@ -372,6 +430,7 @@ impl LeaderElector {
         match lock.update(&record).await {
             Ok(()) => {
                 self.observe(record);
+                self.inner.hold.set(Some(sent + config.renew_deadline));
                 true
             }
             Err(err) => {
@@ -471,4 +530,57 @@ impl LeaderElector {
 pub fn default_identity() -> String {
     let host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
     format!("{host}_{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lease: u64, renew: u64, retry_millis: u64) -> LeaderElectionConfig {
+        LeaderElectionConfig {
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_millis(retry_millis),
+            release_on_cancel: true,
+        }
+    }
+
+    #[test]
+    fn timings_where_a_leader_may_lead_into_a_followers_take_over_are_refused() {
+        assert_eq!(LeaderElectionConfig::default().validate(), Ok(()));
+        assert_eq!(config(15, 12, 2000).validate(), Ok(()), "12 + 2.4 < 15");
+        // client-go takes these: its leader may lead within a jittered retry period of the
+        // instant a follower takes over.
+        for (lease, renew, retry) in [(15, 13, 2000), (11, 10, 2000), (3, 2, 1000)] {
+            let err = config(lease, renew, retry).validate().unwrap_err();
+            assert!(err.to_string().contains("shorter than the lease duration"), "{err}");
+        }
+        assert!(config(15, 2, 2000).validate().is_err(), "renew deadline ≤ 1.2 retry periods");
+        assert!(config(0, 10, 2000).validate().is_err());
+    }
+
+    #[test]
+    fn a_lease_says_its_duration_in_whole_seconds_rounded_up() {
+        assert_eq!(whole_seconds(Duration::from_secs(15)), 15);
+        assert_eq!(whole_seconds(Duration::from_millis(1200)), 2);
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::MAX), i32::MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_observed_lease_expires_after_the_duration_it_says() {
+        let now = Instant::now();
+        let mut observed = Observed::default();
+        assert!(!observed.fresh(now, Duration::from_secs(15)), "never seen");
+        observed.at = Some(now);
+        observed.record = Some(LeaderElectionRecord {
+            lease_duration_seconds: 30,
+            ..LeaderElectionRecord::default()
+        });
+        let own = Duration::from_secs(15);
+        assert!(observed.fresh(now + Duration::from_secs(29), own), "the Lease's 30 s");
+        assert!(!observed.fresh(now + Duration::from_secs(30), own));
+        observed.record.as_mut().unwrap().lease_duration_seconds = 0;
+        assert!(!observed.fresh(now + Duration::from_secs(15), own), "none said: our own");
+    }
 }

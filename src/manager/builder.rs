@@ -130,8 +130,9 @@ impl ManagerBuilder {
         self
     }
 
-    /// The manager. A leader election configuration that breaks client-go's rules makes
-    /// [`run`](Manager::run) fail at once with [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection).
+    /// The manager. A leader election configuration that breaks the rules of
+    /// [`LeaderElectionConfig::validate`] makes [`run`](Manager::run) fail at once with
+    /// [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection).
     pub fn build(self) -> Manager {
         let mut factory = SharedInformerFactory::builder(self.client.clone())
             .informer_config(self.informer_config);

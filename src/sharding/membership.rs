@@ -162,7 +162,8 @@ pub struct ShardLease {
 impl ShardLease {
     /// The Lease of shard `shard` (unique in the ring, a valid object name: a pod name, or
     /// [`default_identity`](crate::leaderelection::default_identity) lowercased) of `ring`.
-    /// Fails if the ring's lease timing breaks client-go's rules.
+    /// Fails if the ring's lease timing breaks the rules of
+    /// [`LeaderElectionConfig::validate`].
     pub fn new(client: Client, ring: &Ring, shard: &str) -> Result<Self, LeaderElectionError> {
         let labels = BTreeMap::from([(RING_LABEL.to_owned(), ring.name.clone())]);
         let lock = LeaseLock::new(client, &ring.namespace, shard, shard).labels(labels);

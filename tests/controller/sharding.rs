@@ -554,9 +554,10 @@ fn sharded_manager(
 async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_share_over() {
     let server = server().await;
     let client = server.client();
-    // A retry period of 1 s, the bound a graceful stop's hand-over is held to below.
+    // A retry period of 1 s, the bound a graceful stop's hand-over is held to below (and a
+    // lease of 4 s: the renew deadline and a jittered retry period must end before it).
     let mut timing = *ring().lease();
-    timing.lease_duration = Duration::from_secs(3);
+    timing.lease_duration = Duration::from_secs(4);
     timing.renew_deadline = Duration::from_secs(2);
     timing.retry_period = Duration::from_secs(1);
     let ring = Ring::new("sets").lease_config(timing);
