@@ -64,10 +64,14 @@ fn client_behind(server: &ctrlkit_apiserver::ApiServer) -> (Client, Arc<Mutex<Ne
 }
 
 fn timing(lease: u64, renew: u64, retry_millis: u64) -> LeaderElectionConfig {
+    timing_millis(lease * 1000, renew * 1000, retry_millis)
+}
+
+fn timing_millis(lease: u64, renew: u64, retry: u64) -> LeaderElectionConfig {
     let mut config = LeaderElectionConfig::default();
-    config.lease_duration = Duration::from_secs(lease);
-    config.renew_deadline = Duration::from_secs(renew);
-    config.retry_period = Duration::from_millis(retry_millis);
+    config.lease_duration = Duration::from_millis(lease);
+    config.renew_deadline = Duration::from_millis(renew);
+    config.retry_period = Duration::from_millis(retry);
     config
 }
 
@@ -166,4 +170,117 @@ async fn a_follower_waits_out_the_lease_duration_the_leader_wrote() {
         "a led until {:?} after b started leading",
         a_stopped - b_started
     );
+}
+
+/// Reconcile starts, by replica, key and instant; and, once armed, one reconcile that
+/// freezes its replica's whole runtime (its thread blocked, as a process stopped by SIGSTOP
+/// or a long pause) after letting the informer queue what came meanwhile.
+#[derive(Default)]
+struct Starts {
+    started: Mutex<Vec<(String, String, Instant)>>,
+    freeze: Mutex<Option<Duration>>,
+}
+
+struct Recording {
+    replica: String,
+    starts: Arc<Starts>,
+}
+
+#[async_trait::async_trait]
+impl ctrlkit::controller::Reconciler for Recording {
+    type Object = k8s_openapi::api::core::v1::ConfigMap;
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        key: &ctrlkit::cache::ObjectKey,
+        _: Option<Arc<Self::Object>>,
+    ) -> Result<ctrlkit::controller::Action, Self::Error> {
+        let entry = (self.replica.clone(), key.name.clone(), Instant::now());
+        self.starts.started.lock().unwrap().push(entry);
+        let freeze = self.starts.freeze.lock().unwrap().take();
+        if let Some(freeze) = freeze {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            std::thread::sleep(freeze);
+        }
+        Ok(ctrlkit::controller::Action::done())
+    }
+}
+
+/// A manager with leader election over the ConfigMaps of `default`, one worker.
+fn elected_manager(
+    client: Client,
+    identity: &str,
+    config: LeaderElectionConfig,
+    starts: &Arc<Starts>,
+) -> ctrlkit::manager::Manager {
+    let lock = LeaseLock::new(client.clone(), "default", "election", identity);
+    let mut manager =
+        ctrlkit::manager::Manager::builder(client.clone()).leader_election(lock, config).build();
+    let api = kube_client::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client, "default",
+    );
+    let controller = manager.controller(api);
+    let reconciler = Recording { replica: identity.to_owned(), starts: starts.clone() };
+    manager.add_controller(controller, reconciler);
+    manager
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_frozen_past_its_lease_starts_no_reconcile_when_it_resumes() {
+    let server = server().await;
+    let config = timing_millis(1200, 800, 200);
+    let starts = Arc::new(Starts::default());
+    // a runs on a runtime of its own, on a thread of its own: its freeze stops it alone.
+    let (url, a_starts) = (server.url(), starts.clone());
+    let (a_status_tx, a_status) = std::sync::mpsc::channel();
+    let a = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let client = Client::try_from(kube_client::Config::new(url.parse().unwrap())).unwrap();
+            let manager = elected_manager(client, "a", config, &a_starts);
+            a_status_tx.send(manager.leader_elector().unwrap().status()).unwrap();
+            manager.run_until(std::future::pending()).await
+        })
+    });
+    let mut a_status = a_status.recv().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), a_status.wait_for(|s| s.leading))
+        .await
+        .expect("a leads")
+        .unwrap();
+    let b = elected_manager(server.client(), "b", config, &starts);
+    let mut b_status = b.leader_elector().unwrap().status();
+    let b_run = tokio::spawn(b.run_until(std::future::pending()));
+    let b_started = tokio::spawn(async move {
+        let _ = b_status.wait_for(|s| s.leading).await;
+        Instant::now()
+    });
+
+    // a reconciles x0, whose reconcile freezes a for 4 s (past the 2 s its Lease says)
+    // once x1 to x5 wait in its queue. b takes over meanwhile.
+    *starts.freeze.lock().unwrap() = Some(Duration::from_secs(4));
+    for i in 0..6 {
+        create_configmap(&server, &format!("x{i}")).await;
+    }
+    let b_started = tokio::time::timeout(Duration::from_secs(20), b_started)
+        .await
+        .expect("b takes over")
+        .unwrap();
+    let a_ended = tokio::task::spawn_blocking(move || a.join().unwrap()).await.unwrap();
+    assert!(a_ended.is_err(), "a lost its Lease: {a_ended:?}");
+    let late: Vec<_> = starts
+        .started
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(replica, _, at)| replica == "a" && *at >= b_started)
+        .map(|(_, key, at)| format!("{key} {:?} after b led", *at - b_started))
+        .collect();
+    assert!(late.is_empty(), "a started reconciles once b led: {late:?}");
+    eventually("b reconciles what a was given", || {
+        let started = starts.started.lock().unwrap();
+        (0..6).all(|i| started.iter().any(|(r, k, _)| r == "b" && *k == format!("x{i}")))
+    })
+    .await;
+    b_run.abort();
 }
