@@ -18,6 +18,7 @@ use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey,
     SharedInformerFactory,
 };
+use crate::fence::Fence;
 use crate::workqueue::WorkQueue;
 
 /// Who runs the informers a controller reads.
@@ -85,6 +86,8 @@ pub(super) struct Shared {
     /// External triggers, taken by `run`.
     pub(super) triggers: Mutex<Vec<BoxStream<'static, ObjectKey>>>,
     pub(super) ran: AtomicBool,
+    /// The Leases it runs under (a Manager's), checked before each reconcile.
+    pub(super) fence: Mutex<Fence>,
 }
 
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
@@ -195,6 +198,7 @@ impl<K: InformerObject> Controller<K> {
                 sources: Mutex::new(sources),
                 triggers: Mutex::new(triggers),
                 ran: AtomicBool::new(false),
+                fence: Mutex::new(Fence::default()),
             }),
         }
     }
@@ -262,7 +266,19 @@ impl<K: InformerObject> Controller<K> {
             terminal: c.terminal.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
             stale_cache_timeouts: c.stale_cache_timeouts.load(Ordering::Relaxed),
+            fenced: c.fenced.load(Ordering::Relaxed),
+            outlived_lease: c.outlived_lease.load(Ordering::Relaxed),
         }
+    }
+
+    /// Makes its workers check `fence` before each reconcile (a Manager's Leases).
+    pub(crate) fn fence_with(&self, fence: Fence) {
+        *self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner) = fence;
+    }
+
+    /// The Lease it runs under that has lapsed now, if any.
+    pub(super) fn lapsed_lease(&self) -> Option<&'static str> {
+        self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner).lapsed()
     }
 
     /// The keys being reconciled now.

@@ -22,6 +22,14 @@ pub struct ControllerStats {
     /// Reconciles that started on a cache without the controller's own last write of their
     /// key, after waiting [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout) for it.
     pub stale_cache_timeouts: u64,
+    /// Keys not reconciled because a Lease the controller runs under (under a
+    /// [`Manager`](crate::manager::Manager): the leader's, or the shard's) had lapsed by this
+    /// replica's own clock when the reconcile was about to start; each was queued again.
+    pub fenced: u64,
+    /// Reconciles that ended after a Lease the controller runs under had lapsed by this
+    /// replica's clock: the process was frozen or starved while they ran, and another
+    /// replica may have reconciled the key meanwhile (each is logged as an error).
+    pub outlived_lease: u64,
 }
 
 /// The counters behind [`ControllerStats`], shared by a controller's clones.
@@ -34,4 +42,6 @@ pub(crate) struct Counters {
     pub(crate) terminal: AtomicU64,
     pub(crate) abandoned: AtomicU64,
     pub(crate) stale_cache_timeouts: AtomicU64,
+    pub(crate) fenced: AtomicU64,
+    pub(crate) outlived_lease: AtomicU64,
 }

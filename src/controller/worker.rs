@@ -2,6 +2,12 @@
 //! `processNextItem` (the reconcile, caught if it panics or overruns its timeout, after the
 //! controller's own last write of the key is in the cache) and `handleErr` (retry with the
 //! key's rate limit up to the configured count, then drop it and say so).
+//!
+//! A reconcile starts only while the replica holds, by its own clock, every Lease the
+//! controller runs under (a Manager's leader or shard Lease), and, when sharded, the key's
+//! shard (`shard.rs`): checked before the shard's gate and again right before the reconcile,
+//! since the gate may wait on the server. A reconcile that ends after a Lease lapsed (its
+//! process was frozen or starved meanwhile) is counted and logged as an error.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -17,6 +23,10 @@ use super::error::ReconcileFailure;
 use super::metrics::ReconcileOutcome;
 use super::reconciler::Reconciler;
 use super::shard::{CACHE_LAG_RETRY, Gate};
+
+/// How soon a key not reconciled because a Lease had lapsed is looked at again (the manager
+/// normally stops first; a renewal that was in flight at the lapse may have kept the Lease).
+const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::panic_message;
@@ -59,21 +69,33 @@ impl<K: InformerObject> Controller<K> {
         });
         self.wait_for_own_write(&key).await;
         let object = self.informer.indexer().get(&key);
-        if let Some(shard) = &self.shard {
-            let gate = shard.gate(&key, object.as_deref()).await;
-            if gate != Gate::Reconcile {
-                match gate {
-                    Gate::Retry => self.queue.add_rate_limited(key.clone()),
-                    Gate::Later => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
-                    _ => self.queue.forget(&key),
-                }
-                if let Some(metrics) = &self.metrics {
-                    metrics.worker_finished();
-                }
-                self.lock_in_flight().remove(&key);
-                self.queue.done(&key);
-                return;
+        let mut gate = match self.fenced() {
+            true => None,
+            false => match &self.shard {
+                Some(shard) => Some(shard.gate(&key, object.as_deref()).await),
+                None => Some(Gate::Reconcile),
+            },
+        };
+        // The gate may have waited on the server: the last look before the reconcile starts.
+        if gate == Some(Gate::Reconcile) && self.fenced() {
+            if let Some(shard) = &self.shard {
+                shard.done(&key);
             }
+            gate = None;
+        }
+        if gate != Some(Gate::Reconcile) {
+            match gate {
+                None => self.queue.add_after(key.clone(), FENCED_RETRY),
+                Some(Gate::Retry) => self.queue.add_rate_limited(key.clone()),
+                Some(Gate::Later) => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
+                Some(_) => self.queue.forget(&key),
+            }
+            if let Some(metrics) = &self.metrics {
+                metrics.worker_finished();
+            }
+            self.lock_in_flight().remove(&key);
+            self.queue.done(&key);
+            return;
         }
         let reconcile =
             writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
@@ -124,6 +146,16 @@ impl<K: InformerObject> Controller<K> {
                 ReconcileOutcome::Timeout
             }
         };
+        if let Some(lease) = self.lapsed_lease() {
+            self.shared.counters.outlived_lease.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                lease,
+                "this reconcile ended after the replica's {lease} lapsed by its own clock (the \
+                 process was frozen or starved while it ran): another replica may have \
+                 reconciled the key meanwhile; only its writes guarded by the resourceVersion \
+                 they read were safe"
+            );
+        }
         if let Some(shard) = &self.shard {
             shard.done(&key);
         }
@@ -133,6 +165,18 @@ impl<K: InformerObject> Controller<K> {
         }
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
+    }
+
+    /// Whether a Lease the controller runs under has lapsed now (counted and logged).
+    fn fenced(&self) -> bool {
+        let Some(lease) = self.lapsed_lease() else { return false };
+        self.shared.counters.fenced.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            lease,
+            "not reconciling: this replica no longer holds its {lease} by its own clock (the \
+             manager stops what runs under it)"
+        );
+        true
     }
 
     /// Waits (up to the stale-cache timeout) for the cache to hold the controller's own last

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::runnable::{Runnable, RunnableError, Stop};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
+use crate::fence::Fence;
 
 impl Manager {
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
@@ -61,7 +62,12 @@ impl Manager {
         let mut running = vec![false; self.runnables.len()];
         let leader_only = |r: &Arc<dyn Runnable>| elector.is_some() && r.needs_leader_election();
         let member_only = |r: &Arc<dyn Runnable>| shard.is_some() && r.needs_shard_membership();
-        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| {
+        // What each group runs under, checked by its own clock before work starts.
+        let leader_fence =
+            elector.iter().fold(Fence::default(), |f, e| f.with("leader Lease", e.hold()));
+        let member_fence =
+            shard.iter().fold(Fence::default(), |f, s| f.with("shard Lease", s.hold()));
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &Fence::default(), |r| {
             !leader_only(r) && !member_only(r)
         });
 
@@ -120,7 +126,9 @@ impl Manager {
                 {
                     tracing::info!("leading: starting the controllers that need a leader");
                     leader_started = true;
-                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| leader_only(r));
+                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &leader_fence, |r| {
+                        leader_only(r)
+                    });
                 }
                 _ = async { member.as_mut().expect("a shard").wait_for(|s| s.leading).await },
                     if member.is_some() && !members_started =>
@@ -128,7 +136,9 @@ impl Manager {
                     tracing::info!("holding the shard Lease: starting the sharded controllers");
                     members_started = true;
                     self.telemetry.set_probe("shard-lease", true);
-                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, |r| member_only(r));
+                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &member_fence, |r| {
+                        member_only(r)
+                    });
                 }
                 ended = async { membership.as_mut().expect("a shard").await }, if membership.is_some() => {
                     membership = None;
@@ -215,16 +225,18 @@ impl Manager {
         failure.map_or(Ok(()), Err)
     }
 
-    /// Starts the runnables `pick` chooses.
+    /// Starts the runnables `pick` chooses, under `fence`.
     fn spawn_runnables(
         &self,
         tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
         running: &mut [bool],
         stop_rx: &watch::Receiver<bool>,
+        fence: &Fence,
         pick: impl Fn(&Arc<dyn Runnable>) -> bool,
     ) {
         for (index, runnable) in self.runnables.iter().enumerate().filter(|(_, r)| pick(r)) {
-            let (runnable, stop) = (runnable.clone(), Stop::new(stop_rx.clone()));
+            let stop = Stop::new(stop_rx.clone(), fence.clone());
+            let runnable = runnable.clone();
             let span = tracing::info_span!("runnable", name = %runnable.name());
             let run = async move {
                 let result = AssertUnwindSafe(runnable.start(stop)).catch_unwind().await;

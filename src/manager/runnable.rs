@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::cache::InformerObject;
 use crate::controller::{Controller, Reconciler};
+use crate::fence::Fence;
 
 /// A readiness check of a runnable: whether it is ready now (asked at each `/readyz`).
 pub type ReadyCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
@@ -62,20 +63,42 @@ pub trait Runnable: Send + Sync + 'static {
 }
 
 /// The signal to stop: cheap to clone, and a future (`stop.await`) that completes once the
-/// manager stops (or is dropped).
+/// manager stops (or is dropped). It also tells whether the Leases the runnable runs under
+/// are still held ([`is_fenced`](Self::is_fenced)).
 #[derive(Debug, Clone)]
 pub struct Stop {
     rx: watch::Receiver<bool>,
+    fence: Fence,
 }
 
 impl Stop {
-    pub(crate) fn new(rx: watch::Receiver<bool>) -> Self {
-        Self { rx }
+    pub(crate) fn new(rx: watch::Receiver<bool>, fence: Fence) -> Self {
+        Self { rx, fence }
     }
 
     /// Whether the stop was signalled.
     pub fn is_stopped(&self) -> bool {
         *self.rx.borrow()
+    }
+
+    /// Whether a Lease this runnable runs under has lapsed by this replica's own clock: the
+    /// leader Lease for a runnable that [needs leader election](Runnable::needs_leader_election),
+    /// the shard Lease for one that [needs shard membership](Runnable::needs_shard_membership)
+    /// (a Lease is held until its last renewal's send time plus the renew deadline). A
+    /// fenced runnable must start no new work: another replica may hold the Lease, or soon.
+    /// Never true for a runnable that runs under no Lease.
+    ///
+    /// The manager stops a fenced runnable once its election notices the loss; this answers
+    /// at the instant of the lapse, even in a process that has just resumed from a freeze
+    /// (a stop signal, a frozen VM) and has not yet run its election's timers. Controllers
+    /// ask it before each reconcile.
+    pub fn is_fenced(&self) -> bool {
+        self.fence.lapsed().is_some()
+    }
+
+    /// The Leases it runs under.
+    pub(crate) fn fence(&self) -> &Fence {
+        &self.fence
     }
 }
 
@@ -122,6 +145,8 @@ where
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or("the controller was started already")?;
+        // Before each reconcile its workers check the Leases it runs under.
+        self.controller.fence_with(stop.fence().clone());
         // Clones share the run; this one is taken by it.
         self.controller.clone().run(reconciler, stop.into_future()).await.map_err(Into::into)
     }

@@ -186,6 +186,11 @@ impl ShardLease {
         self.elector.is_leader()
     }
 
+    /// Until when it holds its Lease, by its own clock.
+    pub(crate) fn hold(&self) -> crate::fence::Hold {
+        self.elector.hold()
+    }
+
     /// Acquires the Lease, then renews it until `shutdown` completes (then releases it, so
     /// the shard is dead at once for the others) or until a renewal misses its deadline
     /// ([`LeaderElectionError::Lost`]).

@@ -19,6 +19,11 @@
 //!   children in its own shard's cache;
 //! - Leases of shards dead long enough are deleted.
 //!
+//! Run by a [`Manager`](crate::manager::Manager) with leader election, it labels only while
+//! it holds the leader Lease by its own clock, checked before each write: a sharder that
+//! resumes from a freeze judges the shards by Leases it has not read for a while, and must
+//! not move objects on that view.
+//!
 //! Namespaced kinds only (a cluster-scoped primary kind cannot be sharded yet). With no ready
 //! shard nothing is labelled. One sharder runs per ring (a replica elected for
 //! it); two would not corrupt anything (every write is conditional on the version read), but
@@ -46,6 +51,7 @@ use crate::cache::{
     Informer, InformerHandle, InformerObject, ListWatch, ResourceEventHandlerFuncs,
     wait_for_informers,
 };
+use crate::fence::Fence;
 use crate::manager::{Runnable, RunnableError, Stop};
 
 /// The label holding an object's shard in `ring`: `shard.ctrlkit.dev/<ring>`.
@@ -91,7 +97,12 @@ fn decide(
 /// An owned kind, erased: its objects follow their controlling owner's label.
 trait Owned: Send + Sync {
     fn informer(&self) -> Arc<dyn InformerHandle>;
-    fn pass<'a>(&'a self, owners: &'a Owners, labels: &'a Labels) -> BoxFuture<'a, ()>;
+    fn pass<'a>(
+        &'a self,
+        owners: &'a Owners,
+        labels: &'a Labels,
+        fence: &'a Fence,
+    ) -> BoxFuture<'a, ()>;
 }
 
 /// The shortest time from the start of one pass to the start of the next one that a change
@@ -150,9 +161,18 @@ where
         Self { informer, client: client.clone() }
     }
 
-    /// Patches the labels of `object` (guarded by its resourceVersion); whether it went
-    /// through.
-    async fn label(&self, object: &PartialObjectMeta<K>, labels: serde_json::Value) -> bool {
+    /// Patches the labels of `object` (guarded by its resourceVersion), unless a Lease of
+    /// `fence` has lapsed; whether it went through.
+    async fn label(
+        &self,
+        object: &PartialObjectMeta<K>,
+        labels: serde_json::Value,
+        fence: &Fence,
+    ) -> bool {
+        if let Some(lease) = fence.lapsed() {
+            tracing::warn!(lease, "not labelling: this replica no longer holds its {lease}");
+            return false;
+        }
         let name = object.name_any();
         let api: Api<K> =
             Api::namespaced(self.client.clone(), &object.namespace().unwrap_or_default());
@@ -184,7 +204,12 @@ where
         Arc::new(self.informer.clone())
     }
 
-    fn pass<'a>(&'a self, owners: &'a Owners, labels: &'a Labels) -> BoxFuture<'a, ()> {
+    fn pass<'a>(
+        &'a self,
+        owners: &'a Owners,
+        labels: &'a Labels,
+        fence: &'a Fence,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for (i, object) in self.informer.indexer().list().into_iter().enumerate() {
                 yield_every(i).await;
@@ -198,7 +223,7 @@ where
                 let Some(Some(shard)) = owners.get(&key) else { continue };
                 let (current, _) = labels.of(object.as_ref());
                 if current.as_deref() != Some(shard.as_str()) {
-                    self.label(&object, json!({ &labels.shard: shard })).await;
+                    self.label(&object, json!({ &labels.shard: shard }), fence).await;
                 }
             }
         })
@@ -288,6 +313,11 @@ where
     /// time. In a ring of [`Assignment::ShardSelectors`] it does nothing (there is nothing to
     /// label) and says so.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        self.run_fenced(shutdown, &Fence::default()).await;
+    }
+
+    /// As [`run`](Self::run), writing only while every Lease of `fence` is held.
+    async fn run_fenced(&self, shutdown: impl Future<Output = ()>, fence: &Fence) {
         if self.ring.assignment_mode() == Assignment::ShardSelectors {
             tracing::warn!(
                 ring = %self.ring.name(),
@@ -314,7 +344,7 @@ where
             let mut members = Members::new(&self.ring);
             loop {
                 let started = Instant::now();
-                self.pass(&mut members, started).await;
+                self.pass(&mut members, started, fence).await;
                 let later = members.next_change(started);
                 tokio::select! {
                     _ = &mut shutdown => break,
@@ -339,7 +369,11 @@ where
     }
 
     /// One pass; see the module docs.
-    async fn pass(&self, members: &mut Members, now: Instant) {
+    async fn pass(&self, members: &mut Members, now: Instant, fence: &Fence) {
+        if let Some(lease) = fence.lapsed() {
+            tracing::warn!(lease, "no pass: this replica no longer holds its {lease}");
+            return;
+        }
         let leases = self.leases.indexer().list();
         for lease in &leases {
             members.observe(lease, now);
@@ -363,14 +397,14 @@ where
             let settled = current.clone().filter(|_| !draining);
             owners.insert((namespace.unwrap_or_default(), name), settled);
             let desired = ring.shard_for(&key);
-            let landed = self.place(&object, current, draining, desired, state).await;
+            let landed = self.place(&object, (current, draining), desired, state, fence).await;
             if let Some(shard) = landed {
                 *counts.entry(shard).or_insert(0) += 1;
             }
         }
         self.report_ring(members, counts, now);
         for owned in &self.owned {
-            owned.pass(&owners, &self.labels).await;
+            owned.pass(&owners, &self.labels, fence).await;
         }
     }
 
@@ -379,16 +413,16 @@ where
     async fn place(
         &self,
         object: &PartialObjectMeta<P>,
-        current: Option<String>,
-        draining: bool,
+        (current, draining): (Option<String>, bool),
         desired: Option<&str>,
         state: impl Fn(&str) -> Option<ShardState>,
+        fence: &Fence,
     ) -> Option<String> {
         match decide(current.as_deref(), draining, desired, state) {
             Move::Stay => current,
             Move::Drain => {
                 let labels = json!({ &self.labels.drain: "true" });
-                if self.primary.label(object, labels).await {
+                if self.primary.label(object, labels, fence).await {
                     self.report(|m, ring| m.drained(ring));
                 }
                 current
@@ -399,7 +433,7 @@ where
                     None => AssignReason::Unassigned,
                     Some(_) => AssignReason::ShardStopped,
                 };
-                if !self.primary.label(object, labels).await {
+                if !self.primary.label(object, labels, fence).await {
                     return current;
                 }
                 self.report(|m, ring| m.assigned(ring, reason));
@@ -458,7 +492,8 @@ where
     }
 
     async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
-        self.run(stop.into_future()).await;
+        let fence = stop.fence().clone();
+        self.run_fenced(stop.into_future(), &fence).await;
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Client;
 use kube_client::client::Body;
 use tokio::time::Instant;
@@ -37,8 +38,8 @@ fn client_behind(server: &ctrlkit_apiserver::ApiServer) -> (Client, Arc<Mutex<Ne
     let service = tower::service_fn(move |request: http::Request<Body>| {
         let (inner, network) = (inner.clone(), set.clone());
         async move {
-            let lease_write = request.method() == http::Method::PUT
-                && request.uri().path().contains("/leases/");
+            let lease_write =
+                request.method() == http::Method::PUT && request.uri().path().contains("/leases/");
             let delay = {
                 let mut network = network.lock().unwrap();
                 match *network {
@@ -188,7 +189,7 @@ struct Recording {
 
 #[async_trait::async_trait]
 impl ctrlkit::controller::Reconciler for Recording {
-    type Object = k8s_openapi::api::core::v1::ConfigMap;
+    type Object = ConfigMap;
     type Error = std::convert::Infallible;
 
     async fn reconcile(
@@ -207,23 +208,22 @@ impl ctrlkit::controller::Reconciler for Recording {
     }
 }
 
-/// A manager with leader election over the ConfigMaps of `default`, one worker.
+/// A manager with leader election over the ConfigMaps of `default`, one worker; and its
+/// controller.
 fn elected_manager(
     client: Client,
     identity: &str,
     config: LeaderElectionConfig,
     starts: &Arc<Starts>,
-) -> ctrlkit::manager::Manager {
+) -> (ctrlkit::manager::Manager, ctrlkit::controller::Controller<ConfigMap>) {
     let lock = LeaseLock::new(client.clone(), "default", "election", identity);
     let mut manager =
         ctrlkit::manager::Manager::builder(client.clone()).leader_election(lock, config).build();
-    let api = kube_client::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
-        client, "default",
-    );
-    let controller = manager.controller(api);
+    let api = kube_client::Api::<ConfigMap>::namespaced(client, "default");
+    let controller = manager.controller(api).build();
     let reconciler = Recording { replica: identity.to_owned(), starts: starts.clone() };
-    manager.add_controller(controller, reconciler);
-    manager
+    manager.add_controller(controller.clone(), reconciler);
+    (manager, controller)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,9 +238,9 @@ async fn a_leader_frozen_past_its_lease_starts_no_reconcile_when_it_resumes() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async move {
             let client = Client::try_from(kube_client::Config::new(url.parse().unwrap())).unwrap();
-            let manager = elected_manager(client, "a", config, &a_starts);
+            let (manager, controller) = elected_manager(client, "a", config, &a_starts);
             a_status_tx.send(manager.leader_elector().unwrap().status()).unwrap();
-            manager.run_until(std::future::pending()).await
+            (manager.run_until(std::future::pending()).await, controller.stats())
         })
     });
     let mut a_status = a_status.recv().unwrap();
@@ -248,7 +248,7 @@ async fn a_leader_frozen_past_its_lease_starts_no_reconcile_when_it_resumes() {
         .await
         .expect("a leads")
         .unwrap();
-    let b = elected_manager(server.client(), "b", config, &starts);
+    let (b, _) = elected_manager(server.client(), "b", config, &starts);
     let mut b_status = b.leader_elector().unwrap().status();
     let b_run = tokio::spawn(b.run_until(std::future::pending()));
     let b_started = tokio::spawn(async move {
@@ -266,8 +266,11 @@ async fn a_leader_frozen_past_its_lease_starts_no_reconcile_when_it_resumes() {
         .await
         .expect("b takes over")
         .unwrap();
-    let a_ended = tokio::task::spawn_blocking(move || a.join().unwrap()).await.unwrap();
+    let (a_ended, a_stats) = tokio::task::spawn_blocking(move || a.join().unwrap()).await.unwrap();
     assert!(a_ended.is_err(), "a lost its Lease: {a_ended:?}");
+    // The reconcile that froze is reported; the keys queued behind it were not started.
+    assert_eq!(a_stats.outlived_lease, 1, "{a_stats:?}");
+    assert!(a_stats.fenced >= 1, "{a_stats:?}");
     let late: Vec<_> = starts
         .started
         .lock()
