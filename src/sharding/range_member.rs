@@ -399,3 +399,147 @@ impl RangeMember {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::Timestamp;
+    use kube_client::api::PostParams;
+
+    use super::*;
+    use crate::sharding::{Assignment, RING_LABEL};
+
+    /// Writes the Lease of shard `name` as its holder would: held (or released, with an
+    /// empty `holder`), renewed at second `renewed`, saying it serves the ring `view`.
+    async fn write_lease(api: &Api<Lease>, name: &str, holder: &str, renewed: i64, view: &str) {
+        let lease = json!({
+            "metadata": {
+                "name": name,
+                "labels": { RING_LABEL: "sets" },
+                "annotations": { view_annotation("configmaps"): view },
+            },
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": 15,
+                "renewTime": MicroTime(Timestamp::from_second(renewed).unwrap()),
+            },
+        });
+        match api.get_opt(name).await.unwrap() {
+            None => {
+                let lease = serde_json::from_value(lease).unwrap();
+                api.create(&PostParams::default(), &lease).await.unwrap();
+            }
+            Some(_) => {
+                let patch = Patch::Merge(&lease);
+                api.patch(name, &PatchParams::default(), &patch).await.unwrap();
+            }
+        }
+    }
+
+    /// When the Lease `name` says it was renewed, in seconds, if `lease` is it.
+    fn renewed_at(lease: &Lease, name: &str) -> Option<i64> {
+        let spec = lease.spec.as_ref().filter(|_| lease.metadata.name.as_deref() == Some(name))?;
+        spec.renew_time.as_ref().map(|t| t.0.as_second())
+    }
+
+    /// One turn of `run`'s loop: the cached Leases observed now, then a step.
+    async fn turn(member: &RangeMember, members: &mut Members) {
+        let now = Instant::now();
+        for lease in member.leases.indexer().list() {
+            members.observe(&lease, now);
+        }
+        member.step(members, now).await;
+    }
+
+    /// Waits until the Lease informer holds `check`.
+    async fn cached(member: &RangeMember, check: impl Fn(&[Arc<Lease>]) -> bool) {
+        while !check(&member.leases.indexer().list()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_step_that_waited_past_a_lease_duration_leaves_a_live_shard_its_ranges() {
+        let server = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+        let client = server.in_process_client();
+        let ring = Ring::new("sets").assignment(Assignment::ShardSelectors);
+        let factory = SharedInformerFactory::builder(client.clone()).build();
+        let url = "/api/v1/namespaces/default/configmaps";
+        let member =
+            Arc::new(RangeMember::new(&ring, "a", "configmaps", client.clone(), &factory, url));
+        factory.start(std::future::pending());
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        // a (this member's Lease, renewed here as its ShardLease would) and b, which serves
+        // the ring [a, b].
+        let mut second = 0;
+        write_lease(&leases, "a", "a", second, "").await;
+        write_lease(&leases, "b", "b", second, "a,b").await;
+        cached(&member, |l| l.len() == 2).await;
+        let mut members = Members::new(&ring);
+        turn(&member, &mut members).await;
+        let a_of_ab = HashRing::new(["a", "b"]).hash_ranges("a");
+        assert_eq!(*member.active.borrow(), a_of_ab);
+
+        // a reconciles an object in a range that c will hold in the ring [a, c].
+        let (a_of_ac, c_of_ac) = (
+            HashRing::new(["a", "c"]).hash_ranges("a"),
+            HashRing::new(["a", "c"]).hash_ranges("c"),
+        );
+        let uid = (0..)
+            .map(|i| format!("uid-{i}"))
+            .find(|u| {
+                let place = fnv1a64(u.as_bytes());
+                a_of_ab.contains(place) && c_of_ac.contains(place)
+            })
+            .unwrap();
+        let object = ConfigMap {
+            metadata: ObjectMeta { uid: Some(uid), ..ObjectMeta::default() },
+            ..ConfigMap::default()
+        };
+        let key = ObjectKey::namespaced("default", "slow");
+        let admitted = member.admit(&key, Some(&object), async { Ok(None) }).await;
+        assert_eq!(admitted, Admission::Admitted);
+        // A rolling update: b leaves, c joins (serving [a, c]); a sees both at once.
+        write_lease(&leases, "b", "", second, "a,b").await;
+        write_lease(&leases, "c", "c", second, "a,c").await;
+        cached(&member, |l| {
+            l.len() == 3
+                && l.iter().any(|l| l.spec.as_ref().unwrap().holder_identity.as_deref() == Some(""))
+        })
+        .await;
+        // The step gives c that range and waits 40 s (more than two lease durations) for
+        // the reconcile there; a and c renew meanwhile.
+        let stepping = {
+            let member = member.clone();
+            tokio::spawn(async move {
+                turn(&member, &mut members).await;
+                members
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for _ in 0..20 {
+            second += 2;
+            write_lease(&leases, "a", "a", second, "a,c").await;
+            write_lease(&leases, "c", "c", second, "a,c").await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        member.done(&key);
+        let mut members = stepping.await.unwrap();
+        assert_eq!(*member.active.borrow(), a_of_ac, "a took what b held");
+        // a renews (as its ShardLease does, on its own), c not yet: it renewed a second ago.
+        second += 1;
+        write_lease(&leases, "a", "a", second, "a,c").await;
+        cached(&member, |l| l.iter().any(|l| renewed_at(l, "a") == Some(second))).await;
+        turn(&member, &mut members).await;
+        let taken = member.active.borrow().intersection(&c_of_ac);
+        assert!(
+            taken.is_empty(),
+            "a took {:.1}% of the ring from c, a live shard",
+            taken.fraction() * 100.0
+        );
+        assert_eq!(members.ready(Instant::now()), ["a", "c"]);
+    }
+}

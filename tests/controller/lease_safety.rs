@@ -7,13 +7,18 @@
 //! every instant is exact. A frozen process needs two clocks (one that stops, one that goes
 //! on): that case runs a replica on a runtime of its own, on the real clock.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ctrlkit::controller::Config;
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+use ctrlkit::manager::{Manager, ManagerError};
+use ctrlkit::sharding::{Assignment, HashRing, Ring, fnv1a64};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_client::Client;
+use kube_client::api::{Patch, PatchParams};
 use kube_client::client::Body;
+use kube_client::{Client, ResourceExt};
 use tokio::time::Instant;
 
 use super::common::*;
@@ -173,13 +178,40 @@ async fn a_follower_waits_out_the_lease_duration_the_leader_wrote() {
     );
 }
 
-/// Reconcile starts, by replica, key and instant; and, once armed, one reconcile that
+/// Reconcile starts and ends (a reconcile dropped unfinished ends too), by replica, key and
+/// instant; reconciles of some keys that take long; and, once armed, one reconcile that
 /// freezes its replica's whole runtime (its thread blocked, as a process stopped by SIGSTOP
 /// or a long pause) after letting the informer queue what came meanwhile.
 #[derive(Default)]
 struct Starts {
     started: Mutex<Vec<(String, String, Instant)>>,
+    ended: Mutex<Vec<(String, String, Instant)>>,
+    slow: Mutex<HashMap<String, Duration>>,
     freeze: Mutex<Option<Duration>>,
+}
+
+impl Starts {
+    /// The first instant `replica` started reconciling `key`.
+    fn first_start(&self, replica: &str, key: &str) -> Option<Instant> {
+        let started = self.started.lock().unwrap();
+        started.iter().find(|(r, k, _)| r == replica && k == key).map(|(_, _, at)| *at)
+    }
+
+    /// The instant `replica`'s reconcile of `key` ended (or was dropped), the last one.
+    fn last_end(&self, replica: &str, key: &str) -> Option<Instant> {
+        let ended = self.ended.lock().unwrap();
+        ended.iter().rev().find(|(r, k, _)| r == replica && k == key).map(|(_, _, at)| *at)
+    }
+}
+
+/// Records a reconcile's end when dropped: finished, or dropped unfinished.
+struct Ends(Arc<Starts>, String, String);
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        let entry = (self.1.clone(), self.2.clone(), Instant::now());
+        self.0.ended.lock().unwrap().push(entry);
+    }
 }
 
 struct Recording {
@@ -199,6 +231,9 @@ impl ctrlkit::controller::Reconciler for Recording {
     ) -> Result<ctrlkit::controller::Action, Self::Error> {
         let entry = (self.replica.clone(), key.name.clone(), Instant::now());
         self.starts.started.lock().unwrap().push(entry);
+        let _ends = Ends(self.starts.clone(), self.replica.clone(), key.name.clone());
+        let slow = self.starts.slow.lock().unwrap().get(&key.name).copied();
+        tokio::time::sleep(slow.unwrap_or(Duration::from_millis(100))).await;
         let freeze = self.starts.freeze.lock().unwrap().take();
         if let Some(freeze) = freeze {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -286,4 +321,108 @@ async fn a_leader_frozen_past_its_lease_starts_no_reconcile_when_it_resumes() {
     })
     .await;
     b_run.abort();
+}
+
+/// The default ring of shard selectors (15 s Leases) over the ConfigMaps of `default`.
+fn selector_ring() -> Ring {
+    Ring::new("sets").assignment(Assignment::ShardSelectors)
+}
+
+/// A manager that is shard `id` of `ring`, with four workers over the ConfigMaps of
+/// `default`; its run, and the stop to send.
+fn shard_replica(
+    server: &ctrlkit_apiserver::ApiServer,
+    ring: &Ring,
+    id: &str,
+    starts: &Arc<Starts>,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), ManagerError>>) {
+    let client = server.in_process_client();
+    let mut manager = Manager::builder(client.clone()).sharding(ring.clone(), id).build();
+    let api = kube_client::Api::<ConfigMap>::namespaced(client, "default");
+    let controller = manager.controller(api).config(Config::default().workers(4));
+    manager
+        .add_controller(controller, Recording { replica: id.to_owned(), starts: starts.clone() });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    (stop, run)
+}
+
+/// The shard of `members` that a ring of shard selectors gives `object`.
+fn owner(members: &[&str], object: &ConfigMap) -> String {
+    let place = fnv1a64(object.uid().expect("a stored object has a uid").as_bytes());
+    HashRing::new(members.iter().copied()).shard_for_hash(place).unwrap().to_owned()
+}
+
+/// Creates `n` ConfigMaps and waits until `replica` reconciled each; returns them.
+async fn sets_reconciled_by(
+    server: &ctrlkit_apiserver::ApiServer,
+    n: usize,
+    starts: &Starts,
+    replica: &str,
+) -> Vec<ConfigMap> {
+    let mut sets = Vec::new();
+    for i in 0..n {
+        sets.push(create_configmap(server, &format!("set-{i}")).await);
+    }
+    eventually_within(Duration::from_secs(60), "the first replica reconciles every set", || {
+        sets.iter().all(|s| starts.first_start(replica, &s.name_any()).is_some())
+    })
+    .await;
+    sets
+}
+
+/// Changes `name` so that it is reconciled again.
+async fn touch(server: &ctrlkit_apiserver::ApiServer, name: &str, n: usize) {
+    let api = kube_client::Api::<ConfigMap>::namespaced(server.in_process_client(), "default");
+    let patch = Patch::Merge(serde_json::json!({ "data": { "n": n.to_string() } }));
+    api.patch(name, &PatchParams::default(), &patch).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_that_hangs_in_a_hand_off_fences_its_shard_and_its_ranges_move() {
+    let server = server().await;
+    let ring = selector_ring();
+    let starts = Arc::new(Starts::default());
+    let (_a_stop, a_run) = shard_replica(&server, &ring, "a", &starts);
+    let sets = sets_reconciled_by(&server, 40, &starts, "a").await;
+    // a's reconcile of a set that b will hold never ends.
+    let two = ["a", "b"];
+    let hung = sets.iter().find(|s| owner(&two, s) == "b").unwrap().name_any();
+    starts.slow.lock().unwrap().insert(hung.clone(), Duration::from_secs(86_400));
+    let since = Instant::now();
+    touch(&server, &hung, 0).await;
+    eventually("a reconciles the hanging set", || {
+        starts
+            .started
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(r, k, at)| r == "a" && *k == hung && *at >= since)
+    })
+    .await;
+    let (_b_stop, _b_run) = shard_replica(&server, &ring, "b", &starts);
+    // a gives the set's range up, and cannot finish: past the hand-off bound it fences itself
+    // (its reconciles aborted, its Lease released), and b reconciles the set.
+    eventually_within(Duration::from_secs(600), "b reconciles the set a hung on", || {
+        starts.first_start("b", &hung).is_some()
+    })
+    .await;
+    let a_ended = tokio::time::timeout(Duration::from_secs(60), a_run).await.expect("a stopped");
+    assert!(a_ended.unwrap().is_err(), "a fenced itself: an error");
+    let dropped = starts.last_end("a", &hung).expect("a's reconcile was dropped");
+    let taken = starts.first_start("b", &hung).unwrap();
+    assert!(dropped <= taken, "b started {:?} before a's reconcile was dropped", dropped - taken);
+    // b holds the whole ring: every set is reconciled by it from now on.
+    for set in &sets {
+        touch(&server, &set.name_any(), 1).await;
+    }
+    let now = Instant::now();
+    eventually_within(Duration::from_secs(60), "b reconciles every set", || {
+        let started = starts.started.lock().unwrap();
+        sets.iter()
+            .all(|s| started.iter().any(|(r, k, at)| r == "b" && *k == s.name_any() && *at >= now))
+    })
+    .await;
 }
