@@ -278,7 +278,9 @@ impl RangeMember {
             let pending = self.step(&mut members, now).await;
             // A step that had nothing to do awaited nothing: let the runtime run the rest.
             tokio::task::yield_now().await;
-            let retry = pending.then(|| Instant::now() + self.ring.lease().retry_period);
+            // The step may have waited long (for reconciles to end): time is read anew.
+            let now = Instant::now();
+            let retry = pending.then(|| now + self.ring.lease().retry_period);
             let later = [members.next_change(now), retry].into_iter().flatten().min();
             tokio::select! {
                 _ = &mut stop => return,
@@ -288,8 +290,14 @@ impl RangeMember {
         }
     }
 
-    /// One step; returns whether something is left to do (a range still claimed, a write
-    /// that failed).
+    /// One step, from the Leases observed at `now`; returns whether something is left to do
+    /// (a range still claimed, a write that failed).
+    ///
+    /// The Leases listed after the give-up are observed at the instant they were read: the
+    /// give-up may wait as long as a reconcile runs, and a Lease read after that wait but
+    /// recorded as seen before it would age by the wait, so that a live shard (this one
+    /// too) would look expired at the next step, and its ranges be taken while it
+    /// reconciles them.
     async fn step(&self, members: &mut Members, now: Instant) -> bool {
         let leases = self.leases.indexer().list();
         for gone in members.to_delete(now) {
@@ -335,6 +343,7 @@ impl RangeMember {
                 return true;
             }
         };
+        let now = Instant::now();
         let mut claimed = HashRanges::empty();
         for lease in &fresh {
             members.observe(lease, now);
