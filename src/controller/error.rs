@@ -30,6 +30,25 @@ pub enum ControllerError {
     /// `run` was called on a controller that ran already (its queue is shut down).
     #[error("this controller has run already; build a new one to run again")]
     AlreadyRun,
+    /// A shard of a ring of shard selectors gave ranges up, but reconciles there did not end
+    /// within the ring's [hand-off timeout](crate::sharding::Ring::hand_off_timeout): the
+    /// controller aborted its reconciles and stopped, so that its ranges can move (a
+    /// [`Manager`](crate::manager::Manager) then releases the shard's Lease).
+    #[error(
+        "shard {shard} of ring {ring} gave ranges up, but the reconciles of {keys} there did \
+         not end within {waited:?}: it fenced itself (its reconciles aborted) so that the \
+         ranges can move"
+    )]
+    HandOffTimeout {
+        /// The shard.
+        shard: String,
+        /// The ring.
+        ring: String,
+        /// How long it waited.
+        waited: Duration,
+        /// The keys whose reconciles held the hand-off up, comma-separated.
+        keys: String,
+    },
 }
 
 /// A reconciler's error as the controller keeps it: the error itself, its `source()` chain

@@ -18,6 +18,7 @@ use super::controller::{Controller, Informers};
 use super::error::ControllerError;
 use super::reconciler::Reconciler;
 use crate::cache::{InformerHandle, InformerObject, ObjectKey, RunState, wait_for_informers};
+use crate::sharding::range_member::HandOffStalled;
 use crate::workqueue::WorkQueue;
 
 /// Sends the stop signal when dropped, so that a `run` that is dropped (a Manager abandoning
@@ -135,6 +136,8 @@ impl<K: InformerObject> Controller<K> {
         };
         tokio::pin!(shutdown);
         let handles = self.informer_handles();
+        // A shard of a ring of shard selectors: the task that takes and gives up its ranges.
+        let mut hand_offs = None;
         let outcome = match wait_for_informers(&handles, &mut shutdown).await {
             Err(failure) => {
                 let err = ControllerError::from(failure);
@@ -151,10 +154,11 @@ impl<K: InformerObject> Controller<K> {
                 }
                 // A shard of a ring of shard selectors takes and gives up its ranges as the
                 // ring changes, while the workers run.
-                if let Some(ranges) = self.shard.as_ref().and_then(|s| s.ranges()).cloned() {
+                let ranges = self.shard.as_ref().and_then(|s| s.ranges()).cloned();
+                hand_offs = ranges.map(|ranges| {
                     let stop = stopped(stop_rx.clone());
-                    tasks.spawn(async move { ranges.run(stop).await }.in_current_span());
-                }
+                    tokio::spawn(async move { ranges.run(stop).await }.in_current_span())
+                });
                 for _ in 0..self.config.workers {
                     let (this, reconciler, rx) =
                         (self.clone(), reconciler.clone(), stop_rx.clone());
@@ -169,11 +173,25 @@ impl<K: InformerObject> Controller<K> {
                         tracing::error!(error = %err, "stopping controller");
                         Err(err)
                     }
+                    ended = async { hand_offs.as_mut().expect("a shard").await },
+                        if hand_offs.is_some() =>
+                    {
+                        hand_offs = None;
+                        match ended {
+                            Ok(Err(stalled)) => Err(self.fence(stalled, &mut tasks).await),
+                            // It ends on its own only with a stall.
+                            Ok(Ok(())) => Ok(()),
+                            Err(join) => std::panic::resume_unwind(join.into_panic()),
+                        }
+                    }
                 }
             }
         };
         tracing::info!("stopping controller");
         drop(stop);
+        if let Some(run) = hand_offs {
+            let _ = run.await;
+        }
         let drain = async { while tasks.join_next().await.is_some() {} };
         match self.config.shutdown_grace {
             None => drain.await,
@@ -198,6 +216,26 @@ impl<K: InformerObject> Controller<K> {
         }
         tracing::info!("controller stopped");
         outcome
+    }
+}
+
+impl<K: InformerObject> Controller<K> {
+    /// A shard whose give-up stalled fences itself: its reconciles are aborted (dropped at
+    /// their next await) and awaited before anything else, so that none runs once its
+    /// ranges move; the error says which keys held the hand-off up.
+    async fn fence(&self, stalled: HandOffStalled, tasks: &mut JoinSet<()>) -> ControllerError {
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        self.abandon_in_flight("the shard fenced itself after a stalled hand-off");
+        let ranges = self.shard.as_ref().and_then(|s| s.ranges());
+        let err = ControllerError::HandOffTimeout {
+            shard: ranges.map(|r| r.shard().to_owned()).unwrap_or_default(),
+            ring: ranges.map(|r| r.ring().to_owned()).unwrap_or_default(),
+            waited: stalled.waited,
+            keys: stalled.keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        };
+        tracing::error!(error = %err, "stopping controller");
+        err
     }
 }
 

@@ -115,6 +115,9 @@ impl Manager {
                     Some(joined) => {
                         if let Some(err) = self.finished(joined, &mut running) {
                             tracing::error!(error = %err, "a runnable failed; stopping the manager");
+                            // A shard that fenced itself stops the rest as a lost Lease does,
+                            // so that its Lease is released, and its ranges move, at once.
+                            fenced = fenced_itself(&err);
                             failure = Some(err);
                             break;
                         }
@@ -177,10 +180,11 @@ impl Manager {
         stop_tx.send_replace(true);
         if fenced {
             // The Lease may expire for another replica a lease duration after the last
-            // renewal, and the renewals have missed their deadline: whatever this replica
-            // still reconciles must stop now, not after a graceful shutdown (the reconciles
-            // in flight are dropped at their next await, and logged as abandoned).
-            tracing::error!("the Lease is lost: stopping every runnable at once");
+            // renewal, and the renewals have missed their deadline (or a shard fenced itself
+            // and its Lease must go now): whatever this replica still reconciles must stop
+            // now, not after a graceful shutdown (the reconciles in flight are dropped at
+            // their next await, and logged as abandoned).
+            tracing::error!("fenced: stopping every runnable at once");
             tasks.abort_all();
         }
         let drained = tokio::time::timeout(self.graceful_shutdown_timeout, async {
@@ -269,6 +273,13 @@ impl Manager {
             Err(source) => Some(ManagerError::Runnable { runnable: name, source }),
         }
     }
+}
+
+/// Whether `err` is a controller's fencing of its shard after a stalled hand-off.
+fn fenced_itself(err: &ManagerError) -> bool {
+    let ManagerError::Runnable { source, .. } = err else { return false };
+    let controller = source.downcast_ref::<crate::controller::ControllerError>();
+    matches!(controller, Some(crate::controller::ControllerError::HandOffTimeout { .. }))
 }
 
 fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {

@@ -51,6 +51,10 @@ pub enum Assignment {
     ShardSelectors,
 }
 
+/// How long, by default, a shard of a ring of shard selectors waits for the reconciles in
+/// the ranges it gives up before it fences itself; see [`Ring::hand_off_timeout`].
+const HAND_OFF_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A ring: its name, the namespace of its Leases, their timing, and how objects are assigned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ring {
@@ -58,6 +62,7 @@ pub struct Ring {
     namespace: String,
     lease: LeaderElectionConfig,
     assignment: Assignment,
+    hand_off_timeout: Duration,
 }
 
 impl Ring {
@@ -69,7 +74,31 @@ impl Ring {
             namespace: "default".to_owned(),
             lease: LeaderElectionConfig::default(),
             assignment: Assignment::Labels,
+            hand_off_timeout: HAND_OFF_TIMEOUT,
         }
+    }
+
+    /// In a ring of [`Assignment::ShardSelectors`], how long a shard that gives ranges up
+    /// waits for its reconciles there to end (default 2 minutes). Until they end, those
+    /// ranges are reconciled by nobody; past it, the shard fences itself as when it loses
+    /// its Lease: its controller aborts its reconciles and stops with
+    /// [`ControllerError::HandOffTimeout`](crate::controller::ControllerError::HandOffTimeout),
+    /// and a [`Manager`](crate::manager::Manager) stops at once and releases the shard's
+    /// Lease, so that the ranges move. It never releases a range while a reconcile of it
+    /// may still run (an aborted reconcile is dropped at its next await; one that blocks its
+    /// thread cannot be stopped by any async runtime, and then nothing is released). Raise
+    /// it for reconciles that legitimately run longer, or bound them with a
+    /// [reconcile timeout](crate::controller::Config::reconcile_timeout) below it.
+    #[must_use]
+    pub fn hand_off_timeout(mut self, timeout: Duration) -> Self {
+        self.hand_off_timeout = timeout;
+        self
+    }
+
+    /// How long a hand-off waits before the shard fences itself; see
+    /// [`hand_off_timeout`](Self::hand_off_timeout).
+    pub fn hand_off(&self) -> Duration {
+        self.hand_off_timeout
     }
 
     /// Assigns objects as `assignment` says ([`Assignment::Labels`] by default).

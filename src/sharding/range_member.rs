@@ -11,7 +11,11 @@
 //!
 //! 1. **give up** the active ranges outside the target: no new reconcile starts there (the
 //!    check before each reconcile reads the active set), the informer lists again under the
-//!    smaller selector, and the step waits until no reconcile of an object there is in flight;
+//!    smaller selector, and the step waits until no reconcile of an object there is in flight,
+//!    for the ring's [hand-off timeout](super::Ring::hand_off_timeout) at most: past it the
+//!    shard fences itself (its run ends with the keys that held it up, and the controller
+//!    aborts its reconciles and stops), so that a hung reconcile cannot keep the ranges
+//!    from moving;
 //! 2. **acknowledge**: once nothing outside the target is active, write the ring on the Lease;
 //! 3. **take** the target's ranges not active yet, but only those no other live shard's
 //!    Lease still claims, read fresh from the server (a quorum list, after its own write, so
@@ -89,6 +93,14 @@ impl std::fmt::Debug for RangeMember {
             .field("shard", &self.shard)
             .finish_non_exhaustive()
     }
+}
+
+/// A give-up whose reconciles did not end within the hand-off timeout: the keys that held it
+/// up, and how long it waited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HandOffStalled {
+    pub(crate) keys: Vec<ObjectKey>,
+    pub(crate) waited: std::time::Duration,
 }
 
 /// What the check before a reconcile decided.
@@ -243,6 +255,19 @@ impl RangeMember {
         drop(in_flight);
     }
 
+    /// The keys in flight outside the active ranges.
+    fn outside_active(&self) -> Vec<ObjectKey> {
+        let in_flight = lock(&self.in_flight);
+        let active = self.active.borrow();
+        let mut keys: Vec<ObjectKey> = in_flight
+            .iter()
+            .filter(|(_, p)| !p.is_some_and(|p| active.contains(p)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Waits until no reconcile outside the active ranges is in flight.
     async fn drained(&self) {
         loop {
@@ -260,12 +285,23 @@ impl RangeMember {
         }
     }
 
-    /// Runs the steps (see the module docs) until `stop` completes.
-    pub(crate) async fn run(&self, stop: impl Future<Output = ()>) {
+    /// The shard's id.
+    pub(crate) fn shard(&self) -> &str {
+        &self.shard
+    }
+
+    /// The ring's name.
+    pub(crate) fn ring(&self) -> &str {
+        self.ring.name()
+    }
+
+    /// Runs the steps (see the module docs) until `stop` completes, or until a give-up
+    /// stalls past the hand-off timeout.
+    pub(crate) async fn run(&self, stop: impl Future<Output = ()>) -> Result<(), HandOffStalled> {
         tokio::pin!(stop);
         let mut synced = self.leases.synced_receiver();
         tokio::select! {
-            _ = &mut stop => return,
+            _ = &mut stop => return Ok(()),
             _ = synced.wait_for(|s| *s) => {}
         }
         self.check_server_support().await;
@@ -275,7 +311,7 @@ impl RangeMember {
             for lease in self.leases.indexer().list() {
                 members.observe(&lease, now);
             }
-            let pending = self.step(&mut members, now).await;
+            let pending = self.step(&mut members, now).await?;
             // A step that had nothing to do awaited nothing: let the runtime run the rest.
             tokio::task::yield_now().await;
             // The step may have waited long (for reconciles to end): time is read anew.
@@ -283,7 +319,7 @@ impl RangeMember {
             let retry = pending.then(|| now + self.ring.lease().retry_period);
             let later = [members.next_change(now), retry].into_iter().flatten().min();
             tokio::select! {
-                _ = &mut stop => return,
+                _ = &mut stop => return Ok(()),
                 _ = self.changed.notified() => {}
                 _ = async { match later { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {}
             }
@@ -298,7 +334,7 @@ impl RangeMember {
     /// recorded as seen before it would age by the wait, so that a live shard (this one
     /// too) would look expired at the next step, and its ranges be taken while it
     /// reconciles them.
-    async fn step(&self, members: &mut Members, now: Instant) -> bool {
+    async fn step(&self, members: &mut Members, now: Instant) -> Result<bool, HandOffStalled> {
         let leases = self.leases.indexer().list();
         for gone in members.to_delete(now) {
             match leases.iter().find(|l| l.metadata.name.as_deref() == Some(gone.as_str())) {
@@ -315,10 +351,21 @@ impl RangeMember {
         let active = self.active.borrow().clone();
         if !active.is_subset(&target) {
             self.set_active(active.intersection(&target));
-            self.drained().await;
+            let waited = self.ring.hand_off();
+            if tokio::time::timeout(waited, self.drained()).await.is_err() {
+                let keys = self.outside_active();
+                tracing::error!(
+                    shard = %self.shard,
+                    ring = %self.ring.name(),
+                    ?waited,
+                    keys = %keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                    "reconciles in ranges given up did not end: fencing this shard"
+                );
+                return Err(HandOffStalled { keys, waited });
+            }
         }
         if target.is_empty() {
-            return false;
+            return Ok(false);
         }
         // 2. Say which ring this shard serves.
         let view = ready.join(",");
@@ -327,12 +374,12 @@ impl RangeMember {
             && let Err(err) = self.acknowledge(&view).await
         {
             tracing::warn!(%err, shard = %self.shard, "writing the ring on the shard's Lease failed; retrying");
-            return true;
+            return Ok(true);
         }
         // 3. Take what no other live shard claims.
         let gain = target.difference(&self.active.borrow());
         if gain.is_empty() {
-            return false;
+            return Ok(false);
         }
         let api: Api<Lease> = Api::namespaced(self.client.clone(), self.ring.lease_namespace());
         let fresh = match api.list(&ListParams::default().labels(&self.ring.lease_selector())).await
@@ -340,7 +387,7 @@ impl RangeMember {
             Ok(list) => list.items,
             Err(err) => {
                 tracing::warn!(%err, "listing the ring's Leases failed; retrying");
-                return true;
+                return Ok(true);
             }
         };
         let now = Instant::now();
@@ -350,7 +397,7 @@ impl RangeMember {
             let name = lease.name_any();
             if name == self.shard {
                 if lease.annotations().get(&self.annotation) != Some(&view) {
-                    return true; // our own acknowledgement is not there (yet)
+                    return Ok(true); // our own acknowledgement is not there (yet)
                 }
                 continue;
             }
@@ -370,7 +417,7 @@ impl RangeMember {
                 queue_taken(&allowed);
             }
         }
-        allowed != gain
+        Ok(allowed != gain)
     }
 
     /// Writes `view` on this shard's Lease.
@@ -460,7 +507,7 @@ mod tests {
         for lease in member.leases.indexer().list() {
             members.observe(&lease, now);
         }
-        member.step(members, now).await;
+        member.step(members, now).await.expect("no hand-off stalls");
     }
 
     /// Waits until the Lease informer holds `check`.
