@@ -88,8 +88,30 @@ pub(crate) struct Example {
 
 impl Example {
     pub(crate) fn start(t: &Target, name: &str, args: &[&str]) -> Example {
-        let mut child = Command::new(example_binary(name))
+        Example::start_in(t, name, args, &[], &[])
+    }
+
+    /// As [`start`](Self::start), run by `launcher` (`unshare --pid ...`, say: the example
+    /// is appended to its arguments) with `env` set too.
+    pub(crate) fn start_in(
+        t: &Target,
+        name: &str,
+        args: &[&str],
+        launcher: &[&str],
+        env: &[(&str, &str)],
+    ) -> Example {
+        let binary = example_binary(name);
+        let mut command = match launcher.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
+        let mut child = command
             .args(args)
+            .envs(env.iter().copied())
             .env("KUBECONFIG", t.kubeconfig())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -109,6 +131,14 @@ impl Example {
             })
         };
         Example { child, lines, reader }
+    }
+
+    /// Whether it leads now, as its last leadership line says.
+    pub(crate) fn leads(&self) -> bool {
+        let lines = self.lines();
+        let became = lines.iter().rposition(|l| l == "Became the leader");
+        let stopped = lines.iter().rposition(|l| l == "Stopped leading");
+        became.is_some_and(|b| stopped.is_none_or(|s| s < b))
     }
 
     pub(crate) fn lines(&self) -> Vec<String> {

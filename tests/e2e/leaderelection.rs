@@ -1,6 +1,7 @@
 //! Leader election on a Lease: three candidates, one leader at every instant; failover when
 //! the leader dies and when it stops gracefully; a leader cut off from the server steps down
-//! before anyone takes over. Timings are scaled down from client-go's defaults (lease 1.2 s,
+//! before anyone takes over; two replicas with one hostname, each pid 1 of its own PID
+//! namespace, elect one leader. Timings are scaled down from client-go's defaults (lease 1.2 s,
 //! renew deadline 0.8 s, retry 0.2 s) so the cases stay short; the algorithm is the same.
 
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use kube_client::{Api, Client};
 use tokio::time::Instant;
 
 use super::common::*;
+use crate::example::Example;
 use crate::support::Target;
 
 fn config() -> LeaderElectionConfig {
@@ -214,4 +216,40 @@ pub async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expire
     assert_one_leader_at_a_time(&[&leader, &follower]);
     let _ = leader.stop.take();
     proxy.open();
+}
+
+/// Two replicas as a Deployment or StatefulSet runs them: each the first process (pid 1) of
+/// its own PID namespace, with the same `HOSTNAME` (a template's `spec.hostname`, or the
+/// node's name). Their default identities must differ, or each takes the other's renewals
+/// for its own and both lead.
+pub async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Target) {
+    let launcher = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
+    let args = ["--namespace", &t.ns, "--leader-elect"];
+    let replica =
+        || Example::start_in(t, "configmap_sets", &args, &launcher, &[("HOSTNAME", "web-0")]);
+    let first = replica();
+    eventually_within(Duration::from_secs(60), "the first replica leads", || first.leads()).await;
+    let second = replica();
+    let identity = |e: &Example| {
+        let prefix = format!("Leader election on Lease {}/configmap-sets as ", t.ns);
+        e.lines().iter().find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+    };
+    eventually("the second replica campaigns", || identity(&second).is_some()).await;
+    // The second reads the Lease at once and then every 2 to 4.4 s (the default retry
+    // period, jittered): sharing the leader's identity, it would lead within that.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let (a, b) = (identity(&first).unwrap(), identity(&second).unwrap());
+    assert!(
+        first.leads() && !second.leads(),
+        "one leader: {a} printed {:?}\n{b} printed {:?}",
+        first.lines(),
+        second.lines()
+    );
+    assert!(a.starts_with("web-0_") && b.starts_with("web-0_"), "{a} and {b}");
+    assert_ne!(a, b, "two replicas with one identity");
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    let lease = leases.get("configmap-sets").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, Some(a));
+    first.terminate().await;
+    second.terminate().await;
 }

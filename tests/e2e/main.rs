@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         finalizer::a_stale_cache_cannot_drop_another_finalizer,
         leaderelection::three_candidates_one_leader_and_failover_on_death_and_on_shutdown,
         leaderelection::a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires,
+        leaderelection::two_replicas_with_one_hostname_and_pid_1_elect_one_leader,
         sources::owned_objects_enqueue_their_controlling_owner,
         sources::mappers_triggers_and_predicates_decide_what_is_reconciled,
         example::the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it,
