@@ -10,9 +10,9 @@
 //! It puts the finalizer `ctrlkit.example.com/cleanup` on each set, whose cleanup deletes the
 //! set's ConfigMaps before the set goes; it records events (`kubectl get events`) when it
 //! creates, restores and deletes ConfigMaps. With `--leader-elect`, replicas elect a leader on
-//! the Lease `configmap-sets` (identity: hostname and process id) and only the leader
+//! the Lease `configmap-sets` (identity: hostname and a random mark) and only the leader
 //! reconciles; with `--shard`, replicas share the sets instead: each is a shard of the ring
-//! `configmap-sets` (its own Lease, id from hostname and process id), reconciling the sets the
+//! `configmap-sets` (its own Lease, id from hostname and a random mark), reconciling the sets the
 //! ring's sharder (run by the elected leader) labels to it, and their ConfigMaps; with
 //! `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz`.
 //!

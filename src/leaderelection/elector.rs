@@ -526,10 +526,14 @@ impl LeaderElector {
     }
 }
 
-/// An identity unique to this process: the host's name and the process id (`web-1_4242`).
+/// An identity unique to this process, the same at every call: the host's name and a
+/// random mark of 10 lowercase letters and digits drawn when the process first asks
+/// (`web-1_k3x9q2m7zp`), as controller-runtime's `hostname_` + a UUID. Neither the host's
+/// name (two replicas of a template with `spec.hostname` share it) nor the process id (1 in
+/// every container) tells replicas apart alone.
 pub fn default_identity() -> String {
     let host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}_{}", std::process::id())
+    format!("{host}_{}", crate::host::process_mark())
 }
 
 #[cfg(test)]

@@ -75,8 +75,8 @@ impl std::fmt::Debug for LeaseLock {
 }
 
 impl LeaseLock {
-    /// The Lease `namespace/name`, for the candidate `identity` (unique among candidates: a
-    /// hostname and process id, a pod name).
+    /// The Lease `namespace/name`, for the candidate `identity` (unique among candidates:
+    /// [`default_identity`](super::default_identity), or a pod's name).
     pub fn new(client: Client, namespace: &str, name: &str, identity: &str) -> Self {
         Self {
             api: Api::namespaced(crate::user_agent::with_default(client), namespace),

@@ -189,8 +189,8 @@ pub struct ShardLease {
 }
 
 impl ShardLease {
-    /// The Lease of shard `shard` (unique in the ring, a valid object name: a pod name, or
-    /// [`default_identity`](crate::leaderelection::default_identity) lowercased) of `ring`.
+    /// The Lease of shard `shard` (unique in the ring, a valid object name and label value: a
+    /// pod's name, or [`default_shard_id`]) of `ring`.
     /// Fails if the ring's lease timing breaks the rules of
     /// [`LeaderElectionConfig::validate`].
     pub fn new(client: Client, ring: &Ring, shard: &str) -> Result<Self, LeaderElectionError> {
@@ -228,15 +228,14 @@ impl ShardLease {
     }
 }
 
-/// A shard id unique to this process, valid as a Lease name and a label value:
-/// [`default_identity`](crate::leaderelection::default_identity) (`host_pid`), lowercased,
-/// with every character other than a letter, a digit, `-` or `.` made a `-` (`web-1-4242`).
+/// A shard id unique to this process, the same at every call, valid as a Lease name and a
+/// label value (at most 63 characters) whatever the host's name: the host's name lowercased,
+/// every character other than a letter or a digit made a `-`, cut to 52 characters, then `-`
+/// and the random mark [`default_identity`](crate::leaderelection::default_identity) ends with
+/// (`web-1-k3x9q2m7zp`).
 pub fn default_shard_id() -> String {
-    crate::leaderelection::default_identity()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
-        .collect()
+    let host = crate::host::hostname().unwrap_or_default();
+    crate::host::shard_id(&host, crate::host::process_mark())
 }
 
 /// A shard's state, as its Lease was observed; see the module docs.

@@ -82,6 +82,8 @@ pub(crate) async fn kubectl(t: &Target, args: &[&str], stdin: Option<&str>) -> S
 /// An example running against the case's server, its stdout collected line by line.
 pub(crate) struct Example {
     child: Child,
+    /// Whether a launcher runs the example (as its one child).
+    launched: bool,
     lines: Arc<Mutex<Vec<String>>>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -130,7 +132,22 @@ impl Example {
                 }
             })
         };
-        Example { child, lines, reader }
+        Example { child, launched: !launcher.is_empty(), lines, reader }
+    }
+
+    /// The process signals go to: the example, even under a launcher (`unshare --fork`
+    /// ignores SIGTERM while it waits for its child).
+    fn pid(&self) -> String {
+        let pid = self.child.id().expect("still running");
+        if !self.launched {
+            return pid.to_string();
+        }
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        text.split_whitespace()
+            .next()
+            .unwrap_or_else(|| panic!("{children} names no child"))
+            .to_owned()
     }
 
     /// Whether it leads now, as its last leadership line says.
@@ -151,7 +168,7 @@ impl Example {
 
     /// Kills the process as a node failure would (SIGKILL): no shutdown, no lease released.
     async fn kill(mut self) {
-        let pid = self.child.id().expect("still running").to_string();
+        let pid = self.pid();
         let status = std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
         assert!(status.success());
         let _ = self.child.wait().await;
@@ -159,7 +176,7 @@ impl Example {
 
     /// Sends SIGTERM and checks for a clean exit within 20 s.
     pub(crate) async fn terminate(mut self) -> Vec<String> {
-        let pid = self.child.id().expect("still running").to_string();
+        let pid = self.pid();
         let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(status.success());
         let exit = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
