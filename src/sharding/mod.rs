@@ -84,12 +84,38 @@
 //! # }
 //! ```
 //!
-//! Limits: namespaced kinds only; owned objects must be owned by the primary kind, and in a
-//! ring of shard selectors they are not split (their uids are not their owner's: each shard
-//! caches all of them); an object needs its name before it has a shard (`generateName` is
-//! resolved by the server on create, so the sharder and the selectors see the name); a lost
-//! Lease stops the whole manager at once (its reconciles in flight are dropped), as
-//! controller-runtime exits on a lost election.
+//! # Guarantees
+//!
+//! - **No key is reconciled by two replicas at once**: a shard starts a reconcile only while
+//!   it holds its shard Lease by its own clock (until its last renewal's send time plus the
+//!   renew deadline; see [`crate::leaderelection`]) and, in a ring of labels, the object it
+//!   read is labelled to it; in a ring of shard selectors, its place is in the ranges the
+//!   shard holds, which no other live shard's acknowledged ring gives to that shard. Each
+//!   shard judges the others' Leases by when it read them, at the instant it read them.
+//! - **A hung reconcile cannot hold a hand-off forever**: in a ring of shard selectors a
+//!   give-up waits for the reconciles in the ranges it gives up at most the ring's
+//!   [hand-off timeout](Ring::hand_off_timeout) (2 minutes); past it the shard fences itself
+//!   as when it loses its Lease (its reconciles aborted, its manager stopped, its Lease
+//!   released), and its ranges move. In a ring of labels a hung reconcile holds up its own
+//!   object's drain alone.
+//! - **Unique shard ids**: [`default_shard_id`] is the host's name and a random mark of the
+//!   process, a valid label value and Lease name for any host name.
+//!
+//! These are what the chaos harness (`tests/support/chaos.rs`) checks against the Leases'
+//! records, with replicas killed, stopped, joined, frozen past their lease duration and cut
+//! off, in both assignments and under plain leader election.
+//!
+//! # Limits
+//!
+//! Namespaced kinds only; owned objects must be owned by the primary kind, and in a ring of
+//! shard selectors they are not split (their uids are not their owner's: each shard caches
+//! all of them); an object needs its name before it has a shard (`generateName` is resolved
+//! by the server on create, so the sharder and the selectors see the name); a lost Lease
+//! stops the whole manager at once (its reconciles in flight are dropped), as
+//! controller-runtime exits on a lost election. A reconcile running when its process froze
+//! past the lease duration resumes in the middle after another shard may have taken its key
+//! over: it is reported, and only its writes that carry the resourceVersion they read are
+//! safe (see "What a pause can and cannot do" in [`crate::leaderelection`]).
 
 mod membership;
 mod metrics;

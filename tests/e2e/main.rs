@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use support::Needs;
 
 mod admission;
+mod chaos;
 mod common;
 mod controller;
 mod convergence;
@@ -25,6 +26,10 @@ mod user_agent;
 mod webhooks;
 
 fn main() -> ExitCode {
+    // Run again by the chaos harness as one of its replicas.
+    if let Ok(spec) = std::env::var(support::chaos::REPLICA_ENV) {
+        return support::chaos::replica_main(&spec);
+    }
     let mut all = cases![Needs::Protocol;
         informer::the_initial_list_is_paginated,
         informer::a_cut_watch_resumes_from_its_version_without_a_relist,
@@ -49,6 +54,9 @@ fn main() -> ExitCode {
         example::three_operator_replicas_fail_over_record_events_and_finalize,
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
         sharding::a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can,
+        chaos::a_leader_elected_replica_set_under_chaos_never_reconciles_without_the_lease,
+        chaos::a_ring_of_labels_under_chaos_never_reconciles_a_key_twice_at_once,
+        chaos::a_ring_of_shard_selectors_under_chaos_never_reconciles_a_key_twice_at_once,
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
         admission::match_policies_decide_at_which_version_a_webhook_sees_a_write,
         admission::scale_writes_and_collection_deletes_are_admitted,

@@ -9,6 +9,7 @@
 //! as ignored, with a line that says why.
 #![allow(dead_code)] // each test binary uses part of the support code
 
+pub mod chaos;
 pub mod convergence;
 // harness, proxy, requests and target are the embedded server crate's (its protocol suite
 // runs on them).
