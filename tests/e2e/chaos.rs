@@ -1,7 +1,9 @@
 //! The chaos harness for leader election and rings (`tests/support/chaos.rs`), bounded: three
 //! replicas as processes in each mode, killed, stopped, joined, frozen past their lease
 //! duration and cut off, on the embedded server and a real one. `CTRLKIT_CHAOS_SEEDS=7,8`
-//! replays chosen seeds; `CTRLKIT_CHAOS_SECONDS=300` runs the schedule longer.
+//! replays chosen seeds; `CTRLKIT_CHAOS_SECONDS=300` runs the schedule longer;
+//! `CTRLKIT_CHAOS_EVENTS=roll,join` draws only those events, and
+//! `CTRLKIT_CHAOS_LONG_PERCENT=30` makes that many reconciles outlast a lease duration.
 
 use std::time::Duration;
 
@@ -31,12 +33,17 @@ async fn chaos(t: &Target, mode: Mode) {
             // Leases of 2 s (renewed within 1.2 s, tried every 0.3 s): short, so that a
             // pause or a cut outlasts one soon.
             lease_ms: (2000, 1200, 300),
-            long_percent: 3,
+            long_percent: from_env("CTRLKIT_CHAOS_LONG_PERCENT", &[3])[0],
+            events: std::env::var("CTRLKIT_CHAOS_EVENTS")
+                .unwrap_or_else(|_| "kill,stop,join,pause,cut,roll".into())
+                .split(',')
+                .map(|e| e.trim().to_owned())
+                .collect(),
             settle: Duration::from_secs(60),
         };
         let report = chaos::run(t, settings).await;
         println!(
-            "{mode:?} seed {seed}: {} replicas, {} reconciles, {} writes ({} conflicts), {} mutations; {} kills, {} stops, {} joins, {} pauses, {} cuts, {} exits; {} reconciles frozen across a pause, {} reported; converged {:.1?} after; violations: {}",
+            "{mode:?} seed {seed}: {} replicas, {} reconciles, {} writes ({} conflicts), {} mutations; {} kills, {} stops, {} joins, {} rolls, {} pauses, {} cuts, {} exits; {} reconciles frozen across a pause, {} reported; converged {:.1?} after; violations: {}",
             report.replicas,
             report.reconciles,
             report.writes,
@@ -45,6 +52,7 @@ async fn chaos(t: &Target, mode: Mode) {
             report.kills,
             report.stops,
             report.joins,
+            report.rolls,
             report.pauses,
             report.cuts,
             report.exits,

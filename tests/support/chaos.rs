@@ -23,7 +23,9 @@
 //! - **no start without the Lease**: a replica starts a reconcile only while the Lease it
 //!   runs under names it, by the Lease's own record (the last version whose renew time is
 //!   before the start, and the start within its duration): the leader's Lease, or in a ring
-//!   its shard's; in a ring of labels, the version it read is labelled to it;
+//!   its shard's; in a ring of labels, the version it read is labelled to it; in a ring of
+//!   shard selectors, a key another shard started moves only once that shard's acknowledged
+//!   ring stopped giving it the key, or its Lease stopped being held;
 //! - **no key reconciled by two replicas at once**, but for reconciles frozen across a
 //!   pause, which are **reported** instead: each one that ended is counted by its replica's
 //!   controller as having outlived its Lease, or was aborted (dropped unfinished);
@@ -45,7 +47,9 @@ use ctrlkit::cache::{Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs};
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::Manager;
-use ctrlkit::sharding::{Assignment, Ring, Sharder, shard_label};
+use ctrlkit::sharding::{
+    Assignment, HashRing, Ring, Sharder, fnv1a64, shard_label, view_annotation,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
@@ -303,6 +307,8 @@ pub struct Settings {
     /// The Leases' timing, in milliseconds: duration, renew deadline, retry period.
     pub lease_ms: (u64, u64, u64),
     pub long_percent: u64,
+    /// The events the schedule may draw: `kill`, `stop`, `join`, `pause`, `cut`, `roll`.
+    pub events: Vec<String>,
     /// How long convergence may take once the schedule ended.
     pub settle: Duration,
 }
@@ -320,6 +326,8 @@ pub struct Report {
     pub kills: usize,
     pub stops: usize,
     pub joins: usize,
+    /// Rolling updates: a replica started as another stopped.
+    pub rolls: usize,
     pub pauses: usize,
     pub cuts: usize,
     /// Replicas that exited on their own (a lost Lease) and were started again.
@@ -388,6 +396,10 @@ struct LeaseVersion {
     holder: String,
     renewed: i64,
     duration_us: i64,
+    /// The ring its shard says it serves (a ring of shard selectors), sorted members.
+    view: Option<String>,
+    /// When the harness saw it.
+    seen: i64,
 }
 
 /// Signals `pid` with `signal` (`-STOP`, `-CONT`, `-KILL`, `-TERM`).
@@ -513,11 +525,16 @@ impl Run<'_> {
         }
     }
 
-    /// One event of the schedule.
+    /// One event of the schedule (of those `settings.events` allows).
     async fn act(&mut self) {
         let healthy = self.healthy();
         let pick = |rng: &mut Rng| healthy[rng.below(healthy.len() as u64) as usize];
-        match self.rng.below(6) {
+        let event = self.rng.below(7);
+        let allowed = ["kill", "stop", "join", "pause", "pause", "cut", "roll"][event as usize];
+        if !self.settings.events.iter().any(|e| e == allowed) {
+            return;
+        }
+        match event {
             0 if healthy.len() > 1 => {
                 let i = pick(&mut self.rng);
                 let pid = self.replicas[i].child.id().expect("alive");
@@ -551,6 +568,21 @@ impl Run<'_> {
                 self.replicas[i].frozen = Some(from);
                 self.report.pauses += 1;
             }
+            6 if healthy.len() > 1 => {
+                // A rolling update: a new replica starts as an old one stops gracefully, so
+                // that the others see one shard leave and one join at about once.
+                let i = pick(&mut self.rng);
+                let pid = self.replicas[i].child.id().expect("alive");
+                self.spawn().await;
+                signal(pid, "-TERM");
+                self.done.push(Done::Stopped { id: self.replicas[i].id.clone(), t: now_us() });
+                let stopped =
+                    tokio::time::timeout(Duration::from_secs(20), self.replicas[i].child.wait())
+                        .await;
+                assert!(stopped.is_ok(), "{} did not stop within 20 s", self.replicas[i].id);
+                self.report.rolls += 1;
+                self.retire(i).await;
+            }
             5 if !healthy.is_empty() => {
                 let i = pick(&mut self.rng);
                 self.replicas[i].proxy.refuse();
@@ -568,6 +600,8 @@ struct Records {
     leases: Mutex<Vec<LeaseVersion>>,
     /// Each object's `gen` by version, as seen.
     gens: Mutex<BTreeMap<String, Vec<(u64, u64)>>>,
+    /// Each object's uid (they are never created again).
+    uids: Mutex<HashMap<String, String>>,
 }
 
 fn micros(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>) -> i64 {
@@ -582,6 +616,8 @@ fn record_lease(records: &Records, lease: &Lease) {
         holder: spec.holder_identity.unwrap_or_default(),
         renewed: micros(spec.renew_time.as_ref()),
         duration_us: i64::from(spec.lease_duration_seconds.unwrap_or(0)) * 1_000_000,
+        view: lease.annotations().get(&view_annotation("configmaps")).cloned(),
+        seen: now_us(),
     };
     records.leases.lock().unwrap().push(version);
 }
@@ -590,6 +626,9 @@ fn record_object(records: &Records, object: &ConfigMap) {
     let rv = object.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0);
     let generation = object.data.as_ref().and_then(|d| d.get("gen")?.parse().ok()).unwrap_or(0);
     records.gens.lock().unwrap().entry(object.name_any()).or_default().push((rv, generation));
+    if let Some(uid) = object.uid() {
+        records.uids.lock().unwrap().insert(object.name_any(), uid);
+    }
 }
 
 /// Runs the harness on `t` as `settings` say; see the module docs.
@@ -733,6 +772,30 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
     report
 }
 
+/// How long around an instant the harness looks at Leases' views: its watch sees a change
+/// some milliseconds after the replicas do.
+const VIEW_MARGIN_US: i64 = 500_000;
+
+/// Whether the Lease versions of `shard` seen from `from` to `to` (and the one standing at
+/// `from`) all say it serves a ring that gives it `place`.
+fn claims_throughout(
+    versions: &[LeaseVersion],
+    shard: &str,
+    place: u64,
+    from: i64,
+    to: i64,
+) -> bool {
+    let claims = |v: &LeaseVersion| {
+        v.view.as_deref().is_some_and(|view| {
+            let ring = HashRing::new(view.split(',').filter(|s| !s.is_empty()));
+            ring.hash_ranges(shard).contains(place)
+        })
+    };
+    let standing = versions.iter().filter(|v| v.seen <= from).max_by_key(|v| v.rv);
+    standing.is_some_and(claims)
+        && versions.iter().filter(|v| v.seen > from && v.seen <= to).all(claims)
+}
+
 /// The reconciles of one replica: start, end (`None`: never ended), the version read, the
 /// label read, whether it finished.
 struct Reconcile<'a> {
@@ -873,6 +936,31 @@ fn check(
                 "{} started {} (rv {}) labelled {:?}",
                 r.replica, r.key, r.rv, r.label
             ));
+        }
+    }
+    // In a ring of shard selectors, a key moves from a shard that started it only once that
+    // shard's acknowledged ring no longer gives it the key, or its Lease is no longer held.
+    if settings.mode == Mode::Selectors {
+        let uids = records.uids.lock().unwrap();
+        for r in &all {
+            let Some(place) = uids.get(r.key).map(|uid| fnv1a64(uid.as_bytes())) else {
+                continue;
+            };
+            let holder = all
+                .iter()
+                .filter(|s| s.key == r.key && s.replica != r.replica && s.start < r.start)
+                .max_by_key(|s| s.start);
+            let Some(s) = holder else { continue };
+            let versions = leases.get(s.replica).map(Vec::as_slice).unwrap_or_default();
+            let (from, to) = (s.start - VIEW_MARGIN_US, r.start + VIEW_MARGIN_US);
+            if claims_throughout(versions, s.replica, place, from, to)
+                && holds(s.replica, s.replica, r.start).is_ok()
+            {
+                report.violations.push(format!(
+                    "{} started {} at {}, held by {} (started at {}; its ring and Lease unchanged since)",
+                    r.replica, r.key, r.start, s.replica, s.start
+                ));
+            }
         }
     }
     // No key reconciled by two replicas at once (but across a pause, reported above).
