@@ -19,6 +19,8 @@ mod metrics;
 mod priority;
 #[cfg(feature = "secure-metrics")]
 mod secure_metrics;
+#[cfg(feature = "webhook")]
+mod serving;
 mod shard_selectors;
 mod sharding;
 mod status;

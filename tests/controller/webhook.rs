@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::support::http::{free_address, get};
 
 /// At most two keys.
-struct Small;
+pub(super) struct Small;
 
 #[async_trait]
 impl Validator<ConfigMap> for Small {
@@ -40,7 +40,7 @@ impl Defaulter<ConfigMap> for Labelled {
     }
 }
 
-mod rustls_pemfile_free {
+pub(super) mod rustls_pemfile_free {
     /// The DER of the first certificate of a PEM bundle.
     pub fn ca_der(pem: &str) -> Vec<u8> {
         use rustls::pki_types::CertificateDer;
@@ -50,7 +50,7 @@ mod rustls_pemfile_free {
 }
 
 /// A client of `https://address` trusting only `ca_pem`.
-fn client(address: std::net::SocketAddr, ca_pem: &str) -> Client {
+pub(super) fn client(address: std::net::SocketAddr, ca_pem: &str) -> Client {
     client_of(&format!("https://{address}"), ca_pem)
 }
 
@@ -79,7 +79,7 @@ fn secret_replica(
 }
 
 /// Runs `server` until `stop` is notified.
-async fn run_until(server: WebhookServer, stop: &tokio::sync::Notify) {
+pub(super) async fn run_until(server: WebhookServer, stop: &tokio::sync::Notify) {
     tokio::select! {
         served = server.run(std::future::pending()) => served.unwrap(),
         () = stop.notified() => {}
@@ -88,7 +88,11 @@ async fn run_until(server: WebhookServer, stop: &tokio::sync::Notify) {
 
 /// `POST path` with `body`: the answer's JSON, or the API error kube-client makes of a
 /// non-2xx answer.
-async fn post(client: &Client, path: &str, body: &Value) -> Result<Value, kube_client::Error> {
+pub(super) async fn post(
+    client: &Client,
+    path: &str,
+    body: &Value,
+) -> Result<Value, kube_client::Error> {
     let request = http::Request::post(path)
         .header("Content-Type", "application/json")
         .body(serde_json::to_vec(body).unwrap())
@@ -97,7 +101,7 @@ async fn post(client: &Client, path: &str, body: &Value) -> Result<Value, kube_c
     Ok(serde_json::from_str(&text).unwrap())
 }
 
-fn admission(operation: &str, object: Value) -> Value {
+pub(super) fn admission(operation: &str, object: Value) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",

@@ -1,0 +1,145 @@
+//! Serving safely over HTTPS (the webhook server's, shared by secure metrics): reviews of
+//! several mebibytes are answered, and a client that stalls in the TLS handshake, in its
+//! headers, or idles on a kept-alive connection is cut off after the server's timeouts.
+//!
+//! The timeout cases run on tokio's paused clock: the server's own timers decide, and the
+//! clock jumps to them while the stalled client waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctrlkit::webhook::WebhookServer;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::webhook::{Small, admission, client, post, run_until};
+
+/// A webhook server validating at `/validate`, serving until the returned `Notify` is told.
+async fn serving() -> (WebhookServer, std::net::SocketAddr, Arc<tokio::sync::Notify>) {
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .validator("/validate", Small)
+        .build();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (running, until) = (server.clone(), stop.clone());
+    tokio::spawn(async move { run_until(running, &until).await });
+    let address = server.serving().await;
+    (server, address, stop)
+}
+
+/// A TLS connection to `address` trusting `ca_pem`, its handshake done.
+async fn tls(
+    address: std::net::SocketAddr,
+    ca_pem: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(der.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(address).await.unwrap();
+    connector.connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.unwrap()
+}
+
+/// How long, on the paused clock, until the server closes `stream` (a read returns its end
+/// or an error); `None` if it is still open after `limit`.
+async fn closed_after(
+    stream: &mut (impl AsyncReadExt + Unpin),
+    limit: Duration,
+) -> Option<Duration> {
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    let outcome = tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    outcome.ok().map(|()| start.elapsed())
+}
+
+#[tokio::test]
+async fn a_review_of_three_mebibytes_is_answered() {
+    let (server, address, stop) = serving().await;
+    let https = client(address, &server.certificate().unwrap().ca_pem);
+    // An update's review carries the object and the old one: two of 1.5 MiB each.
+    let big = "x".repeat(3 << 19);
+    let object = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "x", "namespace": "default" },
+        "data": { "a": big },
+    });
+    let mut review = admission("UPDATE", object.clone());
+    review["request"]["oldObject"] = object;
+    let answered = post(&https, "/validate", &review).await;
+    let answer = answered.expect("a review within the webhook's 7 MiB is answered");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    stop.notify_one();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stalls_in_the_tls_handshake_is_cut_off_after_10_s() {
+    let (_server, address, stop) = serving().await;
+    let mut stalled = TcpStream::connect(address).await.unwrap();
+    let closed = closed_after(&mut stalled, Duration::from_secs(60)).await;
+    let closed = closed.expect("the server closes a connection that never shakes hands");
+    assert!(closed >= Duration::from_secs(10) && closed < Duration::from_secs(11), "{closed:?}");
+    stop.notify_one();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stalls_in_its_headers_is_cut_off_after_10_s() {
+    let (server, address, stop) = serving().await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let mut stalled = tls(address, &ca).await;
+    stalled.write_all(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    stalled.flush().await.unwrap();
+    let closed = closed_after(&mut stalled, Duration::from_secs(60)).await;
+    let closed = closed.expect("the server closes a connection whose headers never end");
+    assert!(closed >= Duration::from_secs(10) && closed < Duration::from_secs(11), "{closed:?}");
+    // A connection that sends nothing after its handshake is cut off the same.
+    let mut silent = tls(address, &ca).await;
+    let closed = closed_after(&mut silent, Duration::from_secs(60)).await;
+    assert!(closed.is_some_and(|c| c < Duration::from_secs(11)), "{closed:?}");
+    stop.notify_one();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kept_alive_connection_is_closed_after_90_s_idle_and_not_before() {
+    let (server, address, stop) = serving().await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let mut kept = tls(address, &ca).await;
+    let body =
+        serde_json::to_vec(&admission("CREATE", json!({"metadata": {"name": "x"}}))).unwrap();
+    let request = format!(
+        "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    kept.write_all(request.as_bytes()).await.unwrap();
+    kept.write_all(&body).await.unwrap();
+    kept.flush().await.unwrap();
+    // The answer (one read is enough for its few hundred bytes).
+    let mut buf = [0u8; 4096];
+    let n = kept.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Idle: still open after 80 s (a header timeout does not apply between requests), closed
+    // by 91 s.
+    assert_eq!(closed_after(&mut kept, Duration::from_secs(80)).await, None, "closed too soon");
+    let closed = closed_after(&mut kept, Duration::from_secs(60)).await;
+    assert!(closed.is_some_and(|c| c <= Duration::from_secs(11)), "{closed:?} after 80 s");
+    stop.notify_one();
+}
