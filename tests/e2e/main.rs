@@ -18,6 +18,7 @@ mod finalizer;
 mod informer;
 mod leaderelection;
 mod secure_metrics;
+mod serving;
 mod sharding;
 mod sources;
 #[path = "../support/mod.rs"]
@@ -29,6 +30,10 @@ fn main() -> ExitCode {
     // Run again by the chaos harness as one of its replicas.
     if let Ok(spec) = std::env::var(support::chaos::REPLICA_ENV) {
         return support::chaos::replica_main(&spec);
+    }
+    // Run again as a webhook server with few descriptors.
+    if std::env::var_os(serving::HELPER_ENV).is_some() {
+        return serving::helper_main();
     }
     let mut all = cases![Needs::Protocol;
         informer::the_initial_list_is_paginated,
@@ -65,6 +70,9 @@ fn main() -> ExitCode {
     all.extend(cases![Needs::Compaction;
         informer::an_expired_version_relists_and_delivers_tombstones,
         convergence::seeded_mutations_under_faults_converge,
+    ]);
+    all.extend(cases![Needs::Embedded;
+        serving::a_server_out_of_descriptors_waits_instead_of_spinning,
     ]);
     all.extend(cases![Needs::AuditLog;
         user_agent::every_request_names_its_binary_and_a_client_can_name_its_controller,
