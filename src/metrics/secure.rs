@@ -36,7 +36,7 @@ use kube_client::{Api, Client};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::webhook::CertificateSource;
+use crate::webhook::{CertificateSource, ServingLimits};
 
 /// The most entries each cache holds; past it, expired entries go, then all of them.
 const CACHE_ENTRIES: usize = 1024;
@@ -45,6 +45,7 @@ const CACHE_ENTRIES: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct SecureServing {
     pub(crate) certificates: CertificateSource,
+    pub(crate) limits: ServingLimits,
     pub(crate) authenticated_for: Duration,
     pub(crate) allowed_for: Duration,
     pub(crate) denied_for: Duration,
@@ -54,6 +55,7 @@ impl Default for SecureServing {
     fn default() -> Self {
         Self {
             certificates: CertificateSource::self_signed(["localhost", "127.0.0.1"]),
+            limits: ServingLimits::default(),
             authenticated_for: Duration::from_secs(60),
             allowed_for: Duration::from_secs(300),
             denied_for: Duration::from_secs(30),
@@ -73,6 +75,14 @@ impl SecureServing {
     #[must_use]
     pub fn certificates(mut self, source: impl Into<CertificateSource>) -> Self {
         self.certificates = source.into();
+        self
+    }
+
+    /// The HTTPS server's timeouts and connection cap (default [`ServingLimits::default`]:
+    /// handshake and headers 10 s, idle 90 s, 1,024 connections).
+    #[must_use]
+    pub fn limits(mut self, limits: ServingLimits) -> Self {
+        self.limits = limits;
         self
     }
 

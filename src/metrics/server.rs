@@ -167,6 +167,7 @@ impl MetricsServer {
                 other => std::io::Error::other(other),
             })?;
         let addr = https.local_addr();
+        let limits = serving.limits;
         let gate = Arc::new(super::secure::Gate::new(client, serving));
         let router = router(registry, probes, Some(gate));
         let (stop, stopped) = oneshot::channel::<()>();
@@ -174,7 +175,7 @@ impl MetricsServer {
             let stopped = async {
                 let _ = stopped.await;
             };
-            https.serve(router, stopped, std::future::pending()).await;
+            https.serve(router, limits, stopped, std::future::pending()).await;
         });
         tracing::info!(%addr, "serving /metrics (authenticated), /healthz and /readyz over HTTPS");
         Ok(Self { addr, stop: Some(stop), task: Some(task) })

@@ -5,6 +5,10 @@
 //! Contract:
 //! - A certificate is there before the first connection ([`Https::bind`] fails without one);
 //!   a renewed or re-read one is served from the next handshake, no restart.
+//! - [`ServingLimits`] hold: a TLS handshake within 10 s, a request's headers within 10 s,
+//!   a kept-alive connection idle for 90 s at most, 1,024 connections at once (more wait in
+//!   the listen backlog), and a pause of 100 ms after an accept fails (no descriptors left)
+//!   rather than a loop that spins a core.
 //! - Renewals, Secret reads and the caller's own periodic work run beside the accept loop,
 //!   never in it; a failed renewal is logged and the served certificate stays.
 //! - On stop: no new connections; each open one answers the request in flight and closes
@@ -18,12 +22,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+use tower::Service;
 
 use super::WebhookError;
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::limits::{Activity, Phase, ServingLimits, Watched};
 use super::secret::SecretCertificates;
 
 /// Where an HTTPS server's certificate comes from: a
@@ -125,16 +131,19 @@ impl Https {
         self.address
     }
 
-    /// Serves `router` until `stop` completes, running `beside` (pending when it has
-    /// nothing left to do) and the certificate keeper alongside.
+    /// Serves `router` within `limits` until `stop` completes, running `beside` (pending
+    /// when it has nothing left to do) and the certificate keeper alongside.
     pub(crate) async fn serve(
         self,
         router: axum::Router,
+        limits: ServingLimits,
         stop: impl Future<Output = ()>,
         beside: impl Future<Output = ()>,
     ) {
         let Self { listener, acceptor, mut keeper, certificates, .. } = self;
         let mut connections = tokio::task::JoinSet::new();
+        // A connection is accepted only with a permit, held until it closes.
+        let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         // Connections end gracefully on the stop: the request in flight is answered, then the
         // connection closes.
         let (closing, closed) = tokio::sync::watch::channel(false);
@@ -155,32 +164,33 @@ impl Https {
                 () = &mut beside => {}
                 () = &mut maintain => {}
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                accepted = listener.accept() => {
-                    let Ok((stream, peer)) = accepted else { continue };
+                accepted = accept(&listener, &permits) => {
+                    let (stream, peer, permit) = match accepted {
+                        Ok(accepted) => accepted,
+                        Err(err) => {
+                            // Out of descriptors, say: the error would come back at once.
+                            tracing::warn!(%err, pause = ?limits.accept_error_pause, "accepting a connection failed");
+                            tokio::time::sleep(limits.accept_error_pause).await;
+                            continue;
+                        }
+                    };
                     let (acceptor, router) = (acceptor.clone(), router.clone());
-                    let mut closed = closed.clone();
+                    let closed = closed.clone();
                     connections.spawn(async move {
-                        let tls = match acceptor.accept(stream).await {
-                            Ok(tls) => tls,
-                            Err(err) => {
+                        let _permit = permit;
+                        let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream));
+                        let tls = match handshake.await {
+                            Ok(Ok(tls)) => tls,
+                            Ok(Err(err)) => {
                                 tracing::debug!(%peer, %err, "a TLS handshake failed");
                                 return;
                             }
-                        };
-                        let service = TowerToHyperService::new(router);
-                        let connection = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(tls), service);
-                        tokio::pin!(connection);
-                        let served = tokio::select! {
-                            served = connection.as_mut() => served,
-                            () = async { let _ = closed.wait_for(|closed| *closed).await; } => {
-                                connection.as_mut().graceful_shutdown();
-                                connection.await
+                            Err(_) => {
+                                tracing::debug!(%peer, "a TLS handshake timed out");
+                                return;
                             }
                         };
-                        if let Err(err) = served {
-                            tracing::debug!(%peer, %err, "an HTTPS connection ended");
-                        }
+                        serve_connection(tls, peer, router, limits, closed).await;
                     });
                 }
             }
@@ -192,6 +202,72 @@ impl Https {
         })
         .await;
         connections.abort_all();
+    }
+}
+
+/// Accepts a connection once a permit is free.
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit)> {
+    let permit = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
+    let (stream, peer) = listener.accept().await?;
+    Ok((stream, peer, permit))
+}
+
+/// Serves HTTP/1.1 on one TLS connection until it ends, breaks a limit, or the server stops
+/// (`closed`: the request in flight is answered, then the connection closes).
+async fn serve_connection(
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    peer: SocketAddr,
+    router: axum::Router,
+    limits: ServingLimits,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+) {
+    let activity = Activity::new();
+    let marks = activity.clone();
+    let service = hyper::service::service_fn(move |request| {
+        let (mut router, marks) = (router.clone(), marks.clone());
+        marks.busy();
+        async move {
+            let response = router.call(request.map(axum::body::Body::new)).await;
+            marks.idle();
+            response
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(Watched::new(tls, activity.clone())), service);
+    tokio::pin!(connection);
+    let served = loop {
+        let (phase, deadline) = activity.deadline(&limits);
+        tokio::select! {
+            served = connection.as_mut() => break served,
+            () = async { let _ = closed.wait_for(|closed| *closed).await; } => {
+                connection.as_mut().graceful_shutdown();
+                break connection.await;
+            }
+            () = activity.changed() => {}
+            () = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if activity.deadline(&limits) != (phase, deadline) {
+                    continue; // it moved on meanwhile
+                }
+                if phase == Phase::Idle {
+                    tracing::debug!(%peer, "closing a connection idle past the idle timeout");
+                    connection.as_mut().graceful_shutdown();
+                    break connection.await;
+                }
+                tracing::debug!(%peer, "a client did not send its headers within the header timeout");
+                return;
+            }
+        }
+    };
+    if let Err(err) = served {
+        tracing::debug!(%peer, %err, "an HTTPS connection ended");
     }
 }
 

@@ -54,6 +54,7 @@ mod certs;
 mod conversion;
 pub(crate) mod https;
 mod inject;
+mod limits;
 mod secret;
 mod server;
 
@@ -66,5 +67,6 @@ pub use conversion::Conversion;
 pub use https::CertificateSource;
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+pub use limits::ServingLimits;
 pub use secret::SecretCertificates;
 pub use server::{WebhookError, WebhookServer, WebhookServerBuilder};

@@ -33,13 +33,16 @@ use super::certs::{CertError, CertificateBundle, Certificates};
 use super::https::{CertificateSource, Https};
 use super::inject::CaInjection;
 use super::{
-    AdmissionHandler, Conversion, Defaulter, Reply, Review, Validator, WebhookStats, review,
+    AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, ServingLimits,
+    Validator, WebhookStats, review,
 };
 use crate::manager::{Runnable, RunnableError, Stop};
+use axum::extract::DefaultBodyLimit;
 
 /// Builds a [`WebhookServer`].
 pub struct WebhookServerBuilder {
     address: SocketAddr,
+    limits: ServingLimits,
     name: String,
     router: axum::Router,
     source: Option<CertificateSource>,
@@ -57,6 +60,7 @@ pub struct WebhookServer {
 struct Inner {
     name: String,
     address: SocketAddr,
+    limits: ServingLimits,
     router: axum::Router,
     source: CertificateSource,
     certificates: Certificates,
@@ -148,6 +152,13 @@ impl WebhookServerBuilder {
         self
     }
 
+    /// The server's timeouts and connection cap (default [`ServingLimits::default`]:
+    /// handshake and headers 10 s, idle 90 s, 1,024 connections).
+    pub fn limits(mut self, limits: ServingLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// Where the certificate comes from (default: self-signed for `localhost` and
     /// `127.0.0.1`, which only a local API server reaches).
     pub fn certificates(mut self, source: impl Into<CertificateSource>) -> Self {
@@ -178,7 +189,11 @@ impl WebhookServerBuilder {
             inner: Arc::new(Inner {
                 name: self.name,
                 address: self.address,
-                router: self.router,
+                limits: self.limits,
+                // A review holds the object and, for an update, the old one: up to the
+                // webhook's own limit, whose refusal (a 400) says why (axum's default would
+                // answer 413 past 2 MiB).
+                router: self.router.layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES + 1)),
                 source,
                 certificates: Certificates::default(),
                 stats: self.stats,
@@ -195,6 +210,7 @@ impl WebhookServer {
     pub fn builder() -> WebhookServerBuilder {
         WebhookServerBuilder {
             address: SocketAddr::from(([0, 0, 0, 0], 9443)),
+            limits: ServingLimits::default(),
             name: "webhook-server".to_owned(),
             router: axum::Router::new(),
             source: None,
@@ -239,7 +255,7 @@ impl WebhookServer {
         *inner.bound.lock() = Some(address);
         inner.serving.send_replace(true);
         tracing::info!(%address, name = %inner.name, "serving webhooks");
-        https.serve(inner.router.clone(), stop, self.inject()).await;
+        https.serve(inner.router.clone(), inner.limits, stop, self.inject()).await;
         inner.serving.send_replace(false);
         Ok(())
     }

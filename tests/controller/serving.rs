@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctrlkit::webhook::WebhookServer;
+use ctrlkit::webhook::{ServingLimits, WebhookServer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
@@ -141,5 +141,30 @@ async fn a_kept_alive_connection_is_closed_after_90_s_idle_and_not_before() {
     assert_eq!(closed_after(&mut kept, Duration::from_secs(80)).await, None, "closed too soon");
     let closed = closed_after(&mut kept, Duration::from_secs(60)).await;
     assert!(closed.is_some_and(|c| c <= Duration::from_secs(11)), "{closed:?} after 80 s");
+    stop.notify_one();
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_past_the_cap_wait_until_one_closes() {
+    let mut limits = ServingLimits::default();
+    limits.max_connections = 2;
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .validator("/validate", Small)
+        .limits(limits)
+        .build();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (running, until) = (server.clone(), stop.clone());
+    tokio::spawn(async move { run_until(running, &until).await });
+    let address = server.serving().await;
+    let ca = server.certificate().unwrap().ca_pem;
+    // Two clients that never shake hands hold both connections...
+    let _stalled =
+        [TcpStream::connect(address).await.unwrap(), TcpStream::connect(address).await.unwrap()];
+    // ...so a third is served only once the handshake timeout (10 s) cut them off.
+    let start = Instant::now();
+    let _third = tls(address, &ca).await;
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(11), "{waited:?}");
     stop.notify_one();
 }
