@@ -66,12 +66,24 @@ use super::target::Target;
 
 /// The environment variable that makes this binary one replica (its value: a [`Spec`]).
 pub const REPLICA_ENV: &str = "CTRLKIT_CHAOS_REPLICA";
-/// The label of the harness's objects.
-const OBJECT_LABEL: &str = "chaos.ctrlkit.dev/object";
-/// The leader's Lease (plain leader election; the sharder's in a ring of labels).
-const LEADER_LEASE: &str = "chaos-leader";
-/// The ring's name.
-const RING: &str = "chaos";
+/// The label of the harness's objects, whose value is the run's seed: runs of several seeds
+/// share a namespace, each with objects, Leases and a ring of its own.
+const OBJECT_LABEL: &str = "chaos.ctrlkit.dev/seed";
+/// The leader's Lease of the run of `seed` (plain leader election; the sharder's in a ring of
+/// labels).
+fn leader_lease(seed: u64) -> String {
+    format!("chaos-leader-{seed}")
+}
+
+/// The ring of the run of `seed`.
+fn ring_name(seed: u64) -> String {
+    format!("chaos-{seed}")
+}
+
+/// The objects of the run of `seed`.
+fn selector(seed: u64) -> String {
+    format!("{OBJECT_LABEL}={seed}")
+}
 
 /// How the replicas share the objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,7 +125,7 @@ impl Spec {
             Mode::Selectors => Assignment::ShardSelectors,
             _ => Assignment::Labels,
         };
-        Ring::new(RING)
+        Ring::new(&ring_name(self.seed))
             .namespace(&self.namespace)
             .lease_config(self.timing())
             .assignment(assignment)
@@ -183,7 +195,7 @@ impl Reconciler for Chaos {
         let Some(object) = object else { return Ok(Action::done()) };
         let t = now_us();
         let rv: u64 = object.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0);
-        let label = object.labels().get(&shard_label(RING)).cloned();
+        let label = object.labels().get(&shard_label(&ring_name(self.spec.seed))).cloned();
         emit(&Event::Start { key: key.name.clone(), rv, label, t });
         let mut end = EndGuard { key: key.name.clone(), finished: false };
         let draw = hash_of(self.spec.seed, (&key.name, rv, &self.spec.id)) % 100;
@@ -270,7 +282,7 @@ async fn run_replica(spec: Spec) -> Result<(), String> {
     let mut builder =
         Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(5));
     if spec.mode != Mode::Selectors {
-        let lock = LeaseLock::new(client.clone(), ns, LEADER_LEASE, &spec.id);
+        let lock = LeaseLock::new(client.clone(), ns, &leader_lease(spec.seed), &spec.id);
         builder = builder.leader_election(lock, spec.timing());
     }
     if spec.mode != Mode::Leader {
@@ -281,7 +293,7 @@ async fn run_replica(spec: Spec) -> Result<(), String> {
         manager.add(Sharder::<ConfigMap>::new(client.clone(), spec.ring(), Some(ns)));
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let objects = ListWatch::new(api.clone()).labels(OBJECT_LABEL);
+    let objects = ListWatch::new(api.clone()).labels(&selector(spec.seed));
     let controller: Controller<ConfigMap> =
         manager.controller(objects).config(Config::default().workers(3)).build();
     manager.add_controller(controller, Chaos { spec, api });
@@ -423,7 +435,7 @@ struct Run<'a> {
 impl Run<'_> {
     /// Starts a new replica process behind a proxy of its own.
     async fn spawn(&mut self) {
-        let id = format!("r{}", self.next_id);
+        let id = format!("s{}-r{}", self.settings.seed, self.next_id);
         self.next_id += 1;
         let url = self.t.config().cluster_url;
         let upstream: std::net::SocketAddr =
@@ -636,7 +648,10 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     for i in 0..settings.objects {
         let object = json!({
-            "metadata": { "name": format!("obj-{i}"), "labels": { OBJECT_LABEL: "true" } },
+            "metadata": {
+                "name": format!("s{}-obj-{i}", settings.seed),
+                "labels": { OBJECT_LABEL: settings.seed.to_string() },
+            },
             "data": { "gen": "0" },
         });
         let object = serde_json::from_value(object).unwrap();
@@ -650,7 +665,8 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
             .on_add(move |l: &Arc<Lease>| record_lease(&a, l))
             .on_update(move |_, l: &Arc<Lease>| record_lease(&u, l)),
     );
-    let objects = Informer::new(ListWatch::new(configmaps.clone()).labels(OBJECT_LABEL));
+    let objects =
+        Informer::new(ListWatch::new(configmaps.clone()).labels(&selector(settings.seed)));
     let (a, u) = (records.clone(), records.clone());
     objects.add_event_handler(
         ResourceEventHandlerFuncs::new()
@@ -699,7 +715,7 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
                 if stopping.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
-                let name = format!("obj-{}", rng.below(objects));
+                let name = format!("s{seed}-obj-{}", rng.below(objects));
                 let patch = Patch::Merge(json!({ "data": { "gen": generation.to_string() } }));
                 // Retried until it lands: the writer's last generation of each object is known.
                 while api.patch(&name, &PatchParams::default(), &patch).await.is_err() {
@@ -730,7 +746,7 @@ pub async fn run(t: &Target, settings: Settings) -> Report {
     let mut behind = Vec::new();
     while settling.elapsed() < settings.settle {
         run.tend(Duration::ZERO, Duration::ZERO).await;
-        let listed = configmaps.list(&ListParams::default().labels(OBJECT_LABEL)).await;
+        let listed = configmaps.list(&ListParams::default().labels(&selector(settings.seed))).await;
         if let Ok(list) = listed {
             let written = written.lock().unwrap().clone();
             behind = list
@@ -911,6 +927,7 @@ fn check(
         }
     }
     report.reconciles = all.len();
+    let leader_lease = leader_lease(settings.seed);
     // In flight at some instant of a pause of its replica.
     let spanned_pause = |r: &Reconcile| {
         done.iter().any(|d| match d {
@@ -923,7 +940,7 @@ fn check(
     for r in &all {
         // No start without the Lease it runs under.
         let name = match settings.mode {
-            Mode::Leader => LEADER_LEASE,
+            Mode::Leader => &leader_lease,
             _ => r.replica,
         };
         if let Err(why) = holds(name, r.replica, r.start) {
