@@ -210,6 +210,7 @@ mod protobuf;
 mod registry;
 mod resources;
 mod scale;
+mod secrets;
 mod selectors;
 mod server;
 mod shards;

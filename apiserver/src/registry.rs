@@ -567,6 +567,9 @@ impl Registry {
             {
                 return Err(ApiError::conflict(&rt.plural, &name));
             }
+            if rt.group.is_empty() && rt.plural == "secrets" {
+                super::secrets::validate_update(&name, &old, &new)?;
+            }
             if status && rt.is_builtin() {
                 // A built-in kind's status subresource keeps the old spec (everything but
                 // metadata and status) and owner references; labels and annotations change.

@@ -140,3 +140,46 @@ pub async fn workload_kinds_serve_status_and_scale(t: &Target) {
     accounts.create(&PostParams::default(), &account).await.unwrap();
     assert_eq!(accounts.get("robot").await.unwrap().metadata.name.as_deref(), Some("robot"));
 }
+
+/// A Secret's `type` never changes, and one created `immutable` keeps its data and stays so;
+/// its metadata still changes. The same words on every server.
+pub async fn a_secret_keeps_its_type_and_an_immutable_one_its_data(t: &Target) {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    let create = |body: Value| serde_json::from_value::<Secret>(body).expect("a valid Secret");
+    let opaque = secrets
+        .create(&PostParams::default(), &create(json!({ "metadata": { "name": "opaque" } })))
+        .await
+        .unwrap();
+    // As a writer of TLS keys would replace it: the keys a `kubernetes.io/tls` Secret needs,
+    // and that type.
+    let mut tls = opaque.clone();
+    tls.type_ = Some("kubernetes.io/tls".into());
+    let key = |k: &str| (k.to_owned(), k8s_openapi::ByteString(b"x".to_vec()));
+    tls.data = Some([key("tls.crt"), key("tls.key")].into());
+    let err = secrets.replace("opaque", &PostParams::default(), &tls).await.unwrap_err();
+    let kube_client::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "Secret \"opaque\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+    );
+    let frozen =
+        json!({ "metadata": { "name": "frozen" }, "immutable": true, "data": { "a": "YQ==" } });
+    secrets.create(&PostParams::default(), &create(frozen)).await.unwrap();
+    let forbidden = "field is immutable when `immutable` is set";
+    for (patch, field) in
+        [(json!({ "data": { "a": "Yg==" } }), "data"), (json!({ "immutable": false }), "immutable")]
+    {
+        let err = secrets.patch("frozen", &PatchParams::default(), &Patch::Merge(&patch)).await;
+        let Err(kube_client::Error::Api(status)) = err else { panic!("{err:?}") };
+        assert_eq!(status.code, 422);
+        assert_eq!(
+            status.message,
+            format!("Secret \"frozen\" is invalid: {field}: Forbidden: {forbidden}")
+        );
+    }
+    let labels = json!({ "metadata": { "labels": { "tier": "web" } } });
+    let labelled = secrets.patch("frozen", &PatchParams::default(), &Patch::Merge(&labels)).await;
+    assert_eq!(labelled.unwrap().metadata.labels.unwrap()["tier"], "web");
+}

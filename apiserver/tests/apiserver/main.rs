@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         crd::a_definition_with_two_versions_serves_each_object_at_both,
         admission::webhook_configurations_are_defaulted_or_refused_naming_each_field,
         builtin::workload_kinds_serve_status_and_scale,
+        builtin::a_secret_keeps_its_type_and_an_immutable_one_its_data,
         apply::server_side_apply_owns_conflicts_forces_and_removes,
         apply::server_side_apply_merges_containers_by_name_and_applies_status,
         protobuf::protobuf_bodies_create_update_and_delete_built_in_kinds,

@@ -1,0 +1,69 @@
+//! The strategy of core/v1 Secrets on update, as kube-apiserver v1.36.2 validates it (read
+//! off it): `type` never changes, and a Secret with `immutable: true` keeps its `data` and
+//! `stringData`, and stays immutable.
+
+use serde_json::Value;
+
+use super::status::{ApiError, ApiResult};
+
+/// Checks an update of the Secret `old` to `new`.
+pub(crate) fn validate_update(name: &str, old: &Value, new: &Value) -> ApiResult<()> {
+    let kind_of = |v: &Value| v.get("type").and_then(Value::as_str).unwrap_or("Opaque").to_owned();
+    if kind_of(new) != kind_of(old) {
+        let message = format!("Invalid value: \"{}\": field is immutable", kind_of(new));
+        return Err(ApiError::invalid("Secret", name, &format!("type: {message}")).with_cause(
+            "FieldValueInvalid",
+            &message,
+            "type",
+        ));
+    }
+    if old.get("immutable").and_then(Value::as_bool) == Some(true) {
+        let forbidden = "Forbidden: field is immutable when `immutable` is set";
+        let refuse = |field: &str| {
+            Err(ApiError::invalid("Secret", name, &format!("{field}: {forbidden}")).with_cause(
+                "FieldValueForbidden",
+                forbidden,
+                field,
+            ))
+        };
+        let data = |v: &Value| v.get("data").cloned().filter(|d| !d.is_null());
+        if data(new) != data(old) || new.get("stringData").is_some_and(|d| !d.is_null()) {
+            return refuse("data");
+        }
+        if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+            return refuse("immutable");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_secret_keeps_its_type_and_an_immutable_one_its_data() {
+        let opaque = json!({ "type": "Opaque", "data": { "a": "YQ==" } });
+        let tls = json!({ "type": "kubernetes.io/tls", "data": { "a": "YQ==" } });
+        let err = validate_update("s", &opaque, &tls).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Secret \"s\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+        );
+        assert!(validate_update("s", &json!({}), &json!({ "type": "Opaque" })).is_ok());
+        let frozen = json!({ "immutable": true, "data": { "a": "YQ==" } });
+        let changed = json!({ "immutable": true, "data": { "a": "Yg==" } });
+        let err = validate_update("f", &frozen, &changed).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Secret \"f\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        );
+        let thawed = json!({ "immutable": false, "data": { "a": "YQ==" } });
+        let err = validate_update("f", &frozen, &thawed).unwrap_err();
+        assert!(err.message.contains("immutable: Forbidden"), "{}", err.message);
+        let labelled = json!({ "immutable": true, "data": { "a": "YQ==" }, "metadata": { "labels": { "x": "y" } } });
+        assert!(validate_update("f", &frozen, &labelled).is_ok(), "metadata may change");
+    }
+}
