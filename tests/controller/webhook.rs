@@ -515,3 +515,72 @@ async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts(
     };
     tokio::join!(run_until(old.clone(), &stop), run_until(new.clone(), &stop), test);
 }
+
+/// A Secret made for the webhook's certificates before it starts, as least-privilege charts
+/// do (an empty `Opaque` Secret the operator may only update) and as Helm does (labels,
+/// annotations, an owner): the server writes its keys and keeps the rest; an `immutable`
+/// Secret is refused at start, by name.
+#[tokio::test]
+async fn a_pre_created_secret_keeps_its_type_and_metadata_and_an_immutable_one_is_refused() {
+    use k8s_openapi::api::core::v1::Secret;
+    let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
+    let secrets: kube_client::Api<Secret> = kube_client::Api::namespaced(api.client(), "default");
+    let owner = crate::common::create_configmap(&api, "chart").await;
+    let pre_created = json!({
+        "metadata": {
+            "name": "webhook-certs",
+            "labels": { "app.kubernetes.io/managed-by": "Helm" },
+            "annotations": { "meta.helm.sh/release-name": "operator" },
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "chart",
+                "uid": owner.metadata.uid.clone().unwrap(),
+            }],
+        },
+        "type": "Opaque",
+        "data": { "other": "a2VwdA==" },
+    });
+    let pp = kube_client::api::PostParams::default();
+    secrets.create(&pp, &serde_json::from_value(pre_created).unwrap()).await.unwrap();
+    let server = secret_replica(api.client(), "127.0.0.1", ctrlkit::webhook::Lifetimes::default());
+    let stop = tokio::sync::Notify::new();
+    let test = async {
+        let serving = tokio::time::timeout(Duration::from_secs(10), server.serving()).await;
+        stop.notify_waiters();
+        serving.expect("the server starts with the pre-created Secret");
+    };
+    tokio::join!(run_until(server.clone(), &stop), test);
+    let secret = secrets.get("webhook-certs").await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"), "its type kept");
+    let data = secret.data.clone().unwrap();
+    for key in ["ca.crt", "ca.key", "tls.crt", "tls.key", "other"] {
+        assert!(data.contains_key(key), "{key} in {:?}", data.keys().collect::<Vec<_>>());
+    }
+    assert_eq!(
+        String::from_utf8(data["tls.crt"].0.clone()).unwrap(),
+        server.certificate().unwrap().cert_pem
+    );
+    assert_eq!(secret.metadata.labels.unwrap()["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(secret.metadata.annotations.unwrap()["meta.helm.sh/release-name"], "operator");
+    assert_eq!(secret.metadata.owner_references.unwrap()[0].name, "chart");
+
+    // An immutable Secret could never be renewed: the server does not start, and says which.
+    let frozen =
+        json!({ "metadata": { "name": "frozen-certs" }, "immutable": true, "type": "Opaque" });
+    secrets.create(&pp, &serde_json::from_value(frozen).unwrap()).await.unwrap();
+    let store = ctrlkit::webhook::SecretCertificates::new(
+        api.client(),
+        "default",
+        "frozen-certs",
+        ["127.0.0.1"],
+    );
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .certificates(store)
+        .build();
+    let ended =
+        tokio::time::timeout(Duration::from_secs(10), server.run(std::future::pending())).await;
+    let err =
+        ended.expect("the server gives up at once").expect_err("an immutable Secret is an error");
+    let message = err.to_string();
+    assert!(message.contains("default/frozen-certs") && message.contains("immutable"), "{message}");
+}
