@@ -27,7 +27,14 @@ use rustls::sign::CertifiedKey;
 
 /// Why a certificate could not be made or served.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertError {
+    /// The Secret meant to keep the certificates is `immutable`: they could never be renewed.
+    #[error(
+        "the Secret {0} is immutable: the webhook certificates kept there could never be \
+         renewed; make it mutable, or name another Secret"
+    )]
+    Immutable(String),
     /// rcgen could not make it.
     #[error("making a certificate: {0}")]
     Generate(#[from] rcgen::Error),

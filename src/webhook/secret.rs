@@ -3,9 +3,13 @@
 //! (cert-controller's rotator).
 //!
 //! Contract:
-//! - The Secret (`kubernetes.io/tls`) holds `ca.crt`, `ca.key`, `tls.crt` and `tls.key`. The
-//!   first replica to start without it makes them and creates it; the others (a create that
-//!   conflicts) read it.
+//! - The Secret holds `ca.crt`, `ca.key`, `tls.crt` and `tls.key`. The first replica to start
+//!   without it makes them and creates it (`kubernetes.io/tls`); the others (a create that
+//!   conflicts) read it. A Secret made beforehand (an empty `Opaque` one that the operator may
+//!   only update, or one a chart labels and owns) is written too: only those four keys, with
+//!   a merge patch guarded by the `resourceVersion` read, so its type, its other keys, its
+//!   labels, annotations and owners stay. An `immutable` Secret is an error at start, naming
+//!   it: its certificates could never be renewed.
 //! - At every check each replica reads it again, serves what another replica renewed, and
 //!   renews what is due itself with the `resourceVersion` it read: of replicas renewing at
 //!   once, one write wins and the others read it at their next check.
@@ -17,8 +21,9 @@ use std::time::SystemTime;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube_client::api::{ObjectMeta, PostParams};
+use kube_client::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube_client::{Api, Client};
+use serde_json::json;
 
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
 
@@ -188,6 +193,10 @@ impl SecretCertificates {
                 resource_version: None,
             });
         };
+        if secret.immutable == Some(true) {
+            let namespace = self.api.namespace().unwrap_or_default();
+            return Err(CertError::Immutable(format!("{namespace}/{}", self.name)));
+        }
         let resource_version = secret.metadata.resource_version.clone();
         Ok(Read { kept: self.decode(&secret), resource_version })
     }
@@ -212,8 +221,9 @@ impl SecretCertificates {
         Ok((ca, bundle))
     }
 
-    /// Writes the certificates: a create without `version`, a replace with it; `false` on a
-    /// conflict (another replica wrote first).
+    /// Writes the certificates: a create without `version`; with it, a merge patch of the
+    /// four keys alone, guarded by `version` (so the Secret's type, other keys and metadata
+    /// stay); `false` on a conflict (another replica wrote first).
     async fn write(
         &self,
         ca: &SelfSignedCa,
@@ -221,24 +231,26 @@ impl SecretCertificates {
         version: Option<String>,
     ) -> Result<bool, CertError> {
         let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                resource_version: version.clone(),
-                ..ObjectMeta::default()
-            },
-            type_: Some("kubernetes.io/tls".to_owned()),
-            data: Some(BTreeMap::from([
-                ("ca.crt".to_owned(), bytes(&bundle.ca_pem)),
-                ("ca.key".to_owned(), bytes(&ca.key_pem())),
-                ("tls.crt".to_owned(), bytes(&bundle.cert_pem)),
-                ("tls.key".to_owned(), bytes(&bundle.key_pem)),
-            ])),
-            ..Secret::default()
-        };
+        let data = BTreeMap::from([
+            ("ca.crt".to_owned(), bytes(&bundle.ca_pem)),
+            ("ca.key".to_owned(), bytes(&ca.key_pem())),
+            ("tls.crt".to_owned(), bytes(&bundle.cert_pem)),
+            ("tls.key".to_owned(), bytes(&bundle.key_pem)),
+        ]);
         let written = match version {
-            None => self.api.create(&PostParams::default(), &secret).await,
-            Some(_) => self.api.replace(&self.name, &PostParams::default(), &secret).await,
+            None => {
+                let secret = Secret {
+                    metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+                    type_: Some("kubernetes.io/tls".to_owned()),
+                    data: Some(data),
+                    ..Secret::default()
+                };
+                self.api.create(&PostParams::default(), &secret).await
+            }
+            Some(version) => {
+                let patch = json!({ "metadata": { "resourceVersion": version }, "data": data });
+                self.api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await
+            }
         };
         match written {
             Ok(_) => Ok(true),
