@@ -53,3 +53,142 @@ async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_ope
     let _ = stop.send(());
     running.await.unwrap().unwrap();
 }
+
+/// An API server that answers only reviews: a `TokenReview` authenticates the token `good`
+/// (a user with a scope in `extra`) after 50 ms and no other; a `SubjectAccessReview`
+/// allows `get /metrics` only to a user whose `extra` holds that scope (as an authorizer
+/// that honours scoped tokens does). It counts the reviews by token, the most in flight at
+/// once, and keeps the access reviews asked.
+#[derive(Default)]
+struct Reviews {
+    by_token: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    most_in_flight: std::sync::atomic::AtomicUsize,
+    access: std::sync::Mutex<Vec<serde_json::Value>>,
+}
+
+impl Reviews {
+    fn client(self: &std::sync::Arc<Self>) -> kube_client::Client {
+        use http_body_util::BodyExt;
+        use std::sync::atomic::Ordering::SeqCst;
+        let reviews = self.clone();
+        let service =
+            tower::service_fn(move |request: http::Request<kube_client::client::Body>| {
+                let reviews = reviews.clone();
+                async move {
+                    let path = request.uri().path().to_owned();
+                    let body = request.into_body().collect().await.unwrap().to_bytes();
+                    let mut review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    if path.ends_with("/tokenreviews") {
+                        let token = review["spec"]["token"].as_str().unwrap_or_default().to_owned();
+                        *reviews.by_token.lock().unwrap().entry(token.clone()).or_default() += 1;
+                        let now = reviews.in_flight.fetch_add(1, SeqCst) + 1;
+                        reviews.most_in_flight.fetch_max(now, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        reviews.in_flight.fetch_sub(1, SeqCst);
+                        review["status"] = match token.as_str() {
+                            "good" => serde_json::json!({ "authenticated": true, "user": {
+                            "username": "scraper", "uid": "u-1", "groups": ["scrapers"],
+                            "extra": { "scopes": ["metrics"] },
+                        } }),
+                            _ => serde_json::json!({ "authenticated": false }),
+                        };
+                    } else {
+                        reviews.access.lock().unwrap().push(review["spec"].clone());
+                        let scoped = review["spec"]["extra"]["scopes"][0] == "metrics";
+                        review["status"] = serde_json::json!({ "allowed": scoped });
+                    }
+                    let body =
+                        kube_client::client::Body::from(serde_json::to_vec(&review).unwrap());
+                    Ok::<_, std::convert::Infallible>(http::Response::new(body))
+                }
+            });
+        kube_client::Client::new(service, "default")
+    }
+
+    fn reviews_of(&self, token: &str) -> usize {
+        self.by_token.lock().unwrap().get(token).copied().unwrap_or(0)
+    }
+}
+
+/// A secure metrics endpoint reviewed by `reviews`; its address and CA.
+async fn reviewed_endpoint(
+    reviews: &std::sync::Arc<Reviews>,
+) -> (ctrlkit::metrics::MetricsServer, std::net::SocketAddr, String) {
+    let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
+    let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
+    let ca_pem = bundle.ca_pem.clone();
+    let serving = SecureServing::new().certificates(CertificateSource::Bundle(bundle));
+    let server = ctrlkit::metrics::MetricsServer::start_secure(
+        "127.0.0.1:0".parse().unwrap(),
+        ctrlkit::metrics::Registry::new(),
+        ctrlkit::metrics::Probes::default(),
+        reviews.client(),
+        serving,
+    )
+    .await
+    .unwrap();
+    let address = server.local_addr();
+    (server, address, ca_pem)
+}
+
+/// `GET /metrics` with `authorization` as the header's value: the status.
+async fn scrape(address: std::net::SocketAddr, ca_pem: &str, authorization: &str) -> u16 {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut config = kube_client::Config::new(format!("https://{address}").parse().unwrap());
+    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
+    config.root_cert = Some(vec![der.to_vec()]);
+    let client = kube_client::Client::try_from(config).unwrap();
+    let request = http::Request::get("/metrics").header("Authorization", authorization);
+    match client.request_text(request.body(Vec::new()).unwrap()).await {
+        Ok(_) => 200,
+        Err(kube_client::Error::Api(status)) => status.code,
+        Err(err) => panic!("a scrape: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_scrapes_is_reviewed_once_per_token_eight_at_a_time_and_long_tokens_unreviewed()
+{
+    let reviews = std::sync::Arc::new(Reviews::default());
+    let (_server, address, ca) = reviewed_endpoint(&reviews).await;
+    // Twenty scrapes at once with one token: one review, whose answer they share.
+    let same = (0..20).map(|_| scrape(address, &ca, "Bearer good"));
+    assert!(futures::future::join_all(same).await.iter().all(|code| *code == 200));
+    assert_eq!(reviews.reviews_of("good"), 1, "one review per token at a time");
+    // Forty unknown tokens at once: reviewed, eight at a time at most.
+    let many = (0..40).map(|i| {
+        let ca = ca.clone();
+        async move { scrape(address, &ca, &format!("Bearer unknown-{i}")).await }
+    });
+    assert!(futures::future::join_all(many).await.iter().all(|code| *code == 401));
+    let most = reviews.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most <= 8, "{most} reviews in flight at once");
+    // A token of 20 KiB is refused as it is, no review sent for it.
+    let long = "t".repeat(20 << 10);
+    assert_eq!(scrape(address, &ca, &format!("Bearer {long}")).await, 401);
+    assert_eq!(reviews.reviews_of(&long), 0, "a token over 16 KiB is not reviewed");
+    // The scheme's case does not matter (RFC 7235).
+    assert_eq!(scrape(address, &ca, "bearer good").await, 200);
+}
+
+#[tokio::test]
+async fn a_scoped_token_is_authorized_with_its_extra_and_a_flood_does_not_evict_the_scraper() {
+    let reviews = std::sync::Arc::new(Reviews::default());
+    let (_server, address, ca) = reviewed_endpoint(&reviews).await;
+    assert_eq!(scrape(address, &ca, "Bearer good").await, 200, "authorized with its scope");
+    let asked = reviews.access.lock().unwrap()[0].clone();
+    assert_eq!(asked["extra"]["scopes"], serde_json::json!(["metrics"]), "{asked}");
+    // More unknown tokens than the cache holds, while the scraper keeps scraping: its entry,
+    // the most recently used, stays.
+    for batch in 0..11 {
+        let bogus = (0..100).map(|i| {
+            let ca = ca.clone();
+            async move { scrape(address, &ca, &format!("Bearer bogus-{batch}-{i}")).await }
+        });
+        futures::future::join_all(bogus).await;
+        assert_eq!(scrape(address, &ca, "Bearer good").await, 200);
+    }
+    assert_eq!(reviews.reviews_of("good"), 1, "the scraper's review was evicted by the flood");
+}
