@@ -15,15 +15,25 @@
 //!   account not allowed to create reviews) is a 401 `Authentication failed` or a 500
 //!   `Authorization for user NAME failed`, logged, and never cached.
 //! - **Cached**, as controller-runtime caches them: a token's review for 1 minute, an allowed
-//!   user for 5 minutes, a denied one for 30 seconds (at most 1024 entries each), so a scrape
-//!   every few seconds costs the API server nothing most of the time.
+//!   user for 5 minutes, a denied one for 30 seconds (at most 1024 entries each, the least
+//!   recently used evicted first, so a flood of unknown tokens does not evict the scraper), so
+//!   a scrape every few seconds costs the API server nothing most of the time. Tokens are
+//!   kept as their SHA-256, never as they are.
+//! - **Floods**: a token longer than 16 KiB is a 401 without a review; one token is reviewed
+//!   once at a time (concurrent scrapes with it share the answer), and at most 8 reviews are in
+//!   flight at once. The `Bearer` scheme matches in any case (RFC 7235).
+//! - **Scoped tokens**: the `SubjectAccessReview` carries the user's `extra` (its scopes, for
+//!   authorizers that read them), and the decision cache keys on it too.
+//! - **HTTPS limits** ([`ServingLimits`]): handshake and headers within 10 s, idle connections
+//!   closed after 90 s, 1,024 connections at once; see [`SecureServing::limits`].
 //! - **`/healthz` and `/readyz`** stay open: the kubelet probes them without a token.
 //!
 //! The manager's service account needs `create` on `tokenreviews.authentication.k8s.io` and
 //! `subjectaccessreviews.authorization.k8s.io` (kubebuilder's `metrics-auth-role`); the scraper's
 //! needs `get` on the non-resource URL `/metrics` (`metrics-reader`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,7 +48,7 @@ use tokio::time::Instant;
 
 use crate::webhook::{CertificateSource, ServingLimits};
 
-/// The most entries each cache holds; past it, expired entries go, then all of them.
+/// The most entries each cache holds; past it, the least recently used goes.
 const CACHE_ENTRIES: usize = 1024;
 
 /// How the metrics endpoint is served securely; see the module docs.
@@ -108,16 +118,77 @@ struct User {
     name: String,
     uid: Option<String>,
     groups: Vec<String>,
+    /// The authenticator's extra attributes (a scoped token's scopes, say): sent in the
+    /// `SubjectAccessReview`, since authorizers may read them.
+    extra: BTreeMap<String, Vec<String>>,
 }
+
+/// The SHA-256 of a token: what the cache keys on, never the token itself.
+type TokenHash = [u8; 32];
+
+fn hash(token: &str) -> TokenHash {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    digest.as_ref().try_into().expect("SHA-256 is 32 bytes")
+}
+
+/// A cache of at most [`CACHE_ENTRIES`] entries, each with when it was learned; past that,
+/// the least recently used goes.
+struct Lru<K, V> {
+    entries: HashMap<K, (V, Instant, u64)>,
+    uses: u64,
+}
+
+impl<K, V> Default for Lru<K, V> {
+    fn default() -> Self {
+        Self { entries: HashMap::new(), uses: 0 }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
+    /// The entry for `key` if it is younger than `ttl` says for its value (marked used).
+    fn get(&mut self, key: &K, ttl: impl Fn(&V) -> Duration) -> Option<V> {
+        self.uses += 1;
+        let uses = self.uses;
+        let (value, at, used) = self.entries.get_mut(key)?;
+        if at.elapsed() >= ttl(value) {
+            return None;
+        }
+        *used = uses;
+        Some(value.clone())
+    }
+
+    /// Remembers `value` for `key` from now, evicting the least recently used when full.
+    fn insert(&mut self, key: K, value: V) {
+        self.uses += 1;
+        if self.entries.len() >= CACHE_ENTRIES && !self.entries.contains_key(&key) {
+            let oldest = self.entries.iter().min_by_key(|(_, (_, _, used))| *used);
+            if let Some(oldest) = oldest.map(|(k, _)| k.clone()) {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(key, (value, Instant::now(), self.uses));
+    }
+}
+
+/// The longest bearer token reviewed; a longer one is refused as it is (401), so that
+/// headers of hundreds of kilobytes cost no review and no memory.
+const MAX_TOKEN_BYTES: usize = 16 << 10;
+
+/// The most reviews (token and access) in flight at once.
+const MAX_REVIEWS_IN_FLIGHT: usize = 8;
 
 /// What lets a scrape of `/metrics` in: reviews asked of the API server, cached.
 pub(crate) struct Gate {
     client: Client,
     serving: SecureServing,
-    /// Token → its user (`None`: not authenticated), and when that was learned.
-    tokens: Mutex<HashMap<String, (Option<User>, Instant)>>,
-    /// User → allowed, and when that was learned.
-    decisions: Mutex<HashMap<User, (bool, Instant)>>,
+    /// A token's hash → its user (`None`: not authenticated).
+    tokens: Mutex<Lru<TokenHash, Option<User>>>,
+    /// User → allowed.
+    decisions: Mutex<Lru<User, bool>>,
+    /// One review of a token at a time: the others asking about it wait for its answer.
+    reviewing: Mutex<HashMap<TokenHash, Arc<tokio::sync::Mutex<()>>>>,
+    /// Reviews in flight.
+    in_flight: tokio::sync::Semaphore,
 }
 
 /// A refusal: its status and the plain-text body.
@@ -125,7 +196,14 @@ pub(crate) type Refusal = (StatusCode, String);
 
 impl Gate {
     pub(crate) fn new(client: Client, serving: SecureServing) -> Self {
-        Self { client, serving, tokens: Mutex::default(), decisions: Mutex::default() }
+        Self {
+            client,
+            serving,
+            tokens: Mutex::default(),
+            decisions: Mutex::default(),
+            reviewing: Mutex::default(),
+            in_flight: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
+        }
     }
 
     /// Lets the request with `headers` in, or says why not.
@@ -134,9 +212,11 @@ impl Gate {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(|v| v.trim().split_once(' '))
+            // The scheme is case-insensitive (RFC 7235).
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|t| !t.is_empty() && t.len() <= MAX_TOKEN_BYTES)
             .ok_or_else(unauthorized)?;
         let user = self.authenticate(token).await?.ok_or_else(unauthorized)?;
         match self.authorize(&user).await? {
@@ -148,39 +228,62 @@ impl Gate {
         }
     }
 
-    /// The token's user (`None`: not authenticated), from the cache or a `TokenReview`.
+    /// The token's user (`None`: not authenticated), from the cache or a `TokenReview`,
+    /// one at a time per token.
     async fn authenticate(&self, token: &str) -> Result<Option<User>, Refusal> {
         let ttl = self.serving.authenticated_for;
-        if let Some(user) = cached(&self.tokens, token, |_| ttl) {
+        let key = hash(token);
+        if let Some(user) = self.tokens.lock().get(&key, |_| ttl) {
             return Ok(user);
         }
+        let turn = self.reviewing.lock().entry(key).or_default().clone();
+        let reviewed = {
+            let _turn = turn.lock().await;
+            // Another request may have reviewed it meanwhile.
+            let cached = self.tokens.lock().get(&key, |_| ttl);
+            match cached {
+                Some(user) => Ok(user),
+                None => self.review_token(token).await.inspect(|user| {
+                    self.tokens.lock().insert(key, user.clone());
+                }),
+            }
+        };
+        let mut reviewing = self.reviewing.lock();
+        // The map entry and this clone: nobody else waits for this token.
+        if Arc::strong_count(&turn) <= 2 {
+            reviewing.remove(&key);
+        }
+        reviewed
+    }
+
+    async fn review_token(&self, token: &str) -> Result<Option<User>, Refusal> {
         let review = TokenReview {
             spec: TokenReviewSpec { token: token.to_owned(), audiences: None },
             ..TokenReview::default()
         };
         let api: Api<TokenReview> = Api::all(self.client.clone());
+        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         let answer = api.create(&PostParams::default(), &review).await.map_err(|err| {
             tracing::error!(%err, "a TokenReview of a metrics scrape failed");
             (StatusCode::UNAUTHORIZED, "Authentication failed\n".to_owned())
         })?;
         let status = answer.status.unwrap_or_default();
-        let user = match (status.authenticated, status.user) {
+        Ok(match (status.authenticated, status.user) {
             (Some(true), Some(info)) => Some(User {
                 name: info.username.unwrap_or_default(),
                 uid: info.uid,
                 groups: info.groups.unwrap_or_default(),
+                extra: info.extra.unwrap_or_default(),
             }),
             _ => None,
-        };
-        remember(&self.tokens, token.to_owned(), user.clone());
-        Ok(user)
+        })
     }
 
     /// Whether `user` may `get /metrics`, from the cache or a `SubjectAccessReview`.
     async fn authorize(&self, user: &User) -> Result<bool, Refusal> {
         let (allowed_for, denied_for) = (self.serving.allowed_for, self.serving.denied_for);
         let ttl = |allowed: &bool| if *allowed { allowed_for } else { denied_for };
-        if let Some(allowed) = cached(&self.decisions, user, ttl) {
+        if let Some(allowed) = self.decisions.lock().get(user, ttl) {
             return Ok(allowed);
         }
         let review = SubjectAccessReview {
@@ -188,6 +291,7 @@ impl Gate {
                 user: Some(user.name.clone()),
                 uid: user.uid.clone(),
                 groups: Some(user.groups.clone()),
+                extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
                 non_resource_attributes: Some(NonResourceAttributes {
                     path: Some("/metrics".to_owned()),
                     verb: Some("get".to_owned()),
@@ -197,42 +301,14 @@ impl Gate {
             ..SubjectAccessReview::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
         let answer = api.create(&PostParams::default(), &review).await.map_err(|err| {
             tracing::error!(%err, user = %user.name, "a SubjectAccessReview of a metrics scrape failed");
             let message = format!("Authorization for user {} failed\n", user.name);
             (StatusCode::INTERNAL_SERVER_ERROR, message)
         })?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
-        remember(&self.decisions, user.clone(), allowed);
+        self.decisions.lock().insert(user.clone(), allowed);
         Ok(allowed)
     }
-}
-
-/// The entry for `key` if it is younger than `ttl` says for its value.
-fn cached<K, Q, V>(
-    cache: &Mutex<HashMap<K, (V, Instant)>>,
-    key: &Q,
-    ttl: impl Fn(&V) -> Duration,
-) -> Option<V>
-where
-    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
-    Q: std::hash::Hash + Eq + ?Sized,
-    V: Clone,
-{
-    let cache = cache.lock();
-    let (value, at) = cache.get(key)?;
-    (at.elapsed() < ttl(value)).then(|| value.clone())
-}
-
-/// Remembers `value` for `key` from now; a full cache first drops what is older than a
-/// minute, then everything (never unbounded, whatever tokens are sent).
-fn remember<K: std::hash::Hash + Eq, V>(cache: &Mutex<HashMap<K, (V, Instant)>>, key: K, value: V) {
-    let mut cache = cache.lock();
-    if cache.len() >= CACHE_ENTRIES {
-        cache.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(60));
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
-        }
-    }
-    cache.insert(key, (value, Instant::now()));
 }

@@ -205,6 +205,10 @@ impl Https {
     }
 }
 
+/// The most a request's line and headers may take: no client of a webhook or of metrics
+/// sends more, and a buffer of this size bounds what a hostile one makes the server hold.
+const MAX_HEADER_BYTES: usize = 64 << 10;
+
 /// Accepts a connection once a permit is free.
 async fn accept(
     listener: &TcpListener,
@@ -235,7 +239,9 @@ async fn serve_connection(
             response
         }
     });
+    // Headers of 64 KiB at most (hyper's default buffer takes about 400 KiB of them).
     let connection = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEADER_BYTES)
         .serve_connection(TokioIo::new(Watched::new(tls, activity.clone())), service);
     tokio::pin!(connection);
     let served = loop {
