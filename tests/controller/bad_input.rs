@@ -444,3 +444,91 @@ async fn an_error_event_reaches_the_watch_error_handler_with_its_status() {
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen, [(500, "InternalError".to_owned(), "etcd is unreachable".to_owned())]);
 }
+
+/// A ConfigMap `name` at `rv` carrying a field nested `depth` levels deep, as JSON text
+/// (built as text: a value that deep would take the test's own stack to build and print).
+fn deep_configmap(name: &str, rv: u64, depth: usize) -> String {
+    format!(
+        r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"default","resourceVersion":"{rv}"}},"deep":{}0{}}}"#,
+        r#"{"a":"#.repeat(depth),
+        "}".repeat(depth)
+    )
+}
+
+/// Objects as deep as kube-apiserver serves them (Go's decoder allows 10,000 levels;
+/// serde_json's default stops at 128) are cached; one deeper is skipped, named in the log,
+/// and the informer syncs the others, on the list and on the watch.
+#[tokio::test]
+async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_skipped_and_named() {
+    use kube_client::api::{ApiResource, DynamicObject};
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let items = [
+        deep_configmap("a", 5, 200),
+        configmap("b", 6).to_string(),
+        deep_configmap("c", 7, 10_001),
+    ];
+    let page = format!(
+        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{}]}}"#,
+        items.join(",")
+    );
+    let lines = [
+        format!(r#"{{"type":"ADDED","object":{}}}"#, deep_configmap("d", 11, 300)),
+        format!(r#"{{"type":"ADDED","object":{}}}"#, deep_configmap("e", 12, 10_001)),
+        event("ADDED", configmap("f", 13)),
+    ];
+    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, _) => Reply::json(page.clone()),
+        (true, 0) => Reply::Stream { lines: lines.to_vec(), stall: true },
+        (true, _) => quiet_watch(),
+    })
+    .await;
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    let inf = Informer::builder(ListWatch::new_with(api, &resource))
+        .backoff(fast_backoff())
+        .streaming_list(false)
+        .build();
+    let _running = start(&inf);
+    let synced = tokio::time::timeout(
+        Duration::from_secs(10),
+        wait_for_cache_sync(&[&inf], std::future::pending()),
+    )
+    .await;
+    assert!(synced.is_ok_and(|s| s.is_ok()), "the informer syncs: {}", logs.text());
+    eventually("the watch's objects are cached", || inf.indexer().list().len() == 4).await;
+    let mut cached: Vec<String> =
+        inf.indexer().list().iter().filter_map(|o| o.metadata.name.clone()).collect();
+    cached.sort();
+    assert_eq!(cached, ["a", "b", "d", "f"]);
+    let a = inf.indexer().get(&ctrlkit::cache::ObjectKey::namespaced("default", "a")).unwrap();
+    let mut depth = 0;
+    let mut value = &a.data["deep"];
+    while let Some(inner) = value.get("a") {
+        depth += 1;
+        value = inner;
+    }
+    assert_eq!(depth, 200, "the deep object whole");
+    let text = logs.text();
+    for name in ["default/c", "default/e"] {
+        assert!(text.contains(name) && text.contains("10000"), "{name} named: {text}");
+    }
+}
+
+/// A server whose every watch answers 410 is listed again after client-go's backoff (800 ms,
+/// doubling), not in a loop. On the real clock: the defect is a loop that never waits.
+#[tokio::test]
+async fn a_watch_that_always_expires_is_relisted_after_a_backoff() {
+    let server = Scripted::start(|asked| match asked.watch {
+        false => Reply::json(list(10, &[configmap("a", 5)])),
+        true => expired(),
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let inf = Informer::builder(ListWatch::new(api)).streaming_list(false).build();
+    let _running = start(&inf);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Lists at 0, then after 0.8–1.6 s, then 1.6–3.2 s more: three at most in 3 s.
+    let lists = server.count(false);
+    assert!((2..=3).contains(&lists), "{lists} lists in 3 s");
+}
