@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
-use ctrlkit::cache::{Indexer, Informer, ListWatch, ObjectKey, wait_for_cache_sync};
+use ctrlkit::cache::{BackoffConfig, Indexer, Informer, ListWatch, ObjectKey, wait_for_cache_sync};
 use ctrlkit::workqueue::WorkQueue;
 use ctrlkit_apiserver::ApiServer;
 use ctrlkit_apiserver::fixtures::realistic_pod;
@@ -115,7 +115,14 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
         .unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
-    let informer = Informer::new(ListWatch::new(api.clone()));
+    // A relist after a 410 waits out the informer's backoff (800 ms doubling to 30 s by
+    // default, as client-go's): a millisecond here, so a hundred relists take seconds.
+    let backoff = BackoffConfig {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(1),
+        ..BackoffConfig::default()
+    };
+    let informer = Informer::builder(ListWatch::new(api.clone())).backoff(backoff).build();
     let (stop, run) = start(&informer);
     assert!(wait_for_cache_sync(&[&informer], std::future::pending()).await.is_ok());
     // With its defaults the informer relists by streaming lists: each one a watch request.

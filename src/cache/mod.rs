@@ -58,6 +58,7 @@
 //! - An informer has one owner, whoever runs it; when its run ends it is marked stopped.
 
 mod backoff;
+mod deep;
 mod factory;
 mod handler;
 mod indexer;

@@ -47,9 +47,11 @@ use kube_client::core::Status;
 use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
+use super::deep::{self, TooDeep, is_too_deep};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::stored::{Codec, Stored};
 use super::strip::strip_managed_fields;
+use super::watch_stream::SKIPPED;
 use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::catch;
 
@@ -262,7 +264,8 @@ struct ListHead {
     metadata: ListMeta,
 }
 
-type DecodedPage<K> = Result<Vec<(ObjectKey, Stored<K>)>, InformerError>;
+/// A list page's objects, ready for the store, and those skipped for their depth.
+type DecodedPage<K> = Result<(Vec<(ObjectKey, Stored<K>)>, Vec<TooDeep>), InformerError>;
 
 impl<K: InformerObject> Reflector<K> {
     pub(crate) fn new(list_watch: ListWatch<K>, config: ReflectorConfig<K>) -> Self {
@@ -332,7 +335,10 @@ impl<K: InformerObject> Reflector<K> {
                         streaming = false;
                         self.list_now(sink, &mut backoff).await
                     }
-                    Err(StreamingError::Expired) => State::Relist,
+                    // client-go backs off before every relist, a 410's too.
+                    Err(StreamingError::Expired) => {
+                        State::Backoff(backoff.next_delay(), Box::new(State::Relist))
+                    }
                     Err(StreamingError::Failed(err)) => {
                         self.failed("streaming list failed", &err);
                         State::Backoff(backoff.next_delay(), Box::new(State::Relist))
@@ -341,7 +347,7 @@ impl<K: InformerObject> Reflector<K> {
                 State::Relist => self.list_now(sink, &mut backoff).await,
                 State::Expired => {
                     streaming = self.config.streaming_list;
-                    State::Relist
+                    State::Backoff(backoff.next_delay(), Box::new(State::Relist))
                 }
                 State::Watch(rv) => {
                     let timeout = self.watch_timeout();
@@ -370,6 +376,22 @@ impl<K: InformerObject> Reflector<K> {
                     *next
                 }
             };
+        }
+    }
+
+    /// A decoded page's objects; those skipped for their depth are logged and counted.
+    fn decoded<T>(&self, (items, skipped): (Vec<T>, Vec<TooDeep>)) -> Vec<T> {
+        for too_deep in skipped {
+            self.skipped(&too_deep.to_string());
+        }
+        items
+    }
+
+    /// Reports an object skipped for its depth: an error naming it, and the metric.
+    fn skipped(&self, what: &str) {
+        tracing::error!(resource = self.list_watch.url(), "skipped an object: {what}");
+        if let Some(metrics) = &self.config.metrics {
+            metrics.object_skipped();
         }
     }
 
@@ -462,7 +484,7 @@ impl<K: InformerObject> Reflector<K> {
             let head: ListHead = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
             if decoding.len() >= 2 {
                 let oldest = decoding.pop_front().expect("two in flight");
-                items.extend(join_decode(oldest).await?);
+                items.extend(self.decoded(join_decode(oldest).await?));
             }
             let prepare = self.config.prepare.clone();
             decoding.push_back(tokio::task::spawn_blocking(move || decode_page(text, &prepare)));
@@ -472,7 +494,7 @@ impl<K: InformerObject> Reflector<K> {
             }
         };
         for task in decoding {
-            items.extend(join_decode(task).await?);
+            items.extend(self.decoded(join_decode(task).await?));
         }
         tracing::debug!(objects = items.len(), %rv, "listed");
         sink.replace(items, &rv);
@@ -531,6 +553,9 @@ impl<K: InformerObject> Reflector<K> {
                     }
                 }
                 Ok(WatchEvent::Bookmark(b)) => {
+                    if let Some(what) = b.metadata.annotations.get(SKIPPED) {
+                        self.skipped(what);
+                    }
                     if b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str)
                         == Some("true")
                     {
@@ -605,6 +630,9 @@ impl<K: InformerObject> Reflector<K> {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),
                 Ok(WatchEvent::Deleted(o)) => (o, true),
                 Ok(WatchEvent::Bookmark(b)) => {
+                    if let Some(what) = b.metadata.annotations.get(SKIPPED) {
+                        self.skipped(what);
+                    }
                     rv = b.metadata.resource_version;
                     sink.bookmark(&rv);
                     continue;
@@ -662,12 +690,31 @@ fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> Decoded
         true => text,
         false => strip_managed_fields(&text).unwrap_or(text),
     };
-    let page: ObjectList<K> = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
+    let page: ObjectList<K> = match serde_json::from_str(&text) {
+        Ok(page) => page,
+        Err(err) if is_too_deep(&err) => return decode_deep_page(&text, prepare),
+        Err(err) => return Err(undecodable(err, &text)),
+    };
     let mut items = Vec::with_capacity(page.items.len());
     for object in page.items {
         items.extend(prepare.store(object)?);
     }
-    Ok(items)
+    Ok((items, Vec::new()))
+}
+
+/// A page holding an object deeper than serde_json's default limit, decoded object by object
+/// as deep as the API server serves them; deeper ones skipped and named.
+fn decode_deep_page<K: InformerObject>(text: &str, prepare: &Prepare<K>) -> DecodedPage<K> {
+    let raw: deep::RawItems<'_> = serde_json::from_str(text).map_err(|e| undecodable(e, text))?;
+    let mut items = Vec::with_capacity(raw.items.len());
+    let mut skipped = Vec::new();
+    for item in raw.items {
+        match deep::object::<K>(item.get()).map_err(|e| undecodable(e, item.get()))? {
+            Ok(object) => items.extend(prepare.store(object)?),
+            Err(too_deep) => skipped.push(too_deep),
+        }
+    }
+    Ok((items, skipped))
 }
 
 /// The objects of a page decoded on a blocking thread. A decoding thread that panicked is

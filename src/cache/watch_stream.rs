@@ -74,10 +74,19 @@ struct Head {
     kind: Option<String>,
 }
 
+/// The annotation of the bookmark that stands for an event whose object was skipped for its
+/// depth (its value: what was skipped and why), so that the watch moves past it and the
+/// informer reports it.
+pub(crate) const SKIPPED: &str = "ctrlkit.dev/skipped";
+
 /// One line as an event, or an error that says what the line was.
 fn decode<K: DeserializeOwned>(line: &[u8]) -> kube_client::Result<WatchEvent<K>> {
     let err = match serde_json::from_slice::<WatchEvent<K>>(line) {
         Ok(event) => return Ok(event),
+        Err(err) if super::deep::is_too_deep(&err) => match deep_event(line) {
+            Some(event) => return event,
+            None => err,
+        },
         Err(err) => err,
     };
     let head = serde_json::from_slice::<Head>(line);
@@ -102,6 +111,31 @@ fn decode<K: DeserializeOwned>(line: &[u8]) -> kube_client::Result<WatchEvent<K>
     Err(kube_client::Error::SerdeError(serde::de::Error::custom(format!(
         "{what}; the line begins: {excerpt:?}"
     ))))
+}
+
+/// An event whose object is nested deeper than serde_json's default limit, decoded as deep as
+/// the API server serves; deeper, a bookmark at its version annotated [`SKIPPED`]. `None`
+/// if the line is not an event at all.
+fn deep_event<K: DeserializeOwned>(line: &[u8]) -> Option<kube_client::Result<WatchEvent<K>>> {
+    let text = std::str::from_utf8(line).ok()?;
+    let raw: super::deep::RawEvent<'_> = serde_json::from_str(text).ok()?;
+    let decoded = match super::deep::object::<K>(raw.object.get()) {
+        Ok(decoded) => decoded,
+        Err(err) => return Some(Err(kube_client::Error::SerdeError(err))),
+    };
+    Some(Ok(match (raw.event_type.as_str(), decoded) {
+        ("ADDED", Ok(object)) => WatchEvent::Added(object),
+        ("MODIFIED", Ok(object)) => WatchEvent::Modified(object),
+        ("DELETED", Ok(object)) => WatchEvent::Deleted(object),
+        (_, Ok(_)) => return None,
+        (_, Err(too_deep)) => WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
+            types: Default::default(),
+            metadata: kube_client::core::watch::BookmarkMeta {
+                resource_version: too_deep.resource_version.clone().unwrap_or_default(),
+                annotations: [(SKIPPED.to_owned(), too_deep.to_string())].into(),
+            },
+        }),
+    }))
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ struct Families {
     informer_watches: Family<Labels<4>, Counter>,
     informer_events: Family<Labels<4>, Counter>,
     informer_relists: Family<Labels<3>, Counter>,
+    informer_skipped: Family<Labels<3>, Counter>,
     informer_objects: Family<Labels<3>, Gauge>,
     informer_resource_version: Family<Labels<3>, Seconds>,
     events_recorded: Family<Labels<1>, Counter>,
@@ -214,6 +215,11 @@ impl Registry {
                 r,
                 "ctrlkit_informer_relists",
                 "Lists an informer made after its first sync (410 Expired, ERROR events)"
+            ),
+            informer_skipped: register!(
+                r,
+                "ctrlkit_informer_objects_skipped",
+                "Objects an informer skipped: nested deeper than the API server's decoder takes"
             ),
             informer_objects: register!(
                 r,
@@ -486,6 +492,7 @@ struct InformerHooks {
     objects: Gauge,
     resource_version: Seconds,
     relists: Counter,
+    skipped: Counter,
 }
 
 impl InformerHooks {
@@ -528,6 +535,9 @@ impl InformerMetrics for InformerHooks {
     fn relist(&self) {
         self.relists.inc();
     }
+    fn object_skipped(&self) {
+        self.skipped.inc();
+    }
     fn objects(&self, count: usize) {
         self.objects.set(count as i64);
     }
@@ -551,6 +561,7 @@ impl InformerMetricsProvider for Registry {
             objects: f.informer_objects.get_or_create(&labels).clone(),
             resource_version: f.informer_resource_version.get_or_create(&labels).clone(),
             relists: f.informer_relists.get_or_create(&labels).clone(),
+            skipped: f.informer_skipped.get_or_create(&labels).clone(),
             labels,
         })
     }

@@ -485,9 +485,11 @@ async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_sk
     .await;
     let resource = ApiResource::erase::<ConfigMap>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    let registry = ctrlkit::metrics::Registry::new();
     let inf = Informer::builder(ListWatch::new_with(api, &resource))
         .backoff(fast_backoff())
         .streaming_list(false)
+        .metrics(std::sync::Arc::new(registry.clone()))
         .build();
     let _running = start(&inf);
     let synced = tokio::time::timeout(
@@ -513,6 +515,8 @@ async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_sk
     for name in ["default/c", "default/e"] {
         assert!(text.contains(name) && text.contains("10000"), "{name} named: {text}");
     }
+    let counted = "ctrlkit_informer_objects_skipped_total{resource=\"configmaps\",namespace=\"default\",selector=\"\"} 2";
+    assert!(registry.encode().contains(counted), "{}", registry.encode());
 }
 
 /// A server whose every watch answers 410 is listed again after client-go's backoff (800 ms,

@@ -1,0 +1,177 @@
+//! Objects as deep as the API server serves them.
+//!
+//! kube-apiserver's JSON decoder (Go's `encoding/json`) takes values nested up to 10,000
+//! levels; serde_json stops at 128 by default, so one such object in a list page would make
+//! the page, and the informer's sync, fail every time. The informer decodes as usual, and a
+//! page or an event that meets serde_json's limit is decoded again object by object: with the
+//! recursion limit off and the stack grown as the decoder needs (`serde_stacker`), up to Go's
+//! [`MAX_DEPTH`]. An object deeper than that is skipped: named in an error log, counted
+//! (`InformerMetrics::object_skipped`), and the informer syncs the others.
+//!
+//! A limit to know: `serde_json::Value` drops, clones and compares itself recursively. On a
+//! thread of tokio's default 2 MiB stack, measured on this project's machine, a value 10,000
+//! levels deep drops and serializes in a release build but overflows the stack when cloned;
+//! in a debug build a drop overflows past about 2,000 levels. Controllers that expect objects
+//! that deep run their runtime with a larger stack (`thread_stack_size`).
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+/// The deepest nesting decoded: Go's `encoding/json` limit, which kube-apiserver's decoder
+/// keeps, so no object it serves is deeper.
+pub(crate) const MAX_DEPTH: usize = 10_000;
+
+/// Whether a decoding failed on serde_json's recursion limit.
+pub(crate) fn is_too_deep(err: &serde_json::Error) -> bool {
+    err.to_string().starts_with("recursion limit exceeded")
+}
+
+/// The deepest nesting of arrays and objects in JSON `text` (strings skipped).
+pub(crate) fn depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Decodes `text` whatever its depth, the stack grown as the decoder recurses.
+fn from_str_unbounded<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    let mut json = serde_json::Deserializer::from_str(text);
+    json.disable_recursion_limit();
+    let value = T::deserialize(serde_stacker::Deserializer::new(&mut json))?;
+    json.end()?;
+    Ok(value)
+}
+
+/// An object skipped for its depth: its `namespace/name`, version and depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TooDeep {
+    pub(crate) object: String,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) depth: usize,
+}
+
+impl std::fmt::Display for TooDeep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is nested {} levels deep, more than the {MAX_DEPTH} the API server's decoder takes",
+            self.object, self.depth
+        )
+    }
+}
+
+/// Only an object's name, namespace and version: the rest is skipped, without recursion.
+#[derive(Deserialize, Default)]
+struct Named {
+    #[serde(default)]
+    metadata: NamedMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NamedMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// Decodes one object of any depth up to [`MAX_DEPTH`]; a deeper one is named instead.
+pub(crate) fn object<T: DeserializeOwned>(text: &str) -> serde_json::Result<Result<T, TooDeep>> {
+    let depth = depth(text.as_bytes());
+    if depth <= MAX_DEPTH {
+        return from_str_unbounded(text).map(Ok);
+    }
+    let named: Named = serde_json::from_str(text).unwrap_or_default();
+    let meta = named.metadata;
+    let name = meta.name.unwrap_or_else(|| "<unnamed>".to_owned());
+    let object = match meta.namespace.filter(|ns| !ns.is_empty()) {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name,
+    };
+    Ok(Err(TooDeep { object, resource_version: meta.resource_version, depth }))
+}
+
+/// A list page's items, each as its raw text (borrowed, skipped over without recursion).
+#[derive(Deserialize)]
+pub(crate) struct RawItems<'a> {
+    #[serde(borrow, default, deserialize_with = "raw_items")]
+    pub(crate) items: Vec<&'a serde_json::value::RawValue>,
+}
+
+fn raw_items<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<&'de serde_json::value::RawValue>, D::Error> {
+    Option::<Vec<&'de serde_json::value::RawValue>>::deserialize(deserializer)
+        .map(Option::unwrap_or_default)
+}
+
+/// A watch event's type and its object's raw text.
+#[derive(Deserialize)]
+pub(crate) struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    pub(crate) event_type: String,
+    #[serde(borrow)]
+    pub(crate) object: &'a serde_json::value::RawValue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!(
+            r#"{{"metadata":{{"name":"x","namespace":"ns","resourceVersion":"7"}},"v":{}0{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    }
+
+    #[test]
+    fn depth_counts_arrays_and_objects_but_not_brackets_in_strings() {
+        assert_eq!(depth(br#"{"a":[1,{"b":"}}]]{{"}]}"#), 3);
+        assert_eq!(depth(br#"{"a":"\"{"}"#), 1);
+        assert_eq!(depth(b"0"), 0);
+        assert_eq!(depth(nested(300).as_bytes()), 301);
+    }
+
+    #[test]
+    fn objects_decode_up_to_the_api_servers_depth_and_deeper_ones_are_named() {
+        let shallow: serde_json::Value = object(&nested(300)).unwrap().unwrap();
+        assert_eq!(shallow["metadata"]["name"], "x");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&nested(300)).is_err_and(|e| is_too_deep(&e))
+        );
+        let deep = object::<serde_json::Value>(&nested(MAX_DEPTH)).unwrap().unwrap_err();
+        assert_eq!(
+            deep,
+            TooDeep {
+                object: "ns/x".into(),
+                resource_version: Some("7".into()),
+                depth: MAX_DEPTH + 1
+            }
+        );
+        assert!(deep.to_string().contains("10000"), "{deep}");
+        let list = format!(r#"{{"items":[{},{}]}}"#, nested(10), nested(MAX_DEPTH));
+        let raw: RawItems<'_> = serde_json::from_str(&list).unwrap();
+        assert_eq!(raw.items.len(), 2);
+    }
+}
