@@ -65,6 +65,7 @@ fn main() -> ExitCode {
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
         admission::match_policies_decide_at_which_version_a_webhook_sees_a_write,
         admission::scale_writes_and_collection_deletes_are_admitted,
+        admission::a_webhook_patch_that_leaves_no_object_is_refused,
         secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ];
     all.extend(cases![Needs::Compaction;
