@@ -28,6 +28,7 @@ use super::protobuf;
 use super::registry::{Registry, Target};
 use super::resources::ResourceType;
 use super::server::Shared;
+use super::shapes::{self, Malformed};
 use super::shards::ShardSelector;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
@@ -482,13 +483,8 @@ async fn scale_admitted(
     let rt = registry.rt(target);
     let old = registry.scale(target)?;
     let new = match method.as_str() {
-        "PUT" => serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("decoding the Scale: {e}")))?,
-        _ => {
-            let mut scale = old.clone();
-            patch::apply(&mut scale, patch_type(headers)?, body)?;
-            scale
-        }
+        "PUT" => written_scale(body)?,
+        _ => patched_scale(&old, patch_type(headers)?, body)?,
     };
     let name = target.name.as_deref().unwrap_or_default();
     let mut attributes = attributes_of(route, &rt, "UPDATE", name);
@@ -499,7 +495,8 @@ async fn scale_admitted(
     let options = options_of("UpdateOptions", query, dry_run);
     let admitted =
         webhooks.admit(&attributes, None, Some(new), Some(&old), dry_run, options).await?;
-    let mut scale = admitted.object.unwrap_or(Value::Null);
+    // An object with object metadata: the admission stage refuses a patch that leaves less.
+    let mut scale = admitted.object.filter(Value::is_object).unwrap_or_else(|| json!({}));
     scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     let body = serde_json::to_vec(&scale).unwrap_or_default();
     let mut response = serve_scale(registry, &Method::PUT, headers, target, &body)?;
@@ -617,6 +614,34 @@ pub(crate) fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
 }
 
 /// GET, PUT and PATCH of `/scale` (see the `scale` module).
+/// A `Scale` written whole: an object whose `metadata`, `spec` and `status` are objects.
+fn written_scale(body: &[u8]) -> ApiResult<Value> {
+    let scale: Value = shapes::from_slice(body).map_err(|e| match e {
+        Malformed::TooDeep => shapes::too_deep_body("Scale", body),
+        Malformed::Syntax(e) => ApiError::bad_request(format!("decoding the Scale: {e}")),
+    })?;
+    if !scale.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
+        Some(error) => Err(shapes::cannot_be_handled("Scale", "autoscaling/v1", &error)),
+        None => Ok(scale),
+    }
+}
+
+/// `current` with `body`, a patch of type `kind`, applied: a `Scale` still.
+fn patched_scale(current: &Value, kind: PatchType, body: &[u8]) -> ApiResult<Value> {
+    let mut scale = current.clone();
+    patch::apply(&mut scale, kind, body)?;
+    if !scale.is_object() {
+        return Err(shapes::unprocessable_patch());
+    }
+    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
+        Some(error) => Err(shapes::invalid_patch(&scale, &error)),
+        None => Ok(scale),
+    }
+}
+
 fn serve_scale(
     registry: &Registry,
     method: &Method,
@@ -627,17 +652,12 @@ fn serve_scale(
     let scale = match method.as_str() {
         "GET" => registry.scale(target)?,
         "PUT" => {
-            let written: Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("decoding the Scale: {e}")))?;
+            let written = written_scale(body)?;
             registry.write_scale(target, |_| Ok(written))?
         }
         "PATCH" => {
             let kind = patch_type(headers)?;
-            registry.write_scale(target, |current| {
-                let mut scale = current.clone();
-                patch::apply(&mut scale, kind, body)?;
-                Ok(scale)
-            })?
+            registry.write_scale(target, |current| patched_scale(current, kind, body))?
         }
         _ => return Err(ApiError::method_not_allowed()),
     };

@@ -122,7 +122,8 @@ impl View {
         )
         .await
         .map_err(failed)?;
-        let answer: Value = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
+        let answer: Value =
+            crate::shapes::from_slice(text.as_bytes()).map_err(|e| failed(e.to_string()))?;
         let response = &answer["response"];
         if response["uid"] != json!(uid) {
             return Err(failed(format!(

@@ -108,12 +108,12 @@ pub(crate) async fn protobuf_response(response: Response, watch: bool) -> Respon
         return Response::from_parts(parts, Body::from_stream(frames));
     }
     let encoded = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => {
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|value| {
+        Ok(bytes) => crate::shapes::from_slice::<Value>(&bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|value| {
                 protobuf::encode(&value)
                     .unwrap_or_else(|| Err(format!("no protobuf message for {}", value["kind"])))
-            })
-        }
+            }),
         Err(e) => Err(e.to_string()),
     };
     match encoded {

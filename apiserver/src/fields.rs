@@ -177,7 +177,7 @@ pub(crate) fn problems(
     body: &[u8],
     patch: bool,
 ) -> Vec<String> {
-    let Ok(node) = serde_json::from_slice::<Node>(body) else { return Vec::new() };
+    let Ok(node) = crate::shapes::from_slice::<Node>(body) else { return Vec::new() };
     let mut walk = Walk { schemas, patch, problems: Vec::new() };
     walk.node(schema, &node, "");
     walk.problems

@@ -160,6 +160,11 @@
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33; older servers leave it unset
 //!   for pods.
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
+//! - Objects are taken nested up to 512 levels (the real server: 10,000, Go's decoder's
+//!   limit), so that `serde_json::Value`'s recursion stays within a 2 MiB thread stack; deeper
+//!   ones are refused as the real server refuses those past 10,000. Of a built-in kind's
+//!   fields only `metadata`, `spec` and `status` are checked to be objects (the real server
+//!   decodes each field into its Go type).
 //! - Built-in workload kinds get no defaults (the real server fills in `strategy`,
 //!   `revisionHistoryLimit`, the pod template's defaults) and no validation of their spec;
 //!   custom resources' `/scale` subresource is not served.
@@ -213,6 +218,7 @@ mod scale;
 mod secrets;
 mod selectors;
 mod server;
+mod shapes;
 mod shards;
 mod status;
 mod store;

@@ -14,6 +14,7 @@
 
 use serde_json::{Map, Value};
 
+use super::shapes::{self, Malformed};
 use super::status::{ApiError, ApiResult};
 
 /// The patch types of the `Content-Type` header.
@@ -37,8 +38,14 @@ impl PatchType {
     }
 }
 
-/// Applies `patch` of type `kind` to `target`.
+/// Applies `patch` of type `kind` to `target`; a result nested past the `shapes` module's
+/// limit is refused (a 422, as the real server refuses one past Go's).
 pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiResult<()> {
+    apply_unchecked(target, kind, patch)?;
+    shapes::check_depth(target)
+}
+
+fn apply_unchecked(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiResult<()> {
     match kind {
         PatchType::Merge => {
             let patch: Value = parse(patch)?;
@@ -46,10 +53,11 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
             Ok(())
         }
         PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_slice(patch).map_err(|e| {
-                ApiError::bad_request(format!(
+            let ops: json_patch::Patch = shapes::from_slice(patch).map_err(|e| match e {
+                Malformed::TooDeep => shapes::unprocessable_patch(),
+                Malformed::Syntax(e) => ApiError::bad_request(format!(
                     "the body of the request was in an unknown format: {e}"
-                ))
+                )),
             })?;
             // One operation at a time, so that a `test` of a missing path against `null`
             // passes, as in the real server's JSON patch library (kube-runtime's finalizer
@@ -60,6 +68,10 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
                     && target.pointer(test.path.as_str()).is_none()
                 {
                     continue;
+                }
+                // Refused before it is applied: a deeper result would have to be dropped.
+                if deepens_past_the_limit(target, &op) {
+                    return Err(shapes::unprocessable_patch());
                 }
                 json_patch::patch(target, &[op]).map_err(|e| {
                     ApiError::new(
@@ -89,9 +101,26 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
     }
 }
 
+/// Whether JSON patch operation `op` would leave `target` nested past the `shapes` module's
+/// limit: the depth of its path plus that of the value it puts there.
+fn deepens_past_the_limit(target: &Value, op: &json_patch::PatchOperation) -> bool {
+    use json_patch::PatchOperation::{Add, Copy, Move, Replace};
+    let (path, value) = match op {
+        Add(add) => (&add.path, Some(&add.value)),
+        Replace(replace) => (&replace.path, Some(&replace.value)),
+        Copy(copy) => (&copy.path, target.pointer(copy.from.as_str())),
+        Move(moved) => (&moved.path, target.pointer(moved.from.as_str())),
+        _ => return false,
+    };
+    let segments = path.as_str().matches('/').count();
+    value.is_some_and(|value| segments + shapes::depth_of(value) > shapes::MAX_DEPTH)
+}
+
 fn parse(body: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+    shapes::from_slice(body).map_err(|e| match e {
+        Malformed::TooDeep => shapes::unprocessable_patch(),
+        Malformed::Syntax(e) => ApiError::bad_request(format!("error decoding patch: {e}")),
+    })
 }
 
 /// How a list field merges in a strategic merge patch.

@@ -14,6 +14,7 @@ use super::apply::{self, ApplyOptions};
 use super::crd;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
+use super::shapes::{self, Malformed};
 use super::status::{ApiError, ApiResult};
 use super::store::{Store, StoredObject, Txn, object_key};
 
@@ -185,9 +186,14 @@ fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
     None
 }
 
-fn parse_body(body: &[u8]) -> ApiResult<Value> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+/// The body of a create or update of `kind`: a JSON object nested within the limits of the
+/// `shapes` module.
+fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
+    let value: Value = shapes::from_slice(body).map_err(|e| match e {
+        Malformed::TooDeep => shapes::too_deep_body(kind, body),
+        Malformed::Syntax(e) => {
+            ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+        }
     })?;
     if !value.is_object() {
         return Err(ApiError::bad_request("the body of the request must be a JSON object"));
@@ -199,6 +205,9 @@ fn parse_body(body: &[u8]) -> ApiResult<Value> {
 /// `stringData` into `data` and gives it the default type `Opaque`, and refuses a ConfigMap
 /// over its size limit, as the real server.
 fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
     let api_version = rt.api_version();
     if let Some(v) = value.get("apiVersion").and_then(Value::as_str)
         && v != api_version
@@ -215,6 +224,10 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
             rt.kind
         )));
     }
+    if let Some(error) = shapes::unmarshal_error(value, &rt.kind, &api_version, rt.is_builtin()) {
+        return Err(shapes::cannot_be_handled(&rt.kind, &api_version, &error));
+    }
+    shapes::check_depth(value)?;
     value["apiVersion"] = json!(api_version);
     value["kind"] = json!(rt.kind);
     if !value["metadata"].is_object() {
@@ -333,7 +346,7 @@ impl Registry {
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
-        let mut value = parse_body(body)?;
+        let mut value = parse_body(&rt.kind, body)?;
         check_type(&rt, &mut value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
@@ -423,7 +436,7 @@ impl Registry {
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
-        let value = parse_body(body)?;
+        let value = parse_body(&self.rt(target).kind, body)?;
         self.modify(target, status, dry_run, |_| Ok(value))
     }
 
@@ -446,6 +459,10 @@ impl Registry {
             patch::apply(&mut value, kind, body)?;
             if !value.is_object() {
                 return Err(ApiError::bad_request("a patch must leave an object"));
+            }
+            let (kind, version) = (&rt.kind, rt.api_version());
+            if let Some(error) = shapes::unmarshal_error(&value, kind, &version, rt.is_builtin()) {
+                return Err(shapes::invalid_patch(&value, &error));
             }
             Ok(value)
         })
@@ -531,7 +548,11 @@ impl Registry {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
             })?;
             let mut new = current.clone();
-            new["spec"]["replicas"] = json!(replicas);
+            match new.get_mut("spec") {
+                Some(Value::Object(spec)) => _ = spec.insert("replicas".into(), json!(replicas)),
+                // A stored object's spec is an object or absent (see `check_type`).
+                _ => new["spec"] = json!({ "replicas": replicas }),
+            }
             Ok(new)
         })?;
         Ok(super::scale::scale_of(&object.value()))

@@ -154,9 +154,7 @@ impl ResourceType {
     /// Whether this is one of Kubernetes' own kinds rather than a custom resource: their
     /// `/status` takes metadata changes too, and they accept strategic merge patches.
     pub(crate) fn is_builtin(&self) -> bool {
-        self.group.is_empty()
-            || self.group.ends_with(".k8s.io")
-            || matches!(self.group.as_str(), "apps" | "batch" | "policy" | "autoscaling")
+        is_builtin_group(&self.group)
     }
 }
 
@@ -223,4 +221,12 @@ pub(crate) fn builtin() -> Vec<ResourceType> {
             false,
         ),
     ]
+}
+
+/// Whether `group` is one of Kubernetes' own API groups (the core group, `*.k8s.io`, `apps`,
+/// `batch`, `policy`, `autoscaling`), whose kinds are Go structs in the real server.
+pub(crate) fn is_builtin_group(group: &str) -> bool {
+    group.is_empty()
+        || group.ends_with(".k8s.io")
+        || matches!(group, "apps" | "batch" | "policy" | "autoscaling")
 }

@@ -78,7 +78,8 @@ impl StoredObject {
 
     /// The object as a JSON tree, for updates and patches.
     pub(crate) fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).expect("the store holds valid JSON")
+        // Every write checks the depth it stores (`shapes::check_depth`).
+        crate::shapes::from_slice(&self.json).expect("the store holds JSON within the depth limit")
     }
 }
 

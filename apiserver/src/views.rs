@@ -18,6 +18,7 @@ use super::negotiate::{Form, Reading, negotiate};
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::server::Shared;
+use super::shapes::Malformed;
 use super::status::{ApiError, ApiResult};
 use super::table::{self, Include};
 
@@ -106,10 +107,11 @@ pub(crate) async fn serve_view(
             unreachable!("the last attempt returns")
         }
         ("POST" | "PUT", _) => {
-            let object: Value = serde_json::from_slice(&body).map_err(|e| {
-                ApiError::bad_request(format!(
+            let object: Value = crate::shapes::from_slice(&body).map_err(|e| match e {
+                Malformed::TooDeep => crate::shapes::too_deep_body(&requested.kind, &body),
+                Malformed::Syntax(e) => ApiError::bad_request(format!(
                     "the body of the request was in an unknown format: {e}"
-                ))
+                )),
             })?;
             let object = match object["apiVersion"] == json!(wanted) {
                 true => view.convert_one(object, &stored).await?,
@@ -145,7 +147,7 @@ impl Out<'_> {
         let bytes = axum::body::to_bytes(body, MAX_BODY * 64)
             .await
             .map_err(|e| ApiError::bad_request(format!("reading an answer: {e}")))?;
-        let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+        let Ok(mut value) = crate::shapes::from_slice::<Value>(&bytes) else {
             return Ok(Response::from_parts(parts, Body::from(bytes)));
         };
         let kind = &self.requested.kind;
@@ -187,7 +189,7 @@ impl Out<'_> {
             let (view, wanted, requested) = (view.clone(), wanted.clone(), requested.clone());
             let columns_sent = columns_sent.clone();
             async move {
-                let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
+                let Ok(mut event) = crate::shapes::from_slice::<Value>(&line) else {
                     return Ok::<_, std::io::Error>(line);
                 };
                 let ours = event["object"]["kind"] == json!(requested.kind);

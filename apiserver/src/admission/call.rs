@@ -38,7 +38,8 @@ pub(crate) async fn call(hook: &Hook, request: &Value) -> Result<Answer, String>
 /// What the answer `text` of the webhook `name` to the request `uid` says.
 fn answer(name: &str, uid: &str, text: &str) -> Result<Answer, String> {
     let invalid = |why: String| format!("received invalid webhook response: {why}");
-    let review: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let review: Value =
+        crate::shapes::from_slice(text.as_bytes()).map_err(|e| invalid(e.to_string()))?;
     let response = review.get("response").filter(|r| r.is_object());
     let response = response.ok_or_else(|| invalid("webhook response was absent".to_owned()))?;
     let got = response["uid"].as_str().unwrap_or_default();
@@ -71,7 +72,7 @@ fn answer(name: &str, uid: &str, text: &str) -> Result<Answer, String> {
                     response["patchType"]
                 )));
             }
-            Some(serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?)
+            Some(crate::shapes::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?)
         }
     };
     Ok(Answer::Allowed { patch, warnings })

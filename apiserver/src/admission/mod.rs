@@ -48,6 +48,8 @@ use serde_json::{Value, json};
 pub(crate) use hooks::Attributes;
 
 use crate::conversion::View;
+use crate::resources::is_builtin_group;
+use crate::shapes;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
 use call::Answer;
@@ -186,19 +188,13 @@ impl Chain<'_> {
                 None
             }
             Err(why) => {
-                let cause = format!("failed calling webhook {:?}: {why}", hook.name);
-                let mut err = ApiError::new(
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalError",
-                    format!("Internal error occurred: {cause}"),
-                );
-                err.causes = Box::new([json!({ "message": cause })]);
-                return Err(err);
+                return Err(internal(format!("failed calling webhook {:?}: {why}", hook.name)));
             }
         };
         // A delete has no object to patch.
         let (Some(patch), Some(mut patched)) = (patch, object) else { return Ok(None) };
         apply_patch(hook, patch, &mut patched)?;
+        check_patched(self.attributes, &patched)?;
         match &view {
             Some((view, _)) => {
                 Ok(Some(view.convert_one(patched, &self.attributes.api_version()).await?))
@@ -216,19 +212,55 @@ async fn convert(view: &View, object: Option<&Value>, version: &str) -> ApiResul
     }
 }
 
+/// The 500 of a webhook call that failed or answered what cannot be used, as the real server
+/// words it: `Internal error occurred: <cause>`, the cause in `details.causes`.
+fn internal(cause: String) -> ApiError {
+    let mut err = ApiError::new(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalError",
+        format!("Internal error occurred: {cause}"),
+    );
+    err.causes = Box::new([json!({ "message": cause })]);
+    err
+}
+
 fn apply_patch(hook: &Hook, patch: Value, object: &mut Value) -> ApiResult<()> {
-    let internal = |why: String| {
-        ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            format!("Internal error occurred: {why}"),
-        )
-    };
     let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
         internal(format!("webhook {:?} returned an invalid JSON patch: {e}", hook.name))
     })?;
+    // The real server's JSON patch library refuses to replace the whole object by a scalar.
+    let scalar_root = |op: &json_patch::PatchOperation| match op {
+        json_patch::PatchOperation::Replace(r) => {
+            r.path.as_str().is_empty() && !(r.value.is_object() || r.value.is_array())
+        }
+        _ => false,
+    };
+    if patch.0.iter().any(scalar_root) {
+        return Err(internal("replace operation value must be object or array: %!w(<nil>)".into()));
+    }
     json_patch::patch(object, &patch)
-        .map_err(|e| internal(format!("webhook {:?}'s JSON patch: {e}", hook.name)))
+        .map_err(|e| internal(format!("webhook {:?}'s JSON patch: {e}", hook.name)))?;
+    shapes::check_depth(object).map_err(|_| {
+        internal(format!("webhook {:?}'s JSON patch nests the object too deep", hook.name))
+    })
+}
+
+/// Refuses an object a webhook's patch left that the real server could not decode as the
+/// written kind: not an object, or with `metadata` (any kind), `spec` or `status` (built-in
+/// kinds and `Scale`) that are not objects.
+fn check_patched(attributes: &Attributes, patched: &Value) -> ApiResult<()> {
+    if !patched.is_object() {
+        return Err(internal(shapes::not_an_object(patched)));
+    }
+    let (group, version) = match &attributes.kind_group_version {
+        Some((group, version)) => (group.as_str(), version.as_str()),
+        None => (attributes.group.as_str(), attributes.version.as_str()),
+    };
+    let typed = is_builtin_group(group);
+    match shapes::unmarshal_error(patched, &attributes.kind, version, typed) {
+        Some(error) => Err(internal(error)),
+        None => Ok(()),
+    }
 }
 
 impl Webhooks<'_> {

@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         admission::webhook_configurations_are_defaulted_or_refused_naming_each_field,
         builtin::workload_kinds_serve_status_and_scale,
         builtin::a_secret_keeps_its_type_and_an_immutable_one_its_data,
-        shapes::objects_nested_as_deep_as_gos_decoder_takes_are_kept_and_deeper_ones_refused,
+        shapes::deep_objects_are_kept_and_ones_past_the_decoders_limit_refused,
         shapes::a_spec_or_metadata_that_is_not_an_object_is_refused_in_objects_and_scales,
         apply::server_side_apply_owns_conflicts_forces_and_removes,
         apply::server_side_apply_merges_containers_by_name_and_applies_status,
