@@ -6,6 +6,7 @@
 //! are set to milliseconds so the suite stays fast.
 
 mod bad_input;
+mod ca_rotation;
 mod common;
 mod compact;
 mod controller;
