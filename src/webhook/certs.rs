@@ -5,10 +5,10 @@
 //! - [`Certificates`] is what the TLS server asks for a certificate at each handshake: a new
 //!   certificate set with [`Certificates::set`] is served from the next connection on, with
 //!   no restart; connections open keep the one they shook hands with.
-//! - [`SelfSignedCa`] makes a CA and issues leaves for DNS names or IP addresses; a leaf is
-//!   renewed once less than a third of its lifetime is left, the CA likewise (the new CA's
-//!   bundle then holds both, so clients that still have the old one keep connecting until
-//!   the next injection).
+//! - [`SelfSignedCa`] makes a CA and issues leaves for DNS names or IP addresses; each CA's
+//!   name is unique (a random `OU`), so a leaf names the one CA that signed it. When a leaf or
+//!   a CA is renewed, and how a new CA reaches clients before any leaf of it is served, is the
+//!   `rotation` module's plan.
 //! - A bad certificate (files half-written, a key that does not match) is refused with an
 //!   error and the one served stays.
 
@@ -86,7 +86,9 @@ pub struct Lifetimes {
     pub ca: Duration,
     /// The serving certificate's (default 1 year).
     pub leaf: Duration,
-    /// How often expiry is checked (default 1 hour; 10 ms at least).
+    /// How often expiry is checked (default 1 hour; 10 ms at least). A renewed CA signs its
+    /// first certificate two checks after it enters the bundle, so that every replica and
+    /// injector has it by then.
     pub check_every: Duration,
 }
 
@@ -111,6 +113,7 @@ pub(crate) const CA_NAME: &str = "ctrlkit webhook CA";
 pub struct SelfSignedCa {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
+    issued_at: SystemTime,
     not_after: SystemTime,
     lifetime: Duration,
 }
@@ -119,6 +122,20 @@ impl std::fmt::Debug for SelfSignedCa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SelfSignedCa").field("not_after", &self.not_after).finish()
     }
+}
+
+/// How far before its issue a certificate's validity starts: clocks drift.
+const BACKDATE: Duration = Duration::from_secs(60);
+
+/// A random name part, so that no two CAs made here share a name.
+fn unique_unit() -> String {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No system randomness: the time and the process tell CAs apart as well.
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        bytes = (nanos.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Validity from a minute ago (clocks drift) for `lifetime`, ending at `cap` at the latest.
@@ -132,7 +149,7 @@ fn validity(
     // Whole seconds, as the certificate holds it (and reads back).
     let seconds = not_after.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
     let not_after = SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
-    params.not_before = (now - Duration::from_secs(60)).into();
+    params.not_before = (now - BACKDATE).into();
     params.not_after = not_after.into();
     not_after
 }
@@ -143,6 +160,7 @@ impl SelfSignedCa {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, common_name);
+        params.distinguished_name.push(DnType::OrganizationalUnitName, unique_unit());
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -151,7 +169,8 @@ impl SelfSignedCa {
         let not_after = validity(&mut params, lifetime, None);
         let key = KeyPair::generate()?;
         let pem = params.self_signed(&key)?.pem();
-        Ok(Self { issuer: Issuer::new(params, key), pem, not_after, lifetime })
+        let issued_at = issued_at(&pem)?;
+        Ok(Self { issuer: Issuer::new(params, key), pem, issued_at, not_after, lifetime })
     }
 
     /// The CA of `cert_pem` and `key_pem` (as [`pem`](Self::pem) and
@@ -159,6 +178,7 @@ impl SelfSignedCa {
     pub fn from_pem(cert_pem: &str, key_pem: &str, lifetime: Duration) -> Result<Self, CertError> {
         let key = KeyPair::from_pem(key_pem)?;
         let not_after = not_after(cert_pem)?;
+        let issued_at = issued_at(cert_pem)?;
         let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
         // A bundle during a CA's renewal holds the new CA first, then the old: this is the first.
         const END: &str = "-----END CERTIFICATE-----";
@@ -166,7 +186,7 @@ impl SelfSignedCa {
             Some(at) => format!("{}\n", &cert_pem[..at + END.len()]),
             None => cert_pem.to_owned(),
         };
-        Ok(Self { issuer, pem, not_after, lifetime })
+        Ok(Self { issuer, pem, issued_at, not_after, lifetime })
     }
 
     /// The CA certificate, PEM.
@@ -184,23 +204,21 @@ impl SelfSignedCa {
         self.not_after
     }
 
+    /// When the CA was made (its validity's start, plus the minute it is backdated by).
+    pub fn issued_at(&self) -> SystemTime {
+        self.issued_at
+    }
+
+    /// Whether it signed the first certificate of `cert_pem` (the leaf names it).
+    pub fn signed(&self, cert_pem: &str) -> bool {
+        let subject = parsed(&self.pem, |ca| ca.subject().as_raw().to_vec());
+        let issuer = parsed(cert_pem, |leaf| leaf.issuer().as_raw().to_vec());
+        matches!((subject, issuer), (Ok(subject), Ok(issuer)) if subject == issuer)
+    }
+
     /// Whether less than a third of its lifetime is left.
     pub fn is_due(&self, now: SystemTime) -> bool {
         due(self.not_after, self.lifetime, now)
-    }
-
-    /// A new CA of `lifetimes` and a leaf for `hosts` it signs, whose bundle holds the new CA
-    /// and then this one: clients that still trust only this one keep reaching replicas that
-    /// have not renewed yet.
-    pub(crate) fn renew(
-        &self,
-        hosts: &[String],
-        lifetimes: &Lifetimes,
-    ) -> Result<(SelfSignedCa, CertificateBundle), CertError> {
-        let renewed = SelfSignedCa::generate(CA_NAME, lifetimes.ca)?;
-        let mut bundle = renewed.issue(hosts, lifetimes.leaf)?;
-        bundle.ca_pem = format!("{}{}", renewed.pem(), self.pem());
-        Ok((renewed, bundle))
     }
 
     /// A serving certificate for `hosts` (DNS names or IP addresses), valid for `lifetime`
@@ -258,11 +276,6 @@ impl Certificates {
         self.current.read().as_ref().map(|(_, bundle)| bundle.clone())
     }
 
-    /// Whether the leaf served is due for renewal at `now` (or none is served).
-    pub(crate) fn leaf_due(&self, lifetime: Duration, now: SystemTime) -> bool {
-        self.bundle().and_then(|b| b.not_after).is_none_or(|end| due(end, lifetime, now))
-    }
-
     /// Whether a certificate is served that has not expired.
     pub fn is_valid(&self, now: SystemTime) -> bool {
         self.current
@@ -292,6 +305,30 @@ fn certified_key(bundle: &CertificateBundle) -> Result<CertifiedKey, CertError> 
     let provider = rustls::crypto::ring::default_provider();
     let key = CertifiedKey::from_der(chain, key, &provider)?;
     Ok(key)
+}
+
+/// When the first certificate of `pem` was issued (its validity's start, plus the minute
+/// certificates made here are backdated by).
+pub(crate) fn issued_at(pem: &str) -> Result<SystemTime, CertError> {
+    parsed(pem, |cert| {
+        let seconds = cert.validity().not_before.timestamp();
+        SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).unwrap_or_default())
+    })
+    .map(|start| start + BACKDATE)
+}
+
+/// The certificates of a PEM bundle, each as its own PEM block (text outside blocks dropped).
+pub(crate) fn blocks(pem: &str) -> Vec<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut blocks = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(len) = rest[start..].find(END) else { break };
+        blocks.push(format!("{}\n", &rest[start..start + len + END.len()]));
+        rest = &rest[start + len + END.len()..];
+    }
+    blocks
 }
 
 /// When the first certificate of `pem` expires.

@@ -28,8 +28,9 @@ use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::WebhookError;
-use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes};
 use super::limits::{Activity, Phase, ServingLimits, Watched};
+use super::rotation::{self, Kept};
 use super::secret::SecretCertificates;
 
 /// Where an HTTPS server's certificate comes from: a
@@ -283,7 +284,8 @@ pub(super) const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// Keeps the served certificate current: renews self-signed ones, reads files again.
 struct CertificateKeeper {
     source: CertificateSource,
-    ca: Option<SelfSignedCa>,
+    /// The CA and certificate of self-signed sources (in memory or in a Secret).
+    kept: Option<Kept>,
     interval: tokio::time::Interval,
 }
 
@@ -293,11 +295,11 @@ impl CertificateKeeper {
         source: &CertificateSource,
         certificates: &Certificates,
     ) -> Result<Self, CertError> {
-        let (ca, every) = match source {
+        let (kept, every) = match source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
-                let ca = SelfSignedCa::generate(certs::CA_NAME, lifetimes.ca)?;
-                certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
-                (Some(ca), lifetimes.check_every)
+                let kept = rotation::first(hosts, lifetimes)?;
+                certificates.set(kept.served.clone())?;
+                (Some(kept), lifetimes.check_every)
             }
             CertificateSource::Files { cert, key, ca, poll } => {
                 certificates.set(certs::read_files(cert, key, ca.as_deref())?)?;
@@ -315,7 +317,7 @@ impl CertificateKeeper {
         let mut interval = tokio::time::interval(every.max(MIN_PERIOD));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.reset();
-        Ok(Self { source: source.clone(), ca, interval })
+        Ok(Self { source: source.clone(), kept, interval })
     }
 
     async fn tick(&mut self) {
@@ -334,15 +336,11 @@ impl CertificateKeeper {
         let now = SystemTime::now();
         match &self.source {
             CertificateSource::SelfSigned { hosts, lifetimes } => {
-                let ca = self.ca.as_ref().expect("a CA for self-signed certificates");
-                if ca.is_due(now) {
-                    let (new_ca, bundle) = ca.renew(hosts, lifetimes)?;
-                    certificates.set(bundle)?;
-                    self.ca = Some(new_ca);
-                    tracing::info!("renewed the webhook CA and certificate");
-                } else if certificates.leaf_due(lifetimes.leaf, now) {
-                    certificates.set(ca.issue(hosts, lifetimes.leaf)?)?;
-                    tracing::info!("renewed the webhook certificate");
+                let kept = self.kept.as_mut().expect("a CA for self-signed certificates");
+                if let Some(step) = rotation::next(kept, hosts, lifetimes, now)? {
+                    certificates.set(step.served.clone())?;
+                    tracing::info!(new_ca = step.ca.is_some(), "renewed the webhook certificates");
+                    kept.apply(step);
                 }
             }
             CertificateSource::Files { cert, key, ca, .. } => {
@@ -353,10 +351,8 @@ impl CertificateKeeper {
                 }
             }
             CertificateSource::Secret(store) => {
-                let ca = self.ca.as_ref().expect("a CA for certificates in a Secret");
-                if let Some(newer) = store.check(ca, certificates).await? {
-                    self.ca = Some(newer);
-                }
+                let kept = self.kept.as_mut().expect("a CA for certificates in a Secret");
+                store.check(kept, certificates).await?;
             }
             CertificateSource::Bundle(_) => {}
         }

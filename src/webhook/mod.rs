@@ -48,6 +48,30 @@
 //! itself (or reads from cert-manager's files), a [`Runnable`](crate::manager::Runnable) of
 //! the Manager that runs on every replica, with CRD conversion ([`Conversion`]) beside
 //! admission.
+//!
+//! ## Limits and defaults of the [`WebhookServer`]
+//! The server faces the cluster's network; what a client may hold is bounded (each setting
+//! on [`ServingLimits`], given to the builder):
+//!
+//! | | default |
+//! |---|---|
+//! | a request body (an `AdmissionReview` or `ConversionReview`) | [`MAX_REVIEW_BYTES`], 7 MiB, as controller-runtime's; more is a 413 |
+//! | the TLS handshake | 10 s, then the connection is closed |
+//! | a request's headers | 10 s to arrive, 64 KiB at most |
+//! | an idle keep-alive connection | closed after 90 s |
+//! | connections served at once | 1,024; more wait in the listen queue |
+//! | after an accept error (out of descriptors) | a 100 ms pause, not a spinning loop |
+//!
+//! Certificates ([`CertificateSource`]): a self-signed CA lives 10 years and a serving
+//! certificate 1 year, each renewed with a third of its lifetime left, checked hourly
+//! ([`Lifetimes`]). A renewed CA enters the bundle two checks before it signs the served
+//! certificate, and the CA it replaces leaves two checks after, so a client holding the bundle
+//! last injected is never refused. Replicas share them through a Secret
+//! ([`SecretCertificates`]): every replica serves and injects the Secret's bundle, and a
+//! Secret deleted or corrupted is written back with what is served. Injection ([`CaInjection`],
+//! every 30 s) only adds the CAs a bundle lacks, never removes another writer's, and backs off
+//! to 5 minutes while it fails; beside cert-manager's cainjector, leave it off for the objects
+//! cainjector manages.
 
 mod admission;
 mod certs;
@@ -55,6 +79,7 @@ mod conversion;
 pub(crate) mod https;
 mod inject;
 mod limits;
+mod rotation;
 mod secret;
 mod server;
 

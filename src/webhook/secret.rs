@@ -10,11 +10,16 @@
 //!   a merge patch guarded by the `resourceVersion` read, so its type, its other keys, its
 //!   labels, annotations and owners stay. An `immutable` Secret is an error at start, naming
 //!   it: its certificates could never be renewed.
-//! - At every check each replica reads it again, serves what another replica renewed, and
-//!   renews what is due itself with the `resourceVersion` it read: of replicas renewing at
-//!   once, one write wins and the others read it at their next check.
-//! - A Secret that does not decode (edited by hand, half-written) is replaced with new
-//!   certificates, logged.
+//! - At every check each replica reads it again, serves what it holds (what another replica
+//!   renewed included), and takes the next step of the renewal plan (the `rotation` module:
+//!   a new CA is in the bundle a propagation period before any leaf of it is served) itself,
+//!   with the `resourceVersion` it read: of replicas renewing at once, one write wins and the
+//!   others read it at their next check. So every replica serves, and injects, the Secret's
+//!   bundle.
+//! - A Secret deleted (a GitOps prune) or that does not decode (edited by hand) is written
+//!   back by the first replica to check, with the CA and certificate it serves: nothing
+//!   served changes, and no client needs a new bundle. Only a replica that starts with no
+//!   usable Secret makes a new CA.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -26,6 +31,7 @@ use kube_client::{Api, Client};
 use serde_json::json;
 
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa};
+use super::rotation::{self, Kept};
 
 /// The Secret that keeps a webhook server's certificates, and what they are for.
 #[derive(Clone)]
@@ -48,7 +54,7 @@ impl std::fmt::Debug for SecretCertificates {
 
 /// What the Secret held when read: its certificates (if they decode) and version.
 struct Read {
-    kept: Result<(SelfSignedCa, CertificateBundle), CertError>,
+    kept: Result<Kept, CertError>,
     resource_version: Option<String>,
 }
 
@@ -79,40 +85,40 @@ impl SecretCertificates {
         self.lifetimes.check_every
     }
 
-    /// The Secret's certificates, made and written first if it has none: the CA, served.
-    pub(crate) async fn load(
-        &self,
-        certificates: &Certificates,
-    ) -> Result<SelfSignedCa, CertError> {
-        // A create or replace that conflicts means another replica wrote first: read that.
+    /// The Secret's certificates, made and written first if it has none, served.
+    pub(crate) async fn load(&self, certificates: &Certificates) -> Result<Kept, CertError> {
+        // A write that conflicts means another replica wrote first: read that.
         for _ in 0..5 {
             let read = self.read().await?;
-            match (read.kept, read.resource_version) {
-                (Ok((ca, bundle)), version) => {
-                    // A leaf made for other hosts (another replica's list, or this one's
-                    // before a change) is reissued for both, so that every replica's hosts
-                    // are covered through a rolling update.
-                    let missing = self.missing_hosts(&bundle);
-                    if missing.is_empty() {
-                        certificates.set(bundle)?;
-                        return Ok(ca);
-                    }
-                    let reissued = self.reissue(&ca, &bundle, &missing)?;
-                    if self.write(&ca, &reissued, version).await? {
-                        tracing::info!(secret = %self.name, ?missing, "reissued the webhook certificate for more hosts");
-                        certificates.set(reissued)?;
-                        return Ok(ca);
-                    }
-                }
-                (Err(err), version) => {
+            let version = read.resource_version;
+            let mut kept = match read.kept {
+                Ok(kept) => kept,
+                Err(err) => {
                     if version.is_some() {
                         tracing::warn!(secret = %self.name, %err, "the webhook certificate Secret does not decode; replacing it");
                     }
-                    let ca = SelfSignedCa::generate(certs::CA_NAME, self.lifetimes.ca)?;
-                    let bundle = ca.issue(&self.hosts, self.lifetimes.leaf)?;
-                    if self.write(&ca, &bundle, version).await? {
-                        certificates.set(bundle)?;
-                        return Ok(ca);
+                    let kept = rotation::first(&self.hosts, &self.lifetimes)?;
+                    if self.write(&kept.ca, &kept.served, version).await? {
+                        certificates.set(kept.served.clone())?;
+                        return Ok(kept);
+                    }
+                    continue;
+                }
+            };
+            // A leaf made for other hosts (another replica's list, or this one's before a
+            // change) is reissued for both, so that every replica's hosts are covered through
+            // a rolling update; a renewal due is taken too.
+            match rotation::next(&kept, &self.hosts, &self.lifetimes, SystemTime::now())? {
+                None => {
+                    certificates.set(kept.served.clone())?;
+                    return Ok(kept);
+                }
+                Some(step) => {
+                    let ca = step.ca.as_ref().unwrap_or(&kept.ca);
+                    if self.write(ca, &step.served, version).await? {
+                        certificates.set(step.served.clone())?;
+                        kept.apply(step);
+                        return Ok(kept);
                     }
                 }
             }
@@ -120,69 +126,40 @@ impl SecretCertificates {
         Err(CertError::Pem(format!("the Secret {} kept changing while read", self.name)))
     }
 
-    /// One check: serves what another replica wrote, renews what is due; the CA to serve
-    /// from now on, if it is not `served` any more.
+    /// One check: serves what the Secret holds, takes the plan's next step, or writes back a
+    /// Secret deleted or corrupted with what this replica `kept`.
     pub(crate) async fn check(
         &self,
-        served: &SelfSignedCa,
+        kept: &mut Kept,
         certificates: &Certificates,
-    ) -> Result<Option<SelfSignedCa>, CertError> {
+    ) -> Result<(), CertError> {
         let read = self.read().await?;
-        // A Secret that does not decode is replaced below as if due.
-        let decoded = read.kept.is_ok();
-        let mut newer = None;
-        if let Ok((kept, bundle)) = read.kept {
-            if certificates.bundle().as_ref() != Some(&bundle) {
-                certificates.set(bundle)?;
-                tracing::info!(secret = %self.name, "serving the webhook certificate another replica renewed");
-            }
-            newer = Some(kept);
-        }
-        let ca = newer.as_ref().unwrap_or(served);
-        let now = SystemTime::now();
         let version = read.resource_version;
-        if ca.is_due(now) || !decoded {
-            let (renewed, bundle) = ca.renew(&self.hosts, &self.lifetimes)?;
-            if self.write(&renewed, &bundle, version).await? {
-                certificates.set(bundle)?;
-                tracing::info!(secret = %self.name, "renewed the webhook CA and certificate");
-                return Ok(Some(renewed));
+        match read.kept {
+            Ok(held) => {
+                if certificates.bundle().as_ref() != Some(&held.served) {
+                    certificates.set(held.served.clone())?;
+                    tracing::info!(secret = %self.name, "serving the webhook certificate another replica renewed");
+                }
+                *kept = held;
             }
-        } else if let Some(served) = certificates.bundle()
-            && (certificates.leaf_due(self.lifetimes.leaf, now)
-                || !self.missing_hosts(&served).is_empty())
-        {
-            let bundle = self.reissue(ca, &served, &self.missing_hosts(&served))?;
-            if self.write(ca, &bundle, version).await? {
-                certificates.set(bundle)?;
-                tracing::info!(secret = %self.name, "renewed the webhook certificate");
+            Err(err) => {
+                tracing::warn!(secret = %self.name, %err, "the webhook certificate Secret is gone or does not decode; writing back the one served");
+                if self.write(&kept.ca, &kept.served, version).await? {
+                    tracing::info!(secret = %self.name, "wrote back the webhook certificate Secret");
+                }
+                return Ok(());
             }
         }
-        Ok(newer)
-    }
-
-    /// This replica's hosts that the leaf of `bundle` is not for.
-    fn missing_hosts(&self, bundle: &CertificateBundle) -> Vec<String> {
-        let covered = certs::hosts(&bundle.cert_pem).unwrap_or_default();
-        self.hosts.iter().filter(|h| !covered.contains(h)).cloned().collect()
-    }
-
-    /// A new leaf of `ca` for the hosts `served`'s leaf is for and `missing`, with the
-    /// bundle `served` has (which may hold a renewed CA and the one before it).
-    fn reissue(
-        &self,
-        ca: &SelfSignedCa,
-        served: &CertificateBundle,
-        missing: &[String],
-    ) -> Result<CertificateBundle, CertError> {
-        let mut hosts = certs::hosts(&served.cert_pem).unwrap_or_default();
-        hosts.extend(missing.iter().cloned());
-        if hosts.is_empty() {
-            hosts = self.hosts.clone();
+        if let Some(step) = rotation::next(kept, &self.hosts, &self.lifetimes, SystemTime::now())? {
+            let ca = step.ca.as_ref().unwrap_or(&kept.ca);
+            if self.write(ca, &step.served, version).await? {
+                certificates.set(step.served.clone())?;
+                tracing::info!(secret = %self.name, new_ca = step.ca.is_some(), "renewed the webhook certificates");
+                kept.apply(step);
+            }
         }
-        let mut bundle = ca.issue(&hosts, self.lifetimes.leaf)?;
-        bundle.ca_pem = served.ca_pem.clone();
-        Ok(bundle)
+        Ok(())
     }
 
     async fn read(&self) -> Result<Read, CertError> {
@@ -201,7 +178,7 @@ impl SecretCertificates {
         Ok(Read { kept: self.decode(&secret), resource_version })
     }
 
-    fn decode(&self, secret: &Secret) -> Result<(SelfSignedCa, CertificateBundle), CertError> {
+    fn decode(&self, secret: &Secret) -> Result<Kept, CertError> {
         let data = secret.data.as_ref();
         let field = |key: &str| {
             let bytes = data.and_then(|d| d.get(key)).map(|b| b.0.clone()).unwrap_or_default();
@@ -212,13 +189,15 @@ impl SecretCertificates {
         };
         let (ca_pem, cert_pem) = (field("ca.crt")?, field("tls.crt")?);
         let ca = SelfSignedCa::from_pem(&ca_pem, &field("ca.key")?, self.lifetimes.ca)?;
-        let bundle = CertificateBundle {
+        let served = CertificateBundle {
             not_after: Some(certs::not_after(&cert_pem)?),
             cert_pem,
             key_pem: field("tls.key")?,
             ca_pem,
         };
-        Ok((ca, bundle))
+        // The key must be the leaf's: a certificate rustls refuses is as good as none.
+        Certificates::default().set(served.clone())?;
+        Ok(Kept { ca, served })
     }
 
     /// Writes the certificates: a create without `version`; with it, a merge patch of the

@@ -262,17 +262,20 @@ impl WebhookServer {
 }
 
 impl WebhookServer {
-    /// Injects the CA bundle at every pass, for ever (pending without an injection).
+    /// Injects the CA bundle at every pass, for ever (pending without an injection), backing
+    /// off after passes that failed.
     async fn inject(&self) {
         let Some((client, injection)) = &self.inner.injection else {
             return std::future::pending().await;
         };
+        let mut failures = 0;
         loop {
             if let Some(bundle) = self.inner.certificates.bundle().filter(|b| !b.ca_pem.is_empty())
             {
-                injection.inject(client, &bundle.ca_pem).await;
+                let pass = injection.pass(client, &bundle.ca_pem).await;
+                failures = if pass.failed > 0 { failures + 1 } else { 0 };
             }
-            tokio::time::sleep(injection.interval()).await;
+            tokio::time::sleep(injection.delay_after(failures)).await;
         }
     }
 }

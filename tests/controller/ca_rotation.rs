@@ -98,12 +98,13 @@ async fn run_until(server: WebhookServer, stop: &tokio::sync::Notify) {
 async fn two_replicas_through_a_ca_renewal_are_trusted_by_the_injected_bundle_at_every_instant() {
     let api = ApiServer::start().await.unwrap();
     let configs = configuration(&api, None).await;
-    // A CA and leaves of 6 s, checked every 100 ms: the CA is due after 4 s, so the test sees
-    // one renewal and the leaves that follow it.
+    // A CA and leaves of 6 s, checked every 250 ms (so a new CA signs its first leaf 500 ms
+    // after it enters the bundle), injected every 50 ms: the CA is due after 4 s, so the test
+    // sees one renewal and the leaves that follow it.
     let lifetimes = Lifetimes {
         ca: Duration::from_secs(6),
         leaf: Duration::from_secs(6),
-        check_every: Duration::from_millis(100),
+        check_every: Duration::from_millis(250),
     };
     let (one, two) = (
         replica(api.client(), lifetimes, Duration::from_millis(50)),

@@ -1,6 +1,6 @@
 //! The operator example's webhooks (`configmap_sets --webhook-port`), called by the server as
 //! kubectl writes sets: the validator's refusal as kubectl prints it, the defaulter's field,
-//! v1 read as v2 and v2 written and read as v1, and what a webhook that is down does under
+//! v1 read as v2 and v2 written and read as v1, a set of 1.1 MB created and replaced, and what a webhook that is down does under
 //! `failurePolicy: Fail` and `Ignore`.
 //!
 //! The example registers its webhook configurations and serves both versions of its CRD
@@ -130,6 +130,37 @@ async fn webhooks(t: &Target) {
             !ok && text.contains(&format!("{denied}spec.replicas: Invalid value: 500")),
             "{text}"
         );
+    }
+
+    // A set of ~1.1 MB, created, then replaced: the update's review carries the object and
+    // the old one, 2.2 MB, past axum's default body limit of 2 MiB.
+    {
+        let values: serde_json::Map<String, Value> =
+            (0..11).map(|i| (format!("k{i}"), json!("x".repeat(100_000)))).collect();
+        let big = json!({
+            "apiVersion": "ctrlkit.example.com/v1", "kind": "ConfigMapSet",
+            "metadata": { "name": "big" }, "spec": { "replicas": 0, "data": values },
+        });
+        let big: kube_client::core::DynamicObject = serde_json::from_value(big).unwrap();
+        let pp = kube_client::api::PostParams::default();
+        sets.create(&pp, &big).await.expect("a 1.1 MB set is created");
+        // The controller writes it too (its finalizer, its status): replaced as last read.
+        let mut replaced = None;
+        for _ in 0..20 {
+            let mut latest = sets.get("big").await.unwrap();
+            latest.data["spec"]["data"]["k0"] = json!("y".repeat(100_000));
+            match sets.replace("big", &pp, &latest).await {
+                Ok(written) => {
+                    replaced = Some(written);
+                    break;
+                }
+                Err(kube_client::Error::Api(status)) if status.code == 409 => {}
+                Err(err) => panic!("replacing a 1.1 MB set: {err}"),
+            }
+        }
+        let replaced = replaced.expect("replaced within 20 tries");
+        assert!(replaced.data["spec"]["data"]["k0"].as_str().is_some_and(|v| v.starts_with('y')));
+        sets.delete("big", &DeleteParams::default()).await.unwrap();
     }
 
     // Down, under failurePolicy Fail: writes refused (the mutating webhook is called first).
