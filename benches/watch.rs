@@ -16,7 +16,7 @@
 //! `data.t` to the write's wall-clock time; each object's updates come from one writer, in
 //! order). Each peer runs its framework's usual controller with its defaults: ctrlkit's
 //! `Controller` (1 worker), kube-runtime's `Controller` (unbounded concurrency), client-go's
-//! shared informer + rate-limited workqueue + 1 worker (the seed article's controller). Its
+//! shared informer + rate-limited workqueue + 1 worker (client-go's `examples/workqueue` controller). Its
 //! reconciler reads the object from the cache, records `now - data.t`, and notes when the
 //! object's final `seq` arrived. A peer is done when every object's final version was
 //! reconciled; its figure is UPDATES / (done - go), so coalescing updates (every framework

@@ -1,7 +1,7 @@
-//! The seed article's pod controller (client-go's `examples/workqueue`), in Rust.
+//! The pod controller of client-go's `examples/workqueue`, in Rust.
 //!
 //! It watches pods and prints `Sync/Add/Update for Pod NAME` while a pod exists and
-//! `Pod NAMESPACE/NAME does not exist anymore` once it is gone, as the seed does. It uses
+//! `Pod NAMESPACE/NAME does not exist anymore` once it is gone, as client-go's does. It uses
 //! your cluster when one is configured (KUBECONFIG, `~/.kube/config`, in-cluster); otherwise
 //! it starts ctrlkit's embedded API server and plays a short demo on it.
 //!
@@ -62,7 +62,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The seed's `syncToStdout`.
+/// `syncToStdout` of client-go's `examples/workqueue`.
 struct PodPrinter;
 
 #[async_trait]
@@ -120,7 +120,7 @@ async fn main() -> ExitCode {
         Api::namespaced(client.clone(), &args.namespace)
     };
 
-    // The seed's wiring: a rate-limited queue, an informer whose handlers put keys in it,
+    // client-go's wiring: a rate-limited queue, an informer whose handlers put keys in it,
     // and a controller over both.
     let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("pods").build();
     let informer = Informer::new(ListWatch::new(api));
@@ -144,7 +144,7 @@ async fn main() -> ExitCode {
                 }
             }),
     );
-    // The seed's NewController(queue, indexer, informer), and Run's threadiness.
+    // client-go's NewController(queue, indexer, informer), and Run's threadiness.
     let config = Config::default().workers(args.workers);
     let controller = Controller::with_config(queue, informer.indexer(), informer, config);
 

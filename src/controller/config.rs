@@ -65,7 +65,7 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Worker tasks, each reconciling one key at a time (default 1; the seed's `threadiness`,
+    /// Worker tasks, each reconciling one key at a time (default 1; client-go's `examples/workqueue`'s `threadiness`,
     /// controller-runtime's `MaxConcurrentReconciles`). Zero counts as one.
     #[must_use]
     pub fn workers(mut self, workers: usize) -> Self {
@@ -73,7 +73,7 @@ impl Config {
         self
     }
 
-    /// How many times a failing key is retried before it is dropped (default 5, as the seed).
+    /// How many times a failing key is retried before it is dropped (default 5, as client-go's `examples/workqueue`).
     #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;

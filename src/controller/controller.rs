@@ -1,5 +1,5 @@
 //! [`Controller`]: what a controller is (its queue, informers, sources, configuration and the
-//! figures its clones share) and what it reports. Its run is in `run.rs` (the seed article's
+//! figures its clones share) and what it reports. Its run is in `run.rs` (client-go's `examples/workqueue`'s
 //! `Run`) and its workers in `worker.rs` (`runWorker`, `processNextItem`, `handleErr`).
 
 use std::collections::BTreeSet;
@@ -23,9 +23,9 @@ use crate::workqueue::WorkQueue;
 
 /// Who runs the informers a controller reads.
 pub(crate) enum Informers {
-    /// The seed's wiring: the controller runs its informer, unless it already runs (then
+    /// client-go's explicit wiring: the controller runs its informer, unless it already runs (then
     /// whoever runs it owns it).
-    Seed,
+    Wired,
     /// A factory the controller made for itself: it starts it and shuts it down.
     OwnFactory(SharedInformerFactory),
     /// A factory someone else owns (a Manager, the user): never started or stopped here.
@@ -59,7 +59,7 @@ impl Source {
     }
 }
 
-/// What a controller is built from (by the builder, or the seed's constructor).
+/// What a controller is built from (by the builder, or client-go's constructor).
 pub(crate) struct Parts<K> {
     pub(crate) name: String,
     pub(crate) queue: WorkQueue<ObjectKey>,
@@ -93,7 +93,7 @@ pub(super) struct Shared {
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
 ///
 /// Built whole, by [`Controller::builder`] (or [`Manager::controller`](crate::manager::Manager::controller))
-/// or the seed's [`Controller::new`] / [`Controller::with_config`]; it then only runs and
+/// or client-go's [`Controller::new`] / [`Controller::with_config`]; it then only runs and
 /// reports. A clone is the same controller: clones share its queue, its informers, its
 /// [`stats`](Self::stats) and [`in_flight`](Self::in_flight), and its one run (so a clone kept
 /// before [`run`](Self::run) takes the controller reads the run's figures).
@@ -138,12 +138,12 @@ impl<K> std::fmt::Debug for Controller<K> {
 }
 
 impl<K: InformerObject> Controller<K> {
-    /// The seed's `NewController(queue, indexer, informer)`: the caller wired the informer's
+    /// client-go's `examples/workqueue`'s `NewController(queue, indexer, informer)`: the caller wired the informer's
     /// handlers to put keys in `queue` (see [`enqueue_handler`](super::enqueue_handler)).
     /// `indexer` must be `informer.indexer()`; `run` refuses anything else.
     ///
     /// The controller runs the informer unless it already runs, and then stops it when it
-    /// stops, as the seed does. To share an informer among controllers, take it from a
+    /// stops, as client-go's `examples/workqueue`'s does. To share an informer among controllers, take it from a
     /// [`SharedInformerFactory`] and build with [`Controller::builder`]. Runs with
     /// [`Config::default()`]; see [`with_config`](Self::with_config).
     pub fn new(queue: WorkQueue<ObjectKey>, indexer: Indexer<K>, informer: Informer<K>) -> Self {
@@ -151,7 +151,7 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// As [`new`](Self::new), running as `config` says (workers, retries, timeouts):
-    /// the seed's `NewController` and `Run(threadiness, ..)` together.
+    /// client-go's `examples/workqueue`'s `NewController` and `Run(threadiness, ..)` together.
     pub fn with_config(
         queue: WorkQueue<ObjectKey>,
         indexer: Indexer<K>,
@@ -168,7 +168,7 @@ impl<K: InformerObject> Controller<K> {
             queue,
             informer,
             secondary: Vec::new(),
-            informers: Informers::Seed,
+            informers: Informers::Wired,
             sources: Vec::new(),
             triggers: Vec::new(),
             config,

@@ -1,4 +1,4 @@
-//! Reconcilers and the controller that runs them: the seed article's `Controller` in Rust,
+//! Reconcilers and the controller that runs them: the `Controller` of client-go's `examples/workqueue` in Rust,
 //! grown to operators over several kinds.
 //!
 //! ```no_run
@@ -63,10 +63,10 @@
 //!
 //! Informers have one owner. A controller built on a [`SharedInformerFactory`](crate::cache::SharedInformerFactory)
 //! never starts or stops its informers (the factory's owner does); one built without makes a
-//! factory of its own and owns it; the seed's wiring ([`Controller::new`]) runs its informer
+//! factory of its own and owns it; client-go's explicit wiring ([`Controller::new`]) runs its informer
 //! unless someone else already does.
 //!
-//! Two ways to build one: the seed's explicit wiring ([`Controller::new`] with a queue, an
+//! Two ways to build one: client-go's explicit wiring ([`Controller::new`] with a queue, an
 //! indexer and an informer whose handlers enqueue keys, such as [`enqueue_handler`]), or
 //! [`Controller::builder`].
 

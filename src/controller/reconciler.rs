@@ -47,7 +47,7 @@ impl Action {
     }
 }
 
-/// Brings the world in line with one object: the seed article's `syncToStdout`.
+/// Brings the world in line with one object: client-go's `examples/workqueue`'s `syncToStdout`.
 ///
 /// `reconcile` receives the key and the object as the cache holds it now, `None` when it no
 /// longer exists. An error is retried with the queue's rate limiter up to the controller's

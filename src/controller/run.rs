@@ -1,4 +1,4 @@
-//! [`Controller::run`], the seed article's `Run`: start the informers the controller owns, wait
+//! [`Controller::run`], client-go's `examples/workqueue`'s `Run`: start the informers the controller owns, wait
 //! for every cache it reads, run the workers until the shutdown, then stop in order (no new
 //! keys, the reconciles in flight finished, the queue shut down, the handlers removed, the
 //! informers it started stopped), however the run ends.
@@ -75,7 +75,7 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 }
 
 impl<K: InformerObject> Controller<K> {
-    /// The seed's `Run`: starts the informers the controller owns, waits for every cache it
+    /// `Run` of client-go's `examples/workqueue`: starts the informers the controller owns, waits for every cache it
     /// reads to sync, runs the workers until `shutdown` completes, then stops taking keys,
     /// lets the reconciles in flight finish, shuts the queue down, removes its handlers from
     /// shared informers and stops the informers it started.
@@ -123,7 +123,7 @@ impl<K: InformerObject> Controller<K> {
             metrics.max_concurrent_reconciles(self.config.workers);
         }
         let owned_informer = match self.informers.as_ref() {
-            Informers::Seed if !self.informer.is_running() => {
+            Informers::Wired if !self.informer.is_running() => {
                 let informer = self.informer.clone();
                 let stop = stopped(stop_rx.clone());
                 Some(tokio::spawn(async move { informer.run(stop).await }))

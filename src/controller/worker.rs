@@ -1,4 +1,4 @@
-//! A controller's workers: the seed article's `runWorker` (take a key, reconcile it, `Done`),
+//! A controller's workers: client-go's `examples/workqueue`'s `runWorker` (take a key, reconcile it, `Done`),
 //! `processNextItem` (the reconcile, caught if it panics or overruns its timeout, after the
 //! controller's own last write of the key is in the cache) and `handleErr` (retry with the
 //! key's rate limit up to the configured count, then drop it and say so).
@@ -33,7 +33,7 @@ use crate::panic::panic_message;
 use crate::workqueue::Priority;
 
 impl<K: InformerObject> Controller<K> {
-    /// The seed's `runWorker`: process keys until shut down.
+    /// `runWorker` of client-go's `examples/workqueue`: process keys until shut down.
     pub(super) async fn run_worker<R: Reconciler<Object = K>>(
         &self,
         reconciler: Arc<R>,
@@ -54,7 +54,7 @@ impl<K: InformerObject> Controller<K> {
         }
     }
 
-    /// The seed's `processNextItem` after `Get`: reconcile, handle the outcome, `Done`.
+    /// `processNextItem` of client-go's `examples/workqueue`, after `Get`: reconcile, handle the outcome, `Done`.
     /// `priority` is the one the key was handed out at; a failure retries at it.
     async fn process_item<R: Reconciler<Object = K>>(
         &self,
@@ -212,7 +212,7 @@ impl<K: InformerObject> Controller<K> {
         }
     }
 
-    /// The seed's `handleErr`: retry with the rate limiter up to `max_retries`, then drop.
+    /// `handleErr` of client-go's `examples/workqueue`: retry with the rate limiter up to `max_retries`, then drop.
     fn handle_err(&self, key: &ObjectKey, priority: Priority, failure: ReconcileFailure) {
         let attempt = self.queue.num_requeues(key);
         if attempt < self.config.max_retries {

@@ -289,7 +289,7 @@ async fn a_thousand_objects_under_many_updates_all_reach_their_newest_version_wi
                 .unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
-    // The seed's explicit wiring.
+    // client-go's explicit wiring.
     let queue: WorkQueue<ObjectKey> = WorkQueue::builder().name("configmaps").build();
     let informer = Informer::new(ListWatch::new(cms.clone()));
     informer.add_event_handler(enqueue_handler(queue.clone()));
@@ -485,7 +485,7 @@ async fn a_controller_whose_informer_stops_fails_and_names_it() {
 }
 
 #[tokio::test]
-async fn the_seed_wiring_refuses_a_mismatched_indexer_and_a_controller_runs_once() {
+async fn client_gos_wiring_refuses_a_mismatched_indexer_and_a_controller_runs_once() {
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let queue: WorkQueue<ObjectKey> = WorkQueue::new();
@@ -506,7 +506,7 @@ async fn the_seed_wiring_refuses_a_mismatched_indexer_and_a_controller_runs_once
 }
 
 #[tokio::test]
-async fn the_seed_controller_leaves_an_informer_someone_else_runs() {
+async fn client_gos_wiring_leaves_an_informer_someone_else_runs() {
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["a"]).await;

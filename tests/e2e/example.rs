@@ -1,5 +1,5 @@
 //! The examples as processes against the server, driven by kubectl: the pod example
-//! (`cargo run --example pods`) prints the seed's lines as pods change; the operator example
+//! (`cargo run --example pods`) prints the lines of client-go's `examples/workqueue` as pods change; the operator example
 //! (`cargo run --example configmap_sets`) keeps its ConfigMaps as kubectl creates, edits,
 //! deletes and scales. Both exit 0 on SIGTERM.
 
@@ -227,7 +227,7 @@ pub async fn the_checked_in_crd_is_the_one_the_type_generates_and_the_server_tak
     assert!(out.contains("(server dry run)"), "{out}");
 }
 
-pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &Target) {
+pub async fn the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods(t: &Target) {
     if !have_kubectl() {
         return;
     }
@@ -251,7 +251,7 @@ pub async fn the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods(t: &T
     assert_eq!(printed_lines[0], "Starting Pod controller", "{printed_lines:?}");
     assert!(
         printed_lines[1..].iter().all(|l| l == sync || *l == gone),
-        "only the seed's lines: {printed_lines:?}"
+        "only client-go's lines: {printed_lines:?}"
     );
     assert_eq!(printed_lines.last(), Some(&gone), "the delete comes last: {printed_lines:?}");
     assert!(!printed_lines.iter().any(|l| l.contains("embedded")), "it used the cluster");

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         sources::owned_objects_enqueue_their_controlling_owner,
         sources::mappers_triggers_and_predicates_decide_what_is_reconciled,
         example::the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it,
-        example::the_pod_example_prints_the_seed_lines_as_kubectl_changes_pods,
+        example::the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods,
         example::the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them,
         example::three_operator_replicas_fail_over_record_events_and_finalize,
         example::three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill,
