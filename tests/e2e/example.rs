@@ -445,6 +445,14 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
     ready(3).await;
     let set = sets.get("greetings").await.unwrap();
     assert_eq!(set.finalizers(), ["ctrlkit.example.com/cleanup"]);
+    // Events are written in the background, after the reconcile that records them: a kill
+    // before they are written loses them, as client-go's broadcaster does. Wait for them.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(t.client.clone(), &t.ns);
+    eventually_async_within(Duration::from_secs(20), "the Created events written", || async {
+        let listed = events.list(&Default::default()).await.unwrap();
+        listed.items.iter().any(|e| e.note.as_deref() == Some("created ConfigMap greetings-0"))
+    })
+    .await;
 
     // The leader dies without a word; another takes over and keeps reconciling.
     let killed = replicas[first].take().unwrap();
