@@ -510,7 +510,13 @@ async fn main() -> ExitCode {
             eprintln!("error: {err}");
             return ExitCode::FAILURE;
         }
-        manager.add(webhooks.server(&client, ns, CRD_NAME));
+        match webhooks.server(&client, ns, CRD_NAME) {
+            Ok(server) => manager.add(server),
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
         println!(
             "Serving the validating, defaulting and conversion webhooks on port {} as {}",
             webhooks.port,

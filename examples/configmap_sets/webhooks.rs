@@ -18,8 +18,8 @@ use std::net::SocketAddr;
 
 use async_trait::async_trait;
 use ctrlkit::webhook::{
-    AdmissionRequest, CaInjection, Conversion, Defaulter, Denial, SecretCertificates, Validation,
-    Validator, WebhookServer,
+    AdmissionRequest, CaInjection, Conversion, ConversionError, Defaulter, Denial,
+    SecretCertificates, Validation, Validator, WebhookServer,
 };
 use kube_client::api::{Patch, PatchParams};
 use kube_client::{Api, Client};
@@ -128,7 +128,13 @@ impl Webhooks {
     /// The server: validator, defaulter and conversion, its certificates in the Secret
     /// `configmap-sets-webhook-certs` of `namespace`; it writes its CA bundle into the
     /// configurations and the CRD `crd`'s conversion webhook.
-    pub fn server(&self, client: &Client, namespace: &str, crd: &str) -> WebhookServer {
+    pub fn server(
+        &self,
+        client: &Client,
+        namespace: &str,
+        crd: &str,
+    ) -> Result<WebhookServer, ConversionError> {
+        let conversion = Conversion::<ConfigMapSet>::new().spoke::<v2::ConfigMapSet>()?;
         let certificates = SecretCertificates::new(
             client.clone(),
             namespace,
@@ -140,11 +146,11 @@ impl Webhooks {
             .address(SocketAddr::from(([0, 0, 0, 0], self.port)))
             .validator::<ConfigMapSet, _>(VALIDATE, SetValidator)
             .defaulter::<ConfigMapSet, _>(DEFAULT, SetDefaulter)
-            .conversion(CONVERT_PATH, Conversion::<ConfigMapSet>::new().spoke::<v2::ConfigMapSet>())
+            .conversion(CONVERT_PATH, conversion)
             .certificates(certificates);
         let injection =
             CaInjection::new().validating(CONFIGURATION).mutating(CONFIGURATION).crd(crd);
-        builder.inject_ca_bundle(client.clone(), injection).build()
+        Ok(builder.inject_ca_bundle(client.clone(), injection).build())
     }
 
     /// Applies the validating and mutating configurations (server-side apply; the CA bundle
@@ -213,7 +219,7 @@ mod tests {
         assert!(check(&set(Some(100), &[])).is_ok());
         assert!(check(&set(None, &[])).is_ok());
         let denial = check(&set(Some(101), &["bad key", ".."])).unwrap_err();
-        assert_eq!(denial.code, 422);
+        assert_eq!(denial.code, ctrlkit::webhook::StatusCode::UNPROCESSABLE_ENTITY);
         assert!(denial.message.starts_with("spec.replicas: Invalid value: 101: must be between"));
         assert!(
             denial

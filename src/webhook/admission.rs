@@ -4,6 +4,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use axum::http::StatusCode;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube_client::core::{DynamicObject, Resource, Status};
@@ -27,19 +28,27 @@ pub struct Denial {
     pub message: String,
     /// The `Status` reason: `Forbidden`, `Invalid`, …
     pub reason: String,
-    /// The HTTP code the API server answers the client with.
-    pub code: u16,
+    /// The HTTP status the API server answers the client with.
+    pub code: StatusCode,
 }
 
 impl Denial {
     /// Denied as forbidden (403), as controller-runtime's `admission.Denied`.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self { message: message.into(), reason: "Forbidden".to_owned(), code: 403 }
+        Self {
+            message: message.into(),
+            reason: "Forbidden".to_owned(),
+            code: StatusCode::FORBIDDEN,
+        }
     }
 
     /// Denied as invalid (422), for an object whose fields are wrong.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { message: message.into(), reason: "Invalid".to_owned(), code: 422 }
+        Self {
+            message: message.into(),
+            reason: "Invalid".to_owned(),
+            code: StatusCode::UNPROCESSABLE_ENTITY,
+        }
     }
 }
 
@@ -96,7 +105,7 @@ pub enum Review<'a, K: Resource + Send + Sync> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     /// 200 with an `AdmissionReview` (allowed or denied), or 400 for a body that is not one.
-    pub status: u16,
+    pub status: StatusCode,
     /// The `AdmissionReview` answer, or a `Status` naming what is wrong with the body.
     pub body: Vec<u8>,
 }
@@ -158,7 +167,7 @@ where
                 stats.panicked.fetch_add(1, Ordering::Relaxed);
             }
             let body = serde_json::to_vec(&response.into_review()).unwrap_or_default();
-            Reply { status: 200, body }
+            Reply { status: StatusCode::OK, body }
         }
         Err(why) => {
             stats.malformed.fetch_add(1, Ordering::Relaxed);
@@ -171,7 +180,7 @@ where
 /// A 400 answer with a `Status` saying `why` (admission and conversion bodies alike).
 pub(super) fn bad_request(why: &str) -> Reply {
     let status = Status::failure(why, "BadRequest").with_code(400);
-    Reply { status: 400, body: serde_json::to_vec(&status).unwrap_or_default() }
+    Reply { status: StatusCode::BAD_REQUEST, body: serde_json::to_vec(&status).unwrap_or_default() }
 }
 
 /// Refuses a body larger than [`MAX_REVIEW_BYTES`] before it is parsed.
@@ -271,7 +280,7 @@ fn respond<K: Resource>(
         Err(denial) => {
             response.allowed = false;
             response.result =
-                Status::failure(&denial.message, &denial.reason).with_code(denial.code);
+                Status::failure(&denial.message, &denial.reason).with_code(denial.code.as_u16());
         }
     }
     response
@@ -343,7 +352,7 @@ mod tests {
     }
 
     fn response(reply: &Reply) -> Value {
-        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
         let review: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(review["kind"], "AdmissionReview");
         review["response"].clone()
@@ -532,7 +541,12 @@ mod tests {
     }
 
     fn refusal(reply: &Reply) -> String {
-        assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
         let status: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(
             (status["code"].clone(), status["reason"].clone()),
@@ -586,9 +600,9 @@ mod tests {
             let validator = AtMostThree::default();
             for bytes in [noise, changed, short] {
                 let reply = runtime.block_on(review::<ConfigMap>(Review::Validate(&validator), &bytes, &stats));
-                prop_assert!(reply.status == 200 || reply.status == 400);
+                prop_assert!(reply.status == StatusCode::OK || reply.status == StatusCode::BAD_REQUEST);
                 let answer: Value = serde_json::from_slice(&reply.body).unwrap();
-                if reply.status == 400 {
+                if reply.status == StatusCode::BAD_REQUEST {
                     prop_assert!(!answer["message"].as_str().unwrap_or_default().is_empty());
                 } else {
                     prop_assert_eq!(&answer["kind"], "AdmissionReview");

@@ -11,15 +11,17 @@
 //!   converted object (when it sets them) and the rest from the one received.
 //! - **Lists keep their order**: the objects come back in the order they came.
 //! - **Failures name the object**: a version neither hub nor spoke, an object that does not
-//!   decode, or a conversion that fails answers `Failed` with a message naming the object
-//!   (`namespace/name`) and both versions; the API server passes it to the client. A body that
-//!   is not a `ConversionReview` is a 400 naming the problem.
+//!   decode, or a conversion that fails (or panics) is a [`ConversionError`] naming the object
+//!   (`namespace/name`) and the versions, answered as `Failed` with its message; the API
+//!   server passes it to the client. A body that is not a `ConversionReview` is a 400 naming
+//!   the problem.
+//! - **Building cannot panic**: a spoke whose version is the hub's or another spoke's is a
+//!   [`ConversionError::Duplicate`].
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use kube_client::core::{Resource, Status};
 use kube_core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
@@ -27,14 +29,71 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use axum::http::StatusCode;
+
 use super::Reply;
 use super::admission::{bad_request, check_size};
 use crate::panic::panic_message;
 
-/// One version's way to the hub and back, on JSON objects.
+/// One version's way to the hub and back, on JSON objects: why not, if it fails.
+#[derive(Clone, Copy)]
 struct Spoke {
     to_hub: fn(Value) -> Result<Value, String>,
     from_hub: fn(Value) -> Result<Value, String>,
+}
+
+/// Why a [`Conversion`] could not be built, or could not convert an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversionError {
+    /// A spoke was added for a version the conversion has already (the hub's, or another
+    /// spoke's).
+    #[error("{version} is in the conversion twice")]
+    Duplicate {
+        /// The apiVersion.
+        version: String,
+    },
+    /// The object's version, or the one asked for, is neither the hub nor a spoke.
+    #[error(
+        "converting {object} from {from} to {to}: {version:?} is not a version of this \
+         conversion ({})",
+        known.join(", ")
+    )]
+    UnknownVersion {
+        /// The object, `namespace/name`.
+        object: String,
+        /// Its apiVersion.
+        from: String,
+        /// The apiVersion asked for.
+        to: String,
+        /// The version not known.
+        version: String,
+        /// The versions the conversion knows.
+        known: Vec<String>,
+    },
+    /// The object did not decode as its version's type, its `TryFrom` failed, or the result
+    /// did not encode.
+    #[error("converting {object} from {from} to {to}: {reason}")]
+    Failed {
+        /// The object, `namespace/name`.
+        object: String,
+        /// Its apiVersion.
+        from: String,
+        /// The apiVersion asked for.
+        to: String,
+        /// Why: the `TryFrom` error's message, or the decoding error.
+        reason: String,
+    },
+    /// The conversion panicked (a bug in a `TryFrom`).
+    #[error("converting {object} to {to}: the conversion panicked: {message}")]
+    Panicked {
+        /// The object, `namespace/name`.
+        object: String,
+        /// The apiVersion asked for.
+        to: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 /// A CRD's conversion webhook: the hub `H` and its spokes. Cheap to clone.
@@ -72,7 +131,7 @@ struct Spoke {
 /// }
 ///
 /// # fn main() {
-/// let conversion = Conversion::<Set>::new().spoke::<v2::Set>();
+/// let conversion = Conversion::<Set>::new().spoke::<v2::Set>().unwrap();
 /// let v1 = serde_json::json!({
 ///     "apiVersion": "example.com/v1", "kind": "Set",
 ///     "metadata": { "name": "a" }, "spec": { "replicas": 3 },
@@ -84,7 +143,7 @@ struct Spoke {
 pub struct Conversion<H> {
     hub_api_version: String,
     /// By apiVersion; the hub's own entry passes objects through.
-    spokes: Arc<BTreeMap<String, Spoke>>,
+    spokes: BTreeMap<String, Spoke>,
     hub: PhantomData<fn() -> H>,
 }
 
@@ -137,18 +196,15 @@ where
         let hub_api_version = H::api_version(&()).into_owned();
         let identity = Spoke { to_hub: Ok, from_hub: Ok };
         Self {
-            spokes: Arc::new(BTreeMap::from([(hub_api_version.clone(), identity)])),
+            spokes: BTreeMap::from([(hub_api_version.clone(), identity)]),
             hub_api_version,
             hub: PhantomData,
         }
     }
 
-    /// Adds the spoke `S`, converted to the hub and back with `TryFrom`.
-    ///
-    /// # Panics
-    /// If `S`'s apiVersion is the hub's or another spoke's (a mistake in the program), or
-    /// once the conversion was cloned.
-    pub fn spoke<S>(mut self) -> Self
+    /// Adds the spoke `S`, converted to the hub and back with `TryFrom`; an error if `S`'s
+    /// apiVersion is the hub's or another spoke's.
+    pub fn spoke<S>(mut self) -> Result<Self, ConversionError>
     where
         S: Resource<DynamicType = ()> + DeserializeOwned + Serialize + 'static,
         S: TryFrom<H, Error: Display>,
@@ -156,12 +212,15 @@ where
     {
         let api_version = S::api_version(&()).into_owned();
         let spoke = Spoke { to_hub: through::<S, H>, from_hub: through::<H, S> };
-        let spokes = Arc::get_mut(&mut self.spokes).expect("spokes are added before any clone");
-        assert!(
-            spokes.insert(api_version.clone(), spoke).is_none(),
-            "{api_version} is in the conversion twice"
-        );
-        self
+        match self.spokes.entry(api_version) {
+            std::collections::btree_map::Entry::Occupied(taken) => {
+                Err(ConversionError::Duplicate { version: taken.key().clone() })
+            }
+            std::collections::btree_map::Entry::Vacant(free) => {
+                free.insert(spoke);
+                Ok(self)
+            }
+        }
     }
 }
 
@@ -172,26 +231,36 @@ impl<H> Conversion<H> {
     }
 
     /// Converts one object to `desired` (an apiVersion), or says why not.
-    pub fn convert(&self, object: Value, desired: &str) -> Result<Value, String> {
+    pub fn convert(&self, object: Value, desired: &str) -> Result<Value, ConversionError> {
         let from = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
         let name = object_name(&object);
-        let fail = |why: String| format!("converting {name} from {from} to {desired}: {why}");
+        let fail = |reason: String| ConversionError::Failed {
+            object: name.clone(),
+            from: from.clone(),
+            to: desired.to_owned(),
+            reason,
+        };
         if from == desired {
             return Ok(object);
         }
-        let source = self.spokes.get(&from).ok_or_else(|| fail(self.unknown(&from)))?;
-        let target = self.spokes.get(desired).ok_or_else(|| fail(self.unknown(desired)))?;
+        let unknown = |version: &str| ConversionError::UnknownVersion {
+            object: name.clone(),
+            from: from.clone(),
+            to: desired.to_owned(),
+            version: version.to_owned(),
+            known: self.spokes.keys().cloned().collect(),
+        };
+        let source = self.spokes.get(&from).ok_or_else(|| unknown(&from))?;
+        let target = self.spokes.get(desired).ok_or_else(|| unknown(desired))?;
         let received_metadata = object.get("metadata").cloned();
         let hub = (source.to_hub)(object).map_err(fail)?;
         let mut converted = (target.from_hub)(hub).map_err(fail)?;
         keep_metadata(&mut converted, received_metadata);
+        if !converted.is_object() {
+            return Err(fail("the converted object is not a JSON object".to_owned()));
+        }
         converted["apiVersion"] = Value::String(desired.to_owned());
         Ok(converted)
-    }
-
-    fn unknown(&self, version: &str) -> String {
-        let known: Vec<&str> = self.spokes.keys().map(String::as_str).collect();
-        format!("{version:?} is not a version of this conversion ({})", known.join(", "))
     }
 
     /// Answers one `ConversionReview` body: 200 with the converted objects or a `Failed`
@@ -207,16 +276,17 @@ impl<H> Conversion<H> {
         let desired = request.desired_api_version.clone();
         let objects = request.objects.clone();
         // A panic in a user's `TryFrom` is a failed conversion naming it, not a lost connection.
-        let converted: Result<Vec<Value>, String> = objects
+        let converted: Result<Vec<Value>, ConversionError> = objects
             .into_iter()
             .map(|object| {
                 let name = object_name(&object);
                 let convert = AssertUnwindSafe(|| self.convert(object, &desired));
                 std::panic::catch_unwind(convert).unwrap_or_else(|panic| {
-                    let message = panic_message(&*panic);
-                    Err(format!(
-                        "converting {name} to {desired}: the conversion panicked: {message}"
-                    ))
+                    Err(ConversionError::Panicked {
+                        object: name,
+                        to: desired.clone(),
+                        message: panic_message(&*panic),
+                    })
                 })
             })
             .collect();
@@ -225,10 +295,11 @@ impl<H> Conversion<H> {
             Ok(objects) => response.success(objects),
             Err(why) => {
                 tracing::warn!(%why, "a conversion failed");
-                response.failure(Status::failure(&why, "ConversionFailed"))
+                response.failure(Status::failure(&why.to_string(), "ConversionFailed"))
             }
         };
-        Reply { status: 200, body: serde_json::to_vec(&response.into_review()).unwrap_or_default() }
+        let body = serde_json::to_vec(&response.into_review()).unwrap_or_default();
+        Reply { status: StatusCode::OK, body }
     }
 }
 
@@ -280,7 +351,7 @@ mod tests {
         // A spoke whose conversion from the hub panics, as a buggy `TryFrom` would.
         let mut conversion = Conversion::<ConfigMap>::new();
         let spoke = Spoke { to_hub: Ok, from_hub: |_| panic!("no size for you") };
-        Arc::get_mut(&mut conversion.spokes).unwrap().insert("other/v1".to_owned(), spoke);
+        conversion.spokes.insert("other/v1".to_owned(), spoke);
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": { "uid": "u", "desiredAPIVersion": "other/v1", "objects": [
@@ -288,12 +359,25 @@ mod tests {
             ] },
         });
         let reply = conversion.review(&serde_json::to_vec(&review).unwrap());
-        assert_eq!(reply.status, 200);
+        assert_eq!(reply.status, StatusCode::OK);
         let answer: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(answer["response"]["result"]["status"], "Failure");
         assert_eq!(
             answer["response"]["result"]["message"],
             "converting ns/a to other/v1: the conversion panicked: no size for you"
+        );
+    }
+
+    #[test]
+    fn a_version_added_twice_is_an_error_and_a_clone_can_be_extended() {
+        let hub = Conversion::<ConfigMap>::new();
+        let twice = hub.clone().spoke::<ConfigMap>();
+        assert_eq!(twice.err(), Some(ConversionError::Duplicate { version: "v1".to_owned() }));
+        let unknown = hub.convert(json!({ "apiVersion": "v1", "metadata": { "name": "a" } }), "v9");
+        let Err(err) = unknown else { panic!("converted to an unknown version") };
+        assert_eq!(
+            err.to_string(),
+            "converting a from v1 to v9: \"v9\" is not a version of this conversion (v1)"
         );
     }
 }

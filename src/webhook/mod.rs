@@ -87,8 +87,10 @@ pub use admission::{
     AdmissionHandler, Defaulter, Denial, MAX_REVIEW_BYTES, Reply, Review, Validation, Validator,
     WebhookStats, review,
 };
+/// The `http` crate's status code, as [`Reply::status`] and [`Denial::code`] hold it.
+pub use axum::http::StatusCode;
 pub use certs::{CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa, read_files};
-pub use conversion::Conversion;
+pub use conversion::{Conversion, ConversionError};
 pub use https::CertificateSource;
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use axum::body::Bytes;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use kube_client::Client;
@@ -72,7 +72,7 @@ struct Inner {
 
 /// An HTTP answer of a [`Reply`].
 fn answer(reply: Reply) -> Response {
-    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = reply.status;
     (status, [(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
 }
 

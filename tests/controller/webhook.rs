@@ -166,7 +166,7 @@ impl TryFrom<Set> for v2::Set {
 }
 
 fn conversion() -> Conversion<Set> {
-    Conversion::<Set>::new().spoke::<v2::Set>()
+    Conversion::<Set>::new().spoke::<v2::Set>().expect("v2 is not the hub")
 }
 
 #[tokio::test]
