@@ -298,7 +298,7 @@ where
     let informer =
         Informer::builder(ListWatch::new(api)).indexer(indexer).streaming_list(streaming).build();
     informer.add_event_handler(enqueue_handler(queue.clone()));
-    let controller = Controller::new(queue, informer.indexer(), informer.clone());
+    let controller = Controller::new(queue, informer.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn({
         let counter = counter.clone();

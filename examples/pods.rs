@@ -146,7 +146,7 @@ async fn main() -> ExitCode {
     );
     // client-go's NewController(queue, indexer, informer), and Run's threadiness.
     let config = Config::default().workers(args.workers);
-    let controller = Controller::with_config(queue, informer.indexer(), informer, config);
+    let controller = Controller::with_config(queue, informer, config);
 
     let shutdown = async {
         match &server {

@@ -65,15 +65,17 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Worker tasks, each reconciling one key at a time (default 1; client-go's `examples/workqueue`'s `threadiness`,
-    /// controller-runtime's `MaxConcurrentReconciles`). Zero counts as one.
+    /// Worker tasks, each reconciling one key at a time (default 1; the `threadiness` of
+    /// client-go's `examples/workqueue`, controller-runtime's `MaxConcurrentReconciles`). Zero
+    /// counts as one.
     #[must_use]
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);
         self
     }
 
-    /// How many times a failing key is retried before it is dropped (default 5, as client-go's `examples/workqueue`).
+    /// How many times a failing key is retried before it is dropped (default 5, as in
+    /// client-go's `examples/workqueue`).
     #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;

@@ -1,6 +1,7 @@
 //! [`Controller`]: what a controller is (its queue, informers, sources, configuration and the
-//! figures its clones share) and what it reports. Its run is in `run.rs` (client-go's `examples/workqueue`'s
-//! `Run`) and its workers in `worker.rs` (`runWorker`, `processNextItem`, `handleErr`).
+//! figures its clones share) and what it reports. Its run is in `run.rs` (`Run` of client-go's
+//! `examples/workqueue`) and its workers in `worker.rs` (`runWorker`, `processNextItem`,
+//! `handleErr`).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,7 +105,6 @@ pub struct Controller<K> {
     /// Informers besides the primary one whose caches must sync before workers start.
     pub(super) secondary: Vec<Arc<dyn InformerHandle>>,
     pub(super) informers: Arc<Informers>,
-    pub(super) indexer_mismatch: bool,
     pub(super) config: Config,
     pub(super) metrics: Option<Arc<dyn ControllerMetrics>>,
     pub(super) shard: Option<Arc<ShardMember>>,
@@ -119,7 +119,6 @@ impl<K> Clone for Controller<K> {
             informer: self.informer.clone(),
             secondary: self.secondary.clone(),
             informers: self.informers.clone(),
-            indexer_mismatch: self.indexer_mismatch,
             config: self.config.clone(),
             metrics: self.metrics.clone(),
             shard: self.shard.clone(),
@@ -138,32 +137,53 @@ impl<K> std::fmt::Debug for Controller<K> {
 }
 
 impl<K: InformerObject> Controller<K> {
-    /// client-go's `examples/workqueue`'s `NewController(queue, indexer, informer)`: the caller wired the informer's
-    /// handlers to put keys in `queue` (see [`enqueue_handler`](super::enqueue_handler)).
-    /// `indexer` must be `informer.indexer()`; `run` refuses anything else.
+    /// The `NewController(queue, indexer, informer)` of client-go's `examples/workqueue`: the
+    /// caller wired the informer's handlers to put keys in `queue` (see
+    /// [`enqueue_handler`](super::enqueue_handler)). The indexer the controller reads is the
+    /// informer's own, [`Informer::indexer`].
     ///
     /// The controller runs the informer unless it already runs, and then stops it when it
-    /// stops, as client-go's `examples/workqueue`'s does. To share an informer among controllers, take it from a
+    /// stops, as client-go's does. To share an informer among controllers, take it from a
     /// [`SharedInformerFactory`] and build with [`Controller::builder`]. Runs with
     /// [`Config::default()`]; see [`with_config`](Self::with_config).
-    pub fn new(queue: WorkQueue<ObjectKey>, indexer: Indexer<K>, informer: Informer<K>) -> Self {
-        Self::with_config(queue, indexer, informer, Config::default())
+    ///
+    /// ```
+    /// # use ctrlkit::cache::{Informer, ListWatch, ObjectKey};
+    /// # use ctrlkit::controller::{Controller, enqueue_handler};
+    /// # use ctrlkit::workqueue::WorkQueue;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # fn wire(pods: kube_client::Api<Pod>) {
+    /// let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    /// let informer = Informer::new(ListWatch::new(pods));
+    /// informer.add_event_handler(enqueue_handler(queue.clone()));
+    /// let controller = Controller::new(queue, informer);
+    /// # }
+    /// ```
+    /// There is no indexer to pass, so one of another informer cannot be:
+    /// ```compile_fail
+    /// # use ctrlkit::cache::{Informer, ListWatch, ObjectKey};
+    /// # use ctrlkit::controller::Controller;
+    /// # use ctrlkit::workqueue::WorkQueue;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # fn wire(pods: kube_client::Api<Pod>) {
+    /// let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    /// let informer = Informer::new(ListWatch::new(pods.clone()));
+    /// let other = Informer::new(ListWatch::new(pods));
+    /// let controller = Controller::new(queue, other.indexer(), informer);
+    /// # }
+    /// ```
+    pub fn new(queue: WorkQueue<ObjectKey>, informer: Informer<K>) -> Self {
+        Self::with_config(queue, informer, Config::default())
     }
 
-    /// As [`new`](Self::new), running as `config` says (workers, retries, timeouts):
-    /// client-go's `examples/workqueue`'s `NewController` and `Run(threadiness, ..)` together.
-    pub fn with_config(
-        queue: WorkQueue<ObjectKey>,
-        indexer: Indexer<K>,
-        informer: Informer<K>,
-        config: Config,
-    ) -> Self {
-        let indexer_mismatch = !indexer.same_store(&informer.indexer());
+    /// As [`new`](Self::new), running as `config` says (workers, retries, timeouts): the
+    /// `NewController` and `Run(threadiness, ..)` of client-go's `examples/workqueue` together.
+    pub fn with_config(queue: WorkQueue<ObjectKey>, informer: Informer<K>, config: Config) -> Self {
         let name = match queue.name() {
             "" => informer.list_watch().api_resource().plural.clone(),
             name => name.to_owned(),
         };
-        let mut controller = Self::from_parts(Parts {
+        Self::from_parts(Parts {
             name,
             queue,
             informer,
@@ -173,9 +193,7 @@ impl<K: InformerObject> Controller<K> {
             triggers: Vec::new(),
             config,
             shard: None,
-        });
-        controller.indexer_mismatch = indexer_mismatch;
-        controller
+        })
     }
 
     pub(crate) fn from_parts(parts: Parts<K>) -> Self {
@@ -187,7 +205,6 @@ impl<K: InformerObject> Controller<K> {
             informer,
             secondary,
             informers: Arc::new(informers),
-            indexer_mismatch: false,
             config,
             metrics: None,
             shard,

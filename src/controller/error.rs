@@ -22,11 +22,6 @@ pub enum ControllerError {
         /// What the informer lists and watches.
         informer: String,
     },
-    /// [`Controller::new`](super::Controller::new) was given an indexer that is not its informer's store.
-    #[error(
-        "the indexer given to Controller::new is not the informer's store (pass informer.indexer())"
-    )]
-    IndexerMismatch,
     /// `run` was called on a controller that ran already (its queue is shut down).
     #[error("this controller has run already; build a new one to run again")]
     AlreadyRun,

@@ -1,5 +1,5 @@
-//! Reconcilers and the controller that runs them: the `Controller` of client-go's `examples/workqueue` in Rust,
-//! grown to operators over several kinds.
+//! Reconcilers and the controller that runs them: the `Controller` of client-go's
+//! `examples/workqueue` in Rust, grown to operators over several kinds.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -63,8 +63,8 @@
 //!
 //! Informers have one owner. A controller built on a [`SharedInformerFactory`](crate::cache::SharedInformerFactory)
 //! never starts or stops its informers (the factory's owner does); one built without makes a
-//! factory of its own and owns it; client-go's explicit wiring ([`Controller::new`]) runs its informer
-//! unless someone else already does.
+//! factory of its own and owns it; client-go's explicit wiring ([`Controller::new`]) runs its
+//! informer unless someone else already does.
 //!
 //! Two ways to build one: client-go's explicit wiring ([`Controller::new`] with a queue, an
 //! indexer and an informer whose handlers enqueue keys, such as [`enqueue_handler`]), or

@@ -47,7 +47,8 @@ impl Action {
     }
 }
 
-/// Brings the world in line with one object: client-go's `examples/workqueue`'s `syncToStdout`.
+/// Brings the world in line with one object: the `syncToStdout` of client-go's
+/// `examples/workqueue`.
 ///
 /// `reconcile` receives the key and the object as the cache holds it now, `None` when it no
 /// longer exists. An error is retried with the queue's rate limiter up to the controller's

@@ -1,4 +1,5 @@
-//! [`Controller::run`], client-go's `examples/workqueue`'s `Run`: start the informers the controller owns, wait
+//! [`Controller::run`], the `Run` of client-go's `examples/workqueue`: start the informers the
+//! controller owns, wait
 //! for every cache it reads, run the workers until the shutdown, then stop in order (no new
 //! keys, the reconciles in flight finished, the queue shut down, the handlers removed, the
 //! informers it started stopped), however the run ends.
@@ -75,8 +76,8 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 }
 
 impl<K: InformerObject> Controller<K> {
-    /// `Run` of client-go's `examples/workqueue`: starts the informers the controller owns, waits for every cache it
-    /// reads to sync, runs the workers until `shutdown` completes, then stops taking keys,
+    /// `Run` of client-go's `examples/workqueue`: starts the informers the controller owns,
+    /// waits for every cache it reads to sync, runs the workers until `shutdown` completes, then stops taking keys,
     /// lets the reconciles in flight finish, shuts the queue down, removes its handlers from
     /// shared informers and stops the informers it started.
     ///
@@ -96,9 +97,6 @@ impl<K: InformerObject> Controller<K> {
     where
         R: Reconciler<Object = K>,
     {
-        if self.indexer_mismatch {
-            return Err(ControllerError::IndexerMismatch);
-        }
         if self.shared.ran.swap(true, Ordering::SeqCst) {
             return Err(ControllerError::AlreadyRun);
         }

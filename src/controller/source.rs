@@ -1,7 +1,8 @@
 //! Where a controller's keys come from: handlers on informers that turn each event that passes
 //! the predicate into keys of the primary kind, and put them in the queue.
 //!
-//! - the primary kind: the object's own key ([`enqueue_handler`], the handler of client-go's `examples/workqueue`);
+//! - the primary kind: the object's own key ([`enqueue_handler`], the handler of client-go's
+//!   `examples/workqueue`);
 //! - owned objects (`owns`): the key of the owner their `ownerReferences` name as controller
 //!   (`controller: true`), of the primary's group and kind, in the owned object's namespace
 //!   (or none, for a cluster-scoped primary); an update that moves an object from one owner
@@ -28,7 +29,8 @@ use crate::cache::{
 use crate::panic::catch;
 use crate::workqueue::{Priority, WorkQueue};
 
-/// The handler funcs of client-go's `examples/workqueue`: every add, update and delete puts the object's key in `queue`.
+/// The handler funcs of client-go's `examples/workqueue`: every add, update and delete puts
+/// the object's key in `queue`.
 ///
 /// Adds of the initial list and updates that did not change the object's resourceVersion
 /// (resyncs) are added at [`Priority::LOW`], everything else at [`Priority::NORMAL`] (see

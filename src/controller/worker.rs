@@ -1,4 +1,5 @@
-//! A controller's workers: client-go's `examples/workqueue`'s `runWorker` (take a key, reconcile it, `Done`),
+//! A controller's workers, as client-go's `examples/workqueue` has them: `runWorker` (take a
+//! key, reconcile it, `Done`),
 //! `processNextItem` (the reconcile, caught if it panics or overruns its timeout, after the
 //! controller's own last write of the key is in the cache) and `handleErr` (retry with the
 //! key's rate limit up to the configured count, then drop it and say so).
