@@ -21,6 +21,11 @@
 //!
 //! - [`leaderelection`]: Lease-based leader election with client-go's algorithm; a manager
 //!   runs its controllers only while it leads.
+//! - [`sharding`]: one controller's objects shared among replicas, by labels a sharder writes
+//!   or by server-side shard selectors on a ring of shard Leases; no key is reconciled by two
+//!   replicas at once.
+//! - `webhook` (feature `webhook`): admission (validating, defaulting) and CRD conversion
+//!   webhooks on an HTTPS server whose certificates manage themselves.
 //! - `metrics` (feature `metrics`): Prometheus metrics under controller-runtime's names, and
 //!   the `/metrics` `/healthz` `/readyz` endpoint.
 //! - [`finalizer`]: clean up before an object goes.
@@ -37,6 +42,8 @@
 //! | `testing` | an in-process Kubernetes API server for tests and examples (module `testing`: the [`ctrlkit-apiserver`](https://docs.rs/ctrlkit-apiserver) crate, re-exported) |
 //! | `kube-runtime` | conversions from kube-runtime's types (`ObjectKey: From<ObjectRef<K>>`) |
 //! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint (module `metrics`) |
+//! | `webhook` | admission and conversion webhooks on an HTTPS server with certificates it makes, renews and injects (module `webhook`) |
+//! | `secure-metrics` | `metrics` over HTTPS, each scrape authenticated and authorized by the API server (`metrics::SecureServing`; implies `metrics` and `webhook`) |
 //!
 //! Items that need a feature say so in these docs (docs.rs builds them all).
 #![cfg_attr(
@@ -46,6 +53,10 @@
 #![cfg_attr(
     feature = "testing",
     doc = "\nWith `testing` on: [`testing`], an API server to test controllers without a cluster."
+)]
+#![cfg_attr(
+    feature = "webhook",
+    doc = "\nWith `webhook` on: [`webhook`], its server a [`Runnable`](manager::Runnable) of the manager."
 )]
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
