@@ -7,14 +7,12 @@
 //! Every webhook selects the case's ConfigMaps alone (a label naming the case, in a namespace
 //! labelled for it), so that other cases' writes never meet them.
 
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use ctrlkit::webhook::{
     AdmissionHandler, AdmissionRequest, AdmissionResponse, CertificateSource, Operation,
     WebhookError, WebhookServer, WebhookServerBuilder,
 };
-use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -24,6 +22,7 @@ use kube_client::core::DynamicObject;
 use kube_client::{Api, ResourceExt};
 use serde_json::{Value, json};
 
+use super::common::then_clean_up;
 use crate::support::Target;
 use crate::support::http::free_address;
 
@@ -173,16 +172,15 @@ pub async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_t
     t: &Target,
 ) {
     let case = t.ns.clone();
-    let outcome = AssertUnwindSafe(admission(t, &case)).catch_unwind().await;
-    for name in [format!("{case}-1"), format!("{case}-2")] {
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
-        let _ = mutating.delete(&name, &DeleteParams::default()).await;
-    }
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
-    let _ = validating.delete(&case, &DeleteParams::default()).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(admission(t, &case), async {
+        for name in [format!("{case}-1"), format!("{case}-2")] {
+            let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
+            let _ = mutating.delete(&name, &DeleteParams::default()).await;
+        }
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+        let _ = validating.delete(&case, &DeleteParams::default()).await;
+    })
+    .await;
 }
 
 async fn admission(t: &Target, case: &str) {
@@ -387,12 +385,11 @@ impl AdmissionHandler for Seen {
 pub async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &Target) {
     let case = t.ns.clone();
     let name = format!("{case}-policies");
-    let outcome = AssertUnwindSafe(policies(t, &case, &name)).catch_unwind().await;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
-    let _ = validating.delete(&name, &DeleteParams::default()).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(policies(t, &case, &name), async {
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+        let _ = validating.delete(&name, &DeleteParams::default()).await;
+    })
+    .await;
 }
 
 async fn policies(t: &Target, case: &str, name: &str) {
@@ -558,12 +555,11 @@ fn web_deployment() -> k8s_openapi::api::apps::v1::Deployment {
 /// as a delete of each object it selects.
 pub async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
     let case = t.ns.clone();
-    let outcome = AssertUnwindSafe(guarded(t, &case)).catch_unwind().await;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
-    let _ = validating.delete(&format!("{case}-guard"), &DeleteParams::default()).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(guarded(t, &case), async {
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
+        let _ = validating.delete(&format!("{case}-guard"), &DeleteParams::default()).await;
+    })
+    .await;
 }
 
 async fn guarded(t: &Target, case: &str) {
@@ -657,12 +653,11 @@ impl AdmissionHandler for Unmaking {
 /// create, an update and a `/scale` write, and the server goes on serving.
 pub async fn a_webhook_patch_that_leaves_no_object_is_refused(t: &Target) {
     let case = t.ns.clone();
-    let outcome = AssertUnwindSafe(unmade(t, &case)).catch_unwind().await;
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
-    let _ = mutating.delete(&format!("{case}-unmake"), &DeleteParams::default()).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(unmade(t, &case), async {
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
+        let _ = mutating.delete(&format!("{case}-unmake"), &DeleteParams::default()).await;
+    })
+    .await;
 }
 
 fn unmaking(case: &str, name: &str, unmake: &str) -> ConfigMap {

@@ -61,3 +61,18 @@ where
 pub fn rv_number(rv: &str) -> u64 {
     rv.parse().unwrap_or_else(|_| panic!("a numeric resourceVersion, got {rv:?}"))
 }
+
+/// Runs `case`, then `clean_up` whether the case passed or panicked (so that what the case
+/// made on a shared server, webhook configurations say, never outlives it); a panic is passed
+/// on after the clean-up.
+pub async fn then_clean_up(
+    case: impl std::future::Future<Output = ()>,
+    clean_up: impl std::future::Future<Output = ()>,
+) {
+    use futures::FutureExt;
+    let outcome = std::panic::AssertUnwindSafe(case).catch_unwind().await;
+    clean_up.await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}

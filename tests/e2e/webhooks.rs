@@ -8,10 +8,8 @@
 //! deleted, the CRD serving v1 alone) whether it passes or fails.  The embedded server calls
 //! them as the real ones do.
 
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -40,11 +38,7 @@ pub async fn the_example_webhooks_refuse_default_and_convert_what_kubectl_writes
     if !have_kubectl() {
         return;
     }
-    let outcome = AssertUnwindSafe(webhooks(t)).catch_unwind().await;
-    put_back(t).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(webhooks(t), put_back(t)).await;
 }
 
 async fn webhooks(t: &Target) {
