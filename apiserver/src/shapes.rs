@@ -93,13 +93,12 @@ pub(crate) fn depth_of(value: &Value) -> usize {
     let mut deepest = 0;
     let mut pending = vec![(value, 1usize)];
     while let Some((value, depth)) = pending.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match value {
-            Value::Object(map) => Box::new(map.values()),
-            Value::Array(items) => Box::new(items.iter()),
+        match value {
+            Value::Object(map) => pending.extend(map.values().map(|child| (child, depth + 1))),
+            Value::Array(items) => pending.extend(items.iter().map(|child| (child, depth + 1))),
             _ => continue,
-        };
+        }
         deepest = deepest.max(depth);
-        pending.extend(children.map(|child| (child, depth + 1)));
     }
     deepest
 }
