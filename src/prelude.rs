@@ -20,10 +20,10 @@
 //!
 //! # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::manager::ManagerError> {
 //! let mut manager = Manager::new(client.clone());
-//! let configmaps = manager
+//! manager
 //!     .controller(kube_client::Api::<ConfigMap>::all(client))
-//!     .predicate(Predicate::labels_changed());
-//! manager.add_controller(configmaps, Printer);
+//!     .predicate(Predicate::labels_changed())
+//!     .complete(Printer);
 //! manager.run().await
 //! # }
 //! ```

@@ -538,11 +538,6 @@ async fn main() -> ExitCode {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }
-    let controller = manager
-        .controller(sets)
-        .predicate(Predicate::generation_changed())
-        .owns(owned)
-        .config(Config::default().workers(2));
     if let Some((ring, _)) = &shard {
         let sharder = Sharder::<ConfigMapSet>::new(client.clone(), ring.clone(), Some(ns))
             .owns::<ConfigMap>();
@@ -555,10 +550,12 @@ async fn main() -> ExitCode {
         manager.add(sharder);
     }
     let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
-    manager.add_controller(
-        controller,
-        SetReconciler { client: client.clone(), configmaps: cache, events },
-    );
+    manager
+        .controller(sets)
+        .predicate(Predicate::generation_changed())
+        .owns(owned)
+        .config(Config::default().workers(2))
+        .complete(SetReconciler { client: client.clone(), configmaps: cache, events });
     if let Some(elector) = manager.leader_elector() {
         // Say who leads, for whoever watches the processes.
         let mut status = elector.status();

@@ -39,7 +39,20 @@ struct Wiring {
 }
 
 /// Builds a [`Controller`]; see [`Controller::builder`].
-pub struct ControllerBuilder<K> {
+///
+/// `M` is where the controller goes once built: nowhere (`()`, the default: [`build`]
+/// returns it, to [`run`](Controller::run) it yourself), or a manager, for builders that
+/// [`Manager::controller`](crate::manager::Manager::controller) hands out, which end in
+/// [`complete`](ControllerBuilder::complete) with the reconciler.
+///
+/// [`build`]: ControllerBuilder::build
+pub struct ControllerBuilder<K, M = ()> {
+    target: M,
+    spec: Spec<K>,
+}
+
+/// Everything a builder holds but its target.
+struct Spec<K> {
     primary: ListWatch<K>,
     name: Option<String>,
     factory: Option<SharedInformerFactory>,
@@ -54,18 +67,18 @@ pub struct ControllerBuilder<K> {
     shard: Option<(Ring, String)>,
 }
 
-impl<K> std::fmt::Debug for ControllerBuilder<K> {
+impl<K, M> std::fmt::Debug for ControllerBuilder<K, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControllerBuilder")
-            .field("primary", &self.primary)
-            .field("name", &self.name)
-            .field("shared_factory", &self.factory.is_some())
-            .field("secondary_sources", &self.sources.len())
-            .field("triggers", &self.triggers.len())
-            .field("prioritize", &self.prioritize)
-            .field("config", &self.config)
-            .field("metrics", &self.metrics.is_some())
-            .field("shard", &self.shard)
+            .field("primary", &self.spec.primary)
+            .field("name", &self.spec.name)
+            .field("shared_factory", &self.spec.factory.is_some())
+            .field("secondary_sources", &self.spec.sources.len())
+            .field("triggers", &self.spec.triggers.len())
+            .field("prioritize", &self.spec.prioritize)
+            .field("config", &self.spec.config)
+            .field("metrics", &self.spec.metrics.is_some())
+            .field("shard", &self.spec.shard)
             .finish_non_exhaustive()
     }
 }
@@ -75,18 +88,21 @@ impl<K: InformerObject> Controller<K> {
     /// [`ListWatch`] with selectors): `Controller::builder(api).owns(pods).build()`.
     pub fn builder(primary: impl Into<ListWatch<K>>) -> ControllerBuilder<K> {
         ControllerBuilder {
-            primary: primary.into(),
-            name: None,
-            factory: None,
-            informer: None,
-            queue: None,
-            predicate: None,
-            sources: Vec::new(),
-            triggers: Vec::new(),
-            prioritize: true,
-            config: Config::default(),
-            metrics: None,
-            shard: None,
+            target: (),
+            spec: Spec {
+                primary: primary.into(),
+                name: None,
+                factory: None,
+                informer: None,
+                queue: None,
+                predicate: None,
+                sources: Vec::new(),
+                triggers: Vec::new(),
+                prioritize: true,
+                config: Config::default(),
+                metrics: None,
+                shard: None,
+            },
         }
     }
 }
@@ -99,12 +115,18 @@ where
     std::sync::Arc::new(move |o: &S| mapper(o).into_iter().collect())
 }
 
-impl<K: InformerObject> ControllerBuilder<K> {
+impl<K: InformerObject, M> ControllerBuilder<K, M> {
+    /// The same builder sending its controller to `target` instead, and the target it had
+    /// (a manager binds its builders this way).
+    pub(crate) fn retarget<T>(self, target: T) -> (M, ControllerBuilder<K, T>) {
+        (self.target, ControllerBuilder { target, spec: self.spec })
+    }
+
     /// Names the controller, for its logs and its queue (default: the primary kind's
     /// plural, as `configmapsets`).
     #[must_use]
     pub fn name(mut self, name: &str) -> Self {
-        self.name = Some(name.to_owned());
+        self.spec.name = Some(name.to_owned());
         self
     }
 
@@ -113,7 +135,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// runs it for as long as it runs.
     #[must_use]
     pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
-        self.factory = Some(factory.clone());
+        self.spec.factory = Some(factory.clone());
         self
     }
 
@@ -122,7 +144,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// first.
     #[must_use]
     pub fn config(mut self, config: Config) -> Self {
-        self.config = config;
+        self.spec.config = config;
         self
     }
 
@@ -139,7 +161,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding)).
     #[must_use]
     pub fn shard(mut self, ring: &Ring, shard: &str) -> Self {
-        self.shard = Some((ring.clone(), shard.to_owned()));
+        self.spec.shard = Some((ring.clone(), shard.to_owned()));
         self
     }
 
@@ -148,7 +170,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// leader alone, if the manager elects one).
     #[must_use]
     pub fn unsharded(mut self) -> Self {
-        self.shard = None;
+        self.spec.shard = None;
         self
     }
 
@@ -157,7 +179,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// [`Manager::controller`](crate::manager::Manager::controller) hands out).
     #[must_use]
     pub fn metrics(mut self, provider: Arc<dyn ControllerMetricsProvider>) -> Self {
-        self.metrics = Some(provider);
+        self.spec.metrics = Some(provider);
         self
     }
 
@@ -169,7 +191,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         mut self,
         shape: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send + 'static,
     ) -> Self {
-        self.informer = Some(Box::new(shape));
+        self.spec.informer = Some(Box::new(shape));
         self
     }
 
@@ -177,7 +199,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// rate limiter, no metrics, named after the controller.
     #[must_use]
     pub fn queue(mut self, queue: WorkQueueBuilder<ObjectKey>) -> Self {
-        self.queue = Some(queue);
+        self.spec.queue = Some(queue);
         self
     }
 
@@ -188,7 +210,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// low-priority keys, and a reconciler can still requeue at a priority of its choice.
     #[must_use]
     pub fn use_priority_queue(mut self, prioritize: bool) -> Self {
-        self.prioritize = prioritize;
+        self.spec.prioritize = prioritize;
         self
     }
 
@@ -196,7 +218,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// with `and`.
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate<K>) -> Self {
-        self.predicate = Some(match self.predicate.take() {
+        self.spec.predicate = Some(match self.spec.predicate.take() {
             Some(previous) => previous.and(predicate),
             None => predicate,
         });
@@ -264,7 +286,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
     /// receiver is a stream: `futures::channel::mpsc::unbounded()`.
     #[must_use]
     pub fn trigger(mut self, trigger: impl Stream<Item = ObjectKey> + Send + 'static) -> Self {
-        self.triggers.push(trigger.boxed());
+        self.spec.triggers.push(trigger.boxed());
         self
     }
 
@@ -274,7 +296,7 @@ impl<K: InformerObject> ControllerBuilder<K> {
         predicate: Option<Predicate<S>>,
         map: Option<MapFn<S>>,
     ) -> Self {
-        self.sources.push(Box::new(move |wiring: &Wiring| {
+        self.spec.sources.push(Box::new(move |wiring: &Wiring| {
             // Owned objects carry their owner's shard label; watched ones carry none.
             let list_watch = match (&wiring.shard, &map) {
                 (Some(shard), None) if shard.is_labelled() => {
@@ -296,43 +318,44 @@ impl<K: InformerObject> ControllerBuilder<K> {
     }
 
     /// The controller, its handlers registered on the informers; run it with
-    /// [`Controller::run`].
+    /// [`Controller::run`] (or hand it to
+    /// [`Manager::add_controller`](crate::manager::Manager::add_controller)).
     pub fn build(mut self) -> Controller<K> {
-        let resource = self.primary.api_resource().clone();
-        let name = self.name.unwrap_or_else(|| resource.plural.clone());
-        let (factory, informers) = match self.factory {
+        let resource = self.spec.primary.api_resource().clone();
+        let name = self.spec.name.unwrap_or_else(|| resource.plural.clone());
+        let (factory, informers) = match self.spec.factory {
             Some(factory) => (factory, Informers::Shared),
             None => {
-                let factory = SharedInformerFactory::new(self.primary.client().clone());
+                let factory = SharedInformerFactory::new(self.spec.primary.client().clone());
                 (factory.clone(), Informers::OwnFactory(factory))
             }
         };
-        let shard = self.shard.take().map(|(ring, id)| {
-            let client = self.primary.client().clone();
+        let shard = self.spec.shard.take().map(|(ring, id)| {
+            let client = self.spec.primary.client().clone();
             let member = ShardMember::new(&ring, &id, client.clone(), resource.clone());
             if ring.assignment_mode() == Assignment::ShardSelectors {
-                let url = self.primary.url();
+                let url = self.spec.primary.url();
                 let ranges = RangeMember::new(&ring, &id, &name, client, &factory, url);
                 let (selector, current) = ranges.selector();
-                self.primary = self.primary.clone().shards_from(selector, current);
+                self.spec.primary = self.spec.primary.clone().shards_from(selector, current);
                 return Arc::new(member.with_ranges(Arc::new(ranges)));
             }
-            let selector = member.and_selector(self.primary.label_selector());
-            self.primary = self.primary.clone().labels(&selector);
+            let selector = member.and_selector(self.spec.primary.label_selector());
+            self.spec.primary = self.spec.primary.clone().labels(&selector);
             // A drain mark must reach the worker, whatever the user's predicates filter.
             let drain = drain_label(ring.name());
             let marked = Predicate::on_update(move |old: &K, new: &K| {
                 new.labels().contains_key(&drain) && !old.labels().contains_key(&drain)
             });
-            self.predicate = self.predicate.take().map(|p| p.or(marked));
+            self.spec.predicate = self.spec.predicate.take().map(|p| p.or(marked));
             Arc::new(member)
         });
         let owner = OwnerKind {
             group: resource.group.clone(),
             kind: resource.kind.clone(),
-            namespaced: self.primary.namespaced(),
+            namespaced: self.spec.primary.namespaced(),
         };
-        let mut queue = self.queue.unwrap_or_else(WorkQueue::builder);
+        let mut queue = self.spec.queue.unwrap_or_else(WorkQueue::builder);
         if !queue.has_name() {
             queue = queue.name(&name);
         }
@@ -340,27 +363,27 @@ impl<K: InformerObject> ControllerBuilder<K> {
             queue = queue.metrics(metrics);
         }
         let queue = queue.build();
-        let shape = self.informer.unwrap_or_else(|| Box::new(|b| b));
-        let informer = factory.informer_with(self.primary, shape);
+        let shape = self.spec.informer.unwrap_or_else(|| Box::new(|b| b));
+        let informer = factory.informer_with(self.spec.primary, shape);
         if let Some(ranges) = shard.as_ref().and_then(|s| s.ranges()) {
             ranges.watch_deletes(&informer);
             ranges.queue_taken(informer.indexer(), queue.clone());
         }
         let primary = EnqueueHandler {
             queue: queue.clone(),
-            predicate: self.predicate,
+            predicate: self.spec.predicate,
             mapper: Mapper::Own,
-            prioritize: self.prioritize,
+            prioritize: self.spec.prioritize,
         };
         let mut sources = vec![Source::register(&informer, primary)];
         let wiring = Wiring {
             factory: factory.clone(),
             queue: queue.clone(),
             owner,
-            prioritize: self.prioritize,
+            prioritize: self.spec.prioritize,
             shard: shard.clone(),
         };
-        sources.extend(self.sources.into_iter().map(|add| add(&wiring)));
+        sources.extend(self.spec.sources.into_iter().map(|add| add(&wiring)));
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
         let mut controller = Controller::from_parts(Parts {
             name,
@@ -369,22 +392,22 @@ impl<K: InformerObject> ControllerBuilder<K> {
             secondary,
             informers,
             sources,
-            triggers: self.triggers,
-            config: self.config,
+            triggers: self.spec.triggers,
+            config: self.spec.config,
             shard,
         });
-        if let Some(provider) = self.metrics {
+        if let Some(provider) = self.spec.metrics {
             controller.report_to_if_unset(provider.as_ref());
         }
         controller
     }
 }
 
-impl<K: InformerObject> From<ControllerBuilder<K>> for Controller<K> {
+impl<K: InformerObject, M> From<ControllerBuilder<K, M>> for Controller<K> {
     /// [`ControllerBuilder::build`], so that what takes a controller
     /// ([`Manager::add_controller`](crate::manager::Manager::add_controller)) takes its
     /// builder too.
-    fn from(builder: ControllerBuilder<K>) -> Self {
+    fn from(builder: ControllerBuilder<K, M>) -> Self {
         builder.build()
     }
 }

@@ -43,11 +43,11 @@ use crate::sharding::{Ring, ShardLease};
 /// use kube_client::Api;
 ///
 /// let mut manager = Manager::new(client.clone());
-/// let deployments = manager
+/// manager
 ///     .controller(Api::<Deployment>::all(client.clone()))
 ///     .owns(Api::<ReplicaSet>::all(client))
-///     .config(Config::default().workers(2));
-/// manager.add_controller(deployments, Printer);
+///     .config(Config::default().workers(2))
+///     .complete(Printer);
 /// manager.run().await // until SIGTERM or Ctrl-C
 /// # }
 /// ```
@@ -127,26 +127,36 @@ impl Manager {
         self.runnables.push(Arc::new(runnable));
     }
 
-    /// A controller of the objects `primary` lists and watches, already bound to this
-    /// manager: its informers come from the manager's [`factory`](Self::factory) (shared with
-    /// every other controller of the manager, started and stopped by it, with its queue
-    /// metrics) and it reports to the manager's metrics registry, if it has one. Add owns,
-    /// watches, predicates and a [`Config`](crate::controller::Config), then hand it to
+    /// A controller of the objects `primary` lists and watches, added to this manager by the
+    /// [`complete`](ControllerBuilder::complete) call that ends the chain (controller-runtime's
+    /// `NewControllerManagedBy(mgr)…Complete(r)`):
+    ///
+    /// ```text
+    /// manager.controller(api).owns(replicasets).complete(reconciler);
+    /// ```
+    ///
+    /// Its informers come from the manager's [`factory`](Self::factory) (shared with every
+    /// other controller of the manager, started and stopped by it, with its queue metrics); it
+    /// reports to the manager's metrics registry, if it has one; in a sharded manager it is
+    /// sharded ([`unsharded`](ControllerBuilder::unsharded) undoes that). The builder borrows
+    /// the manager until `complete`; [`build`](ControllerBuilder::build) instead gives the
+    /// controller back (to keep a handle on it) for
     /// [`add_controller`](Self::add_controller).
     pub fn controller<K: InformerObject>(
-        &self,
+        &mut self,
         primary: impl Into<ListWatch<K>>,
-    ) -> ControllerBuilder<K> {
+    ) -> ControllerBuilder<K, &mut Manager> {
         let builder = Controller::builder(primary).factory(&self.factory);
         let builder = match &self.sharding {
             Some((ring, shard)) => builder.shard(ring, shard),
             None => builder,
         };
-        self.telemetry.controller(builder)
+        self.telemetry.controller(builder).retarget(self).1
     }
 
-    /// Adds a controller with its reconciler: a [`ControllerBuilder`] (as
-    /// [`controller`](Self::controller) hands out) or a built [`Controller`]. One that reports
+    /// Adds a controller with its reconciler: a built [`Controller`] (or a
+    /// [`ControllerBuilder`]). [`controller`](Self::controller)`(api)…`
+    /// [`complete`](ControllerBuilder::complete)`(reconciler)` does this in one chain. One that reports
     /// its metrics nowhere reports them to the manager's registry, if it has one. One built
     /// without the manager's factory runs informers of its own, not shared with the
     /// manager's other controllers and without the factory's queue metrics: a warning says
@@ -186,5 +196,16 @@ impl Manager {
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(&self) -> Option<&crate::metrics::Registry> {
         self.telemetry.registry()
+    }
+}
+
+impl<K: InformerObject> ControllerBuilder<K, &mut Manager> {
+    /// Builds the controller and adds it, with `reconciler`, to the manager that handed out
+    /// this builder ([`Manager::controller`]); the manager runs it from
+    /// [`run`](Manager::run).
+    #[doc(alias = "Complete")]
+    pub fn complete<R: Reconciler<Object = K>>(self, reconciler: R) {
+        let (manager, builder) = self.retarget(());
+        manager.add_controller(builder, reconciler);
     }
 }

@@ -57,8 +57,7 @@
 //!     .sharding(ring.clone(), pod_name)
 //!     .build();
 //! manager.add(Sharder::<ConfigMap>::new(client.clone(), ring, Some("default")));
-//! let controller = manager.controller(Api::<ConfigMap>::namespaced(client, "default"));
-//! manager.add_controller(controller, Printer);
+//! manager.controller(Api::<ConfigMap>::namespaced(client, "default")).complete(Printer);
 //! manager.run().await
 //! # }
 //! ```

@@ -339,9 +339,10 @@ fn shard_replica(
     let client = server.in_process_client();
     let mut manager = Manager::builder(client.clone()).sharding(ring.clone(), id).build();
     let api = kube_client::Api::<ConfigMap>::namespaced(client, "default");
-    let controller = manager.controller(api).config(Config::default().workers(4));
     manager
-        .add_controller(controller, Recording { replica: id.to_owned(), starts: starts.clone() });
+        .controller(api)
+        .config(Config::default().workers(4))
+        .complete(Recording { replica: id.to_owned(), starts: starts.clone() });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(manager.run_until(async {
         let _ = stopped.await;

@@ -76,14 +76,16 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         .build();
     let limiter =
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_millis(20));
-    let controller =
-        manager.controller(pods).queue(WorkQueue::builder().rate_limiter(limiter)).config(
+    manager
+        .controller(pods)
+        .queue(WorkQueue::builder().rate_limiter(limiter))
+        .config(
             Config::default()
                 .workers(3)
                 .max_retries(1)
                 .reconcile_timeout(Duration::from_millis(100)),
-        );
-    manager.add_controller(controller, Mixed);
+        )
+        .complete(Mixed);
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     let scrape =
@@ -180,7 +182,7 @@ async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_regi
     create(&pods, &["ok"]).await;
     let mut manager = Manager::builder(server.client()).metrics(Registry::new()).build();
     let standalone = manager.controller(pods.clone()).name("standalone").build();
-    manager.add_controller(manager.controller(pods).name("managed"), Mixed);
+    manager.controller(pods).name("managed").complete(Mixed);
     let registry = manager.metrics().unwrap().clone();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));

@@ -191,9 +191,9 @@ async fn a_replica_that_loses_its_shard_lease_stops_its_reconciles_before_the_le
     let mut manager = ctrlkit::manager::Manager::builder(client.clone())
         .sharding(ring.clone(), "shard-a")
         .build();
-    let controller = manager.controller(Api::<ConfigMap>::namespaced(client, "default"));
     manager
-        .add_controller(controller, Stuck { started: started.clone(), dropped: dropped.clone() });
+        .controller(Api::<ConfigMap>::namespaced(client, "default"))
+        .complete(Stuck { started: started.clone(), dropped: dropped.clone() });
     let run = tokio::spawn(manager.run_until(std::future::pending()));
     tokio::time::timeout(Duration::from_secs(20), started.notified()).await.expect("a reconcile");
 

@@ -540,9 +540,10 @@ fn sharded_manager(
         .build();
     manager.add(Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default")));
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let controller = manager.controller(api).config(Config::default().workers(4));
     manager
-        .add_controller(controller, Sharded { shard: id.to_owned(), recorder: recorder.clone() });
+        .controller(api)
+        .config(Config::default().workers(4))
+        .complete(Sharded { shard: id.to_owned(), recorder: recorder.clone() });
     let (stop, stopped) = oneshot::channel::<()>();
     let run = tokio::spawn(manager.run_until(async {
         let _ = stopped.await;
