@@ -92,8 +92,33 @@ pub mod user_agent;
 pub mod webhook;
 pub mod workqueue;
 
-/// The README's examples, compiled as doc tests so that they stay true (they use
-/// `ctrlkit::testing`).
+/// The README's and the guide's Rust blocks, compiled as doc tests (and run, where they need no
+/// cluster) so that they stay true; they use `ctrlkit::testing` and the webhook module.
+/// `tests/docs.rs` checks that every chapter of the guide's `SUMMARY.md` is listed here.
 #[cfg(all(doctest, feature = "testing", feature = "webhook"))]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;
+mod doc_examples {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/book/src/introduction.md")]
+    struct Introduction;
+    #[doc = include_str!("../docs/book/src/concepts.md")]
+    struct Concepts;
+    #[doc = include_str!("../docs/book/src/first-controller.md")]
+    struct FirstController;
+    #[doc = include_str!("../docs/book/src/several-kinds.md")]
+    struct SeveralKinds;
+    #[doc = include_str!("../docs/book/src/coming-from-kube-rs.md")]
+    struct ComingFromKubeRs;
+    #[doc = include_str!("../docs/book/src/coming-from-client-go.md")]
+    struct ComingFromClientGo;
+    #[doc = include_str!("../docs/book/src/production.md")]
+    struct Production;
+    #[doc = include_str!("../docs/book/src/sharding.md")]
+    struct Sharding;
+    #[doc = include_str!("../docs/book/src/webhooks.md")]
+    struct Webhooks;
+    #[doc = include_str!("../docs/book/src/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/book/src/guarantees.md")]
+    struct Guarantees;
+}
