@@ -35,6 +35,46 @@
 //!
 //! [`prelude`] holds what a reconciler and its `main` need: `use ctrlkit::prelude::*;`.
 //!
+//! ## A controller
+//!
+//! A [`Manager`](manager::Manager) hosts controllers over shared caches;
+//! [`manager.controller(api)`](manager::Manager::controller) starts one and
+//! [`complete`](controller::ControllerBuilder::complete) adds it with its reconciler:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ctrlkit::prelude::*;
+//! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+//! use kube_client::{Api, Client};
+//!
+//! struct Rollout;
+//!
+//! #[async_trait]
+//! impl Reconciler for Rollout {
+//!     type Object = Deployment;
+//!     type Error = kube_client::Error;
+//!
+//!     async fn reconcile(&self, key: &ObjectKey, d: Option<Arc<Deployment>>) -> Result<Action, Self::Error> {
+//!         println!("{key}: {}", if d.is_some() { "reconciled" } else { "gone" });
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::try_default().await?;
+//! let mut manager = Manager::new(client.clone());
+//! manager
+//!     .controller(Api::<Deployment>::all(client.clone()))
+//!     .owns(Api::<ReplicaSet>::all(client))
+//!     .complete(Rollout);
+//! manager.run().await?; // until SIGTERM or Ctrl-C
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Without a Manager, [`Controller::builder`](controller::Controller::builder) builds one
+//! controller to run alone; the guide (`docs/book/` in the repository) walks through the rest.
+//!
 //! ## Cargo features
 //!
 //! | feature | what it adds |

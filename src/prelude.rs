@@ -31,9 +31,14 @@
 //! A controller's [`Config`](crate::controller::Config) is left out on purpose: its name would
 //! shadow, or be shadowed by, `kube::Config` in a user's module; import it by its path.
 
+// Not inlined: these are the items of their own modules, listed there once (as std's prelude).
+#[doc(no_inline)]
 pub use crate::cache::ObjectKey;
+#[doc(no_inline)]
 pub use crate::controller::{Action, Controller, Predicate, Reconciler};
+#[doc(no_inline)]
 pub use crate::manager::{Manager, shutdown_signal};
+#[doc(no_inline)]
 pub use crate::status::apply_status;
 /// The attribute [`Reconciler`] implementations carry (from the `async-trait` crate, re-exported
 /// so that a controller needs no dependency of its own on it).

@@ -16,7 +16,7 @@ use super::ObjectKey;
 use super::stored::{Codec, Stored};
 
 /// An index function: the values under which an object is indexed.
-pub type IndexFunc<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+type IndexFunc<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
 /// The name of the built-in index of objects by namespace (client-go's
 /// `cache.NamespaceIndex`).

@@ -243,8 +243,8 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// Kubernetes 1.27 and later) instead of a paginated list. Default: on, as client-go's
     /// since 1.35.
     ///
-    /// A server that refuses streaming lists, or ends or stalls one without its
-    /// initial-events-end bookmark, is listed instead, with one warning; streaming is tried
+    /// A server that refuses streaming lists, or ends one without its initial-events-end
+    /// bookmark, or sends nothing for 60 s before that bookmark, is listed instead, with one warning; streaming is tried
     /// again at the next relist a 410 forces. Off, every relist is a paginated list (whose
     /// page size [`ListWatch::page_size`](super::ListWatch::page_size) sets).
     #[must_use]

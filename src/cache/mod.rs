@@ -79,7 +79,7 @@ pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
     ResourceEventHandlerFuncs,
 };
-pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
+pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig, InformerObject};
 pub use list_watch::{KindScope, ListWatch};
 pub use metrics::{
@@ -89,7 +89,7 @@ pub use object_key::{
     InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
     meta_namespace_key_func,
 };
-pub use reflector::{INITIAL_EVENTS_END_WAIT, InformerError, Transform, WatchErrorHandler};
+pub use reflector::{InformerError, Transform, WatchErrorHandler};
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};

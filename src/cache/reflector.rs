@@ -211,7 +211,7 @@ const STALL_GRACE: Duration = Duration::from_secs(30);
 /// How long a streaming list may send nothing before its initial-events-end bookmark: past
 /// it the server counts as not supporting streaming lists. client-go warns after the same
 /// minute (and keeps waiting).
-pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(60);
+const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(60);
 
 /// When a watch asked to end after `timeout_seconds` counts as stalled.
 fn give_up_at(timeout_seconds: u32) -> tokio::time::Instant {

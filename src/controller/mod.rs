@@ -92,6 +92,6 @@ pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
-pub use source::{enqueue_handler, event_priority};
+pub use source::enqueue_handler;
 pub use stats::ControllerStats;
 pub use writes::{report_write, report_written};

@@ -33,8 +33,8 @@ use crate::workqueue::{Priority, WorkQueue};
 /// the object's key in `queue`.
 ///
 /// Adds of the initial list and updates that did not change the object's resourceVersion
-/// (resyncs) are added at [`Priority::LOW`], everything else at [`Priority::NORMAL`] (see
-/// [`event_priority`]).
+/// (resyncs) are added at [`Priority::LOW`], everything else at [`Priority::NORMAL`], as
+/// controller-runtime's `handler.WithLowPriorityWhenUnchanged` does.
 pub fn enqueue_handler<K: InformerObject>(
     queue: WorkQueue<ObjectKey>,
 ) -> ResourceEventHandlerFuncs<K> {
@@ -66,7 +66,7 @@ pub fn enqueue_handler<K: InformerObject>(
 /// whose resourceVersion did not change (a resync, or a relist that found the object as it
 /// was), [`Priority::NORMAL`] for every other event. So after a restart, or at a resync, the
 /// objects that really changed are reconciled first.
-pub fn event_priority<K: InformerObject>(
+pub(crate) fn event_priority<K: InformerObject>(
     event: &Change<'_, K>,
     is_in_initial_list: bool,
 ) -> Priority {

@@ -13,4 +13,4 @@
 mod correlator;
 mod recorder;
 
-pub use recorder::{BUFFER, DropReason, EventMetrics, EventRecorder, EventType, NewEvent};
+pub use recorder::{DropReason, EventMetrics, EventRecorder, EventType, NewEvent};

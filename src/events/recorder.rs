@@ -19,7 +19,7 @@ use super::correlator::{CACHE_ENTRIES, ObjectId, Series, SeriesKey, SpamFilter};
 
 /// How many events may wait to be written; more are dropped (client-go's
 /// `maxQueuedEvents`).
-pub const BUFFER: usize = 1000;
+const BUFFER: usize = 1000;
 /// Attempts to write one event before it is dropped (client-go's `maxTriesPerEvent`).
 const MAX_TRIES: u32 = 12;
 /// The wait between attempts, jittered by up to 25% (client-go's `defaultSleepDuration`).
@@ -121,7 +121,7 @@ enum Message {
 /// and spam-filtered as client-go does (see the [module docs](super)).
 ///
 /// Recording never blocks and never fails: [`publish`](Self::publish) puts the event in a
-/// buffer of [`BUFFER`] events that one task writes out; a full buffer, the spam filter, and
+/// buffer of 1,000 events that one task writes out; a full buffer, the spam filter, and
 /// writes the server refuses (or that fail 12 times, 10 s apart) drop events, logged and
 /// counted. Cheap to clone.
 #[derive(Clone)]

@@ -17,7 +17,7 @@ use crate::fence::Hold;
 
 /// client-go's jitter factor: a candidate waits between one and 2.2 retry periods between
 /// attempts to acquire, so candidates spread out.
-pub const JITTER_FACTOR: f64 = 1.2;
+const JITTER_FACTOR: f64 = 1.2;
 
 /// The timing of an election, client-go's `LeaderElectionConfig` defaults: lease duration
 /// 15 s, renew deadline 10 s, retry period 2 s, and the lease released when the leader stops.

@@ -12,8 +12,7 @@ use kube_client::{Api, Client};
 
 /// client-go's `LeaderElectionRecord`: what a Lease's spec says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct LeaderElectionRecord {
+pub(crate) struct LeaderElectionRecord {
     /// The leader's identity; empty when nobody holds the lease (it was released).
     pub holder_identity: String,
     /// How long, in whole seconds, the holder claims the lease for after each renewal.

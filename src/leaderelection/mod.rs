@@ -45,7 +45,7 @@ mod elector;
 mod lease_lock;
 
 pub use elector::{
-    JITTER_FACTOR, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaderMetrics,
-    LeaderStatus, default_identity,
+    LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaderMetrics, LeaderStatus,
+    default_identity,
 };
-pub use lease_lock::{LeaderElectionRecord, LeaseLock};
+pub use lease_lock::LeaseLock;

@@ -4,8 +4,8 @@
 //! [`Registry`] implements the metrics hooks of every layer; a
 //! [`Manager`](crate::manager::Manager) built with
 //! [`metrics_address`](crate::manager::ManagerBuilder::metrics_address) hands it to its work
-//! queues, informers, controllers, leader election and event recorders, and serves it with
-//! [`MetricsServer`] at `/metrics`, beside `/healthz` and `/readyz`.
+//! queues, informers, controllers, leader election and event recorders, and serves it at
+//! `/metrics`, beside `/healthz` and `/readyz`.
 //!
 //! **Secure serving** (feature `secure-metrics`, `SecureServing`): `/metrics` over HTTPS, let
 //! in only for a bearer token the API server authenticates (`TokenReview`) and authorizes
@@ -73,4 +73,4 @@ pub use registry::Registry;
 #[cfg(feature = "secure-metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
 pub use secure::SecureServing;
-pub use server::{MetricsServer, Probes};
+pub(crate) use server::{MetricsServer, Probes};

@@ -18,10 +18,7 @@ use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileO
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
 use crate::sharding::{AssignReason, ShardingMetrics};
-use crate::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, Priority, QueueMetricsProvider,
-    SettableGaugeMetric,
-};
+use crate::workqueue::{Priority, QueueMetrics, QueueMetricsProvider};
 
 type Labels<const N: usize> = [(&'static str, String); N];
 type Seconds = Gauge<f64, AtomicU64>;
@@ -286,83 +283,78 @@ impl Registry {
     }
 }
 
-/// A Prometheus metric as a work-queue hook.
-struct Hook<M>(M);
-
-/// The total depth, which the registry does not export (see `new_depth_metric`).
-struct NoGauge;
-
-impl GaugeMetric for NoGauge {
-    fn inc(&self) {}
-    fn dec(&self) {}
-}
-
-impl CounterMetric for Hook<Counter> {
-    fn inc(&self) {
-        self.0.inc();
-    }
-}
-impl GaugeMetric for Hook<Gauge> {
-    fn inc(&self) {
-        self.0.inc();
-    }
-    fn dec(&self) {
-        self.0.dec();
-    }
-}
-impl SettableGaugeMetric for Hook<Seconds> {
-    fn set(&self, value: f64) {
-        self.0.set(value);
-    }
-}
-impl HistogramMetric for Hook<Histogram> {
-    fn observe(&self, value: f64) {
-        self.0.observe(value);
-    }
-}
-
 /// controller-runtime labels a controller's queue with its name twice: `name` and
 /// `controller`.
 fn queue_labels(name: &str) -> Labels<2> {
     [("name", name.to_owned()), ("controller", name.to_owned())]
 }
 
+/// One queue's metrics. Its depth is exported per priority only, as controller-runtime's
+/// priority queue does: the total is their sum, and a series without a priority beside them
+/// would count items twice.
+struct QueueHooks {
+    families: Arc<Families>,
+    name: String,
+    /// One gauge per priority seen; a handful at most, so a list.
+    depth: Mutex<Vec<(Priority, Gauge)>>,
+    adds: Counter,
+    latency: Histogram,
+    work_duration: Histogram,
+    unfinished: Seconds,
+    longest: Seconds,
+    retries: Counter,
+}
+
+impl QueueMetrics for QueueHooks {
+    fn depth(&self, priority: Priority, delta: i64) {
+        let mut gauges = self.depth.lock().unwrap_or_else(PoisonError::into_inner);
+        let gauge = match gauges.iter().position(|(p, _)| *p == priority) {
+            Some(at) => &gauges[at].1,
+            None => {
+                let [a, b] = queue_labels(&self.name);
+                let labels = [a, b, ("priority", priority.to_string())];
+                let gauge = self.families.queue_depth.get_or_create(&labels).clone();
+                gauges.push((priority, gauge));
+                &gauges[gauges.len() - 1].1
+            }
+        };
+        gauge.inc_by(delta);
+    }
+    fn added(&self) {
+        self.adds.inc();
+    }
+    fn queue_latency(&self, seconds: f64) {
+        self.latency.observe(seconds);
+    }
+    fn work_duration(&self, seconds: f64) {
+        self.work_duration.observe(seconds);
+    }
+    fn unfinished_work(&self, seconds: f64) {
+        self.unfinished.set(seconds);
+    }
+    fn longest_running_processor(&self, seconds: f64) {
+        self.longest.set(seconds);
+    }
+    fn retried(&self) {
+        self.retries.inc();
+    }
+}
+
 impl QueueMetricsProvider for Registry {
-    fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
-        // Exported per priority only, as controller-runtime's priority queue does: the total
-        // is their sum, and a series without a priority beside them would count items twice.
-        let _ = name;
-        Arc::new(NoGauge)
-    }
-    fn new_depth_metric_with_priority(
-        &self,
-        name: &str,
-        priority: Priority,
-    ) -> Arc<dyn GaugeMetric> {
-        let [a, b] = queue_labels(name);
-        let labels = [a, b, ("priority", priority.to_string())];
-        Arc::new(Hook(self.families.queue_depth.get_or_create(&labels).clone()))
-    }
-    fn new_adds_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Hook(self.families.queue_adds.get_or_create(&queue_labels(name)).clone()))
-    }
-    fn new_latency_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(Hook(self.families.queue_latency.get_or_create(&queue_labels(name)).clone()))
-    }
-    fn new_work_duration_metric(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(Hook(self.families.queue_work_duration.get_or_create(&queue_labels(name)).clone()))
-    }
-    fn new_unfinished_work_seconds_metric(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(Hook(self.families.queue_unfinished.get_or_create(&queue_labels(name)).clone()))
-    }
-    fn new_longest_running_processor_seconds_metric(
-        &self,
-        name: &str,
-    ) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(Hook(self.families.queue_longest.get_or_create(&queue_labels(name)).clone()))
-    }
-    fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Hook(self.families.queue_retries.get_or_create(&queue_labels(name)).clone()))
+    fn new_queue_metrics(&self, name: &str) -> Arc<dyn QueueMetrics> {
+        let f = &self.families;
+        let labels = queue_labels(name);
+        Arc::new(QueueHooks {
+            families: self.families.clone(),
+            name: name.to_owned(),
+            depth: Mutex::new(Vec::new()),
+            adds: f.queue_adds.get_or_create(&labels).clone(),
+            latency: f.queue_latency.get_or_create(&labels).clone(),
+            work_duration: f.queue_work_duration.get_or_create(&labels).clone(),
+            unfinished: f.queue_unfinished.get_or_create(&labels).clone(),
+            longest: f.queue_longest.get_or_create(&labels).clone(),
+            retries: f.queue_retries.get_or_create(&labels).clone(),
+        })
     }
 }
 

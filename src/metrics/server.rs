@@ -35,7 +35,7 @@ impl Gate {
 
 /// Readiness checks by name; the endpoint is ready when all pass. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct Probes {
+pub(crate) struct Probes {
     checks: Arc<Mutex<BTreeMap<String, bool>>>,
     /// Checks asked at each request (a runnable's, as a webhook server's).
     asked: Arc<Mutex<BTreeMap<String, crate::manager::ReadyCheck>>>,
@@ -118,8 +118,7 @@ fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::
 
 /// The endpoint, serving until [`shutdown`](Self::shutdown) or drop.
 #[derive(Debug)]
-pub struct MetricsServer {
-    addr: SocketAddr,
+pub(crate) struct MetricsServer {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -144,7 +143,7 @@ impl MetricsServer {
             }
         });
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-        Ok(Self { addr, stop: Some(stop), task: Some(task) })
+        Ok(Self { stop: Some(stop), task: Some(task) })
     }
 
     /// Binds `addr` and serves `registry` and `probes` over HTTPS, each scrape of `/metrics`
@@ -178,12 +177,7 @@ impl MetricsServer {
             https.serve(router, limits, stopped, std::future::pending()).await;
         });
         tracing::info!(%addr, "serving /metrics (authenticated), /healthz and /readyz over HTTPS");
-        Ok(Self { addr, stop: Some(stop), task: Some(task) })
-    }
-
-    /// The address it listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        Ok(Self { stop: Some(stop), task: Some(task) })
     }
 
     /// Stops serving and waits for the server to end.

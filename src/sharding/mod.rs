@@ -2,7 +2,7 @@
 //! replicas share the work instead of one leading while the rest wait.
 //!
 //! - membership: each replica holds a Lease of its own ([`ShardLease`]), and the ring's
-//!   shards' states are told from their Leases ([`Members`]);
+//!   shards' states (ready, expired, dead) are told from their Leases;
 //! - assignment: [`HashRing`], consistent hashing over the ready shards with a documented,
 //!   stable hash, so other tools can compute an object's shard. How objects reach their shard
 //!   is the ring's [`Assignment`]:
@@ -123,10 +123,7 @@ mod ranges;
 mod ring;
 mod sharder;
 
-pub use membership::{
-    Assignment, Members, RING_LABEL, Ring, ShardLease, ShardState, default_shard_id,
-    view_annotation,
-};
+pub use membership::{Assignment, RING_LABEL, Ring, ShardLease, default_shard_id, view_annotation};
 pub use metrics::{AssignReason, ShardingMetrics};
 pub use ranges::{HASH_SPACE_END, HashRanges};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};

@@ -66,7 +66,7 @@ impl HashRanges {
     }
 
     /// The hashes in both.
-    pub fn intersection(&self, other: &Self) -> Self {
+    pub(crate) fn intersection(&self, other: &Self) -> Self {
         let (mut i, mut j, mut out) = (0, 0, Vec::new());
         while i < self.ranges.len() && j < other.ranges.len() {
             let (a, b) = (self.ranges[i], other.ranges[j]);
@@ -80,22 +80,22 @@ impl HashRanges {
     }
 
     /// The hashes in either.
-    pub fn union(&self, other: &Self) -> Self {
+    pub(crate) fn union(&self, other: &Self) -> Self {
         Self::new(self.ranges.iter().chain(&other.ranges).copied())
     }
 
     /// The hashes in `self` and not in `other`.
-    pub fn difference(&self, other: &Self) -> Self {
+    pub(crate) fn difference(&self, other: &Self) -> Self {
         self.intersection(&other.complement())
     }
 
     /// Whether every hash of `self` is in `other`.
-    pub fn is_subset(&self, other: &Self) -> bool {
+    pub(crate) fn is_subset(&self, other: &Self) -> bool {
         self.difference(other).is_empty()
     }
 
     /// The hashes not in it.
-    pub fn complement(&self) -> Self {
+    pub(crate) fn complement(&self) -> Self {
         let mut out = Vec::with_capacity(self.ranges.len() + 1);
         let mut from = 0;
         for (start, end) in &self.ranges {
@@ -107,7 +107,7 @@ impl HashRanges {
     }
 
     /// The share of the hash space it covers, 0 to 1.
-    pub fn fraction(&self) -> f64 {
+    pub(crate) fn fraction(&self) -> f64 {
         let covered: u128 = self.ranges.iter().map(|(start, end)| end - start).sum();
         covered as f64 / HASH_SPACE_END as f64
     }

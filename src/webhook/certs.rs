@@ -250,7 +250,7 @@ impl SelfSignedCa {
 /// The certificate a TLS server serves, swapped while it runs. Cheap to clone; clones share
 /// it.
 #[derive(Clone, Default)]
-pub struct Certificates {
+pub(crate) struct Certificates {
     current: Arc<RwLock<Option<Served>>>,
 }
 
@@ -378,7 +378,7 @@ fn parsed<T>(
 
 /// A certificate read from `cert` and `key` files (cert-manager's `tls.crt` and `tls.key`),
 /// with `ca` (`ca.crt`) as its bundle when given.
-pub fn read_files(
+pub(crate) fn read_files(
     cert: &std::path::Path,
     key: &std::path::Path,
     ca: Option<&std::path::Path>,

@@ -89,7 +89,8 @@ pub use admission::{
 };
 /// The `http` crate's status code, as [`Reply::status`] and [`Denial::code`] hold it.
 pub use axum::http::StatusCode;
-pub use certs::{CertError, CertificateBundle, Certificates, Lifetimes, SelfSignedCa, read_files};
+pub(crate) use certs::Certificates;
+pub use certs::{CertError, CertificateBundle, Lifetimes, SelfSignedCa};
 pub use conversion::{Conversion, ConversionError};
 pub use https::CertificateSource;
 pub use inject::CaInjection;

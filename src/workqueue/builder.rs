@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::WorkQueue;
-use super::metrics::{QueueMetrics, QueueMetricsProvider};
+use super::metrics::{QueueMetricsProvider, Recorder};
 use super::rate_limiters::RateLimiter;
 
 /// Builds a [`WorkQueue`]; see [`WorkQueue::builder`].
@@ -89,7 +89,7 @@ where
     /// Makes the queue. With metrics, called inside a tokio runtime, it also starts the
     /// 500 ms refresh of the unfinished-work gauges, which ends with the queue.
     pub fn build(self) -> WorkQueue<T> {
-        let metrics = self.metrics.map(|p| QueueMetrics::new(p, &self.name));
+        let metrics = self.metrics.map(|p| Recorder::new(p.as_ref(), &self.name));
         WorkQueue::from_parts(self.name, self.rate_limiter, metrics, self.aging)
     }
 }

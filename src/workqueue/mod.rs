@@ -80,10 +80,7 @@ mod rate_limiters;
 mod work_queue;
 
 pub use builder::WorkQueueBuilder;
-pub use metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, NoopMetricsProvider, QueueMetricsProvider,
-    SettableGaugeMetric,
-};
+pub use metrics::{QueueMetrics, QueueMetricsProvider};
 pub use priority::Priority;
 pub use rate_limiters::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,

@@ -13,7 +13,7 @@ use super::Priority;
 use super::add_buffer::{AddBuffer, PendingAdd, Pushed};
 use super::builder::WorkQueueBuilder;
 use super::delaying::{Due, WaitingSet, deadline_after};
-use super::metrics::{QueueMetrics, seconds_since};
+use super::metrics::{Recorder, seconds_since};
 use super::queue::{Added, Finished, Popped, Queue};
 use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
@@ -62,7 +62,7 @@ pub(crate) struct Inner<T> {
     drained: Notify,
     rate_limiter: Box<dyn RateLimiter<T>>,
     /// `None` when no provider was given: then no clock is read for metrics.
-    metrics: Option<QueueMetrics>,
+    metrics: Option<Recorder>,
     /// Hashes items before the lock is taken, so the critical sections only probe. foldhash
     /// (hashbrown's own hasher, seeded per queue) hashes a key in a few nanoseconds where
     /// SipHash took twenty; its per-process random seed keeps keys from being chosen to
@@ -87,7 +87,7 @@ where
     T: Clone + Eq + Hash,
 {
     /// Moves every waiting item whose deadline has passed into the queue.
-    fn promote_due(&mut self, metrics: Option<&QueueMetrics>) {
+    fn promote_due(&mut self, metrics: Option<&Recorder>) {
         if self.waiting.is_empty() {
             return;
         }
@@ -118,7 +118,7 @@ where
     pub(crate) fn from_parts(
         name: String,
         rate_limiter: Option<Box<dyn RateLimiter<T>>>,
-        metrics: Option<QueueMetrics>,
+        metrics: Option<Recorder>,
         aging: Duration,
     ) -> Self {
         let with_metrics = metrics.is_some();
@@ -220,7 +220,7 @@ where
     pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
         let delay = self.inner.rate_limiter.when(&item);
         if let Some(m) = &self.inner.metrics {
-            m.retries.inc();
+            m.hooks().retried();
         }
         self.add_after_with_priority(item, delay, priority);
     }
@@ -324,7 +324,7 @@ where
         let Popped { item, priority, queued_at } = popped?;
         if let (Some(m), Some(now)) = (metrics, now) {
             m.depth_changed(priority, -1);
-            m.latency.observe(seconds_since(queued_at, now));
+            m.hooks().queue_latency(seconds_since(queued_at, now));
         }
         if state.queue.len() > 0 && self.idle_getters() > 0 {
             self.inner.getters.notify_one();
@@ -351,7 +351,7 @@ where
             }
         }
         if let (Some(m), Some(at)) = (&self.inner.metrics, started_at) {
-            m.work_duration.observe(seconds_since(at, Instant::now()));
+            m.hooks().work_duration(seconds_since(at, Instant::now()));
         }
         if state.drainers > 0 && state.queue.processing() == 0 {
             self.inner.drained.notify_waiters();

@@ -13,6 +13,9 @@ use kube_client::api::ListParams;
 
 use super::common::create_configmap;
 
+/// The events a recorder buffers before it drops (its docs' figure, client-go's).
+const EVENT_BUFFER: usize = 1000;
+
 #[tokio::test]
 async fn without_events_k8s_io_events_go_to_core_v1_with_a_count() {
     let server = ApiServer::builder()
@@ -52,7 +55,8 @@ async fn a_server_too_slow_to_keep_up_costs_events_not_time() {
     server.faults().set_latency(Duration::from_secs(3));
     // Distinct objects, so the spam filter lets each through: only the buffer can drop.
     let started = std::time::Instant::now();
-    for i in 0..(ctrlkit::events::BUFFER + 10) {
+    // The recorder buffers 1,000 events (client-go's figure).
+    for i in 0..(EVENT_BUFFER + 10) {
         let mut regarding = kube_client::Resource::object_ref(&cm, &());
         regarding.name = Some(format!("cm-{i}"));
         recorder.publish(&regarding, NewEvent::new(EventType::Normal, "Synced", "Sync", "done"));

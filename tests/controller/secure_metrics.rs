@@ -17,29 +17,7 @@ async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_ope
         .start()
         .await
         .unwrap();
-    let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
-    let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
-    let ca_pem = bundle.ca_pem.clone();
-    let address = free_address();
-    let manager = Manager::builder(api.client())
-        .metrics_address(address)
-        .metrics_secure_serving(
-            SecureServing::new().certificates(CertificateSource::Bundle(bundle)),
-        )
-        .build();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(manager.run_until(async {
-        let _ = stopped.await;
-    }));
-    let mut connected = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(address).await.is_ok() {
-            connected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(connected, "the endpoint never listened");
+    let Endpoint { stop, running, address, ca_pem } = secure_endpoint(api.client()).await;
 
     assert_eq!(get_https(address, &ca_pem, "/healthz", None).await, (200, "ok".to_owned()));
     let (code, body) = get_https(address, &ca_pem, "/metrics", None).await;
@@ -111,25 +89,43 @@ impl Reviews {
     }
 }
 
-/// A secure metrics endpoint reviewed by `reviews`; its address and CA.
-async fn reviewed_endpoint(
-    reviews: &std::sync::Arc<Reviews>,
-) -> (ctrlkit::metrics::MetricsServer, std::net::SocketAddr, String) {
+/// A Manager serving secure metrics: stop it with `stop` (or by dropping it).
+struct Endpoint {
+    stop: tokio::sync::oneshot::Sender<()>,
+    running: tokio::task::JoinHandle<Result<(), ctrlkit::manager::ManagerError>>,
+    address: std::net::SocketAddr,
+    ca_pem: String,
+}
+
+/// A Manager on `client` serving `/metrics` over HTTPS, with a certificate of a CA of its own.
+async fn secure_endpoint(client: kube_client::Client) -> Endpoint {
     let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
     let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
     let ca_pem = bundle.ca_pem.clone();
-    let serving = SecureServing::new().certificates(CertificateSource::Bundle(bundle));
-    let server = ctrlkit::metrics::MetricsServer::start_secure(
-        "127.0.0.1:0".parse().unwrap(),
-        ctrlkit::metrics::Registry::new(),
-        ctrlkit::metrics::Probes::default(),
-        reviews.client(),
-        serving,
-    )
-    .await
-    .unwrap();
-    let address = server.local_addr();
-    (server, address, ca_pem)
+    let address = free_address();
+    let manager = Manager::builder(client)
+        .metrics_address(address)
+        .metrics_secure_serving(
+            SecureServing::new().certificates(CertificateSource::Bundle(bundle)),
+        )
+        .build();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until_listening(address).await;
+    Endpoint { stop, running, address, ca_pem }
+}
+
+/// Waits until something listens on `address`.
+async fn wait_until_listening(address: std::net::SocketAddr) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(address).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the endpoint never listened on {address}");
 }
 
 /// `GET /metrics` with `authorization` as the header's value: the status.
@@ -152,7 +148,7 @@ async fn scrape(address: std::net::SocketAddr, ca_pem: &str, authorization: &str
 async fn a_flood_of_scrapes_is_reviewed_once_per_token_eight_at_a_time_and_long_tokens_unreviewed()
 {
     let reviews = std::sync::Arc::new(Reviews::default());
-    let (_server, address, ca) = reviewed_endpoint(&reviews).await;
+    let Endpoint { stop: _stop, address, ca_pem: ca, .. } = secure_endpoint(reviews.client()).await;
     // Twenty scrapes at once with one token: one review, whose answer they share.
     let same = (0..20).map(|_| scrape(address, &ca, "Bearer good"));
     assert!(futures::future::join_all(same).await.iter().all(|code| *code == 200));
@@ -176,7 +172,7 @@ async fn a_flood_of_scrapes_is_reviewed_once_per_token_eight_at_a_time_and_long_
 #[tokio::test]
 async fn a_scoped_token_is_authorized_with_its_extra_and_a_flood_does_not_evict_the_scraper() {
     let reviews = std::sync::Arc::new(Reviews::default());
-    let (_server, address, ca) = reviewed_endpoint(&reviews).await;
+    let Endpoint { stop: _stop, address, ca_pem: ca, .. } = secure_endpoint(reviews.client()).await;
     assert_eq!(scrape(address, &ca, "Bearer good").await, 200, "authorized with its scope");
     let asked = reviews.access.lock().unwrap()[0].clone();
     assert_eq!(asked["extra"]["scopes"], serde_json::json!(["metrics"]), "{asked}");

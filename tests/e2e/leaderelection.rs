@@ -8,11 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::leaderelection::{
-    JITTER_FACTOR, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
+    LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::api::{WatchEvent, WatchParams};
 use kube_client::{Api, Client};
+
+/// client-go's jitter factor, which ctrlkit's elector uses: a candidate retries between one
+/// and 2.2 retry periods apart.
+const JITTER_FACTOR: f64 = 1.2;
 use tokio::time::Instant;
 
 use super::common::*;

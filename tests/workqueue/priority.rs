@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, ItemFastSlowRateLimiter, Priority,
-    QueueMetricsProvider, SettableGaugeMetric, WorkQueue,
+    ItemFastSlowRateLimiter, Priority, QueueMetrics, QueueMetricsProvider, WorkQueue,
 };
 use futures::FutureExt;
 use tokio::time::{Instant, advance};
@@ -150,75 +149,44 @@ async fn an_aged_item_goes_before_newer_higher_ones_but_not_before_older_ones() 
     assert_eq!(drain(&q), [("old-high", HIGH), ("low", LOW), ("new-high", HIGH)]);
 }
 
+/// The depth a queue reports, by priority and in all (`"total"`).
 #[derive(Default)]
-struct Depths(Mutex<HashMap<String, Arc<Depth>>>);
-
-#[derive(Default)]
-struct Depth(Mutex<i64>);
-
-impl GaugeMetric for Depth {
-    fn inc(&self) {
-        *self.0.lock().unwrap() += 1;
-    }
-    fn dec(&self) {
-        *self.0.lock().unwrap() -= 1;
-    }
-}
-
-struct Nothing;
-impl CounterMetric for Nothing {
-    fn inc(&self) {}
-}
-impl HistogramMetric for Nothing {
-    fn observe(&self, _: f64) {}
-}
-impl SettableGaugeMetric for Nothing {
-    fn set(&self, _: f64) {}
-}
+struct Depths(Mutex<HashMap<String, i64>>);
 
 impl Depths {
     fn get(&self, label: &str) -> i64 {
-        self.0.lock().unwrap().get(label).map_or(0, |d| *d.0.lock().unwrap())
-    }
-    fn gauge(&self, label: String) -> Arc<Depth> {
-        self.0.lock().unwrap().entry(label).or_default().clone()
+        self.0.lock().unwrap().get(label).copied().unwrap_or(0)
     }
 }
 
-impl QueueMetricsProvider for Depths {
-    fn new_depth_metric(&self, _: &str) -> Arc<dyn GaugeMetric> {
-        self.gauge("total".into())
+/// One queue's view of the depths.
+struct DepthsOf(Arc<Depths>);
+
+impl QueueMetrics for DepthsOf {
+    fn depth(&self, priority: Priority, delta: i64) {
+        let mut depths = self.0.0.lock().unwrap();
+        *depths.entry(priority.to_string()).or_default() += delta;
+        *depths.entry("total".into()).or_default() += delta;
     }
-    fn new_depth_metric_with_priority(&self, _: &str, p: Priority) -> Arc<dyn GaugeMetric> {
-        self.gauge(p.to_string())
-    }
-    fn new_adds_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Nothing)
-    }
-    fn new_latency_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(Nothing)
-    }
-    fn new_work_duration_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(Nothing)
-    }
-    fn new_unfinished_work_seconds_metric(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(Nothing)
-    }
-    fn new_longest_running_processor_seconds_metric(
-        &self,
-        _: &str,
-    ) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(Nothing)
-    }
-    fn new_retries_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Nothing)
+    fn added(&self) {}
+    fn queue_latency(&self, _: f64) {}
+    fn work_duration(&self, _: f64) {}
+    fn unfinished_work(&self, _: f64) {}
+    fn longest_running_processor(&self, _: f64) {}
+    fn retried(&self) {}
+}
+
+impl QueueMetricsProvider for DepthsOf {
+    fn new_queue_metrics(&self, _: &str) -> Arc<dyn QueueMetrics> {
+        Arc::new(DepthsOf(self.0.clone()))
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn depth_is_reported_per_priority_and_follows_raises() {
     let depths = Arc::new(Depths::default());
-    let q: WorkQueue<&str> = WorkQueue::builder().metrics(depths.clone()).build();
+    let q: WorkQueue<&str> =
+        WorkQueue::builder().metrics(Arc::new(DepthsOf(depths.clone()))).build();
     q.add_with_priority("a", LOW);
     q.add_with_priority("b", LOW);
     q.add("c");

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ctrlkit::workqueue::{
-    BucketRateLimiter, CounterMetric, GaugeMetric, HistogramMetric,
-    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
-    QueueMetricsProvider, RateLimiter, SettableGaugeMetric, WorkQueue,
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
+    MaxOfRateLimiter, Priority, QueueMetrics, QueueMetricsProvider, RateLimiter, WorkQueue,
     default_controller_rate_limiter,
 };
 use tokio::time::{Instant, advance, sleep, timeout};
@@ -389,13 +388,13 @@ async fn default_controller_limiter_is_5ms_exponential_and_a_100_burst_at_10_qps
 /// A provider that records what the queue reports, for the metrics test.
 #[derive(Default)]
 struct Recorder {
-    depth: Arc<Gauge>,
-    adds: Arc<Counter>,
-    retries: Arc<Counter>,
-    latency: Arc<Histogram>,
-    work: Arc<Histogram>,
-    unfinished: Arc<Settable>,
-    longest: Arc<Settable>,
+    depth: Gauge,
+    adds: Counter,
+    retries: Counter,
+    latency: Histogram,
+    work: Histogram,
+    unfinished: Settable,
+    longest: Settable,
     names: std::sync::Mutex<Vec<String>>,
 }
 #[derive(Default)]
@@ -406,61 +405,49 @@ struct Counter(AtomicUsize);
 struct Histogram(std::sync::Mutex<Vec<f64>>);
 #[derive(Default)]
 struct Settable(std::sync::Mutex<f64>);
-impl GaugeMetric for Gauge {
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+
+/// One queue's view of the recorder.
+struct Recording(Arc<Recorder>);
+
+impl QueueMetrics for Recording {
+    fn depth(&self, _: Priority, delta: i64) {
+        self.0.depth.0.fetch_add(delta, Ordering::SeqCst);
     }
-    fn dec(&self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+    fn added(&self) {
+        self.0.adds.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn queue_latency(&self, seconds: f64) {
+        self.0.latency.0.lock().unwrap().push(seconds);
+    }
+    fn work_duration(&self, seconds: f64) {
+        self.0.work.0.lock().unwrap().push(seconds);
+    }
+    fn unfinished_work(&self, seconds: f64) {
+        *self.0.unfinished.0.lock().unwrap() = seconds;
+    }
+    fn longest_running_processor(&self, seconds: f64) {
+        *self.0.longest.0.lock().unwrap() = seconds;
+    }
+    fn retried(&self) {
+        self.0.retries.0.fetch_add(1, Ordering::SeqCst);
     }
 }
-impl CounterMetric for Counter {
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-impl HistogramMetric for Histogram {
-    fn observe(&self, v: f64) {
-        self.0.lock().unwrap().push(v);
-    }
-}
-impl SettableGaugeMetric for Settable {
-    fn set(&self, v: f64) {
-        *self.0.lock().unwrap() = v;
-    }
-}
-impl QueueMetricsProvider for Recorder {
-    fn new_depth_metric(&self, name: &str) -> Arc<dyn GaugeMetric> {
-        self.names.lock().unwrap().push(name.to_owned());
-        self.depth.clone()
-    }
-    fn new_adds_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
-        self.adds.clone()
-    }
-    fn new_latency_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        self.latency.clone()
-    }
-    fn new_work_duration_metric(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        self.work.clone()
-    }
-    fn new_unfinished_work_seconds_metric(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-        self.unfinished.clone()
-    }
-    fn new_longest_running_processor_seconds_metric(
-        &self,
-        _: &str,
-    ) -> Arc<dyn SettableGaugeMetric> {
-        self.longest.clone()
-    }
-    fn new_retries_metric(&self, _: &str) -> Arc<dyn CounterMetric> {
-        self.retries.clone()
+
+/// Hands out recordings of one shared recorder (a test's `Arc<Recorder>` is the provider).
+struct Provider(Arc<Recorder>);
+
+impl QueueMetricsProvider for Provider {
+    fn new_queue_metrics(&self, name: &str) -> Arc<dyn QueueMetrics> {
+        self.0.names.lock().unwrap().push(name.to_owned());
+        Arc::new(Recording(self.0.clone()))
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn metrics_report_depth_adds_latency_work_unfinished_and_retries() {
     let rec = Arc::new(Recorder::default());
-    let q: WorkQueue<String> = WorkQueue::builder().name("pods").metrics(rec.clone()).build();
+    let provider = Arc::new(Provider(rec.clone()));
+    let q: WorkQueue<String> = WorkQueue::builder().name("pods").metrics(provider).build();
     assert_eq!(rec.names.lock().unwrap().as_slice(), ["pods"]);
     q.add(key(1));
     q.add(key(1));
