@@ -15,7 +15,8 @@
 //!   events with predicates, runs workers, retries, survives panics and shuts down cleanly.
 //! - [`manager`]: the [`Manager`](manager::Manager) that hosts several controllers in one
 //!   process over one [`SharedInformerFactory`](cache::SharedInformerFactory), and stops them
-//!   gracefully on SIGTERM or Ctrl-C.
+//!   gracefully on SIGTERM or Ctrl-C; what it runs is a [`Runnable`](runtime::Runnable)
+//!   ([`runtime`]).
 //!
 //! And what operators need in production:
 //!
@@ -83,7 +84,8 @@
 //! | `kube-runtime` | conversions from kube-runtime's types (`ObjectKey: From<ObjectRef<K>>`) |
 //! | `metrics` | Prometheus metrics under controller-runtime's names and the `/metrics` `/healthz` `/readyz` endpoint (module `metrics`) |
 //! | `webhook` | admission and conversion webhooks on an HTTPS server with certificates it makes, renews and injects (module `webhook`) |
-//! | `secure-metrics` | `metrics` over HTTPS, each scrape authenticated and authorized by the API server (`metrics::SecureServing`; implies `metrics` and `webhook`) |
+//! | `secure-metrics` | `metrics` over HTTPS, each scrape authenticated and authorized by the API server (`metrics::SecureServing`; implies `metrics` and `tls`) |
+//! | `tls` | HTTPS serving with limits and certificates that manage themselves (module `tls`), shared by `webhook` and `secure-metrics`, which turn it on |
 //!
 //! Items that need a feature say so in these docs (docs.rs builds them all).
 #![cfg_attr(
@@ -96,7 +98,7 @@
 )]
 #![cfg_attr(
     feature = "webhook",
-    doc = "\nWith `webhook` on: [`webhook`], its server a [`Runnable`](manager::Runnable) of the manager."
+    doc = "\nWith `webhook` on: [`webhook`], its server a [`Runnable`](runtime::Runnable) of the manager."
 )]
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
@@ -118,8 +120,12 @@ pub mod manager;
 pub mod metrics;
 mod panic;
 pub mod prelude;
+pub mod runtime;
 pub mod sharding;
 pub mod status;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub mod tls;
 /// The embedded API server: the `ctrlkit-apiserver` crate (in this repository's `apiserver/`),
 /// re-exported so that `ctrlkit::testing::ApiServer` is all a ctrlkit user names.
 #[cfg(feature = "testing")]

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use super::ObjectKey;
+use kube_client::Resource;
+
+use super::object_key::{NoName, ObjectKey, meta_namespace_key_func};
 use super::stored::Stored;
 
 /// client-go's `DeletedFinalStateUnknown`: an object deleted while the watch was down, so its
@@ -171,5 +173,16 @@ impl<K> Clone for Notification<K> {
                 }),
             }),
         }
+    }
+}
+
+/// client-go's `DeletionHandlingMetaNamespaceKeyFunc`: the key of a deleted object, which may
+/// be a tombstone (`DeletedFinalStateUnknown`) carrying its key.
+pub fn deletion_handling_meta_namespace_key_func<K: Resource>(
+    deleted: &Deleted<K>,
+) -> Result<ObjectKey, NoName> {
+    match deleted {
+        Deleted::Object(object) => meta_namespace_key_func(object.as_ref()),
+        Deleted::Tombstone(tombstone) => Ok(tombstone.key.clone()),
     }
 }

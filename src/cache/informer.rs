@@ -22,8 +22,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use kube_client::Resource;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -31,25 +29,13 @@ use super::backoff::BackoffConfig;
 use super::handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, Notification, ResourceEventHandler,
 };
-use super::list_watch::KindScope;
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::processor::Processor;
 use super::reflector::{
     InformerError, Prepare, Reflector, ReflectorConfig, Sink, Transform, WatchErrorHandler,
 };
 use super::stored::Stored;
-use super::{Indexer, ListWatch, ObjectKey, meta_namespace_key_func};
-
-/// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
-/// k8s-openapi's or kube's (see [`KindScope`]), decodable, cloneable and shareable.
-pub trait InformerObject:
-    Resource<Scope: KindScope> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
-}
-impl<K> InformerObject for K where
-    K: Resource<Scope: KindScope> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
-}
+use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 
 /// The settings of an informer that do not depend on its kind: what an
 /// [`InformerBuilder`] starts from and what a

@@ -27,6 +27,17 @@ use kube_client::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+/// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
+/// k8s-openapi's or kube's (see [`KindScope`]), decodable, cloneable and shareable.
+pub trait InformerObject:
+    Resource<Scope: KindScope> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+impl<K> InformerObject for K where
+    K: Resource<Scope: KindScope> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+
 /// Whether a kind lives in namespaces, as its type tells: `Some(true)` for namespaced kinds,
 /// `Some(false)` for cluster-scoped ones, `None` where only the run time knows
 /// (`DynamicObject`). Implemented for every scope type of k8s-openapi and kube.

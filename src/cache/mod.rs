@@ -77,18 +77,15 @@ pub use backoff::BackoffConfig;
 pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
 pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
-    ResourceEventHandlerFuncs,
+    ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
 };
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
-pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig, InformerObject};
-pub use list_watch::{KindScope, ListWatch};
+pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig};
+pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
 };
-pub use object_key::{
-    InvalidKey, NoName, ObjectKey, deletion_handling_meta_namespace_key_func,
-    meta_namespace_key_func,
-};
+pub use object_key::{InvalidKey, NoName, ObjectKey, meta_namespace_key_func};
 pub use reflector::{InformerError, Transform, WatchErrorHandler};
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 

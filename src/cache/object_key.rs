@@ -6,8 +6,6 @@ use std::str::FromStr;
 
 use kube_client::Resource;
 
-use super::handler::Deleted;
-
 /// An object's namespace and name: `"namespace/name"`, or `"name"` when cluster-scoped.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
@@ -99,17 +97,6 @@ pub fn meta_namespace_key_func<K: Resource>(object: &K) -> Result<ObjectKey, NoN
         Some(ns) => ObjectKey::namespaced(ns, name),
         None => ObjectKey::cluster(name),
     })
-}
-
-/// client-go's `DeletionHandlingMetaNamespaceKeyFunc`: the key of a deleted object, which may
-/// be a tombstone (`DeletedFinalStateUnknown`) carrying its key.
-pub fn deletion_handling_meta_namespace_key_func<K: Resource>(
-    deleted: &Deleted<K>,
-) -> Result<ObjectKey, NoName> {
-    match deleted {
-        Deleted::Object(object) => meta_namespace_key_func(object.as_ref()),
-        Deleted::Tombstone(tombstone) => Ok(tombstone.key.clone()),
-    }
 }
 
 #[cfg(test)]

@@ -162,3 +162,15 @@ impl ManagerBuilder {
         manager
     }
 }
+
+impl Manager {
+    /// A manager over all namespaces with default settings.
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder for a namespace, informer settings and the graceful-shutdown timeout.
+    pub fn builder(client: Client) -> ManagerBuilder {
+        ManagerBuilder::new(client)
+    }
+}

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::RunnableError;
 use crate::cache::CacheSyncError;
 use crate::leaderelection::LeaderElectionError;
+use crate::runtime::RunnableError;
 
 /// What the graceful-shutdown timeout made the manager give up on.
 #[derive(Debug, Clone, PartialEq, Eq)]

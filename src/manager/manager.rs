@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use kube_client::Client;
 
-use super::ManagerBuilder;
-use super::runnable::{ControllerRunnable, Runnable};
+use super::runnable::ControllerRunnable;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
+use crate::runtime::Runnable;
 use crate::sharding::{Ring, ShardLease};
 
 /// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
@@ -76,17 +76,8 @@ impl std::fmt::Debug for Manager {
 }
 
 impl Manager {
-    /// A manager over all namespaces with default settings.
-    pub fn new(client: Client) -> Self {
-        Self::builder(client).build()
-    }
-
-    /// A builder for a namespace, informer settings and the graceful-shutdown timeout.
-    pub fn builder(client: Client) -> ManagerBuilder {
-        ManagerBuilder::new(client)
-    }
-
-    /// The manager [`ManagerBuilder::build`] makes: no runnables yet.
+    /// The manager [`ManagerBuilder::build`](super::ManagerBuilder::build) makes: no runnables
+    /// yet (its constructors, `new` and `builder`, are in `builder.rs`, above this file).
     pub(super) fn from_parts(
         client: Client,
         factory: SharedInformerFactory,

@@ -32,5 +32,8 @@ mod telemetry;
 pub use builder::ManagerBuilder;
 pub use error::{Abandoned, ManagerError};
 pub use manager::Manager;
-pub use runnable::{ReadyCheck, Runnable, RunnableError, Stop};
+// The runnable traits live at the bottom of the crate (`crate::runtime`); a manager's users
+// find them here too.
+#[doc(no_inline)]
+pub use crate::runtime::{ReadyCheck, Runnable, RunnableError, Stop};
 pub use signal::shutdown_signal;

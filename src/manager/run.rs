@@ -11,10 +11,10 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::runnable::{Runnable, RunnableError, Stop};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
 use crate::fence::Fence;
+use crate::runtime::{Runnable, RunnableError, Stop};
 
 impl Manager {
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.

@@ -113,7 +113,7 @@ impl Telemetry {
     }
 
     /// Adds a runnable's readiness check to `/readyz`.
-    pub(super) fn add_ready_check(&self, _name: &str, _check: super::ReadyCheck) {
+    pub(super) fn add_ready_check(&self, _name: &str, _check: crate::runtime::ReadyCheck) {
         #[cfg(feature = "metrics")]
         self.probes.add_check(_name, _check);
     }

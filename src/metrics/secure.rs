@@ -46,7 +46,7 @@ use kube_client::{Api, Client};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::webhook::{CertificateSource, ServingLimits};
+use crate::tls::{CertificateSource, ServingLimits};
 
 /// The most entries each cache holds; past it, the least recently used goes.
 const CACHE_ENTRIES: usize = 1024;

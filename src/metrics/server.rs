@@ -38,7 +38,7 @@ impl Gate {
 pub(crate) struct Probes {
     checks: Arc<Mutex<BTreeMap<String, bool>>>,
     /// Checks asked at each request (a runnable's, as a webhook server's).
-    asked: Arc<Mutex<BTreeMap<String, crate::manager::ReadyCheck>>>,
+    asked: Arc<Mutex<BTreeMap<String, crate::runtime::ReadyCheck>>>,
 }
 
 impl std::fmt::Debug for Probes {
@@ -54,7 +54,7 @@ impl Probes {
     }
 
     /// Adds the check `name`, passing while `check` says so (asked at each request).
-    pub fn add_check(&self, name: &str, check: crate::manager::ReadyCheck) {
+    pub fn add_check(&self, name: &str, check: crate::runtime::ReadyCheck) {
         self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
     }
 
@@ -158,11 +158,11 @@ impl MetricsServer {
         client: kube_client::Client,
         serving: SecureServing,
     ) -> std::io::Result<Self> {
-        let certificates = crate::webhook::Certificates::default();
-        let https = crate::webhook::https::Https::bind(addr, &serving.certificates, &certificates)
+        let certificates = crate::tls::Certificates::default();
+        let https = crate::tls::https::Https::bind(addr, &serving.certificates, &certificates)
             .await
             .map_err(|err| match err {
-                crate::webhook::WebhookError::Bind { source, .. } => source,
+                crate::tls::ServingError::Bind { source, .. } => source,
                 other => std::io::Error::other(other),
             })?;
         let addr = https.local_addr();

@@ -30,6 +30,16 @@ use crate::leaderelection::{
     LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaderStatus, LeaseLock,
 };
 
+/// The label holding an object's shard in `ring`: `shard.ctrlkit.dev/<ring>`.
+pub fn shard_label(ring: &str) -> String {
+    format!("shard.ctrlkit.dev/{ring}")
+}
+
+/// The label asking an object's shard in `ring` to give it up: `drain.shard.ctrlkit.dev/<ring>`.
+pub fn drain_label(ring: &str) -> String {
+    format!("drain.shard.ctrlkit.dev/{ring}")
+}
+
 /// The label naming the ring a shard Lease belongs to.
 pub const RING_LABEL: &str = "shard.ctrlkit.dev/ring";
 
@@ -145,7 +155,7 @@ impl Ring {
     /// The label selector of the objects the sharder assigned to `shard`:
     /// `shard.ctrlkit.dev/<ring>=<shard>` (what a sharded controller's informers select).
     pub fn shard_selector(&self, shard: &str) -> String {
-        format!("{}={shard}", super::shard_label(&self.name))
+        format!("{}={shard}", shard_label(&self.name))
     }
 
     /// The label selector of its shard Leases: `shard.ctrlkit.dev/ring=<name>`.
@@ -424,11 +434,12 @@ mod tests {
 
     /// A ring with fast Leases, as `tests/controller/sharding.rs` has.
     fn fast_ring() -> Ring {
-        let mut timing = LeaderElectionConfig::default();
-        timing.lease_duration = Duration::from_millis(1200);
-        timing.renew_deadline = Duration::from_millis(800);
-        timing.retry_period = Duration::from_millis(200);
-        Ring::new("sets").lease_config(timing)
+        Ring::new("sets").lease_config(LeaderElectionConfig {
+            lease_duration: Duration::from_millis(1200),
+            renew_deadline: Duration::from_millis(800),
+            retry_period: Duration::from_millis(200),
+            ..LeaderElectionConfig::default()
+        })
     }
 
     async fn eventually(what: &str, check: impl Fn() -> bool) {

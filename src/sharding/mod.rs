@@ -123,8 +123,11 @@ mod ranges;
 mod ring;
 mod sharder;
 
-pub use membership::{Assignment, RING_LABEL, Ring, ShardLease, default_shard_id, view_annotation};
+pub use membership::{
+    Assignment, RING_LABEL, Ring, ShardLease, default_shard_id, drain_label, shard_label,
+    view_annotation,
+};
 pub use metrics::{AssignReason, ShardingMetrics};
 pub use ranges::{HASH_SPACE_END, HashRanges};
 pub use ring::{HashRing, VIRTUAL_NODES, fnv1a64, ring_hash, ring_key};
-pub use sharder::{Sharder, drain_label, shard_label};
+pub use sharder::Sharder;

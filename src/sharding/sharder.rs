@@ -45,6 +45,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::membership::{Assignment, Members, Ring, ShardState};
+use super::membership::{drain_label, shard_label};
 use super::metrics::{AssignReason, ShardingMetrics};
 use super::ring::{HashRing, ring_key};
 use crate::cache::{
@@ -52,17 +53,7 @@ use crate::cache::{
     wait_for_informers,
 };
 use crate::fence::Fence;
-use crate::manager::{Runnable, RunnableError, Stop};
-
-/// The label holding an object's shard in `ring`: `shard.ctrlkit.dev/<ring>`.
-pub fn shard_label(ring: &str) -> String {
-    format!("shard.ctrlkit.dev/{ring}")
-}
-
-/// The label asking an object's shard in `ring` to give it up: `drain.shard.ctrlkit.dev/<ring>`.
-pub fn drain_label(ring: &str) -> String {
-    format!("drain.shard.ctrlkit.dev/{ring}")
-}
+use crate::runtime::{Runnable, RunnableError, Stop};
 
 /// What a pass does with one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

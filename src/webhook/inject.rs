@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::certs;
+use crate::tls;
 
 /// What gets the CA bundle, and how often it is checked.
 #[derive(Debug, Clone)]
@@ -92,7 +92,7 @@ impl CaInjection {
     /// The time before the next pass after `failures` passes in a row that failed somewhere:
     /// the interval, doubled per failure, up to 5 minutes (or the interval, if longer).
     pub(crate) fn delay_after(&self, failures: u32) -> Duration {
-        let interval = self.every.max(super::https::MIN_PERIOD);
+        let interval = self.every.max(tls::MIN_PERIOD);
         let backoff = interval.saturating_mul(2u32.saturating_pow(failures.min(20)));
         backoff.min(MAX_BACKOFF.max(interval))
     }
@@ -173,7 +173,7 @@ impl std::ops::AddAssign<Outcome> for Outcomes<'_> {
 fn merged(current: Option<&ByteString>, ours: &str) -> Option<ByteString> {
     let text = current.map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default();
     let held = ders(&text);
-    let missing: Vec<String> = certs::blocks(ours)
+    let missing: Vec<String> = tls::blocks(ours)
         .into_iter()
         .filter(|block| !ders(block).iter().all(|d| held.contains(d)))
         .collect();

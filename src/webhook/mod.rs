@@ -45,7 +45,7 @@
 //! # }
 //! ```
 //! Or serve it from ctrlkit's [`WebhookServer`]: HTTPS with certificates it makes and renews
-//! itself (or reads from cert-manager's files), a [`Runnable`](crate::manager::Runnable) of
+//! itself (or reads from cert-manager's files), a [`Runnable`](crate::runtime::Runnable) of
 //! the Manager that runs on every replica, with CRD conversion ([`Conversion`]) beside
 //! admission.
 //!
@@ -74,13 +74,8 @@
 //! cainjector manages.
 
 mod admission;
-mod certs;
 mod conversion;
-pub(crate) mod https;
 mod inject;
-mod limits;
-mod rotation;
-mod secret;
 mod server;
 
 pub use admission::{
@@ -89,12 +84,14 @@ pub use admission::{
 };
 /// The `http` crate's status code, as [`Reply::status`] and [`Denial::code`] hold it.
 pub use axum::http::StatusCode;
-pub(crate) use certs::Certificates;
-pub use certs::{CertError, CertificateBundle, Lifetimes, SelfSignedCa};
 pub use conversion::{Conversion, ConversionError};
-pub use https::CertificateSource;
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-pub use limits::ServingLimits;
-pub use secret::SecretCertificates;
 pub use server::{WebhookError, WebhookServer, WebhookServerBuilder};
+// HTTPS serving and certificates are `crate::tls`'s, shared with the secure metrics endpoint;
+// a webhook's users find them here too.
+#[doc(no_inline)]
+pub use crate::tls::{
+    CertError, CertificateBundle, CertificateSource, Lifetimes, SecretCertificates, SelfSignedCa,
+    ServingLimits,
+};

@@ -29,14 +29,14 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::certs::{CertError, CertificateBundle, Certificates};
-use super::https::{CertificateSource, Https};
 use super::inject::CaInjection;
 use super::{
     AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, ServingLimits,
     Validator, WebhookStats, review,
 };
-use crate::manager::{Runnable, RunnableError, Stop};
+use crate::runtime::{Runnable, RunnableError, Stop};
+use crate::tls::https::Https;
+use crate::tls::{CertificateBundle, CertificateSource, Certificates};
 use axum::extract::DefaultBodyLimit;
 
 /// Builds a [`WebhookServer`].
@@ -280,21 +280,8 @@ impl WebhookServer {
     }
 }
 
-/// Why the webhook server could not serve.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
-    /// The address could not be bound.
-    #[error("listening on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No certificate could be made or read.
-    #[error(transparent)]
-    Certificate(#[from] CertError),
-}
+/// The webhook server's error: its HTTPS server's ([`ServingError`](crate::tls::ServingError)).
+pub type WebhookError = crate::tls::ServingError;
 
 #[async_trait]
 impl Runnable for WebhookServer {
@@ -310,7 +297,7 @@ impl Runnable for WebhookServer {
         false
     }
 
-    fn ready_check(&self) -> Option<crate::manager::ReadyCheck> {
+    fn ready_check(&self) -> Option<crate::runtime::ReadyCheck> {
         let server = self.clone();
         Some(Arc::new(move || server.is_ready()))
     }

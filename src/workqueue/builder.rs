@@ -93,3 +93,28 @@ where
         WorkQueue::from_parts(self.name, self.rate_limiter, metrics, self.aging)
     }
 }
+
+impl<T> WorkQueue<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    /// A queue with [`default_controller_rate_limiter`](super::default_controller_rate_limiter)
+    /// and no metrics.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder for a named queue with its own rate limiter and metrics.
+    pub fn builder() -> WorkQueueBuilder<T> {
+        WorkQueueBuilder::new()
+    }
+}
+
+impl<T> Default for WorkQueue<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}

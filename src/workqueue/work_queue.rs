@@ -11,7 +11,6 @@ use tokio::time::Instant;
 
 use super::Priority;
 use super::add_buffer::{AddBuffer, PendingAdd, Pushed};
-use super::builder::WorkQueueBuilder;
 use super::delaying::{Due, WaitingSet, deadline_after};
 use super::metrics::{Recorder, seconds_since};
 use super::queue::{Added, Finished, Popped, Queue};
@@ -68,7 +67,7 @@ pub(crate) struct Inner<T> {
     /// SipHash took twenty; its per-process random seed keeps keys from being chosen to
     /// collide.
     hasher: foldhash::quality::RandomState,
-    /// See [`WorkQueueBuilder::aging`].
+    /// See [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging).
     aging: Duration,
 }
 
@@ -105,16 +104,8 @@ impl<T> WorkQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// A queue with [`default_controller_rate_limiter`] and no metrics.
-    pub fn new() -> Self {
-        Self::builder().build()
-    }
-
-    /// A builder for a named queue with its own rate limiter and metrics.
-    pub fn builder() -> WorkQueueBuilder<T> {
-        WorkQueueBuilder::new()
-    }
-
+    /// The queue a [`WorkQueueBuilder`](super::WorkQueueBuilder) builds (its constructors,
+    /// `new` and `builder`, are in `builder.rs`, above this file).
     pub(crate) fn from_parts(
         name: String,
         rate_limiter: Option<Box<dyn RateLimiter<T>>>,
@@ -241,7 +232,7 @@ where
     ///
     /// Items come highest priority first, in the order they became ready within a priority,
     /// except that an item that has waited the queue's aging period is served before newer
-    /// items of any priority (see [`WorkQueueBuilder::aging`]).
+    /// items of any priority (see [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging)).
     pub async fn get(&self) -> Option<T> {
         self.get_with_priority().await.map(|(item, _)| item)
     }
@@ -420,15 +411,6 @@ where
 
     fn idle_getters(&self) -> usize {
         self.inner.idle_getters.load(Ordering::SeqCst)
-    }
-}
-
-impl<T> Default for WorkQueue<T>
-where
-    T: Clone + Eq + Hash + Send + Sync + 'static,
-{
-    fn default() -> Self {
-        Self::new()
     }
 }
 

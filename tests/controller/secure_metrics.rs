@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::SecureServing;
-use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
+use ctrlkit::tls::{CertificateSource, SelfSignedCa};
 
 use crate::support::http::{free_address, get, get_https};
 

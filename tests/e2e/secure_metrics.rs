@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::SecureServing;
-use ctrlkit::webhook::{CertificateSource, SelfSignedCa};
+use ctrlkit::tls::{CertificateSource, SelfSignedCa};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube_client::Api;

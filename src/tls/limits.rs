@@ -19,8 +19,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// The limits of an HTTPS server (the [`WebhookServer`](super::WebhookServer)'s, and
-/// [secure metrics'](crate::metrics)): Go's `http.Server` timeouts as Kubernetes components
+/// The limits of an HTTPS server (the webhook server's, feature `webhook`, and the secure
+/// metrics endpoint's, feature `secure-metrics`): Go's `http.Server` timeouts as Kubernetes components
 /// set them, and a cap on connections. A client that breaks one is disconnected (and logged
 /// at debug level); the server serves everyone else meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

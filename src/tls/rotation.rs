@@ -20,6 +20,9 @@ use std::time::{Duration, SystemTime};
 
 use super::certs::{self, CertError, CertificateBundle, Lifetimes, SelfSignedCa};
 
+/// The shortest period of certificate checks and CA injection passes.
+pub(crate) const MIN_PERIOD: Duration = Duration::from_millis(10);
+
 /// What a server keeps: the CA that signs (the bundle's first) and the served certificate,
 /// whose bundle holds that CA and, during a renewal, the one before it.
 #[derive(Debug)]
@@ -46,7 +49,7 @@ impl Kept {
 
 /// How long a change of the bundle takes to reach every client: two certificate checks.
 pub(crate) fn propagation(lifetimes: &Lifetimes) -> Duration {
-    lifetimes.check_every.max(super::https::MIN_PERIOD) * 2
+    lifetimes.check_every.max(MIN_PERIOD) * 2
 }
 
 /// The first CA and a leaf it signs for `hosts`.

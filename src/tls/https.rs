@@ -1,4 +1,4 @@
-//! HTTPS serving, shared by the [`WebhookServer`] and the secure metrics endpoint: rustls
+//! HTTPS serving, shared by the webhook server and the secure metrics endpoint: rustls
 //! (ring, TLS 1.2 and 1.3, ALPN `http/1.1`) in front of an axum router on hyper's HTTP/1.1,
 //! with certificates kept current beside the accept loop.
 //!
@@ -13,8 +13,6 @@
 //!   never in it; a failed renewal is logged and the served certificate stays.
 //! - On stop: no new connections; each open one answers the request in flight and closes
 //!   (an API server or a scraper keeps idle ones open), within 10 s.
-//!
-//! [`WebhookServer`]: super::WebhookServer
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,14 +25,29 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
-use super::WebhookError;
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes};
 use super::limits::{Activity, Phase, ServingLimits, Watched};
 use super::rotation::{self, Kept};
 use super::secret::SecretCertificates;
 
+/// Why an HTTPS server (the webhook server, the secure metrics endpoint) could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServingError {
+    /// The address could not be bound.
+    #[error("listening on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No certificate could be made or read.
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+}
+
 /// Where an HTTPS server's certificate comes from: a
-/// [`WebhookServer`](super::WebhookServer)'s, or the secure metrics endpoint's.
+/// webhook server's, or the secure metrics endpoint's.
 #[derive(Debug, Clone)]
 pub enum CertificateSource {
     /// A self-signed CA made at start and a serving certificate it signs for `hosts` (the
@@ -108,13 +121,13 @@ impl Https {
         address: SocketAddr,
         source: &CertificateSource,
         certificates: &Certificates,
-    ) -> Result<Self, WebhookError> {
+    ) -> Result<Self, ServingError> {
         let keeper = CertificateKeeper::start(source, certificates).await?;
         let listener = TcpListener::bind(address)
             .await
-            .map_err(|source| WebhookError::Bind { address, source })?;
+            .map_err(|source| ServingError::Bind { address, source })?;
         let address =
-            listener.local_addr().map_err(|source| WebhookError::Bind { address, source })?;
+            listener.local_addr().map_err(|source| ServingError::Bind { address, source })?;
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -278,9 +291,6 @@ async fn serve_connection(
     }
 }
 
-/// The shortest period of certificate checks and CA injection passes.
-pub(super) const MIN_PERIOD: Duration = Duration::from_millis(10);
-
 /// Keeps the served certificate current: renews self-signed ones, reads files again.
 struct CertificateKeeper {
     source: CertificateSource,
@@ -314,7 +324,7 @@ impl CertificateKeeper {
             }
         };
         // A zero period (a setting of 0) would panic in `interval`, and spin: 10 ms at least.
-        let mut interval = tokio::time::interval(every.max(MIN_PERIOD));
+        let mut interval = tokio::time::interval(every.max(rotation::MIN_PERIOD));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.reset();
         Ok(Self { source: source.clone(), kept, interval })

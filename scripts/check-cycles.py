@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Finds import cycles between the modules of a Rust crate.
+
+    scripts/check-cycles.py SRC_DIR [--top-level]
+
+Reads every `.rs` file under SRC_DIR (the crate's `src/`), one module per file (`lib.rs` is the
+crate root, `a/mod.rs` and `a.rs` are `a`, `a/b.rs` is `a::b`), and draws an edge from a
+module to each module whose items it names: in `use` declarations (groups and globs included)
+and in paths written inline (`crate::a::f()`, `super::b::C`). A name that a module re-exports
+(`pub use b::C;`, `pub(crate) use ...`) leads to the module that defines it, so a parent that
+re-exports its children is not a cycle; a child that names an item *defined* in its parent is
+an edge to the parent. `mod x;` declarations are not edges. Tests (`#[cfg(test)]` items) are
+left out, as the layering is about the code that ships.
+
+With `--top-level`, modules are grouped by their first segment (`cache::informer` is `cache`)
+and only edges between groups count.
+
+Prints each cycle (a strongly connected component of more than one module) with the edges
+that close it, and exits 1 if there is one; 0 otherwise.
+"""
+
+import os
+import re
+import sys
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def strip(code):
+    """Code without comments, string and char literals (their contents could look like paths)."""
+    out, i, n = [], 0, len(code)
+    while i < n:
+        c = code[i]
+        if code.startswith("//", i):
+            j = code.find("\n", i)
+            i = n if j < 0 else j
+        elif code.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if code.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif code.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif c == "r" and re.match(r'r#*"', code[i:i + 10]) and (i == 0 or not code[i - 1].isalnum()):
+            hashes = re.match(r'r(#*)"', code[i:]).group(1)
+            end = code.find('"' + hashes, i + 2 + len(hashes))
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(hashes)
+        elif c == '"':
+            i += 1
+            while i < n and code[i] != '"':
+                i += 2 if code[i] == "\\" else 1
+            out.append('""')
+            i += 1
+        elif c == "'" and re.match(r"'(\\.|[^\\'])'", code[i:i + 12]):
+            m = re.match(r"'(\\[^']*|[^\\'])'", code[i:])
+            out.append("' '")
+            i += len(m.group(0)) if m else 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def drop_test_items(code):
+    """Removes each item marked `#[cfg(test)]` (a module, a function, a use)."""
+    while True:
+        m = re.search(r"#\[cfg\(test\)\]", code)
+        if not m:
+            return code
+        i = m.end()
+        # The item ends at its first `;` before any `{`, or at the `}` matching its first `{`.
+        brace, semi = code.find("{", i), code.find(";", i)
+        if semi >= 0 and (brace < 0 or semi < brace):
+            code = code[:m.start()] + code[semi + 1:]
+            continue
+        depth, j = 0, brace
+        while j < len(code):
+            if code[j] == "{":
+                depth += 1
+            elif code[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        code = code[:m.start()] + code[j + 1:]
+
+
+def expand_use_tree(tree):
+    """`a::{b, c::{d, e}}` -> [['a','b'], ['a','c','d'], ['a','c','e']] (renames dropped)."""
+    tree = re.sub(r"\s+as\s+" + IDENT, "", tree)
+    tree = re.sub(r"\s+", "", tree)
+
+    def split_top(s):
+        parts, depth, start = [], 0, 0
+        for k, ch in enumerate(s):
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(s[start:k])
+                start = k + 1
+        parts.append(s[start:])
+        return [p for p in parts if p]
+
+    def expand(s):
+        if "{" in s:
+            k = s.index("{")
+            prefix = [p for p in s[:k].split("::") if p]
+            inner = s[k + 1:s.rindex("}")]
+            return [prefix + rest for part in split_top(inner) for rest in expand(part)]
+        return [[p for p in s.split("::") if p]]
+
+    return expand(tree)
+
+
+class Crate:
+    def __init__(self, src):
+        self.src = src
+        self.files = {}  # module path (tuple) -> code
+        for root, _, names in os.walk(src):
+            for name in names:
+                if not name.endswith(".rs"):
+                    continue
+                rel = os.path.relpath(os.path.join(root, name), src)[:-3].split(os.sep)
+                if rel == ["lib"] or rel == ["main"]:
+                    module = ()
+                elif rel[-1] == "mod":
+                    module = tuple(rel[:-1])
+                else:
+                    module = tuple(rel)
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    code = drop_test_items(strip(f.read()))
+                self.files[module] = code
+        # Modules whose `mod x;` is missing (a file left over) still count: harmless.
+        self.exports = {m: self.parse_exports(m, code) for m, code in self.files.items()}
+
+    def uses(self, code):
+        """Each `use` declaration's paths, and the code without them."""
+        paths = []
+        for m in re.finditer(r"\b(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", code):
+            paths.extend((m.group(0).lstrip().startswith("pub"), p)
+                         for p in expand_use_tree(m.group(1)))
+        rest = re.sub(r"\b(?:pub(?:\([^)]*\))?\s+)?use\s+[^;]+;", ";", code)
+        return paths, rest
+
+    def parse_exports(self, module, code):
+        """Names a module re-exports: name -> the path it re-exports (as written)."""
+        exports = {}
+        paths, _ = self.uses(code)
+        for public, path in paths:
+            if public and path and path[-1] != "*":
+                exports[path[-1]] = path
+            elif public and path and path[-1] == "*":
+                exports.setdefault("*", []).append(path[:-1])
+        return exports
+
+    def absolute(self, module, path):
+        """The path from the crate root, or None for another crate's."""
+        head = path[0]
+        if head == "crate":
+            return list(path[1:])
+        if head == "self":
+            return list(module) + list(path[1:])
+        if head == "super":
+            base, rest = list(module), list(path)
+            while rest and rest[0] == "super":
+                base, rest = base[:-1], rest[1:]
+            return base + rest
+        if tuple(module) + (head,) in self.files:  # a child module, named from its parent
+            return list(module) + list(path)
+        return None
+
+    def resolve(self, module, path, seen=None):
+        """The module that defines what `path` (written in `module`) names."""
+        path = self.absolute(module, path)
+        if path is None:
+            return None
+        seen = seen or set()
+        # The longest prefix that is a module of a file.
+        k = len(path)
+        while k > 0 and tuple(path[:k]) not in self.files:
+            k -= 1
+        target, rest = tuple(path[:k]), path[k:]
+        if not rest or (target, rest[0]) in seen:
+            return target
+        seen.add((target, rest[0]))
+        exported = self.exports.get(target, {}).get(rest[0])
+        if exported:
+            via = self.resolve(target, exported[:-1] + [exported[-1]], seen)
+            if via is not None:
+                return via
+        return target
+
+    def edges(self):
+        edges = {}
+        for module, code in self.files.items():
+            paths, rest = self.uses(code)
+            found = [p for _, p in paths]
+            for m in re.finditer(r"\b((?:crate|super|self)(?:::" + IDENT + ")+)", rest):
+                found.append(m.group(1).split("::"))
+            for path in found:
+                if path and path[-1] == "*":
+                    path = path[:-1]
+                if not path:
+                    continue
+                target = self.resolve(module, path)
+                if target is None or target == module:
+                    continue
+                # A module naming its own ancestor's re-export of itself is no edge.
+                edges.setdefault(module, {}).setdefault(target, "::".join(path))
+        return edges
+
+
+def cycles(edges):
+    """Strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    nodes = set(edges) | {t for ts in edges.values() for t in ts}
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def name(module):
+    return "::".join(module) or "crate"
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    crate = Crate(args[0])
+    edges = crate.edges()
+    if "--top-level" in sys.argv:
+        grouped = {}
+        for a, targets in edges.items():
+            for b, via in targets.items():
+                ga, gb = a[:1], b[:1]
+                if ga != gb and ga and gb:
+                    grouped.setdefault(ga, {}).setdefault(gb, f"{name(a)} uses {via}")
+        edges = grouped
+    found = cycles(edges)
+    what = "top-level modules" if "--top-level" in sys.argv else "modules"
+    for component in found:
+        members = set(component)
+        print(f"cycle among the {what} of {args[0]}: {{{', '.join(name(m) for m in component)}}}")
+        for a in component:
+            for b, via in sorted(edges.get(a, {}).items()):
+                if b in members:
+                    print(f"  {name(a)} -> {name(b)}  ({via})")
+    if not found:
+        print(f"{args[0]}: no import cycle among its {what}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
