@@ -22,6 +22,7 @@
 
 mod builder;
 mod error;
+mod leases;
 #[allow(clippy::module_inception)]
 mod manager;
 mod run;

@@ -1,20 +1,20 @@
 //! [`Manager::run`]: start the informers, wait for their caches, start the runnables (those
-//! that need a leader once this replica leads), and stop them all gracefully on a signal, a
-//! failure or a lost election.
+//! under a Lease once this replica holds it: `leases.rs`), and stop them all gracefully on a
+//! signal or a failure, at once on a lost Lease.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use futures::FutureExt;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::leases::{self, Happened, LeaseGroup};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
 use crate::fence::Fence;
-use crate::runtime::{Runnable, RunnableError, Stop};
+use crate::runtime::{RunnableError, Stop};
 
 impl Manager {
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
@@ -57,55 +57,37 @@ impl Manager {
             return Err(err.into());
         }
         self.telemetry.set_probe("caches-synced", true);
+
+        // Which Lease each runnable runs under: a sharded one under the shard Lease (on every
+        // member of the ring), one that needs a leader under the leader Lease, the rest under
+        // none. The shard Lease comes first, so that a runnable asking for both runs on
+        // every member.
+        let mut groups = Vec::new();
+        let shard_group = shard.map(|shard| {
+            groups.push(LeaseGroup::shard(shard.elector().clone()));
+            groups.len() - 1
+        });
+        let leader_group = elector.map(|elector| {
+            groups.push(LeaseGroup::leader(elector, &self.telemetry));
+            groups.len() - 1
+        });
+        let under: Vec<Option<usize>> = self
+            .runnables
+            .iter()
+            .map(|r| {
+                let sharded = shard_group.filter(|_| r.needs_shard_membership());
+                sharded.or(leader_group.filter(|_| r.needs_leader_election()))
+            })
+            .collect();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut running = vec![false; self.runnables.len()];
-        let leader_only = |r: &Arc<dyn Runnable>| elector.is_some() && r.needs_leader_election();
-        let member_only = |r: &Arc<dyn Runnable>| shard.is_some() && r.needs_shard_membership();
-        // What each group runs under, checked by its own clock before work starts.
-        let leader_fence =
-            elector.iter().fold(Fence::default(), |f, e| f.with("leader Lease", e.hold()));
-        let member_fence =
-            shard.iter().fold(Fence::default(), |f, s| f.with("shard Lease", s.hold()));
-        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &Fence::default(), |r| {
-            !leader_only(r) && !member_only(r)
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &Fence::default(), |i| {
+            under[i].is_none()
         });
 
-        // The shard Lease, as the election: held until the runnables have stopped, so that
-        // the sharder moves this shard's objects only once nothing here reconciles them.
-        let (shard_stop, shard_stopped) = oneshot::channel::<()>();
-        let mut membership = shard.clone().map(|shard| {
-            tokio::spawn(async move {
-                shard
-                    .run(async {
-                        let _ = shard_stopped.await;
-                    })
-                    .await
-            })
-        });
-        let mut member = shard.as_ref().map(|s| s.status());
-        let mut members_started = false;
-
-        // The election runs until the runnables have stopped, so that no successor starts
-        // while they still work; its own stop releases the lease.
-        let (elector_stop, elector_stopped) = oneshot::channel::<()>();
-        let mut election = elector.clone().map(|elector| {
-            tokio::spawn(async move {
-                elector
-                    .run(async {
-                        let _ = elector_stopped.await;
-                    })
-                    .await
-            })
-        });
-        let mut leading = elector.as_ref().map(|e| e.status());
-        if election.is_some() {
-            // Campaigning or leading: ready to serve either way.
-            self.telemetry.set_probe("leader-election", true);
-        }
-        let mut leader_started = false;
         let mut failure: Option<ManagerError> = None;
-        // A lost Lease (the shard's or the leader's): what it fenced must stop at once.
+        // A lost Lease (or a shard that fenced itself): what it fenced must stop at once.
         let mut fenced = false;
         // Run until the shutdown or the first failure.
         loop {
@@ -124,56 +106,23 @@ impl Manager {
                     }
                     None => break,
                 },
-                _ = async { leading.as_mut().expect("an election").wait_for(|s| s.leading).await },
-                    if leading.is_some() && !leader_started =>
-                {
-                    tracing::info!("leading: starting the controllers that need a leader");
-                    leader_started = true;
-                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &leader_fence, |r| {
-                        leader_only(r)
-                    });
-                }
-                _ = async { member.as_mut().expect("a shard").wait_for(|s| s.leading).await },
-                    if member.is_some() && !members_started =>
-                {
-                    tracing::info!("holding the shard Lease: starting the sharded controllers");
-                    members_started = true;
-                    self.telemetry.set_probe("shard-lease", true);
-                    self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &member_fence, |r| {
-                        member_only(r)
-                    });
-                }
-                ended = async { membership.as_mut().expect("a shard").await }, if membership.is_some() => {
-                    membership = None;
-                    self.telemetry.set_probe("shard-lease", false);
-                    let err = match ended {
-                        Ok(Err(err)) => ManagerError::ShardLease(err),
-                        Ok(Ok(())) => continue,
-                        Err(join) => ManagerError::Runnable {
-                            runnable: "shard lease".into(),
-                            source: join.to_string().into(),
-                        },
-                    };
-                    tracing::error!(error = %err, "stopping the manager");
-                    failure = Some(err);
-                    fenced = true;
-                    break;
-                }
-                ended = async { election.as_mut().expect("an election").await }, if election.is_some() => {
-                    election = None;
-                    let err = match ended {
-                        Ok(Err(err)) => ManagerError::LeaderElection(err),
-                        Ok(Ok(())) => continue,
-                        Err(join) => ManagerError::Runnable {
-                            runnable: "leader election".into(),
-                            source: join.to_string().into(),
-                        },
-                    };
-                    tracing::error!(error = %err, "stopping the manager");
-                    failure = Some(err);
-                    fenced = true;
-                    break;
-                }
+                (group, happened) = leases::next(&mut groups, &self.telemetry) => match happened {
+                    Happened::Held => {
+                        let lease = groups[group].lease;
+                        tracing::info!(lease, "holding the Lease: starting the runnables it fences");
+                        let fence = groups[group].fence.clone();
+                        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &fence, |i| {
+                            under[i] == Some(group)
+                        });
+                    }
+                    Happened::Ended(None) => {}
+                    Happened::Ended(Some(err)) => {
+                        tracing::error!(error = %err, "stopping the manager");
+                        failure = Some(err);
+                        fenced = true;
+                        break;
+                    }
+                },
             }
         }
         tracing::info!("stopping manager");
@@ -215,13 +164,8 @@ impl Manager {
         }
         // Only now, with nothing left running, may a successor lead, or the shard's objects
         // move.
-        let _ = elector_stop.send(());
-        if let Some(election) = election {
-            let _ = election.await;
-        }
-        let _ = shard_stop.send(());
-        if let Some(membership) = membership {
-            let _ = membership.await;
+        for group in groups.iter_mut().rev() {
+            group.release().await;
         }
         self.factory.shutdown().await;
         endpoint.stop().await;
@@ -229,16 +173,16 @@ impl Manager {
         failure.map_or(Ok(()), Err)
     }
 
-    /// Starts the runnables `pick` chooses, under `fence`.
+    /// Starts the runnables `pick` chooses by index, under `fence`.
     fn spawn_runnables(
         &self,
         tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
         running: &mut [bool],
         stop_rx: &watch::Receiver<bool>,
         fence: &Fence,
-        pick: impl Fn(&Arc<dyn Runnable>) -> bool,
+        pick: impl Fn(usize) -> bool,
     ) {
-        for (index, runnable) in self.runnables.iter().enumerate().filter(|(_, r)| pick(r)) {
+        for (index, runnable) in self.runnables.iter().enumerate().filter(|(i, _)| pick(*i)) {
             let stop = Stop::new(stop_rx.clone(), fence.clone());
             let runnable = runnable.clone();
             let span = tracing::info_span!("runnable", name = %runnable.name());

@@ -225,9 +225,9 @@ impl ShardLease {
         self.elector.is_leader()
     }
 
-    /// Until when it holds its Lease, by its own clock.
-    pub(crate) fn hold(&self) -> crate::fence::Hold {
-        self.elector.hold()
+    /// The election on its Lease (a shard is the one candidate of its own Lease).
+    pub(crate) fn elector(&self) -> &LeaderElector {
+        &self.elector
     }
 
     /// Acquires the Lease, then renews it until `shutdown` completes (then releases it, so
