@@ -253,3 +253,70 @@ async fn only_the_leader_runs_its_controllers_and_a_successor_starts_from_warm_c
     second.stop.send(()).unwrap();
     second.run.await.unwrap().expect("a clean stop");
 }
+
+/// A runnable that counts its starts and runs until stopped.
+struct Counted {
+    starts: Arc<std::sync::atomic::AtomicUsize>,
+    leader: bool,
+    member: bool,
+}
+
+#[async_trait]
+impl Runnable for Counted {
+    fn name(&self) -> String {
+        "counted".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        stop.await;
+        Ok(())
+    }
+    fn needs_leader_election(&self) -> bool {
+        self.leader
+    }
+    fn needs_shard_membership(&self) -> bool {
+        self.member
+    }
+}
+
+#[tokio::test]
+async fn a_runnable_that_needs_a_leader_and_a_shard_runs_once_when_both_leases_are_held() {
+    use ctrlkit::leaderelection::LeaseLock;
+    use ctrlkit::sharding::Ring;
+    use k8s_openapi::api::coordination::v1::Lease;
+    let server = server().await;
+    let client = server.client();
+    let lock = LeaseLock::new(client.clone(), "default", "election", "only");
+    let ring = Ring::new("sets").lease_config(quick_election());
+    let mut manager = Manager::builder(client.clone())
+        .leader_election(lock, quick_election())
+        .sharding(ring, "only")
+        .build();
+    let starts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    manager.add(Counted { starts: starts.clone(), leader: true, member: true });
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    // Both Leases held, as the server has them.
+    let leases: Api<Lease> = Api::namespaced(client, "default");
+    let held = |name: &'static str| {
+        let leases = leases.clone();
+        async move {
+            let lease = leases.get_opt(name).await.unwrap();
+            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+            holder.is_some_and(|h| !h.is_empty())
+        }
+    };
+    crate::support::observe::eventually_async_within(
+        Duration::from_secs(10),
+        "the leader Lease and the shard Lease held",
+        || async { held("election").await && held("only").await },
+    )
+    .await;
+    eventually("the runnable started", || starts.load(Ordering::SeqCst) >= 1).await;
+    // Time for a second start, had there been one: the manager starts a group's runnables as
+    // soon as it sees its Lease held, and both were held before this wait.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(starts.load(Ordering::SeqCst), 1, "started once under each Lease");
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+}
