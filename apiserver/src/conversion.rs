@@ -109,7 +109,7 @@ impl View {
         let ca = config["caBundle"]
             .as_str()
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-        let uid = crate::registry::new_uid();
+        let uid = crate::ids::new_uid();
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": { "uid": uid, "desiredAPIVersion": desired, "objects": objects },

@@ -12,23 +12,11 @@
 
 use serde_json::{Value, json};
 
-use super::registry::now;
+use super::ids::now;
+use super::registry::Strategy;
 use super::resources::{PrinterColumn, ResourceType};
 use super::status::{ApiError, ApiResult};
 use super::store::{Store, object_key};
-
-/// The resource type of CRDs themselves.
-pub(crate) fn definition_type() -> ResourceType {
-    ResourceType::new(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        false,
-    )
-    .with_status()
-    .with_short_names(&["crd", "crds"])
-}
 
 /// The types a CRD serves, one per served version; or why it cannot serve them.
 fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
@@ -179,5 +167,24 @@ pub(crate) fn unserve(store: &Store, crd: &Value) {
     });
     for id in ids {
         store.unregister(id);
+    }
+}
+
+/// The registry's rules for CRDs: validated on create and on every update but of `/status`;
+/// served once stored, unserved once removed.
+pub(crate) struct DefinitionStrategy;
+
+impl Strategy for DefinitionStrategy {
+    fn validate_create(&self, _: &ResourceType, crd: &mut Value) -> ApiResult<()> {
+        validate(crd)
+    }
+    fn validate_update(&self, crd: &Value, status: bool) -> ApiResult<()> {
+        if status { Ok(()) } else { validate(crd) }
+    }
+    fn stored(&self, store: &Store, definitions: usize, crd: &Value) {
+        serve(store, definitions, crd);
+    }
+    fn removed(&self, store: &Store, crd: &Value) {
+        unserve(store, crd);
     }
 }

@@ -1,15 +1,12 @@
-//! Fault injection, for tests of a client's recovery: drop watches, fail requests, compact the
-//! history, slow responses down, corrupt watch streams.
+//! The faults armed on a server, as the request handlers read them: failures to answer with,
+//! a latency, a watch lifetime. Tests arm them through the [`Faults`](super::Faults) handle
+//! (`injection.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
-
-use super::server::Shared;
 use super::status::ApiError;
-use super::watch::WatchSignal;
 
 /// How an injected failure answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,12 +26,12 @@ pub enum Failure {
 /// The faults armed on a server.
 #[derive(Debug)]
 pub(crate) struct FaultState {
-    fail_remaining: AtomicUsize,
-    failure: Mutex<Failure>,
-    fail_watches_remaining: AtomicUsize,
-    watch_failure: Mutex<Failure>,
-    latency: Mutex<Duration>,
-    watch_lifetime: Mutex<Option<Duration>>,
+    pub(crate) fail_remaining: AtomicUsize,
+    pub(crate) failure: Mutex<Failure>,
+    pub(crate) fail_watches_remaining: AtomicUsize,
+    pub(crate) watch_failure: Mutex<Failure>,
+    pub(crate) latency: Mutex<Duration>,
+    pub(crate) watch_lifetime: Mutex<Option<Duration>>,
 }
 
 impl Default for FaultState {
@@ -94,82 +91,3 @@ impl FaultState {
         *self.watch_lifetime.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-
-/// A handle on a running server's faults; see [`ApiServer::faults`](super::ApiServer::faults).
-#[derive(Clone)]
-pub struct Faults {
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for Faults {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Faults").finish_non_exhaustive()
-    }
-}
-
-impl Faults {
-    /// Ends every open watch now, as a restarting apiserver or a dropped connection would.
-    /// Clients see their stream end cleanly and may resume from their last resourceVersion.
-    pub fn close_watches(&self) {
-        self.shared.signal(WatchSignal::Close);
-    }
-
-    /// Fails the next `n` API requests (discovery and health checks excepted) with `failure`.
-    pub fn fail_next(&self, n: usize, failure: Failure) {
-        *self.shared.faults.failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
-        self.shared.faults.fail_remaining.store(n, Ordering::SeqCst);
-    }
-
-    /// Fails the next `n` watch requests with `failure`; other requests are served. Zero
-    /// disarms it. With [`close_watches`](Self::close_watches), this keeps clients
-    /// disconnected while the test changes objects behind their back.
-    pub fn fail_next_watches(&self, n: usize, failure: Failure) {
-        *self.shared.faults.watch_failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
-        self.shared.faults.fail_watches_remaining.store(n, Ordering::SeqCst);
-    }
-
-    /// Compacts the history and storage both, as when the watch cache's window has moved
-    /// past every older version: watches from, list continuations at, and exact-version lists
-    /// of any resourceVersion before now get 410 Expired, for every resource.
-    pub fn compact(&self) {
-        self.shared.registry.store.compact();
-    }
-
-    /// Compacts storage alone, as `etcdctl compact` does on a real server: only resources
-    /// served [`without_watch_cache`](super::ApiServerBuilder::without_watch_cache) get 410
-    /// for older versions; the others answer from the watch cache's window, as
-    /// kube-apiserver 1.36 does.
-    pub fn compact_storage(&self) {
-        self.shared.registry.store.compact_storage();
-    }
-
-    /// Delays every response by `latency` (zero turns it off).
-    pub fn set_latency(&self, latency: Duration) {
-        *self.shared.faults.latency.lock().unwrap_or_else(PoisonError::into_inner) = latency;
-    }
-
-    /// Ends every watch opened from now on after `lifetime` (zero: at once, before any
-    /// event), as an overloaded or restarting server does; `None` turns it off.
-    pub fn set_watch_lifetime(&self, lifetime: Option<Duration>) {
-        *self.shared.faults.watch_lifetime.lock().unwrap_or_else(PoisonError::into_inner) =
-            lifetime;
-    }
-
-    /// Writes a line that is not JSON into every open watch.
-    pub fn send_malformed_line(&self) {
-        self.shared.signal(WatchSignal::Malformed);
-    }
-
-    /// Writes an `ERROR` event carrying a `Status` with `code`, `reason` and `message` into
-    /// every open watch, then ends them, as the real server does.
-    pub fn send_error_event(&self, code: u16, reason: &str, message: &str) {
-        let status = serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code,
-        });
-        self.shared.signal(WatchSignal::Error(Arc::new(status)));
-    }
-}
-
-/// Keeps `Value` in the public-facing signal cheap to clone.
-pub(crate) type SharedStatus = Arc<Value>;

@@ -34,7 +34,7 @@ use super::registry::{
     FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, delete_in, has_finalizers,
 };
 use super::resources::ResourceType;
-use super::server::Shared;
+use super::state::Shared;
 use super::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.

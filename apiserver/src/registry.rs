@@ -2,16 +2,15 @@
 //! metadata on create, optimistic concurrency on update, generation, the status
 //! subresource, finalizers on delete.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::admission;
 use super::apply::{self, ApplyOptions};
-use super::crd;
+use super::ids::{new_uid, now};
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::shapes::{self, Malformed};
@@ -116,30 +115,6 @@ impl Propagation {
 struct Preconditions {
     uid: Option<String>,
     resource_version: Option<String>,
-}
-
-/// The current time as Kubernetes writes it: RFC 3339, whole seconds, UTC.
-pub(crate) fn now() -> String {
-    Timestamp::from_second(Timestamp::now().as_second()).map(|t| t.to_string()).unwrap_or_default()
-}
-
-/// A random-looking, unique UUID-shaped uid.
-pub(crate) fn new_uid() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let seed = {
-        use std::hash::{BuildHasher, RandomState};
-        RandomState::new().hash_one(n)
-    };
-    let hi = seed ^ (n.rotate_left(17));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
-        (hi >> 32) as u32,
-        (hi >> 16) as u16,
-        (hi & 0xfff) as u16,
-        (n >> 48) as u16 & 0xfff,
-        n & 0xffff_ffff_ffff
-    )
 }
 
 /// Five characters from the alphabet Kubernetes uses for `generateName` suffixes.
@@ -323,9 +298,57 @@ pub(crate) fn has_finalizers(value: &Value) -> bool {
 /// The registry: REST verbs over the store.
 pub(crate) struct Registry {
     pub(crate) store: Store,
+    /// What a kind adds to the generic semantics, by group and plural.
+    strategies: HashMap<(String, String), Arc<dyn Strategy>>,
+}
+
+/// What a kind adds to the registry's generic REST semantics (kube-apiserver's per-kind
+/// create and update strategies and their hooks after a write): the server registers one
+/// for the kinds that have rules of their own (CRDs, webhook configurations). Each hook is
+/// called at the point kube-apiserver calls its own: validation before the write, what
+/// follows it (a CRD starting to serve its kind) only once the write is stored, never in a
+/// dry run.
+pub(crate) trait Strategy: Send + Sync {
+    /// Defaults and validates an object about to be created.
+    fn validate_create(&self, _rt: &ResourceType, _object: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+    /// Defaults and validates an update's new object, before the registry's own checks.
+    fn prepare_update(&self, _rt: &ResourceType, _object: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+    /// Validates an update's new object after the registry's checks; `status` for a
+    /// `/status` write.
+    fn validate_update(&self, _object: &Value, _status: bool) -> ApiResult<()> {
+        Ok(())
+    }
+    /// The object was stored (created or updated) under `resource`.
+    fn stored(&self, _store: &Store, _resource: usize, _object: &Value) {}
+    /// The object was removed.
+    fn removed(&self, _store: &Store, _object: &Value) {}
 }
 
 impl Registry {
+    /// A registry over `store`, with no kind of special rules yet.
+    pub(crate) fn new(store: Store) -> Self {
+        Self { store, strategies: HashMap::new() }
+    }
+
+    /// Gives the kind `group`/`plural` its own rules.
+    pub(crate) fn with_strategy(
+        mut self,
+        group: &str,
+        plural: &str,
+        strategy: Arc<dyn Strategy>,
+    ) -> Self {
+        self.strategies.insert((group.to_owned(), plural.to_owned()), strategy);
+        self
+    }
+
+    fn strategy(&self, rt: &ResourceType) -> Option<&Arc<dyn Strategy>> {
+        self.strategies.get(&(rt.group.clone(), rt.plural.clone()))
+    }
+
     pub(crate) fn rt(&self, target: &Target) -> Arc<ResourceType> {
         self.store.resource_type(target.resource)
     }
@@ -393,11 +416,9 @@ impl Registry {
         } else if rt.is_namespace() {
             value["status"] = json!({ "phase": "Active" });
         }
-        if rt.is_definition() {
-            crd::validate(&value)?;
-        }
-        if rt.is_webhook_configuration() {
-            admission::configuration::default_and_validate(&rt.kind, &mut value)?;
+        let strategy = self.strategy(&rt);
+        if let Some(strategy) = strategy {
+            strategy.validate_create(&rt, &mut value)?;
         }
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();
@@ -412,8 +433,10 @@ impl Registry {
             }
             Ok(txn.put(target.resource, &key, value))
         })?;
-        if rt.is_definition() && !dry_run {
-            crd::serve(&self.store, target.resource, &created.value());
+        if let Some(strategy) = strategy
+            && !dry_run
+        {
+            strategy.stored(&self.store, target.resource, &created.value());
         }
         Ok(created)
     }
@@ -567,6 +590,7 @@ impl Registry {
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
+        let strategy = self.strategy(&rt);
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
         let modified = self.store.write_as(dry_run, |txn| {
@@ -574,8 +598,8 @@ impl Registry {
             let old = current.value();
             let mut new = change(&old)?;
             check_type(&rt, &mut new)?;
-            if rt.is_webhook_configuration() {
-                admission::configuration::default_and_validate(&rt.kind, &mut new)?;
+            if let Some(strategy) = strategy {
+                strategy.prepare_update(&rt, &mut new)?;
             }
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
             if !body_name.is_empty() && body_name != name {
@@ -640,8 +664,8 @@ impl Registry {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
                 new["metadata"]["generation"] = json!(generation + 1);
             }
-            if rt.is_definition() && !status {
-                crd::validate(&new)?;
+            if let Some(strategy) = strategy {
+                strategy.validate_update(&new, status)?;
             }
             if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
                 return Ok((txn.remove(target.resource, &key, new), true));
@@ -649,10 +673,12 @@ impl Registry {
             Ok((txn.put(target.resource, &key, new), false))
         });
         let (object, removed) = modified?;
-        if rt.is_definition() && !dry_run {
+        if let Some(strategy) = strategy
+            && !dry_run
+        {
             match removed {
-                true => crd::unserve(&self.store, &object.value()),
-                false => crd::serve(&self.store, target.resource, &object.value()),
+                true => strategy.removed(&self.store, &object.value()),
+                false => strategy.stored(&self.store, target.resource, &object.value()),
             }
         }
         Ok(object)
@@ -703,8 +729,11 @@ impl Registry {
             }
             Ok(delete_in(txn, &self.store, &rt, target.resource, &key, current, propagation))
         })?;
-        if deletion.removed && rt.is_definition() && !dry_run {
-            crd::unserve(&self.store, &deletion.object.value());
+        if let Some(strategy) = self.strategy(&rt)
+            && deletion.removed
+            && !dry_run
+        {
+            strategy.removed(&self.store, &deletion.object.value());
         }
         Ok(deletion)
     }

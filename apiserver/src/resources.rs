@@ -120,10 +120,6 @@ impl ResourceType {
         self.group == "admissionregistration.k8s.io"
     }
 
-    pub(crate) fn is_definition(&self) -> bool {
-        self.group == "apiextensions.k8s.io" && self.plural == "customresourcedefinitions"
-    }
-
     pub(crate) fn is_pod(&self) -> bool {
         self.group.is_empty() && self.plural == "pods"
     }
@@ -187,7 +183,7 @@ pub(crate) fn builtin() -> Vec<ResourceType> {
         ResourceType::new("batch", "v1", "Job", "jobs", true).with_status(),
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
         ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
-        super::crd::definition_type(),
+        definition_type(),
         ResourceType::new("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
         ResourceType::new(
             "rbac.authorization.k8s.io",
@@ -229,4 +225,17 @@ pub(crate) fn is_builtin_group(group: &str) -> bool {
     group.is_empty()
         || group.ends_with(".k8s.io")
         || matches!(group, "apps" | "batch" | "policy" | "autoscaling")
+}
+
+/// The resource type of CRDs themselves.
+fn definition_type() -> ResourceType {
+    ResourceType::new(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    )
+    .with_status()
+    .with_short_names(&["crd", "crds"])
 }

@@ -12,11 +12,12 @@ use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
-use super::faults::{FaultState, Faults};
+use super::faults::FaultState;
+use super::injection::Faults;
 use super::registry::{Registry, Target};
 use super::resources::{self, ResourceType};
+use super::state::{Shared, Stats, WatchSignal};
 use super::store::Store;
-use super::watch::WatchSignal;
 
 /// Why the server could not start or hand out a client.
 #[derive(Debug, thiserror::Error)]
@@ -62,37 +63,6 @@ pub struct RequestCounts {
     pub patch: u64,
     /// `DELETE` of one object or of a collection.
     pub delete: u64,
-}
-
-/// Counters behind [`RequestCounts`].
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    pub(crate) list: AtomicU64,
-    pub(crate) watch: AtomicU64,
-    pub(crate) get: AtomicU64,
-    pub(crate) create: AtomicU64,
-    pub(crate) update: AtomicU64,
-    pub(crate) patch: AtomicU64,
-    pub(crate) delete: AtomicU64,
-}
-
-/// State shared by every request handler.
-pub(crate) struct Shared {
-    pub(crate) registry: Registry,
-    pub(crate) control: broadcast::Sender<WatchSignal>,
-    pub(crate) faults: FaultState,
-    pub(crate) stats: Stats,
-    pub(crate) bookmark_interval: Duration,
-    pub(crate) address: String,
-    /// Tokens a `TokenReview` authenticates.
-    pub(crate) users: super::auth::Users,
-}
-
-impl Shared {
-    pub(crate) fn signal(&self, signal: WatchSignal) {
-        // No open watch is fine.
-        let _ = self.control.send(signal);
-    }
 }
 
 /// Configures an [`ApiServer`] before it starts.
@@ -210,9 +180,22 @@ impl ApiServerBuilder {
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
-            registry: Registry {
-                store: Store::new(self.resources, self.history_limit, self.uncached),
-            },
+            registry: Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
+                .with_strategy(
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    Arc::new(crate::crd::DefinitionStrategy),
+                )
+                .with_strategy(
+                    "admissionregistration.k8s.io",
+                    "validatingwebhookconfigurations",
+                    Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                )
+                .with_strategy(
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                    Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                ),
             control,
             faults: FaultState::default(),
             stats: Stats::default(),

@@ -11,14 +11,15 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::api::{Route, serve_admitted};
 use super::conversion::View;
 use super::encoding::MAX_BODY;
 use super::negotiate::{Form, Reading, negotiate};
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
-use super::server::Shared;
+use super::rest::serve_admitted;
+use super::route::Route;
 use super::shapes::Malformed;
+use super::state::Shared;
 use super::status::{ApiError, ApiResult};
 use super::table::{self, Include};
 
@@ -44,7 +45,7 @@ pub(crate) async fn serve_view(
     let mut json_headers = headers.clone();
     json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
     let apply = method == Method::PATCH
-        && super::api::patch_type(headers).is_ok_and(|kind| kind == PatchType::Apply);
+        && super::rest::patch_type(headers).is_ok_and(|kind| kind == PatchType::Apply);
     match (method.as_str(), named) {
         ("GET", _) => {
             let reading = match (named, watch) {
@@ -74,7 +75,7 @@ pub(crate) async fn serve_view(
             "server-side apply at {wanted}: the embedded API server applies at the storage version {stored} alone"
         ))),
         ("PATCH", true) => {
-            let kind = super::api::patch_type(headers)?;
+            let kind = super::rest::patch_type(headers)?;
             if kind == PatchType::Strategic {
                 return Err(patch::strategic_refused());
             }

@@ -20,22 +20,13 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use super::faults::SharedStatus;
 use super::negotiate::Form;
 use super::selectors::{FieldSelector, LabelSelector};
-use super::server::Shared;
 use super::shards::{ShardSelector, selected};
+use super::state::{Shared, WatchSignal};
 use super::status::ApiError;
 use super::store::{Change, ChangeType, StoredObject};
 use super::table::{self, Include};
-
-/// A signal to every open watch (fault injection and shutdown).
-#[derive(Debug, Clone)]
-pub(crate) enum WatchSignal {
-    Close,
-    Malformed,
-    Error(SharedStatus),
-}
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]

@@ -7,6 +7,8 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
+use crate::registry::Strategy;
+use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
 /// Defaults `configuration` (of `kind`) in place, or refuses it.
@@ -154,6 +156,19 @@ fn check_hook(
             "{at}.admissionReviewVersions: Invalid value: {}: must include at least one of v1, v1beta1",
             serde_json::to_string(&versions).unwrap_or_default()
         ));
+    }
+}
+
+/// The registry's rules for webhook configurations: defaulted and validated on create and on
+/// update, as kube-apiserver's strategies for them do.
+pub(crate) struct ConfigurationStrategy;
+
+impl Strategy for ConfigurationStrategy {
+    fn validate_create(&self, rt: &ResourceType, configuration: &mut Value) -> ApiResult<()> {
+        default_and_validate(&rt.kind, configuration)
+    }
+    fn prepare_update(&self, rt: &ResourceType, configuration: &mut Value) -> ApiResult<()> {
+        default_and_validate(&rt.kind, configuration)
     }
 }
 

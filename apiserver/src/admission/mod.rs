@@ -284,7 +284,7 @@ impl Webhooks<'_> {
             old,
             dry_run,
             options,
-            uid: crate::registry::new_uid(),
+            uid: crate::ids::new_uid(),
             warnings: Vec::new(),
         };
         // The mutating webhooks that match, each called; those with `IfNeeded` again once if a

@@ -6,7 +6,8 @@ use prost_reflect::DynamicMessage;
 use prost_reflect::prost::Message as _;
 use serde_json::Value;
 
-use super::{encode, message_for};
+use super::from_json::encode;
+use super::schema::message_for;
 
 /// A watch's JSON lines, as protobuf frames (one per line; partial lines wait for the rest).
 pub(crate) fn watch_frames<S>(lines: S) -> impl Stream<Item = Result<Bytes, axum::Error>> + Send

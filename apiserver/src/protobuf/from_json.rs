@@ -4,12 +4,15 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::jiff::Timestamp;
+use prost_reflect::prost::Message as _;
 use prost_reflect::{
     DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value as Proto,
 };
 use serde_json::Value;
 
-use super::{Special, raw_field, rule, special};
+use super::schema::{
+    CODEC, MAGIC, Special, UNKNOWN, message_for, raw_field, rule, special, unknown_type_meta,
+};
 
 /// The message `descriptor` describes, from its JSON.
 pub(crate) fn to_message(
@@ -180,4 +183,30 @@ pub(super) fn parse_go_duration(text: &str) -> Option<i64> {
     }
     let nanos = total.round() as i64;
     Some(if negative { -nanos } else { nanos })
+}
+
+/// Encodes a JSON object of a built-in kind (its `apiVersion` and `kind` say which) as a
+/// protobuf body; `None` when the kind has no message.
+pub(crate) fn encode(value: &Value) -> Option<Result<Vec<u8>, String>> {
+    let api_version = value.get("apiVersion")?.as_str()?;
+    let kind = value.get("kind")?.as_str()?;
+    let descriptor = message_for(api_version, kind)?;
+    Some(
+        to_message(value, &descriptor)
+            .map(|message| envelope(api_version, kind, message.encode_to_vec())),
+    )
+}
+
+/// `k8s\0` + a `runtime.Unknown` holding `raw` as an `apiVersion` `kind`.
+pub(crate) fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = CODEC.pool.get_message_by_name(UNKNOWN).expect("runtime.Unknown is vendored");
+    let mut type_meta = DynamicMessage::new(unknown_type_meta());
+    type_meta.set_field_by_name("apiVersion", prost_reflect::Value::String(api_version.to_owned()));
+    type_meta.set_field_by_name("kind", prost_reflect::Value::String(kind.to_owned()));
+    let mut envelope = DynamicMessage::new(unknown);
+    envelope.set_field_by_name("typeMeta", prost_reflect::Value::Message(type_meta));
+    envelope.set_field_by_name("raw", prost_reflect::Value::Bytes(raw.into()));
+    let mut out = MAGIC.to_vec();
+    envelope.encode(&mut out).expect("a Vec grows as needed");
+    out
 }

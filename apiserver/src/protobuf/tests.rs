@@ -13,6 +13,7 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::json;
 
+use super::schema::CODEC;
 use super::to_json::go_duration;
 use super::*;
 

@@ -6,7 +6,9 @@ use k8s_openapi::jiff::Timestamp;
 use prost_reflect::{DynamicMessage, FieldDescriptor, MapKey, ReflectMessage as _, Value as Proto};
 use serde_json::{Map, Value};
 
-use super::{Special, raw_field, rule, special};
+use super::schema::{
+    CODEC, MAGIC, Special, UNKNOWN, message_for, raw_field, rule, special, unknown_type_meta,
+};
 
 /// The JSON of a message.
 pub(crate) fn to_value(message: &DynamicMessage) -> Result<Value, String> {
@@ -121,8 +123,8 @@ fn special_value(message: &DynamicMessage, form: Special) -> Result<Value, Strin
             let bytes = raw.as_bytes().map(|b| b.as_ref()).unwrap_or_default();
             if bytes.is_empty() {
                 Value::Null
-            } else if bytes.starts_with(super::MAGIC) {
-                super::decode(bytes).map_err(|e| format!("an embedded object: {e:?}"))?
+            } else if bytes.starts_with(MAGIC) {
+                decode(bytes).map_err(|e| format!("an embedded object: {e:?}"))?
             } else {
                 serde_json::from_slice(bytes)
                     .map_err(|e| format!("{}: embedded JSON: {e}", message.descriptor().name()))?
@@ -192,4 +194,51 @@ fn fraction(n: u64, scale: u64) -> String {
     let digits = scale.ilog10() as usize;
     let part = format!("{part:0digits$}");
     format!("{whole}.{}", part.trim_end_matches('0'))
+}
+
+/// A protobuf body whose object could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    /// Not a Kubernetes protobuf body, or a message that does not decode.
+    Malformed(String),
+    /// A kind with no message here (a custom resource): the real server's 415.
+    UnknownKind { api_version: String, kind: String },
+}
+
+/// Decodes a protobuf body (`k8s\0` + `runtime.Unknown`) into the JSON of its object, with
+/// `apiVersion` and `kind` from the envelope.
+pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeError> {
+    let malformed = |what: String| DecodeError::Malformed(what);
+    let raw = body.strip_prefix(MAGIC).ok_or_else(|| {
+        malformed("the body does not start with the protobuf magic number k8s\\0".to_owned())
+    })?;
+    let unknown = CODEC.pool.get_message_by_name(UNKNOWN).expect("runtime.Unknown is vendored");
+    let envelope = DynamicMessage::decode(unknown, raw)
+        .map_err(|e| malformed(format!("decoding the runtime.Unknown envelope: {e}")))?;
+    let text = |m: &DynamicMessage, name: &str| {
+        m.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    };
+    let type_meta = envelope
+        .get_field_by_name("typeMeta")
+        .and_then(|v| v.as_message().cloned())
+        .unwrap_or_else(|| DynamicMessage::new(unknown_type_meta()));
+    let (api_version, kind) = (text(&type_meta, "apiVersion"), text(&type_meta, "kind"));
+    let encoding = text(&envelope, "contentEncoding");
+    if !encoding.is_empty() {
+        return Err(malformed(format!("unsupported contentEncoding {encoding:?}")));
+    }
+    let Some(descriptor) = message_for(&api_version, &kind) else {
+        return Err(DecodeError::UnknownKind { api_version, kind });
+    };
+    let object_bytes =
+        envelope.get_field_by_name("raw").and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
+    let message = DynamicMessage::decode(descriptor, object_bytes)
+        .map_err(|e| malformed(format!("decoding {api_version} {kind}: {e}")))?;
+    let mut value = to_value(&message).map_err(malformed)?;
+    if let Value::Object(map) = &mut value {
+        // The Go types carry apiVersion and kind only in JSON (TypeMeta has no protobuf tag).
+        map.insert("apiVersion".into(), Value::String(api_version));
+        map.insert("kind".into(), Value::String(kind));
+    }
+    Ok(value)
 }

@@ -1,0 +1,132 @@
+//! What the vendored `.proto` files and `protos/go-json.txt` say: the message of each kind,
+//! the Go JSON rules of each field, and the messages with a JSON form of their own. The two
+//! directions of the encoding (`to_json`, `from_json`) both read it.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use prost_reflect::{DescriptorPool, MessageDescriptor};
+
+/// The 4 bytes every protobuf body starts with.
+pub(super) const MAGIC: &[u8; 4] = b"k8s\0";
+
+pub(super) const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
+pub(super) const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
+
+/// The descriptors compiled from `protos/` and the Go JSON rules of their fields.
+pub(super) struct Codec {
+    pub(super) pool: DescriptorPool,
+    pub(super) rules: HashMap<String, FieldRule>,
+}
+
+/// How Go's JSON treats one field; see the module docs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct FieldRule {
+    /// Left out of JSON when `""`, `0` or `false`.
+    pub(crate) omitempty: bool,
+    /// The field's message is flattened into the parent's JSON object.
+    pub(crate) inline: bool,
+    /// The JSON name, where it is not the proto name.
+    pub(crate) json_name: Option<String>,
+}
+
+pub(super) static CODEC: LazyLock<Codec> = LazyLock::new(|| {
+    let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/kubernetes.fds"));
+    // build.rs compiled these very files: decoding them cannot fail but on a broken build.
+    let pool = DescriptorPool::decode(&bytes[..]).expect("the descriptor set build.rs compiled");
+    Codec { pool, rules: parse_rules(include_str!("../../protos/go-json.txt")) }
+});
+
+/// Parses `protos/go-json.txt`: `MESSAGE FIELD omitempty|inline|json=NAME` lines.
+fn parse_rules(text: &str) -> HashMap<String, FieldRule> {
+    let mut rules: HashMap<String, FieldRule> = HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let mut words = line.split_whitespace();
+        let (Some(message), Some(field), Some(rule)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let entry = rules.entry(format!("{message}.{field}")).or_default();
+        match rule {
+            "omitempty" => entry.omitempty = true,
+            "inline" => entry.inline = true,
+            name => entry.json_name = name.strip_prefix("json=").map(str::to_owned),
+        }
+    }
+    rules
+}
+
+/// The rule of a field, by the field's full name (`package.Message.field`).
+pub(super) fn rule(full_name: &str) -> Option<&'static FieldRule> {
+    CODEC.rules.get(full_name)
+}
+
+/// The message of a built-in kind, if the server has one: `apiVersion` `v1` → core,
+/// `apps/v1` → `k8s.io.api.apps.v1`, and `meta.k8s.io` kinds (`Status`, `DeleteOptions`,
+/// `WatchEvent`, which clients send with either `v1` or `meta.k8s.io/v1`).
+pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    let package = match api_version {
+        "v1" => "k8s.io.api.core.v1",
+        "apps/v1" => "k8s.io.api.apps.v1",
+        "batch/v1" => "k8s.io.api.batch.v1",
+        "coordination.k8s.io/v1" => "k8s.io.api.coordination.v1",
+        "events.k8s.io/v1" => "k8s.io.api.events.v1",
+        "autoscaling/v1" => "k8s.io.api.autoscaling.v1",
+        "apiextensions.k8s.io/v1" => "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1",
+        "meta.k8s.io/v1" => META,
+        _ => return None,
+    };
+    let pool = &CODEC.pool;
+    pool.get_message_by_name(&format!("{package}.{kind}")).or_else(|| {
+        matches!(api_version, "v1" | "meta.k8s.io/v1")
+            .then(|| pool.get_message_by_name(&format!("{META}.{kind}")))
+            .flatten()
+    })
+}
+
+pub(super) fn unknown_type_meta() -> MessageDescriptor {
+    CODEC
+        .pool
+        .get_message_by_name("k8s.io.apimachinery.pkg.runtime.TypeMeta")
+        .expect("runtime.TypeMeta is vendored")
+}
+
+/// Which JSON form of its own a message has, by its full name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Special {
+    Time,
+    MicroTime,
+    Duration,
+    IntOrString,
+    Quantity,
+    /// `RawExtension`, `FieldsV1` and the CRD schema's `JSON`: bytes of embedded JSON.
+    RawJson,
+    SchemaOrArray,
+    SchemaOrBool,
+    SchemaOrStringArray,
+}
+
+/// The [`Special`] form of a message, if it has one.
+pub(crate) fn special(full_name: &str) -> Option<Special> {
+    let (package, name) = full_name.rsplit_once('.')?;
+    let crd = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1";
+    Some(match (package, name) {
+        (META, "Time") => Special::Time,
+        (META, "MicroTime") => Special::MicroTime,
+        (META, "Duration") => Special::Duration,
+        (META, "FieldsV1") => Special::RawJson,
+        ("k8s.io.apimachinery.pkg.util.intstr", "IntOrString") => Special::IntOrString,
+        ("k8s.io.apimachinery.pkg.api.resource", "Quantity") => Special::Quantity,
+        ("k8s.io.apimachinery.pkg.runtime", "RawExtension") => Special::RawJson,
+        (p, "JSON") if p == crd => Special::RawJson,
+        (p, "JSONSchemaPropsOrArray") if p == crd => Special::SchemaOrArray,
+        (p, "JSONSchemaPropsOrBool") if p == crd => Special::SchemaOrBool,
+        (p, "JSONSchemaPropsOrStringArray") if p == crd => Special::SchemaOrStringArray,
+        _ => return None,
+    })
+}
+
+/// The bytes field of a [`Special::RawJson`] message (`raw`, or `Raw` in `FieldsV1`).
+pub(super) fn raw_field(message: &MessageDescriptor) -> Option<prost_reflect::FieldDescriptor> {
+    message.get_field_by_name("raw").or_else(|| message.get_field_by_name("Raw"))
+}

@@ -1,0 +1,55 @@
+//! What every request handler shares: the registry, the signal to open watches, the faults
+//! armed, the request counts and the server's settings. The server (`server.rs`) makes it and
+//! hands it to the handlers; nothing here knows a handler.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::faults::FaultState;
+use super::registry::Registry;
+
+/// Counters behind [`RequestCounts`].
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) list: AtomicU64,
+    pub(crate) watch: AtomicU64,
+    pub(crate) get: AtomicU64,
+    pub(crate) create: AtomicU64,
+    pub(crate) update: AtomicU64,
+    pub(crate) patch: AtomicU64,
+    pub(crate) delete: AtomicU64,
+}
+
+/// State shared by every request handler.
+pub(crate) struct Shared {
+    pub(crate) registry: Registry,
+    pub(crate) control: broadcast::Sender<WatchSignal>,
+    pub(crate) faults: FaultState,
+    pub(crate) stats: Stats,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) address: String,
+    /// Tokens a `TokenReview` authenticates.
+    pub(crate) users: super::auth::Users,
+}
+
+impl Shared {
+    pub(crate) fn signal(&self, signal: WatchSignal) {
+        // No open watch is fine.
+        let _ = self.control.send(signal);
+    }
+}
+
+/// A signal to every open watch (fault injection and shutdown).
+#[derive(Debug, Clone)]
+pub(crate) enum WatchSignal {
+    Close,
+    Malformed,
+    Error(SharedStatus),
+}
+
+/// Keeps `Value` in the public-facing signal cheap to clone.
+pub(crate) type SharedStatus = Arc<Value>;
