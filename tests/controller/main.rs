@@ -6,6 +6,7 @@
 //! are set to milliseconds so the suite stays fast.
 
 mod bad_input;
+#[cfg(feature = "webhook")]
 mod ca_rotation;
 mod common;
 mod compact;
@@ -16,6 +17,7 @@ mod indexer;
 mod informer;
 mod lease_safety;
 mod manager;
+#[cfg(feature = "metrics")]
 mod metrics;
 mod priority;
 #[cfg(feature = "secure-metrics")]

@@ -6,18 +6,22 @@ use std::process::ExitCode;
 
 use support::Needs;
 
+#[cfg(feature = "webhook")]
 mod admission;
 mod chaos;
 mod common;
 mod controller;
 mod convergence;
+#[cfg(feature = "metrics")]
 mod events;
 mod example;
 mod factory;
 mod finalizer;
 mod informer;
 mod leaderelection;
+#[cfg(feature = "secure-metrics")]
 mod secure_metrics;
+#[cfg(feature = "webhook")]
 mod serving;
 mod sharding;
 mod sources;
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
         return support::chaos::replica_main(&spec);
     }
     // Run again as a webhook server with few descriptors.
+    #[cfg(feature = "webhook")]
     if std::env::var_os(serving::HELPER_ENV).is_some() {
         return serving::helper_main();
     }
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
         controller::a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it,
         factory::two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind,
         factory::a_metadata_informer_caches_only_metadata,
+        #[cfg(feature = "metrics")]
         events::repeated_events_form_one_series_and_floods_are_filtered,
         finalizer::the_finalizer_is_added_before_apply_and_removed_after_cleanup,
         finalizer::a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked,
@@ -62,10 +68,15 @@ fn main() -> ExitCode {
         chaos::a_leader_elected_replica_set_under_chaos_never_reconciles_without_the_lease,
         chaos::a_ring_of_labels_under_chaos_never_reconciles_a_key_twice_at_once,
         chaos::a_ring_of_shard_selectors_under_chaos_never_reconciles_a_key_twice_at_once,
+        #[cfg(feature = "webhook")]
         admission::webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client,
+        #[cfg(feature = "webhook")]
         admission::match_policies_decide_at_which_version_a_webhook_sees_a_write,
+        #[cfg(feature = "webhook")]
         admission::scale_writes_and_collection_deletes_are_admitted,
+        #[cfg(feature = "webhook")]
         admission::a_webhook_patch_that_leaves_no_object_is_refused,
+        #[cfg(feature = "secure-metrics")]
         secure_metrics::a_scrape_is_let_in_by_token_review_and_subject_access_review,
     ];
     all.extend(cases![Needs::Compaction;
@@ -73,6 +84,7 @@ fn main() -> ExitCode {
         convergence::seeded_mutations_under_faults_converge,
     ]);
     all.extend(cases![Needs::Embedded;
+        #[cfg(feature = "webhook")]
         serving::a_server_out_of_descriptors_waits_instead_of_spinning,
     ]);
     all.extend(cases![Needs::AuditLog;

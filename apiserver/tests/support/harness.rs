@@ -43,23 +43,30 @@ pub struct Case {
 }
 
 /// Cases from async functions `async fn name(t: &Target)`:
-/// `cases![Needs::Protocol; crud::create, crud::update]`.
+/// `cases![Needs::Protocol; crud::create, #[cfg(feature = "webhook")] hooks::call]` (a case
+/// of a module compiled only with a feature carries the module's `cfg`).
 #[macro_export]
 macro_rules! cases {
-    ($needs:expr; $($($segment:ident)::+),* $(,)?) => {
-        vec![$({
-            fn run<'a>(
-                t: &'a $crate::support::Target,
-            ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<Output = ()> + Send + 'a>> {
-                Box::pin($($segment)::+(t))
-            }
-            $crate::support::Case {
-                name: [$(stringify!($segment)),+].join("::"),
-                run,
-                needs: $needs,
-            }
-        }),*]
-    };
+    ($needs:expr; $($(#[$meta:meta])* $($segment:ident)::+),* $(,)?) => {{
+        #[allow(unused_mut)]
+        let mut cases = Vec::new();
+        $(
+            $(#[$meta])*
+            cases.push({
+                fn run<'a>(
+                    t: &'a $crate::support::Target,
+                ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<Output = ()> + Send + 'a>> {
+                    Box::pin($($segment)::+(t))
+                }
+                $crate::support::Case {
+                    name: [$(stringify!($segment)),+].join("::"),
+                    run,
+                    needs: $needs,
+                }
+            });
+        )*
+        cases
+    }};
 }
 
 /// Runs `cases` as a test binary's main, with libtest's arguments and output.
