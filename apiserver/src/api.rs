@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::discovery;
 use super::negotiate::{self};
 use super::openapi;
+use super::options::Options;
 use super::resources::ResourceType;
 use super::state::Shared;
 use super::status::ApiError;
@@ -27,7 +28,7 @@ use super::encoding::{
     unsupported_body, value_response,
 };
 
-use super::rest::{is_watch, serve_admitted};
+use super::rest::serve_admitted;
 use super::route::{Route, route};
 /// The entry point for every request.
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -38,6 +39,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let (parts, body) = request.into_parts();
     let query: HashMap<String, String> =
         Query::try_from_uri(&parts.uri).map(|Query(q)| q).unwrap_or_default();
+    let options = Options::parse(&query);
     let segments: Vec<&str> = parts.uri.path().split('/').filter(|s| !s.is_empty()).collect();
     if let Some(response) = discovery_response(&shared, &parts.method, &segments) {
         return response;
@@ -69,15 +71,17 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let mut watch = false;
     let result = match route(&shared, group, version, rest) {
         Ok(mut route) => {
-            count(&shared, &parts.method, &route, &query);
-            watch = parts.method == Method::GET && route.target.name.is_none() && is_watch(&query);
+            count(&shared, &parts.method, &route, &options);
+            watch = parts.method == Method::GET && route.target.name.is_none() && options.watch;
             let (method, headers) = (&parts.method, &parts.headers);
             match (shared.faults.take_failure(watch), route.view.take()) {
                 (Some(err), _) => Err(err),
                 (None, Some(view)) => {
-                    views::serve_view(&shared, method, headers, route, view, &query, body).await
+                    views::serve_view(&shared, method, headers, route, view, &options, body).await
                 }
-                (None, None) => serve_admitted(&shared, method, headers, route, &query, body).await,
+                (None, None) => {
+                    serve_admitted(&shared, method, headers, route, &options, body).await
+                }
             }
         }
         Err(e) => Err(e),
@@ -127,10 +131,10 @@ fn split_group_version<'a>(segments: &'a [&'a str]) -> Option<(&'a str, &'a str,
     }
 }
 
-fn count(shared: &Shared, method: &Method, route: &Route, query: &HashMap<String, String>) {
+fn count(shared: &Shared, method: &Method, route: &Route, options: &Options) {
     let s = &shared.stats;
     let counter: &AtomicU64 = match (method.as_str(), route.target.name.is_some()) {
-        ("GET", false) if is_watch(query) => &s.watch,
+        ("GET", false) if options.watch => &s.watch,
         ("GET", false) => &s.list,
         ("GET", true) => &s.get,
         ("POST", _) => &s.create,

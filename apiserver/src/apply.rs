@@ -42,7 +42,7 @@ use super::status::{ApiError, ApiResult};
 /// `v:"value"`, or `.` (the list item itself), as `FieldsV1` spells them.
 type Path = Vec<String>;
 
-/// What the query of an apply asks.
+/// What the options of an apply ask.
 #[derive(Debug, Clone)]
 pub(crate) struct ApplyOptions {
     pub(crate) manager: String,
@@ -52,8 +52,8 @@ pub(crate) struct ApplyOptions {
 
 impl ApplyOptions {
     /// Reads `fieldManager`, `force` and `dryRun`; 422 without a manager, as the real server.
-    pub(crate) fn parse(query: &std::collections::HashMap<String, String>) -> ApiResult<Self> {
-        let manager = query.get("fieldManager").filter(|m| !m.is_empty()).cloned().ok_or_else(|| {
+    pub(crate) fn parse(options: &crate::options::Options) -> ApiResult<Self> {
+        let manager = options.field_manager.clone().filter(|m| !m.is_empty()).ok_or_else(|| {
             let mut e = ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
@@ -66,12 +66,7 @@ impl ApplyOptions {
             })]);
             e
         })?;
-        let flag = |name: &str| query.get(name).is_some_and(|v| v == "true" || v == "1");
-        Ok(Self {
-            manager,
-            force: flag("force"),
-            dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
-        })
+        Ok(Self { manager, force: options.force, dry_run: options.dry_run })
     }
 }
 
@@ -575,14 +570,14 @@ mod tests {
 
     #[test]
     fn a_manager_is_required_and_yaml_or_json_is_read() {
-        let none = std::collections::HashMap::new();
+        let none = crate::options::Options::default();
         let e = ApplyOptions::parse(&none).unwrap_err();
         assert_eq!((e.code, &*e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
         assert!(e.message.contains("fieldManager: Required value"), "{}", e.message);
         let query = [("fieldManager", "m"), ("force", "true"), ("dryRun", "All")]
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .into();
-        let options = ApplyOptions::parse(&query).unwrap();
+        let options = ApplyOptions::parse(&crate::options::Options::parse(&query)).unwrap();
         assert!(options.force && options.dry_run && options.manager == "m");
         let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: \"1\"}\n";
         assert_eq!(parse_body(yaml).unwrap()["data"]["a"], "1");

@@ -212,6 +212,7 @@ mod json;
 mod list;
 mod negotiate;
 mod openapi;
+mod options;
 mod patch;
 mod protobuf;
 mod registry;

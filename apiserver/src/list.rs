@@ -2,8 +2,6 @@
 //! tokens (a continued list is a snapshot at its first page's version), and the metadata-only
 //! and table forms of a list; watches are in `watch.rs`.
 
-use std::collections::HashMap;
-
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -12,6 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::encoding::{json_response, value_response};
+use super::options::Options;
 use super::registry::Target;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::shards::{ShardSelector, selected};
@@ -24,11 +23,11 @@ use super::table::{self, Include};
 pub(crate) fn selectors(
     shared: &Shared,
     target: &Target,
-    query: &HashMap<String, String>,
+    options: &Options,
 ) -> ApiResult<(LabelSelector, FieldSelector)> {
     let pods = shared.registry.rt(target).is_pod();
-    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), pods)?;
+    let labels = LabelSelector::parse(&options.label_selector)?;
+    let fields = FieldSelector::parse(&options.field_selector, pods)?;
     Ok((labels, fields))
 }
 
@@ -58,17 +57,17 @@ pub(crate) fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
 pub(crate) fn list(
     shared: &Shared,
     target: &Target,
-    query: &HashMap<String, String>,
+    options: &Options,
     metadata: Option<&str>,
     table: Option<(&str, Include)>,
 ) -> ApiResult<Response> {
     let store = &shared.registry.store;
     let rt = shared.registry.rt(target);
-    let (labels, fields) = selectors(shared, target, query)?;
-    let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
-    let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-    let mut limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
-    let (at, after) = match query.get("continue").filter(|c| !c.is_empty()) {
+    let (labels, fields) = selectors(shared, target, options)?;
+    let rv = options.resource_version.as_ref();
+    let rv_match = options.resource_version_match.as_ref();
+    let mut limit = options.limit;
+    let (at, after) = match &options.continue_token {
         Some(token) => {
             if rv.is_some_and(|rv| rv != "0") {
                 return Err(ApiError::bad_request(
@@ -113,7 +112,7 @@ pub(crate) fn list(
             }
         }
     };
-    let shard = ShardSelector::parse(query.get("shardSelector").map_or("", String::as_str))?;
+    let shard = ShardSelector::parse(&options.shard_selector)?;
     let keep = |o: &StoredObject| {
         labels.matches(&o.labels) && fields.matches(&o.fields) && selected(shard.as_ref(), o)
     };

@@ -2,21 +2,23 @@
 //! content negotiation, field validation, dry runs, `/scale`, `/status`, and the admission
 //! webhooks a write goes through first.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::admission;
+use super::admission::{
+    self,
+    Operation::{self, Create, Delete, Update},
+};
 use super::apply::ApplyOptions;
 use super::auth;
 use super::fields;
 use super::negotiate::{Form, Reading, negotiate};
 use super::openapi;
+use super::options::Options;
 use super::patch::{self, PatchType};
 use super::protobuf;
 use super::registry::{Registry, Target};
@@ -27,22 +29,18 @@ use super::shards::ShardSelector;
 use super::state::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::StoredObject;
-use super::table::{self, Include};
+use super::table;
 use super::watch::{self, Start, WatchRequest};
 
 use super::encoding::{deleted_status, object_response, value_response};
 use super::list::{list, parse_rv, selectors};
-
-pub(crate) fn is_watch(query: &HashMap<String, String>) -> bool {
-    query.get("watch").is_some_and(|w| w == "1" || w == "true")
-}
 
 pub(crate) fn serve(
     shared: &Arc<Shared>,
     method: &Method,
     headers: &HeaderMap,
     route: Route,
-    query: &HashMap<String, String>,
+    options: &Options,
     body: Bytes,
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
@@ -51,14 +49,14 @@ pub(crate) fn serve(
         return serve_scale(registry, method, headers, &target, &body);
     }
     let reading = match (method.as_str(), target.name.is_some()) {
-        ("GET", false) if is_watch(query) => Reading::Watch,
+        ("GET", false) if options.watch => Reading::Watch,
         ("GET" | "DELETE", false) => Reading::List,
         _ => Reading::Object,
     };
     let rt = registry.rt(&target);
     let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
     let form = negotiate(headers, reading, &rt.kind, protobuf)?;
-    let include = Include::parse(query.get("includeObject").map(String::as_str));
+    let include = options.include_object;
     let (metadata, table) = match form {
         Form::Full => (None, None),
         Form::Metadata(version) | Form::MetadataList(version) => (Some(version), None),
@@ -69,12 +67,12 @@ pub(crate) fn serve(
         let review = auth::answer(&registry.store, &shared.users, &rt, &body)?;
         return Ok(value_response(StatusCode::CREATED, &review));
     }
-    let warnings = validate_fields(shared, method, headers, &rt, query, &body)?;
+    let warnings = validate_fields(shared, method, headers, &rt, options, &body)?;
     // `dryRun=All`: a write is worked out and answered, and stores nothing.
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let dry_run = options.dry_run;
     let answered = match (method.as_str(), target.name.is_some()) {
-        ("GET", false) if is_watch(query) => start_watch(shared, target, query, form),
-        ("GET", false) => list(shared, &target, query, metadata, table.map(|v| (v, include))),
+        ("GET", false) if options.watch => start_watch(shared, target, options, form),
+        ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
         ("GET", true) => registry.get(&target).map(|o| match table {
             Some(version) => {
                 let rt = registry.rt(&target);
@@ -91,8 +89,8 @@ pub(crate) fn serve(
             .update(&target, &body, status, dry_run)
             .map(|o| object_response(StatusCode::OK, &o, metadata)),
         ("PATCH", true) if patch_type(headers)? == PatchType::Apply => {
-            let options = ApplyOptions::parse(query)?;
-            let (object, created) = registry.server_side_apply(&target, &body, &options, status)?;
+            let apply = ApplyOptions::parse(options)?;
+            let (object, created) = registry.server_side_apply(&target, &body, &apply, status)?;
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(value_response(code, &object))
         }
@@ -104,7 +102,7 @@ pub(crate) fn serve(
         }
         ("DELETE", true) => {
             let rt = registry.rt(&target);
-            let policy = query.get("propagationPolicy").map(String::as_str);
+            let policy = options.propagation_policy.as_deref();
             registry.delete(&target, &body, policy, dry_run).map(|deletion| {
                 if deletion.removed && !rt.returns_deleted_object() {
                     value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
@@ -113,7 +111,7 @@ pub(crate) fn serve(
                 }
             })
         }
-        ("DELETE", false) => delete_collection(shared, &target, query, &body, metadata),
+        ("DELETE", false) => delete_collection(shared, &target, options, &body, metadata),
         _ => Err(ApiError::method_not_allowed()),
     };
     answered.map(|mut response| {
@@ -129,7 +127,7 @@ pub(crate) async fn serve_admitted(
     method: &Method,
     headers: &HeaderMap,
     route: Route,
-    query: &HashMap<String, String>,
+    options: &Options,
     body: Bytes,
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
@@ -143,14 +141,14 @@ pub(crate) async fn serve_admitted(
         false => None,
     };
     let Some(webhooks) = webhooks else {
-        return serve(shared, method, headers, route, query, body);
+        return serve(shared, method, headers, route, options, body);
     };
     if route.scale && matches!(method.as_str(), "PUT" | "PATCH") {
-        return scale_admitted(shared, &webhooks, method, headers, &route, query, &body).await;
+        return scale_admitted(shared, &webhooks, method, headers, &route, options, &body).await;
     }
     if method == Method::DELETE && !named {
-        let warnings = admit_collection_delete(shared, &webhooks, &route, &rt, query).await?;
-        let mut response = serve(shared, method, headers, route, query, body)?;
+        let warnings = admit_collection_delete(shared, &webhooks, &route, &rt, options).await?;
+        let mut response = serve(shared, method, headers, route, options, body)?;
         add_warnings(&mut response, &warnings);
         return Ok(response);
     }
@@ -158,19 +156,19 @@ pub(crate) async fn serve_admitted(
     let object_write =
         matches!((method.as_str(), named), ("POST", false) | ("PUT" | "PATCH" | "DELETE", true));
     if !object_write || route.scale {
-        return serve(shared, method, headers, route, query, body);
+        return serve(shared, method, headers, route, options, body);
     }
     // Field validation refuses a strict write before any webhook sees it; its warnings come
     // first. The admitted write is not validated again.
-    let mut warnings = validate_fields(shared, method, headers, &rt, query, &body)?;
-    let mut query = query.clone();
-    query.insert("fieldValidation".into(), "Ignore".into());
+    let mut warnings = validate_fields(shared, method, headers, &rt, options, &body)?;
+    let mut options = options.clone();
+    options.field_validation = Some("Ignore".into());
     let mut json_headers = headers.clone();
     json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
     let body_dry_run = method == Method::DELETE
         && serde_json::from_slice::<Value>(&body)
             .is_ok_and(|b| b["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")));
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All") || body_dry_run;
+    let dry_run = options.dry_run || body_dry_run;
     let target = &route.target;
     // A patch or apply is admitted again when another write came between; an update carries
     // its own resourceVersion (or none, and then it replaces whatever is there).
@@ -185,23 +183,23 @@ pub(crate) async fn serve_admitted(
             },
         };
         let (operation, candidate) = match method.as_str() {
-            "POST" => ("CREATE", Some(created(registry.create(target, &body, true)?.value()))),
-            "PUT" => ("UPDATE", Some(registry.update(target, &body, route.status, true)?.value())),
+            "POST" => (Create, Some(created(registry.create(target, &body, true)?.value()))),
+            "PUT" => (Update, Some(registry.update(target, &body, route.status, true)?.value())),
             "PATCH" if patch_type(headers)? == PatchType::Apply => {
-                let mut options = ApplyOptions::parse(&query)?;
-                options.dry_run = true;
+                let mut apply = ApplyOptions::parse(&options)?;
+                apply.dry_run = true;
                 let (object, new) =
-                    registry.server_side_apply(target, &body, &options, route.status)?;
+                    registry.server_side_apply(target, &body, &apply, route.status)?;
                 match new {
-                    true => ("CREATE", Some(created(object))),
-                    false => ("UPDATE", Some(object)),
+                    true => (Create, Some(created(object))),
+                    false => (Update, Some(object)),
                 }
             }
             "PATCH" => {
                 let kind = patch_type(headers)?;
-                ("UPDATE", Some(registry.patch(target, kind, &body, route.status, true)?.value()))
+                (Update, Some(registry.patch(target, kind, &body, route.status, true)?.value()))
             }
-            _ => ("DELETE", None),
+            _ => (Delete, None),
         };
         let object = candidate.as_ref().or(old.as_ref());
         let name = target
@@ -213,12 +211,7 @@ pub(crate) async fn serve_admitted(
         if route.status {
             attributes.subresource = "status".into();
         }
-        let options_kind = match operation {
-            "CREATE" => "CreateOptions",
-            "UPDATE" => "UpdateOptions",
-            _ => "DeleteOptions",
-        };
-        let options = options_of(options_kind, &query, dry_run);
+        let review_options = options_of(operation, &options, dry_run);
         // A write made at another version of a CRD: its own attributes, for the webhooks
         // whose rules name that version.
         let at_view = route.view.as_ref().map(|(view, requested)| {
@@ -232,26 +225,26 @@ pub(crate) async fn serve_admitted(
         let requested =
             at_view.as_ref().map(|(view, attributes)| admission::Requested { attributes, view });
         let admitted = webhooks
-            .admit(&attributes, requested, candidate, old.as_ref(), dry_run, options)
+            .admit(&attributes, requested, candidate, old.as_ref(), dry_run, review_options)
             .await?;
         warnings.extend(admitted.warnings);
         let answered = match (operation, admitted.object) {
-            ("CREATE", Some(object)) => {
+            (Create, Some(object)) => {
                 let collection =
                     Route { target: Target { name: None, ..target.clone() }, ..route.clone() };
                 let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-                serve(shared, &Method::POST, &json_headers, collection, &query, body)
+                serve(shared, &Method::POST, &json_headers, collection, &options, body)
             }
-            ("UPDATE", Some(mut object)) => {
+            (Update, Some(mut object)) => {
                 // Written only over the object admitted.
                 if let Some(old) = &old {
                     object["metadata"]["resourceVersion"] =
                         old["metadata"]["resourceVersion"].clone();
                 }
                 let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-                serve(shared, &Method::PUT, &json_headers, route.clone(), &query, body)
+                serve(shared, &Method::PUT, &json_headers, route.clone(), &options, body)
             }
-            _ => serve(shared, method, headers, route.clone(), &query, body.clone()),
+            _ => serve(shared, method, headers, route.clone(), &options, body.clone()),
         };
         match answered {
             Err(err) if err.code == StatusCode::CONFLICT && attempt < retries => continue,
@@ -270,7 +263,7 @@ pub(crate) async fn serve_admitted(
 fn attributes_of(
     route: &Route,
     rt: &ResourceType,
-    operation: &'static str,
+    operation: Operation,
     name: &str,
 ) -> admission::Attributes {
     admission::Attributes {
@@ -288,15 +281,16 @@ fn attributes_of(
 }
 
 /// The `options` of an admission request.
-fn options_of(kind: &str, query: &HashMap<String, String>, dry_run: bool) -> Value {
-    let mut options = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
-    if let Some(manager) = query.get("fieldManager") {
-        options["fieldManager"] = json!(manager);
+fn options_of(operation: Operation, options: &Options, dry_run: bool) -> Value {
+    let kind = operation.options_kind();
+    let mut review = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
+    if let Some(manager) = &options.field_manager {
+        review["fieldManager"] = json!(manager);
     }
     if dry_run {
-        options["dryRun"] = json!(["All"]);
+        review["dryRun"] = json!(["All"]);
     }
-    options
+    review
 }
 
 /// A `/scale` write, admitted as an `autoscaling/v1` `Scale` (as the real server admits it),
@@ -307,7 +301,7 @@ async fn scale_admitted(
     method: &Method,
     headers: &HeaderMap,
     route: &Route,
-    query: &HashMap<String, String>,
+    options: &Options,
     body: &[u8],
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
@@ -319,14 +313,14 @@ async fn scale_admitted(
         _ => patched_scale(&old, patch_type(headers)?, body)?,
     };
     let name = target.name.as_deref().unwrap_or_default();
-    let mut attributes = attributes_of(route, &rt, "UPDATE", name);
+    let mut attributes = attributes_of(route, &rt, Update, name);
     attributes.kind = "Scale".into();
     attributes.kind_group_version = Some(("autoscaling".into(), "v1".into()));
     attributes.subresource = "scale".into();
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
-    let options = options_of("UpdateOptions", query, dry_run);
+    let dry_run = options.dry_run;
+    let review_options = options_of(Update, options, dry_run);
     let admitted =
-        webhooks.admit(&attributes, None, Some(new), Some(&old), dry_run, options).await?;
+        webhooks.admit(&attributes, None, Some(new), Some(&old), dry_run, review_options).await?;
     // An object with object metadata: the admission stage refuses a patch that leaves less.
     let mut scale = admitted.object.filter(Value::is_object).unwrap_or_else(|| json!({}));
     scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
@@ -343,15 +337,15 @@ async fn admit_collection_delete(
     webhooks: &admission::Webhooks<'_>,
     route: &Route,
     rt: &ResourceType,
-    query: &HashMap<String, String>,
+    options: &Options,
 ) -> ApiResult<Vec<String>> {
     let target = &route.target;
-    let (labels, fields) = selectors(shared, target, query)?;
+    let (labels, fields) = selectors(shared, target, options)?;
     let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
     let store = &shared.registry.store;
     let page =
         store.list_page(target.resource, target.namespace.as_deref(), None, None, None, &keep)?;
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let dry_run = options.dry_run;
     let mut warnings = Vec::new();
     for object in &page.items {
         let mut one = route.clone();
@@ -359,10 +353,10 @@ async fn admit_collection_delete(
             one.target.namespace = Some(object.fields.namespace.clone());
         }
         let old = object.value();
-        let attributes = attributes_of(&one, rt, "DELETE", &object.fields.name);
-        let options = options_of("DeleteOptions", query, dry_run);
+        let attributes = attributes_of(&one, rt, Delete, &object.fields.name);
+        let review_options = options_of(Delete, options, dry_run);
         let admitted =
-            webhooks.admit(&attributes, None, None, Some(&old), dry_run, options).await?;
+            webhooks.admit(&attributes, None, None, Some(&old), dry_run, review_options).await?;
         warnings.extend(admitted.warnings);
     }
     Ok(warnings)
@@ -395,7 +389,7 @@ fn validate_fields(
     method: &Method,
     headers: &HeaderMap,
     rt: &ResourceType,
-    query: &HashMap<String, String>,
+    options: &Options,
     body: &Bytes,
 ) -> ApiResult<Vec<String>> {
     let (json, patch) = match method.as_str() {
@@ -411,13 +405,13 @@ fn validate_fields(
         },
         _ => return Ok(Vec::new()),
     };
-    let options = match method.as_str() {
+    let options_kind = match method.as_str() {
         "POST" => "CreateOptions",
         "PUT" => "UpdateOptions",
         _ => "PatchOptions",
     };
-    let requested = query.get("fieldValidation").map(String::as_str);
-    let validation = fields::Validation::parse(requested, options)?;
+    let requested = options.field_validation.as_deref();
+    let validation = fields::Validation::parse(requested, options_kind)?;
     if validation == fields::Validation::Ignore || json.is_empty() {
         return Ok(Vec::new());
     }
@@ -499,15 +493,14 @@ fn serve_scale(
 fn start_watch(
     shared: &Arc<Shared>,
     target: Target,
-    query: &HashMap<String, String>,
+    options: &Options,
     form: Form,
 ) -> ApiResult<Response> {
-    let (labels, fields) = selectors(shared, &target, query)?;
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
-    let initial = query.get("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
-    let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
-    let start = if initial {
-        watch::check_streaming_list(query.get("resourceVersionMatch").map(String::as_str))?;
+    let (labels, fields) = selectors(shared, &target, options)?;
+    let bookmarks = options.allow_watch_bookmarks;
+    let rv = options.resource_version.as_ref();
+    let start = if options.send_initial_events {
+        watch::check_streaming_list(options.resource_version_match.as_deref())?;
         Start::Initial { end_bookmark: bookmarks }
     } else {
         match rv.map(String::as_str) {
@@ -517,19 +510,14 @@ fn start_watch(
             Some(rv) => Start::After(parse_rv(rv)?),
         }
     };
-    let requested = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0)
-        .map(Duration::from_secs);
     // An injected lifetime cuts every watch short, whatever the client asked for.
-    let timeout = match (requested, shared.faults.watch_lifetime()) {
+    let timeout = match (options.timeout, shared.faults.watch_lifetime()) {
         (Some(t), Some(l)) => Some(t.min(l)),
         (t, l) => t.or(l),
     };
-    let shard = ShardSelector::parse(query.get("shardSelector").map_or("", String::as_str))?;
+    let shard = ShardSelector::parse(&options.shard_selector)?;
     let request = WatchRequest {
-        include: Include::parse(query.get("includeObject").map(String::as_str)),
+        include: options.include_object,
         resource: target.resource,
         namespace: target.namespace,
         labels,
@@ -546,11 +534,11 @@ fn start_watch(
 fn delete_collection(
     shared: &Shared,
     target: &Target,
-    query: &HashMap<String, String>,
+    options: &Options,
     body: &[u8],
     metadata: Option<&str>,
 ) -> ApiResult<Response> {
-    let (labels, fields) = selectors(shared, target, query)?;
+    let (labels, fields) = selectors(shared, target, options)?;
     let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
     let page = shared.registry.store.list_page(
         target.resource,
@@ -571,9 +559,8 @@ fn delete_collection(
                 .or_else(|| rt.namespaced.then(|| object.fields.namespace.clone())),
             name: Some(object.fields.name.clone()),
         };
-        let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
-        let policy = query.get("propagationPolicy").map(String::as_str);
-        match shared.registry.delete(&one, body, policy, dry_run) {
+        let policy = options.propagation_policy.as_deref();
+        match shared.registry.delete(&one, body, policy, options.dry_run) {
             Ok(deletion) => deleted.push(match metadata {
                 None => deletion.object.value(),
                 Some(version) => serde_json::from_slice(&deletion.object.json_as(Some(version)))

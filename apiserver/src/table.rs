@@ -23,9 +23,11 @@ use serde_json::{Value, json};
 use super::resources::ResourceType;
 
 /// What each row carries of its object (`includeObject`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Include {
     None,
+    /// Unset, as on the real server.
+    #[default]
     Metadata,
     Object,
 }

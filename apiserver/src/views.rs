@@ -2,7 +2,6 @@
 //! served by the storage version's handlers, with bodies converted on the way in and
 //! answers (objects, lists, tables, watch events) on the way out.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -14,6 +13,7 @@ use serde_json::{Value, json};
 use super::conversion::View;
 use super::encoding::MAX_BODY;
 use super::negotiate::{Form, Reading, negotiate};
+use super::options::Options;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::rest::serve_admitted;
@@ -31,7 +31,7 @@ pub(crate) async fn serve_view(
     headers: &HeaderMap,
     route: Route,
     (view, requested): (View, Arc<ResourceType>),
-    query: &HashMap<String, String>,
+    options: &Options,
     body: Bytes,
 ) -> ApiResult<Response> {
     let wanted = requested.api_version();
@@ -40,7 +40,7 @@ pub(crate) async fn serve_view(
     let mut route = route;
     route.view = Some((view.clone(), requested.clone()));
     let named = route.target.name.is_some();
-    let watch = query.get("watch").is_some_and(|w| w == "1" || w == "true");
+    let watch = options.watch;
     let out = Out { view: &view, wanted: &wanted, requested: &requested };
     let mut json_headers = headers.clone();
     json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
@@ -56,16 +56,14 @@ pub(crate) async fn serve_view(
             // A table (or a watch of tables) is made of the converted objects, with the
             // requested version's columns.
             let table = match negotiate(headers, reading, &requested.kind, false)? {
-                Form::Table(version) => {
-                    Some((version, Include::parse(query.get("includeObject").map(String::as_str))))
-                }
+                Form::Table(version) => Some((version, options.include_object)),
                 _ => None,
             };
             let mut inner = headers.clone();
             if table.is_some() {
                 inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
             }
-            let response = serve_admitted(shared, method, &inner, route, query, body).await?;
+            let response = serve_admitted(shared, method, &inner, route, options, body).await?;
             match reading {
                 Reading::Watch => Ok(out.watch(response, table)),
                 _ => out.answer(response, table).await,
@@ -93,9 +91,15 @@ pub(crate) async fn serve_view(
                     false => version,
                 };
                 let body = Bytes::from(serde_json::to_vec(&back).unwrap_or_default());
-                let put =
-                    serve_admitted(shared, &Method::PUT, &json_headers, route.clone(), query, body)
-                        .await;
+                let put = serve_admitted(
+                    shared,
+                    &Method::PUT,
+                    &json_headers,
+                    route.clone(),
+                    options,
+                    body,
+                )
+                .await;
                 match put {
                     Err(err)
                         if err.code == StatusCode::CONFLICT && !precondition && attempt < 5 =>
@@ -120,11 +124,11 @@ pub(crate) async fn serve_view(
             };
             let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
             let response =
-                serve_admitted(shared, method, &json_headers, route, query, body).await?;
+                serve_admitted(shared, method, &json_headers, route, options, body).await?;
             out.answer(response, None).await
         }
         _ => {
-            let response = serve_admitted(shared, method, headers, route, query, body).await?;
+            let response = serve_admitted(shared, method, headers, route, options, body).await?;
             out.answer(response, None).await
         }
     }

@@ -47,10 +47,38 @@ pub(crate) struct Hook {
     pub(crate) equivalent: bool,
 }
 
+/// What a write does, as admission names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    /// `CREATE`, `UPDATE` or `DELETE`: a rule's `operations` and a review's `operation`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+
+    /// The kind of the review's `options`: `CreateOptions`, `UpdateOptions`, `DeleteOptions`.
+    pub(crate) fn options_kind(self) -> &'static str {
+        match self {
+            Operation::Create => "CreateOptions",
+            Operation::Update => "UpdateOptions",
+            Operation::Delete => "DeleteOptions",
+        }
+    }
+}
+
 /// What a request is, for matching.
 #[derive(Debug, Clone)]
 pub(crate) struct Attributes {
-    pub(crate) operation: &'static str,
+    pub(crate) operation: Operation,
     pub(crate) group: String,
     pub(crate) version: String,
     pub(crate) kind: String,
@@ -139,7 +167,7 @@ fn rule_matches(rule: &Value, a: &Attributes) -> bool {
         "Namespaced" => a.namespaced,
         _ => true,
     };
-    any_or("operations", a.operation)
+    any_or("operations", a.operation.as_str())
         && any_or("apiGroups", &a.group)
         && any_or("apiVersions", &a.version)
         && resource
@@ -197,7 +225,7 @@ mod tests {
 
     fn attributes(resource: &str, subresource: &str) -> Attributes {
         Attributes {
-            operation: "CREATE",
+            operation: Operation::Create,
             group: String::new(),
             version: "v1".into(),
             kind: "Pod".into(),

@@ -45,7 +45,7 @@ mod hooks;
 
 use serde_json::{Value, json};
 
-pub(crate) use hooks::Attributes;
+pub(crate) use hooks::{Attributes, Operation};
 
 use crate::conversion::View;
 use crate::resources::is_builtin_group;
@@ -139,7 +139,7 @@ impl Chain<'_> {
             "kind": kind(a), "resource": resource(a),
             "requestKind": kind(r), "requestResource": resource(r),
             "name": a.name,
-            "operation": a.operation,
+            "operation": a.operation.as_str(),
             "userInfo": { "username": "system:admin", "groups": ["system:masters", "system:authenticated"] },
             "object": object.cloned().unwrap_or(Value::Null),
             "oldObject": old.cloned().unwrap_or(Value::Null),
