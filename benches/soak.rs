@@ -19,9 +19,9 @@ mod test_support;
 #[allow(dead_code)] // the pod fixtures serve the other benches
 #[path = "../apiserver/benches/support/mod.rs"]
 mod support;
+use ctrlkit_apiserver::harness::Target;
 use support::status_kib;
 use test_support::convergence::{self, Settings};
-use test_support::target::{Kind, Target};
 
 fn peak_rss_mib() -> f64 {
     status_kib("VmHWM:") as f64 / 1024.0
@@ -47,7 +47,7 @@ fn main() {
         .build()
         .expect("a runtime");
     let report = runtime.block_on(async {
-        let target = Target::new(Kind::Embedded, "soak").await;
+        let target = Target::start_embedded("soak").await;
         let report = convergence::run(&target, settings.clone()).await;
         target.cleanup().await;
         report

@@ -2,8 +2,8 @@
 # The e2e suite against a real kube-apiserver + etcd: starts them (scripts/kube-apiserver.sh:
 # the binaries of KUBEBUILDER_ASSETS when it is set, an envtest-style folder of any version;
 # else v1.20.2, built once), runs the real-server cases of the protocol suite
-# (apiserver/tests/apiserver)
-# and of the end-to-end suite (tests/e2e), stops what it started, and ends with the runners'
+# (apiserver/tests/apiserver), of the end-to-end suite (tests/e2e) and, without arguments, of
+# the user's crate examples/operator-tests, stops what it started, and ends with the runners'
 # summary and the server's version.
 #
 #   scripts/e2e.sh                                              # v1.20.2, built here
@@ -42,6 +42,12 @@ echo "e2e: running the real-server cases on kube-apiserver ${version:-(version u
 status=0
 cargo test --all-features --no-fail-fast --test apiserver --test e2e -- real:: "$@" 2>&1 | tee /tmp/ctrlkit-e2e.$$.log ||
     status=$?
+# A user's crate outside the workspace (examples/operator-tests), on ctrlkit's harness: its
+# real-server cases on this server too (its own target folder: another lockfile, other features).
+if [[ $# -eq 0 ]]; then
+    (cd examples/operator-tests && CARGO_TARGET_DIR=../../target/operator-tests cargo test -- real::) 2>&1 |
+        tee -a /tmp/ctrlkit-e2e.$$.log || status=$?
+fi
 stop
 started=
 # Only the runners' summary lines count (cases print figures of their own).

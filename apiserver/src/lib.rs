@@ -29,6 +29,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! With the `harness` feature, the `harness` module runs an operator's test cases on this
+//! server and, when `CTRLKIT_E2E_KUBECONFIG` names a kubeconfig, on that real server too: the
+//! harness this crate's protocol suite and ctrlkit's end-to-end suite run on.
+//!
 //! ## What it serves
 //! - OpenAPI: `/openapi/v3` and its per-group-version documents, `/openapi/v2` (JSON), from
 //!   Kubernetes 1.36.2's published documents, with each CustomResourceDefinition's schema
@@ -205,6 +209,8 @@ mod faults;
 mod fields;
 pub mod fixtures;
 mod gc;
+#[cfg(feature = "harness")]
+pub mod harness;
 mod https;
 mod ids;
 mod injection;

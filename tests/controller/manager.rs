@@ -187,7 +187,7 @@ struct Replica {
     everywhere: ReconcileLog,
     factory: ctrlkit::cache::SharedInformerFactory,
     elector: ctrlkit::leaderelection::LeaderElector,
-    log: crate::support::requests::RequestLog,
+    log: ctrlkit_apiserver::harness::RequestLog,
     stop: tokio::sync::oneshot::Sender<()>,
     run: tokio::task::JoinHandle<Result<(), ManagerError>>,
 }
@@ -195,7 +195,7 @@ struct Replica {
 fn replica(server: &ctrlkit_apiserver::ApiServer, identity: &str) -> Replica {
     use ctrlkit::leaderelection::LeaseLock;
     let config = kube_client::Config::new(server.url().parse().unwrap());
-    let (client, log) = crate::support::requests::recording_client(config);
+    let (client, log) = ctrlkit_apiserver::harness::recording_client(config);
     let lock = LeaseLock::new(client.clone(), "default", "election", identity);
     let mut manager =
         Manager::builder(client.clone()).leader_election(lock, quick_election()).build();

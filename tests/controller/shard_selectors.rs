@@ -180,7 +180,7 @@ impl ctrlkit::controller::Reconciler for Stuck {
 #[tokio::test]
 async fn a_replica_that_loses_its_shard_lease_stops_its_reconciles_before_the_lease_can_expire() {
     let server = server().await;
-    let proxy = crate::support::proxy::Proxy::start(server.addr()).await;
+    let proxy = ctrlkit_apiserver::harness::Proxy::start(server.addr()).await;
     let url = format!("http://{}", proxy.addr()).parse().unwrap();
     let client = kube_client::Client::try_from(kube_client::Config::new(url)).unwrap();
     let ring = selector_ring();

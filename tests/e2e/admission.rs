@@ -13,6 +13,8 @@ use ctrlkit::webhook::{
     AdmissionHandler, AdmissionRequest, AdmissionResponse, CertificateSource, Operation,
     WebhookError, WebhookServer, WebhookServerBuilder,
 };
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -23,7 +25,6 @@ use kube_client::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common::then_clean_up;
-use crate::support::Target;
 use crate::support::http::free_address;
 
 /// What each path of the case's webhook server does.
@@ -168,9 +169,7 @@ fn refusal(result: Result<ConfigMap, kube_client::Error>) -> (u16, String, Strin
     }
 }
 
-pub async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client(
-    t: &Target,
-) {
+async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client(t: &Target) {
     let case = t.ns.clone();
     then_clean_up(admission(t, &case), async {
         for name in [format!("{case}-1"), format!("{case}-2")] {
@@ -182,6 +181,10 @@ pub async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_t
     })
     .await;
 }
+case!(
+    Needs::Protocol,
+    webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_client
+);
 
 async fn admission(t: &Target, case: &str) {
     let (address, ca, serving) = serve_webhooks(t, case, |mut builder| {
@@ -382,7 +385,7 @@ impl AdmissionHandler for Seen {
 /// A CRD with two versions and no conversion webhook: a webhook whose rules name the version
 /// a write is made at sees it at that version; one whose rules name the other version sees it
 /// at that one, converted, under `matchPolicy: Equivalent`, and not at all under `Exact`.
-pub async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &Target) {
+async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &Target) {
     let case = t.ns.clone();
     let name = format!("{case}-policies");
     then_clean_up(policies(t, &case, &name), async {
@@ -391,6 +394,7 @@ pub async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &T
     })
     .await;
 }
+case!(Needs::Protocol, match_policies_decide_at_which_version_a_webhook_sees_a_write);
 
 async fn policies(t: &Target, case: &str, name: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -553,7 +557,7 @@ fn web_deployment() -> k8s_openapi::api::apps::v1::Deployment {
 
 /// A `/scale` write reaches webhooks as an `autoscaling/v1` `Scale`, and a delete-collection
 /// as a delete of each object it selects.
-pub async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
+async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
     let case = t.ns.clone();
     then_clean_up(guarded(t, &case), async {
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
@@ -561,6 +565,7 @@ pub async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
     })
     .await;
 }
+case!(Needs::Protocol, scale_writes_and_collection_deletes_are_admitted);
 
 async fn guarded(t: &Target, case: &str) {
     use k8s_openapi::api::apps::v1::Deployment;
@@ -651,7 +656,7 @@ impl AdmissionHandler for Unmaking {
 
 /// A webhook's patch that leaves no object is refused as the real server refuses it, on a
 /// create, an update and a `/scale` write, and the server goes on serving.
-pub async fn a_webhook_patch_that_leaves_no_object_is_refused(t: &Target) {
+async fn a_webhook_patch_that_leaves_no_object_is_refused(t: &Target) {
     let case = t.ns.clone();
     then_clean_up(unmade(t, &case), async {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
@@ -659,6 +664,7 @@ pub async fn a_webhook_patch_that_leaves_no_object_is_refused(t: &Target) {
     })
     .await;
 }
+case!(Needs::Protocol, a_webhook_patch_that_leaves_no_object_is_refused);
 
 fn unmaking(case: &str, name: &str, unmake: &str) -> ConfigMap {
     let mut cm = configmap(case, name, &[]);

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use crate::support::Target;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
+
 use crate::support::chaos::{self, Mode, Settings};
 
 /// A list of numbers from the environment, or `default`.
@@ -66,18 +68,17 @@ async fn chaos(t: &Target, mode: Mode) {
     }
 }
 
-pub async fn a_leader_elected_replica_set_under_chaos_never_reconciles_without_the_lease(
-    t: &Target,
-) {
+async fn a_leader_elected_replica_set_under_chaos_never_reconciles_without_the_lease(t: &Target) {
     chaos(t, Mode::Leader).await;
 }
+case!(Needs::Protocol, a_leader_elected_replica_set_under_chaos_never_reconciles_without_the_lease);
 
-pub async fn a_ring_of_labels_under_chaos_never_reconciles_a_key_twice_at_once(t: &Target) {
+async fn a_ring_of_labels_under_chaos_never_reconciles_a_key_twice_at_once(t: &Target) {
     chaos(t, Mode::Labels).await;
 }
+case!(Needs::Protocol, a_ring_of_labels_under_chaos_never_reconciles_a_key_twice_at_once);
 
-pub async fn a_ring_of_shard_selectors_under_chaos_never_reconciles_a_key_twice_at_once(
-    t: &Target,
-) {
+async fn a_ring_of_shard_selectors_under_chaos_never_reconciles_a_key_twice_at_once(t: &Target) {
     chaos(t, Mode::Selectors).await;
 }
+case!(Needs::Protocol, a_ring_of_shard_selectors_under_chaos_never_reconciles_a_key_twice_at_once);

@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use ctrlkit::cache::{Informer, InformerBuilder, InformerObject, ListWatch, wait_for_cache_sync};
+use ctrlkit_apiserver::harness::{Proxy, RequestLog, Target};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::PostParams;
 use kube_client::{Api, Resource};
 
-use crate::support::Target;
 pub use crate::support::observe::*;
-use crate::support::proxy::Proxy;
-use crate::support::requests::RequestLog;
 
 pub async fn create(pods: &Api<Pod>, names: &[&str], labels: serde_json::Value) {
     for name in names {

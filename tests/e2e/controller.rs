@@ -9,13 +9,14 @@ use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Controller, Reconciler};
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
 
 /// Stamps each configmap with `reconciled: "yes"` by a full update of the cached object.
 /// Before its first update, another writer changes the object, so that update is stale.
@@ -64,7 +65,7 @@ impl Reconciler for Stamper {
     }
 }
 
-pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
+async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"k": "v"}}))
         .unwrap();
@@ -104,6 +105,7 @@ pub async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
     let _ = stop.send(());
     running.await.unwrap().unwrap();
 }
+case!(Needs::Protocol, a_stale_update_conflicts_and_the_retry_succeeds);
 
 /// Counts to `target` in a ConfigMap's `data.n`, one increment per reconcile, each read from
 /// the cached object and written with a merge patch; each reconcile requeues at once. A
@@ -149,7 +151,7 @@ impl Reconciler for Counter {
 
 /// KEP-5647's stale read, shown and then prevented: reconciles requeued at once after their
 /// own write read a cache without it, unless the write is reported.
-pub async fn a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it(t: &Target) {
+async fn a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it(t: &Target) {
     for report in [false, true] {
         let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
         let name = if report { "counted-reporting" } else { "counted" };
@@ -195,3 +197,4 @@ pub async fn a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it(t: &
         }
     }
 }
+case!(Needs::Protocol, a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it);

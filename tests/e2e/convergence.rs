@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use crate::support::Target;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
+
 use crate::support::convergence::{self, Settings};
 
 /// The seeds to run: the environment's, or fixed ones (so CI is repeatable).
@@ -15,7 +17,7 @@ fn seeds(default: &[u64]) -> Vec<u64> {
     }
 }
 
-pub async fn seeded_mutations_under_faults_converge(t: &Target) {
+async fn seeded_mutations_under_faults_converge(t: &Target) {
     let (objects, mutations, default_seeds): (usize, usize, &[u64]) =
         if t.is_real() { (500, 6_000, &[1]) } else { (1_000, 20_000, &[1, 2, 3]) };
     for seed in seeds(default_seeds) {
@@ -47,3 +49,4 @@ pub async fn seeded_mutations_under_faults_converge(t: &Target) {
         assert!(!report.faults.is_empty(), "faults fired: {report:?}");
     }
 }
+case!(Needs::Compaction, seeded_mutations_under_faults_converge);

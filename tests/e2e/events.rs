@@ -3,13 +3,13 @@
 
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::metrics::Registry;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube_client::api::{ListParams, PostParams};
 use kube_client::{Api, Resource};
 use serde_json::json;
-
-use crate::support::Target;
 
 async fn configmap(t: &Target, name: &str) -> ConfigMap {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
@@ -25,7 +25,7 @@ async fn events_about(t: &Target, name: &str) -> Vec<Event> {
         .collect()
 }
 
-pub async fn repeated_events_form_one_series_and_floods_are_filtered(t: &Target) {
+async fn repeated_events_form_one_series_and_floods_are_filtered(t: &Target) {
     let registry = Registry::new();
     let recorder = EventRecorder::with_metrics(
         t.client.clone(),
@@ -69,3 +69,4 @@ pub async fn repeated_events_form_one_series_and_floods_are_filtered(t: &Target)
         r#"ctrlkit_events_dropped_total{controller="example.com/events-test",reason="spam"} 5"#;
     assert!(metrics.contains(dropped), "{metrics}");
 }
+case!(Needs::Protocol, repeated_events_form_one_series_and_floods_are_filtered);

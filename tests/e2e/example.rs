@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::sharding::{HashRing, ring_key};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{KUBECTL_POD, Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ApiResource, DynamicObject};
 use kube_client::{Api, ResourceExt};
@@ -17,7 +19,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::common::*;
-use crate::support::{KUBECTL_POD, Target};
 
 /// An example's binary, beside this test's, built with every feature (the operator's
 /// `--metrics-addr` needs `metrics`). `cargo test` builds the examples, but with whatever
@@ -199,7 +200,7 @@ pub(crate) fn have_kubectl() -> bool {
     found
 }
 
-pub async fn the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it(t: &Target) {
+async fn the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it(t: &Target) {
     let printed = std::process::Command::new(example_binary("configmap_sets"))
         .arg("--print-crd")
         .output()
@@ -226,8 +227,9 @@ pub async fn the_checked_in_crd_is_the_one_the_type_generates_and_the_server_tak
     );
     assert!(out.contains("(server dry run)"), "{out}");
 }
+case!(Needs::Protocol, the_checked_in_crd_is_the_one_the_type_generates_and_the_server_takes_it);
 
-pub async fn the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods(t: &Target) {
+async fn the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods(t: &Target) {
     if !have_kubectl() {
         return;
     }
@@ -257,6 +259,7 @@ pub async fn the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods(t: 
     assert!(!printed_lines.iter().any(|l| l.contains("embedded")), "it used the cluster");
     example.terminate().await;
 }
+case!(Needs::Protocol, the_pod_example_prints_client_gos_lines_as_kubectl_changes_pods);
 
 /// The example's ConfigMapSets in the case's namespace.
 pub(crate) fn configmap_sets(t: &Target) -> Api<DynamicObject> {
@@ -296,7 +299,7 @@ spec:
 /// The operator example against the server: it applies its CRD if missing, keeps a set's
 /// ConfigMaps as kubectl deletes and edits them, scales down, writes the set's status, and
 /// stops on SIGTERM.
-pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them(t: &Target) {
+async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them(t: &Target) {
     if !have_kubectl() {
         return;
     }
@@ -390,11 +393,12 @@ pub async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_
     }
     assert_eq!(lines.last().map(String::as_str), Some("Stopping ConfigMapSet controller"));
 }
+case!(Needs::Protocol, the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them);
 
 /// Three replicas of the operator with `--leader-elect`: one leads and reconciles; killed, it
 /// is succeeded within a lease duration and a jittered retry, and the successor reconciles;
 /// events show in `kubectl get events`; deleting a set waits for its finalizer's cleanup.
-pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target) {
+async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target) {
     use crate::support::http::{free_address, get};
     if !have_kubectl() {
         return;
@@ -504,12 +508,13 @@ pub async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Ta
         replica.terminate().await;
     }
 }
+case!(Needs::Protocol, three_operator_replicas_fail_over_record_events_and_finalize);
 
 /// Three replicas of the operator with `--shard`: the sets are shared among them (each
 /// labelled to the shard the ring names for it among the live replicas, its ConfigMaps with
 /// it); a replica killed with SIGKILL loses its sets once its Lease expires, and the others
 /// keep every set's ConfigMaps.
-pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t: &Target) {
+async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t: &Target) {
     if !have_kubectl() {
         return;
     }
@@ -600,3 +605,4 @@ pub async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t
         assert_eq!(lines.last().map(String::as_str), Some("Stopping ConfigMapSet controller"));
     }
 }
+case!(Needs::Protocol, three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill);

@@ -4,14 +4,14 @@
 
 use ctrlkit::cache::{ObjectKey, SharedInformerFactory};
 use ctrlkit::controller::Controller;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target, recording_client};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::api::PostParams;
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
-use crate::support::requests::recording_client;
 
 fn configmap(name: &str) -> ConfigMap {
     serde_json::from_value(
@@ -20,7 +20,7 @@ fn configmap(name: &str) -> ConfigMap {
     .unwrap()
 }
 
-pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind(t: &Target) {
+async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind(t: &Target) {
     let (client, log) = recording_client(t.config());
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &t.ns);
@@ -105,10 +105,11 @@ pub async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind
     factory.shutdown().await;
     assert!(factory.informer::<Pod>().has_stopped());
 }
+case!(Needs::Protocol, two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind);
 
 /// A metadata-only informer holds each object's metadata, labels and owner included, and
 /// none of its data; a full informer of the same kind is another informer.
-pub async fn a_metadata_informer_caches_only_metadata(t: &Target) {
+async fn a_metadata_informer_caches_only_metadata(t: &Target) {
     let (client, log) = recording_client(t.config());
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &t.ns);
     cms.create(&PostParams::default(), &configmap("a")).await.unwrap();
@@ -143,3 +144,4 @@ pub async fn a_metadata_informer_caches_only_metadata(t: &Target) {
     stop.send(()).unwrap();
     factory.shutdown().await;
 }
+case!(Needs::Protocol, a_metadata_informer_caches_only_metadata);

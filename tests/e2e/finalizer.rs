@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use ctrlkit::controller::Action;
 use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
-
-use crate::support::Target;
 
 const MINE: &str = "example.com/cleanup";
 
@@ -50,7 +50,7 @@ async fn create(api: &Api<ConfigMap>, name: &str, finalizers: &[&str]) -> Config
     api.create(&PostParams::default(), &cm).await.unwrap()
 }
 
-pub async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &Target) {
+async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = create(&api, "a", &[]).await;
     let applied = Arc::new(Mutex::new(Vec::new()));
@@ -79,10 +79,9 @@ pub async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &T
     assert_eq!(asked, ["cleanup"]);
     assert!(api.get_opt("a").await.unwrap().is_none(), "gone once the finalizer was removed");
 }
+case!(Needs::Protocol, the_finalizer_is_added_before_apply_and_removed_after_cleanup);
 
-pub async fn a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked(
-    t: &Target,
-) {
+async fn a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     create(&api, "b", &[MINE]).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
@@ -104,10 +103,14 @@ pub async fn a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_n
     let (result, _) = run(&api, api.get("b").await.unwrap(), false).await;
     assert!(result.is_ok());
 }
+case!(
+    Needs::Protocol,
+    a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked
+);
 
 /// A cache that missed another controller's finalizer cannot overwrite it: the add is a JSON
 /// patch that tests the list first.
-pub async fn a_stale_cache_cannot_drop_another_finalizer(t: &Target) {
+async fn a_stale_cache_cannot_drop_another_finalizer(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let stale = create(&api, "d", &[]).await;
     let theirs = Patch::Merge(json!({"metadata": {"finalizers": ["other.example.com/x"]}}));
@@ -127,3 +130,4 @@ pub async fn a_stale_cache_cannot_drop_another_finalizer(t: &Target) {
     let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     api.patch("d", &PatchParams::default(), &release).await.unwrap();
 }
+case!(Needs::Protocol, a_stale_cache_cannot_drop_another_finalizer);

@@ -4,17 +4,18 @@
 use std::time::Duration;
 
 use ctrlkit::cache::ObjectKey;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
 
 /// 25 pods in pages of 10: three list requests, the last two continuing the first (an
 /// informer with streaming lists off, as one on a server without them lists).
-pub async fn the_initial_list_is_paginated(t: &Target) {
+async fn the_initial_list_is_paginated(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let names: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -28,6 +29,7 @@ pub async fn the_initial_list_is_paginated(t: &Target) {
     assert!(lists[1..].iter().all(|l| l.contains("continue=")), "{lists:#?}");
     assert!(!lists[0].contains("continue="), "{lists:#?}");
 }
+case!(Needs::Protocol, the_initial_list_is_paginated);
 
 /// Waits until the informer's watch delivers a change: only then is a cut connection sure to
 /// end a watch the server had started (a request still in flight is retried by the HTTP
@@ -39,7 +41,7 @@ async fn watch_is_live(create_one: impl Future<Output = ()>, recorder: &Recorder
 
 /// Cut off mid-watch while a pod is deleted and another created: the informer watches again
 /// from the version it had and hears both as events, with no second list.
-pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
+async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b"], json!({})).await;
     let Synced { informer, recorder, proxy, log, .. } =
@@ -67,6 +69,7 @@ pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
     assert!(informer.indexer().get(&key("c")).is_some());
     assert!(!recorder.seen().iter().any(|s| matches!(s, Seen::Tombstone(_))));
 }
+case!(Needs::Protocol, a_cut_watch_resumes_from_its_version_without_a_relist);
 
 /// Cut off while a secret is deleted, then the history is compacted: the resumed watch gets
 /// 410, the informer relists, and the delete it missed arrives as a tombstone. The relist is
@@ -75,7 +78,7 @@ pub async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
 ///
 /// Secrets, because the servers under test serve them without a watch cache, so that
 /// compacting etcd expires their old versions for watches.
-pub async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
+async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     let create_secret = |name: &'static str| {
         let secrets = secrets.clone();
@@ -115,11 +118,12 @@ pub async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
     assert!(!recorder.saw(&Seen::Delete("a".into())), "the delete was missed, not watched");
     assert_eq!(informer.indexer().len(), 3);
 }
+case!(Needs::Compaction, an_expired_version_relists_and_delivers_tombstones);
 
 /// A change the informer does not watch (another label) still moves its version on, through
 /// a bookmark, and a resumed watch starts there. The real server sends bookmarks about once
 /// a minute; the case waits up to 90 s for one.
-pub async fn bookmarks_move_the_resume_version_on(t: &Target) {
+async fn bookmarks_move_the_resume_version_on(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["web"], json!({"app": "web"})).await;
     let Synced { informer, recorder, proxy, log, .. } =
@@ -149,11 +153,12 @@ pub async fn bookmarks_move_the_resume_version_on(t: &Target) {
     let relists = (log.lists().len(), log.streaming_lists().len());
     assert_eq!(relists, (lists, streaming), "no relist: {:#?}", log.all());
 }
+case!(Needs::Protocol, bookmarks_move_the_resume_version_on);
 
 /// An informer with its defaults syncs on any server: through a streaming list where the
 /// server has them (1.36, and the embedded server), through list + watch where it refuses
 /// them (1.20).
-pub async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
+async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b", "c"], json!({})).await;
     let Synced { informer, recorder, log, .. } = &synced_informer::<Pod>(t, |b| b, |lw| lw).await;
@@ -169,3 +174,4 @@ pub async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
     create(&pods, &["d"], json!({})).await;
     eventually("a change after the sync", || recorder.saw(&Seen::Add("d".into()))).await;
 }
+case!(Needs::Protocol, streaming_lists_sync_or_fall_back_to_list_and_watch);

@@ -10,6 +10,8 @@ use std::time::Duration;
 use ctrlkit::leaderelection::{
     LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
 };
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::api::{WatchEvent, WatchParams};
 use kube_client::{Api, Client};
@@ -21,7 +23,6 @@ use tokio::time::Instant;
 
 use super::common::*;
 use crate::example::Example;
-use crate::support::Target;
 
 fn config() -> LeaderElectionConfig {
     let mut config = LeaderElectionConfig::default();
@@ -139,7 +140,7 @@ fn record_holders(leases: Api<Lease>, from: String) -> Arc<Mutex<Vec<String>>> {
     holders
 }
 
-pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t: &Target) {
+async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t: &Target) {
     let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     let from = leases.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
     let history = record_holders(leases.clone(), from);
@@ -193,10 +194,11 @@ pub async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t
     assert_eq!(*history.lock().unwrap(), expected);
     let _ = candidates[third].stop.take().map(|s| s.send(()));
 }
+case!(Needs::Protocol, three_candidates_one_leader_and_failover_on_death_and_on_shutdown);
 
 /// A leader whose requests hang steps down within the renew deadline (and a retry), before
 /// its lease can expire for the others; another takes over after it.
-pub async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires(t: &Target) {
+async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires(t: &Target) {
     let (proxy, through_proxy, _) = t.through_proxy().await;
     let mut leader = Candidate::start(through_proxy, &t.ns, "cut-off");
     eventually("the first candidate leads", || leader.leading()).await;
@@ -221,12 +223,13 @@ pub async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expire
     let _ = leader.stop.take();
     proxy.open();
 }
+case!(Needs::Protocol, a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires);
 
 /// Two replicas as a Deployment or StatefulSet runs them: each the first process (pid 1) of
 /// its own PID namespace, with the same `HOSTNAME` (a template's `spec.hostname`, or the
 /// node's name). Their default identities must differ, or each takes the other's renewals
 /// for its own and both lead.
-pub async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Target) {
+async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Target) {
     let launcher = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
     let args = ["--namespace", &t.ns, "--leader-elect"];
     let replica =
@@ -257,3 +260,4 @@ pub async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Targe
     first.terminate().await;
     second.terminate().await;
 }
+case!(Needs::Protocol, two_replicas_with_one_hostname_and_pid_1_elect_one_leader);

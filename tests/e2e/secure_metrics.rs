@@ -8,19 +8,20 @@ use std::time::Duration;
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::SecureServing;
 use ctrlkit::tls::{CertificateSource, SelfSignedCa};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use crate::support::Target;
 use crate::support::http::{free_address, get_https};
 
 /// No token: 401; a user the server authenticates but RBAC does not let `get /metrics`: 403;
 /// one bound to a role that does: 200 with the metrics; a token the server does not know:
 /// 401. `/healthz` needs no token.
-pub async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target) {
+async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target) {
     let (reader, stranger) = (&t.token("ctrlkit-e2e-reader"), &t.token("ctrlkit-e2e-stranger"));
     // The permission, granted to the reader alone (cluster-wide objects: named for the case).
     let name = format!("ctrlkit-e2e-metrics-reader-{}", t.ns);
@@ -105,3 +106,4 @@ pub async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Ta
     let _ = bindings.delete(&name, &DeleteParams::default()).await;
     let _ = roles.delete(&name, &DeleteParams::default()).await;
 }
+case!(Needs::Protocol, a_scrape_is_let_in_by_token_review_and_subject_access_review);

@@ -6,11 +6,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use ctrlkit::webhook::WebhookServer;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::Command;
-
-use crate::support::Target;
 
 /// The environment variable that makes this binary a webhook server on a free loopback port
 /// (it prints the port, then its CA bundle, then serves until killed).
@@ -45,7 +45,7 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-pub async fn a_server_out_of_descriptors_waits_instead_of_spinning(_: &Target) {
+async fn a_server_out_of_descriptors_waits_instead_of_spinning(_: &Target) {
     let exe = std::env::current_exe().unwrap();
     let mut helper = Command::new("prlimit")
         .arg("--nofile=64:64")
@@ -90,3 +90,4 @@ pub async fn a_server_out_of_descriptors_waits_instead_of_spinning(_: &Target) {
     let (status, _) = crate::support::http::get_https(address, &ca, "/not-served", None).await;
     assert_eq!(status, 404, "served again once descriptors were free");
 }
+case!(Needs::Embedded, a_server_out_of_descriptors_waits_instead_of_spinning);

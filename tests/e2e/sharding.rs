@@ -14,13 +14,13 @@ use ctrlkit::cache::{Indexer, ObjectKey};
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit::leaderelection::LeaderElectionConfig;
 use ctrlkit::sharding::{Assignment, HashRanges, HashRing, Ring, ShardLease, fnv1a64};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ListParams, PostParams};
 use kube_client::{Api, Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use crate::support::Target;
 
 /// Who reconciles what: the shard of each key's last reconcile, and any key two shards
 /// reconciled at once.
@@ -144,7 +144,7 @@ async fn settled(api: &Api<ConfigMap>, replicas: &[&Replica], recorder: &Recorde
     panic!("never settled: {why}");
 }
 
-pub async fn a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can(
+async fn a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can(
     t: &Target,
 ) {
     let split = serves_shard_selectors(t).await;
@@ -183,3 +183,7 @@ pub async fn a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the
         replica.run.await.unwrap();
     }
 }
+case!(
+    Needs::Protocol,
+    a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_server_can
+);

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use ctrlkit::cache::{ListWatch, ObjectKey};
 use ctrlkit::controller::{Controller, Predicate};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_client::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
 
 async fn widget(api: &Api<DynamicObject>, ar: &ApiResource, name: &str) -> DynamicObject {
     let widget = DynamicObject::new(name, ar).data(json!({"spec": {"size": 1}}));
@@ -40,7 +41,7 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
-pub async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
+async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
     let ar = t.widgets().await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
@@ -80,8 +81,9 @@ pub async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 }
+case!(Needs::Protocol, owned_objects_enqueue_their_controlling_owner);
 
-pub async fn mappers_triggers_and_predicates_decide_what_is_reconciled(t: &Target) {
+async fn mappers_triggers_and_predicates_decide_what_is_reconciled(t: &Target) {
     let ar = t.widgets().await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
@@ -140,3 +142,4 @@ pub async fn mappers_triggers_and_predicates_decide_what_is_reconciled(t: &Targe
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 }
+case!(Needs::Protocol, mappers_triggers_and_predicates_decide_what_is_reconciled);

@@ -6,14 +6,14 @@ use std::time::Duration;
 use ctrlkit::cache::{Informer, ListWatch, wait_for_cache_sync};
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::user_agent::{default_user_agent, with_user_agent};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{AUDIT_LOG_ENV, Needs, Target};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;
 use serde_json::{Value, json};
 
 use super::common::*;
-use crate::support::Target;
-use crate::support::target::AUDIT_LOG_ENV;
 
 /// The audit log's entries about the case's namespace, as (resource, verb, userAgent).
 fn audited(t: &Target) -> Vec<(String, String, String)> {
@@ -40,7 +40,7 @@ fn agents(t: &Target, resource: &str, verb: &str) -> Vec<String> {
     agents
 }
 
-pub async fn every_request_names_its_binary_and_a_client_can_name_its_controller(t: &Target) {
+async fn every_request_names_its_binary_and_a_client_can_name_its_controller(t: &Target) {
     let agent = default_user_agent();
     let binary = std::env::args().next().unwrap();
     let binary = std::path::Path::new(&binary).file_name().unwrap().to_str().unwrap().to_owned();
@@ -81,3 +81,4 @@ pub async fn every_request_names_its_binary_and_a_client_can_name_its_controller
     // The case's own writes, through kube-client alone, carry none.
     assert_eq!(agents(t, "configmaps", "create"), ["<none>"]);
 }
+case!(Needs::AuditLog, every_request_names_its_binary_and_a_client_can_name_its_controller);

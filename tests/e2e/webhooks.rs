@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -21,7 +23,6 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use super::example::{Example, configmap_sets, have_kubectl, kubectl, kubectl_output};
-use crate::support::Target;
 use crate::support::http::free_address;
 
 const CONFIGURATION: &str = "configmapsets.ctrlkit.example.com";
@@ -34,12 +35,13 @@ fn set(api_version: &str, name: &str, spec: &str) -> String {
 }
 
 /// The example with its webhooks, through kubectl, on a server that calls them.
-pub async fn the_example_webhooks_refuse_default_and_convert_what_kubectl_writes(t: &Target) {
+async fn the_example_webhooks_refuse_default_and_convert_what_kubectl_writes(t: &Target) {
     if !have_kubectl() {
         return;
     }
     then_clean_up(webhooks(t), put_back(t)).await;
 }
+case!(Needs::Webhooks, the_example_webhooks_refuse_default_and_convert_what_kubectl_writes);
 
 async fn webhooks(t: &Target) {
     let port = free_address().port().to_string();

@@ -50,6 +50,7 @@ use ctrlkit::manager::Manager;
 use ctrlkit::sharding::{
     Assignment, HashRing, Ring, Sharder, fnv1a64, shard_label, view_annotation,
 };
+use ctrlkit_apiserver::harness::{Proxy, Target};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ListParams, Patch, PatchParams, PostParams};
@@ -61,8 +62,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::convergence::Rng;
-use super::proxy::Proxy;
-use super::target::Target;
 
 /// The environment variable that makes this binary one replica (its value: a [`Spec`]).
 pub const REPLICA_ENV: &str = "CTRLKIT_CHAOS_REPLICA";

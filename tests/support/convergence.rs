@@ -37,6 +37,7 @@ use ctrlkit::cache::{
 };
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
 use ctrlkit_apiserver::Failure;
+use ctrlkit_apiserver::harness::{Proxy, Target};
 
 use super::Failed;
 use ctrlkit::workqueue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -44,9 +45,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-use super::proxy::Proxy;
-use super::target::Target;
 
 /// What one run does.
 #[derive(Debug, Clone)]
@@ -386,7 +384,7 @@ async fn inject(
     }
     let mut rng = Rng::new(hash_of(settings.seed, "faults"));
     let embedded = !t.is_real();
-    let compaction = embedded || std::env::var_os(super::target::ETCD_ENV).is_some();
+    let compaction = embedded || std::env::var_os(ctrlkit_apiserver::harness::ETCD_ENV).is_some();
     let mut next = rng.below(2 * settings.fault_every as u64) as usize;
     while !stop.load(Ordering::Relaxed) {
         if done.load(Ordering::Relaxed) < next {

@@ -1,34 +1,16 @@
-//! One suite, two servers: the harness and the per-test [`Target`] shared by the embedded
-//! server's protocol suite (`apiserver/tests/apiserver`, whose files they are) and the
-//! end-to-end suite (`tests/e2e`); `observe` also serves the informer and controller tests
+//! What ctrlkit's suites share beyond the embedded server's harness
+//! (`ctrlkit_apiserver::harness`, on which the end-to-end suite `tests/e2e` runs every case
+//! on the embedded server and, when `CTRLKIT_E2E_KUBECONFIG` names one, a real
+//! kube-apiserver): replica processes under chaos, seeded convergence runs, HTTPS helpers,
+//! scripted servers, and `observe`, which also serves the controller tests
 //! (`tests/controller`).
-//!
-//! Every case runs against ctrlkit's embedded API server; a case marked for both servers
-//! runs against a real kube-apiserver too when `CTRLKIT_E2E_KUBECONFIG` names a kubeconfig
-//! (`scripts/e2e.sh` starts one and sets it). Without it, the real-server cases are listed
-//! as ignored, with a line that says why.
 #![allow(dead_code)] // each test binary uses part of the support code
 
 pub mod chaos;
 pub mod convergence;
-// harness, proxy, requests and target are the embedded server crate's (its protocol suite
-// runs on them).
-#[path = "../../apiserver/tests/support/harness.rs"]
-pub mod harness;
 pub mod http;
 pub mod observe;
-#[path = "../../apiserver/tests/support/proxy.rs"]
-pub mod proxy;
-#[path = "../../apiserver/tests/support/requests.rs"]
-pub mod requests;
 pub mod scripted;
-#[path = "../../apiserver/tests/support/target.rs"]
-pub mod target;
-
-#[allow(unused_imports)] // the harness binaries use them, tests/controller does not
-pub use harness::{Case, Needs};
-#[allow(unused_imports)]
-pub use target::{KUBECTL_POD, Target};
 
 /// A reconciler's error in the tests: a message, and the error it came from, if any (its
 /// `source()`), so that the tests see what the controller keeps of a cause.

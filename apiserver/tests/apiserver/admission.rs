@@ -1,11 +1,11 @@
 //! Webhook configurations (`admissionregistration.k8s.io/v1`) as each server takes them:
 //! defaulted, or refused with every invalid field listed in the server's words.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use kube_client::Api;
 use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
-
-use crate::support::Target;
 
 fn configurations(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
@@ -17,7 +17,7 @@ fn configurations(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-pub async fn webhook_configurations_are_defaulted_or_refused_naming_each_field(t: &Target) {
+async fn webhook_configurations_are_defaulted_or_refused_naming_each_field(t: &Target) {
     let ar = configurations("ValidatingWebhookConfiguration", "validatingwebhookconfigurations");
     let api: Api<DynamicObject> = Api::all_with(t.client.clone(), &ar);
     let name = format!("{}-bad", t.ns);
@@ -70,3 +70,4 @@ pub async fn webhook_configurations_are_defaulted_or_refused_naming_each_field(t
     assert_eq!(hook["rules"][0]["scope"], "*");
     api.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+case!(Needs::Protocol, webhook_configurations_are_defaulted_or_refused_naming_each_field);

@@ -1,12 +1,12 @@
 //! Server-side apply, through kube-client's `Patch::Apply` as kube-rs controllers write.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-
-use crate::support::Target;
 
 fn configmap(labels: Value, data: Value) -> Value {
     json!({
@@ -37,7 +37,7 @@ fn conflict<T: std::fmt::Debug>(result: kube_client::Result<T>) -> (u16, String)
     }
 }
 
-pub async fn server_side_apply_owns_conflicts_forces_and_removes(t: &Target) {
+async fn server_side_apply_owns_conflicts_forces_and_removes(t: &Target) {
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let alice = PatchParams::apply("alice");
     let bob = PatchParams::apply("bob");
@@ -99,8 +99,9 @@ pub async fn server_side_apply_owns_conflicts_forces_and_removes(t: &Target) {
     assert_eq!(answered.data.unwrap()["c"], "3");
     assert!(!configmaps.get("ssa").await.unwrap().data.unwrap().contains_key("c"));
 }
+case!(Needs::Protocol, server_side_apply_owns_conflicts_forces_and_removes);
 
-pub async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &Target) {
+async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &Target) {
     let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &t.ns);
     let deployment = |image: &str| {
         json!({
@@ -182,3 +183,4 @@ pub async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &
         );
     }
 }
+case!(Needs::Protocol, server_side_apply_merges_containers_by_name_and_applies_status);

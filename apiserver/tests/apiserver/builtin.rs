@@ -2,6 +2,8 @@
 //! batch/v1 Jobs and ServiceAccounts, with their `/status` and `/scale` subresources. No
 //! controllers run behind them, on either server: a Deployment makes no ReplicaSet.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -11,7 +13,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::common::*;
-use crate::support::Target;
 
 /// A pod template labelled `app: name`, as every workload kind needs.
 fn template(name: &str, restart: &str) -> Value {
@@ -91,7 +92,7 @@ where
     assert_eq!(scale.status.unwrap().replicas, 3);
 }
 
-pub async fn workload_kinds_serve_status_and_scale(t: &Target) {
+async fn workload_kinds_serve_status_and_scale(t: &Target) {
     let client = t.client.clone();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &t.ns);
     let deployment = workload("web", json!({ "replicas": 2 }));
@@ -140,10 +141,11 @@ pub async fn workload_kinds_serve_status_and_scale(t: &Target) {
     accounts.create(&PostParams::default(), &account).await.unwrap();
     assert_eq!(accounts.get("robot").await.unwrap().metadata.name.as_deref(), Some("robot"));
 }
+case!(Needs::Protocol, workload_kinds_serve_status_and_scale);
 
 /// A Secret's `type` never changes, and one created `immutable` keeps its data and stays so;
 /// its metadata still changes. The same words on every server.
-pub async fn a_secret_keeps_its_type_and_an_immutable_one_its_data(t: &Target) {
+async fn a_secret_keeps_its_type_and_an_immutable_one_its_data(t: &Target) {
     use k8s_openapi::api::core::v1::Secret;
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     let create = |body: Value| serde_json::from_value::<Secret>(body).expect("a valid Secret");
@@ -183,3 +185,4 @@ pub async fn a_secret_keeps_its_type_and_an_immutable_one_its_data(t: &Target) {
     let labelled = secrets.patch("frozen", &PatchParams::default(), &Patch::Merge(&labels)).await;
     assert_eq!(labelled.unwrap().metadata.labels.unwrap()["tier"], "web");
 }
+case!(Needs::Protocol, a_secret_keeps_its_type_and_an_immutable_one_its_data);

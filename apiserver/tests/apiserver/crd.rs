@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::api_error;
-use crate::support::Target;
 
 fn gadgets() -> ApiResource {
     ApiResource {
@@ -21,7 +22,7 @@ fn gadgets() -> ApiResource {
     }
 }
 
-pub async fn a_created_definition_serves_its_kind_until_it_is_deleted(t: &Target) {
+async fn a_created_definition_serves_its_kind_until_it_is_deleted(t: &Target) {
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let bad = serde_json::from_value(json!({
         "metadata": { "name": "wrong.example.com" },
@@ -108,6 +109,7 @@ pub async fn a_created_definition_serves_its_kind_until_it_is_deleted(t: &Target
         }
     }
 }
+case!(Needs::Protocol, a_created_definition_serves_its_kind_until_it_is_deleted);
 
 fn doodads(version: &str) -> ApiResource {
     ApiResource {
@@ -122,7 +124,7 @@ fn doodads(version: &str) -> ApiResource {
 /// A definition with two versions and no conversion webhook: an object written at either is
 /// stored once and read, listed, patched and watched at both, its `apiVersion` the one asked
 /// for.
-pub async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Target) {
+async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Target) {
     use futures::{StreamExt, TryStreamExt};
     use kube_client::api::{Patch, PatchParams, WatchEvent, WatchParams};
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
@@ -238,3 +240,4 @@ pub async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Targe
     let _ = v1.delete("d1", &DeleteParams::default()).await;
     let _ = v1.delete("d2", &DeleteParams::default()).await;
 }
+case!(Needs::Protocol, a_definition_with_two_versions_serves_each_object_at_both);

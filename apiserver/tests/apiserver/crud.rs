@@ -1,5 +1,7 @@
 //! create, get, update, patch, delete, status, finalizers, custom resources.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, RawResponse, Target};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_client::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -7,11 +9,9 @@ use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
-use crate::support::target::RawResponse;
 use http::Method;
 
-pub async fn create_sets_server_fields_and_the_path_namespace(t: &Target) {
+async fn create_sets_server_fields_and_the_path_namespace(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let created =
@@ -32,8 +32,9 @@ pub async fn create_sets_server_fields_and_the_path_namespace(t: &Target) {
     let name = g.name_any();
     assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 5, "{name}");
 }
+case!(Needs::Protocol, create_sets_server_fields_and_the_path_namespace);
 
-pub async fn create_refuses_duplicates_missing_namespaces_and_bad_names(t: &Target) {
+async fn create_refuses_duplicates_missing_namespaces_and_bad_names(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
@@ -87,8 +88,9 @@ pub async fn create_refuses_duplicates_missing_namespaces_and_bad_names(t: &Targ
         )
     );
 }
+case!(Needs::Protocol, create_refuses_duplicates_missing_namespaces_and_bad_names);
 
-pub async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) {
+async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     match pods.get("missing").await {
@@ -104,10 +106,9 @@ pub async fn errors_are_status_objects_with_code_reason_and_message(t: &Target) 
         t.raw_get(&format!("/api/v1/namespaces/{}/pods?bogus=1&limit=1&x=%ff", t.ns)).await;
     assert_eq!(unknown.status, 200, "{}", unknown.body);
 }
+case!(Needs::Protocol, errors_are_status_objects_with_code_reason_and_message);
 
-pub async fn update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource(
-    t: &Target,
-) {
+async fn update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let v1 = pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
@@ -154,8 +155,9 @@ pub async fn update_conflicts_on_a_stale_version_and_status_goes_through_its_sub
     let same = pods.replace("p", &PostParams::default(), &v6).await.unwrap();
     assert_eq!(rv(&same), rv(&v6));
 }
+case!(Needs::Protocol, update_conflicts_on_a_stale_version_and_status_goes_through_its_subresource);
 
-pub async fn patches_merge_json_and_strategic(t: &Target) {
+async fn patches_merge_json_and_strategic(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     pods.create(&PostParams::default(), &pod("p", json!({"a": "1"}))).await.unwrap();
@@ -260,10 +262,11 @@ pub async fn patches_merge_json_and_strategic(t: &Target) {
         .await;
     assert_eq!(api_error(bad).0, 422);
 }
+case!(Needs::Protocol, patches_merge_json_and_strategic);
 
 /// A pod's status subresource takes status and metadata, never spec (the real server's pod
 /// status strategy); a custom resource's takes status alone (in the custom resource case).
-pub async fn status_patch_changes_status_and_labels_but_not_spec(t: &Target) {
+async fn status_patch_changes_status_and_labels_but_not_spec(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
@@ -283,8 +286,9 @@ pub async fn status_patch_changes_status_and_labels_but_not_spec(t: &Target) {
     assert_eq!(p.metadata.labels.unwrap_or_default().get("x").map(String::as_str), Some("y"));
     assert_eq!(p.spec.unwrap().active_deadline_seconds, None, "spec is not the status's");
 }
+case!(Needs::Protocol, status_patch_changes_status_and_labels_but_not_spec);
 
-pub async fn delete_with_finalizers_waits_for_them(t: &Target) {
+async fn delete_with_finalizers_waits_for_them(t: &Target) {
     let client = t.client.clone();
     let cms: Api<ConfigMap> = Api::namespaced(client, &t.ns);
     let cm: ConfigMap = serde_json::from_value(
@@ -324,8 +328,9 @@ pub async fn delete_with_finalizers_waits_for_them(t: &Target) {
     assert_eq!(api_error(cms.get("d").await).0, 404);
     assert_eq!(api_error(cms.delete("d", &DeleteParams::default()).await).0, 404);
 }
+case!(Needs::Protocol, delete_with_finalizers_waits_for_them);
 
-pub async fn delete_preconditions_and_collections(t: &Target) {
+async fn delete_preconditions_and_collections(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, (0..3).map(|i| format!("p{i}"))).await;
@@ -350,11 +355,12 @@ pub async fn delete_preconditions_and_collections(t: &Target) {
         pods.list(&Default::default()).await.unwrap().items.iter().map(|p| p.name_any()).collect();
     assert_eq!(left, ["p0", "p2"]);
 }
+case!(Needs::Protocol, delete_preconditions_and_collections);
 
 /// Embedded only: a real server deletes a namespace's objects through the namespace
 /// controller of kube-controller-manager, which the e2e server does not run (the namespace
 /// stays `Terminating`).
-pub async fn deleting_a_namespace_deletes_its_objects(t: &Target) {
+async fn deleting_a_namespace_deletes_its_objects(t: &Target) {
     let client = t.client.clone();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
@@ -362,8 +368,9 @@ pub async fn deleting_a_namespace_deletes_its_objects(t: &Target) {
     namespaces.delete(&t.ns, &DeleteParams::default()).await.unwrap();
     assert_eq!(api_error(pods.get("a").await).0, 404);
 }
+case!(Needs::Embedded, deleting_a_namespace_deletes_its_objects);
 
-pub async fn custom_resources_work_with_dynamic_objects_and_count_generations(t: &Target) {
+async fn custom_resources_work_with_dynamic_objects_and_count_generations(t: &Target) {
     let ar = t.widgets().await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
     let w = DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 3}}));
@@ -405,8 +412,9 @@ pub async fn custom_resources_work_with_dynamic_objects_and_count_generations(t:
     let list = widgets.list(&Default::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
 }
+case!(Needs::Protocol, custom_resources_work_with_dynamic_objects_and_count_generations);
 
-pub async fn bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422(t: &Target) {
+async fn bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422(t: &Target) {
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let sized = |name: &str, bytes: usize| -> ConfigMap {
         serde_json::from_value(json!({
@@ -424,11 +432,12 @@ pub async fn bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422(t:
     let refused = configmaps.patch("fits", &PatchParams::default(), &grown).await;
     assert_eq!(api_error(refused), (422, "Invalid".into()), "an update over the limit too");
 }
+case!(Needs::Protocol, bodies_over_the_limit_are_413_and_configmaps_over_a_mebibyte_422);
 
 /// Server-side field validation (from 1.25; 1.20 ignores the parameter): unknown and
 /// duplicate fields warned of by default, refused with `fieldValidation=Strict`, not
 /// mentioned with `Ignore`; another value is refused.
-pub async fn field_validation_warns_of_or_refuses_unknown_and_duplicate_fields(t: &Target) {
+async fn field_validation_warns_of_or_refuses_unknown_and_duplicate_fields(t: &Target) {
     let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
     let body = |name: &str| {
         format!(
@@ -483,10 +492,11 @@ pub async fn field_validation_warns_of_or_refuses_unknown_and_duplicate_fields(t
         bogus.body
     );
 }
+case!(Needs::Protocol, field_validation_warns_of_or_refuses_unknown_and_duplicate_fields);
 
 /// `dryRun=All` on a create, a patch and a delete: each answered as it would be done,
 /// nothing stored (kubectl's `diff` and `--dry-run=server` rely on it).
-pub async fn dry_runs_are_answered_and_store_nothing(t: &Target) {
+async fn dry_runs_are_answered_and_store_nothing(t: &Target) {
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = |name: &str, v: &str| -> ConfigMap {
         serde_json::from_value(json!({"metadata": {"name": name}, "data": {"a": v}})).unwrap()
@@ -509,8 +519,9 @@ pub async fn dry_runs_are_answered_and_store_nothing(t: &Target) {
     assert_eq!(now.data.unwrap()["a"], "1", "neither patched nor deleted");
     assert_eq!(now.metadata.resource_version, stored.metadata.resource_version);
 }
+case!(Needs::Protocol, dry_runs_are_answered_and_store_nothing);
 
-pub async fn propagation_policies_hold_the_owner_with_their_finalizers(t: &Target) {
+async fn propagation_policies_hold_the_owner_with_their_finalizers(t: &Target) {
     // Neither server here runs kube-controller-manager: the finalizers a policy puts on the
     // owner stay (the embedded server's opt-in garbage collector removes them).
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
@@ -565,3 +576,4 @@ pub async fn propagation_policies_hold_the_owner_with_their_finalizers(t: &Targe
     }
     cms.get("bad").await.expect("a refused delete deletes nothing");
 }
+case!(Needs::Protocol, propagation_policies_hold_the_owner_with_their_finalizers);

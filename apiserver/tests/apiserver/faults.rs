@@ -3,23 +3,25 @@
 use std::time::{Duration, Instant};
 
 use ctrlkit_apiserver::Failure;
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{ListParams, WatchEvent, WatchParams};
 
 use super::common::*;
-use crate::support::Target;
 
-pub async fn close_watches_ends_open_streams(t: &Target) {
+async fn close_watches_ends_open_streams(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let mut stream = pods.watch(&WatchParams::default(), "1").await.unwrap().boxed();
     t.embedded().faults().close_watches();
     assert!(next(&mut stream).await.is_none());
 }
+case!(Needs::Embedded, close_watches_ends_open_streams);
 
-pub async fn fail_next_fails_that_many_requests_with_500_or_429(t: &Target) {
+async fn fail_next_fails_that_many_requests_with_500_or_429(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     t.embedded().faults().fail_next(2, Failure::InternalError);
@@ -35,8 +37,9 @@ pub async fn fail_next_fails_that_many_requests_with_500_or_429(t: &Target) {
     let counts = t.embedded().requests();
     assert_eq!((counts.list, counts.get), (2, 2));
 }
+case!(Needs::Embedded, fail_next_fails_that_many_requests_with_500_or_429);
 
-pub async fn latency_delays_responses(t: &Target) {
+async fn latency_delays_responses(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     t.embedded().faults().set_latency(Duration::from_millis(300));
@@ -45,8 +48,9 @@ pub async fn latency_delays_responses(t: &Target) {
     assert!(started.elapsed() >= Duration::from_millis(300));
     t.embedded().faults().set_latency(Duration::ZERO);
 }
+case!(Needs::Embedded, latency_delays_responses);
 
-pub async fn malformed_lines_and_error_events_reach_open_watches(t: &Target) {
+async fn malformed_lines_and_error_events_reach_open_watches(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let mut stream = pods.watch(&WatchParams::default(), "1").await.unwrap().boxed();
@@ -66,3 +70,4 @@ pub async fn malformed_lines_and_error_events_reach_open_watches(t: &Target) {
     }
     assert!(next(&mut stream).await.is_none());
 }
+case!(Needs::Embedded, malformed_lines_and_error_events_reach_open_watches);

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{KUBECTL_POD, Target};
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{KUBECTL_POD, Needs, Target};
 
 /// Runs kubectl against `kubeconfig` in `namespace` (unless the arguments name one);
 /// `None` when kubectl is not installed.
@@ -51,7 +52,7 @@ fn header(out: &str) -> Vec<&str> {
     out.lines().next().unwrap_or_default().split_whitespace().collect()
 }
 
-pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target) {
+async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target) {
     let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) = k(&["api-resources"], None).await else {
         eprintln!(
@@ -134,6 +135,7 @@ pub async fn kubectl_creates_gets_labels_patches_watches_and_deletes(t: &Target)
     let watched = tokio::task::spawn_blocking(move || watcher.join().unwrap()).await.unwrap();
     assert!(watched.matches("web-0").count() >= 3, "get -w saw the pod's changes:\n{watched}");
 }
+case!(Needs::Protocol, kubectl_creates_gets_labels_patches_watches_and_deletes);
 
 /// A Deployment for `kubectl apply`.
 const KUBECTL_DEPLOYMENT: &str = r#"
@@ -154,7 +156,7 @@ spec:
         image: nginx:1.26
 "#;
 
-pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_name(t: &Target) {
+async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_name(t: &Target) {
     let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) = k(&["apply", "-f", "-"], Some(KUBECTL_DEPLOYMENT)).await else {
         eprintln!("kubectl is not on PATH: skipped kubectl_scales_applies_server_side_…");
@@ -196,10 +198,11 @@ pub async fn kubectl_scales_applies_server_side_and_finds_workloads_by_short_nam
         k(&["get", "cm", "settings", "-o", "jsonpath={.data.level}"], None).await.unwrap();
     assert!(ok && out.trim() == "2", "{out}");
 }
+case!(Needs::Protocol, kubectl_scales_applies_server_side_and_finds_workloads_by_short_name);
 
 /// kubectl's generator commands send protobuf (`-v=8` shows it); a session of them works,
 /// and what they create is what a JSON client reads back.
-pub async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Target) {
+async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Target) {
     let kubeconfig = t.kubeconfig().to_owned();
     let ns = t.ns.clone();
     let team = format!("{ns}-team");
@@ -262,6 +265,7 @@ pub async fn kubectl_generators_create_namespaces_configmaps_and_secrets(t: &Tar
     let (ok, out) = k(words(&format!("delete namespace {team} --wait=false"))).await.unwrap();
     assert!(ok && out.contains("deleted"), "{out}");
 }
+case!(Needs::Protocol, kubectl_generators_create_namespaces_configmaps_and_secrets);
 
 const GADGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -315,7 +319,7 @@ dta: {level: \"1\"}
 /// documents (v3 on 1.36 and the embedded server, v2 on 1.20) to validate, diff and explain,
 /// for built-in kinds and a CRD's kind alike. The kind's plural is the suite's only one
 /// (`gadgets` of another case's CRD would make `explain gadgets` ambiguous on a shared server).
-pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &Target) {
+async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &Target) {
     let k = |args, stdin| in_case(t, args, stdin);
     let Some((ok, out)) = k(&["apply", "-f", "-"], Some(SETTINGS)).await else {
         eprintln!("kubectl is not on PATH: skipped");
@@ -366,3 +370,4 @@ pub async fn kubectl_applies_diffs_and_explains_with_its_default_validation(t: &
         assert!(out.contains("strict decoding error: unknown field \"dta\""), "{out}");
     }
 }
+case!(Needs::Protocol, kubectl_applies_diffs_and_explains_with_its_default_validation);

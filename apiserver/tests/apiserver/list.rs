@@ -1,19 +1,20 @@
 //! Lists: the global resourceVersion, pagination with consistent snapshots, selectors,
 //! resourceVersion semantics.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube_client::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
 
 fn names(list: &kube_client::api::ObjectList<Pod>) -> Vec<String> {
     list.items.iter().map(|p| p.name_any()).collect()
 }
 
-pub async fn one_resource_version_sequence_is_shared_by_all_kinds(t: &Target) {
+async fn one_resource_version_sequence_is_shared_by_all_kinds(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     let cms: Api<ConfigMap> = Api::namespaced(client, &t.ns);
@@ -31,8 +32,9 @@ pub async fn one_resource_version_sequence_is_shared_by_all_kinds(t: &Target) {
     let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
     assert!(list_rv >= c_rv, "a list is at the store's revision, not its newest item's");
 }
+case!(Needs::Protocol, one_resource_version_sequence_is_shared_by_all_kinds);
 
-pub async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes(t: &Target) {
+async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, (0..10).map(|i| format!("p{i:02}"))).await;
@@ -73,11 +75,12 @@ pub async fn continued_pages_are_a_consistent_snapshot_under_concurrent_writes(t
     let now = pods.list(&ListParams::default()).await.unwrap();
     assert!(names(&now).contains(&"p99".to_owned()) && !names(&now).contains(&"p05".to_owned()));
 }
+case!(Needs::Protocol, continued_pages_are_a_consistent_snapshot_under_concurrent_writes);
 
 /// After storage compaction a continue token of secrets (served without the watch cache)
 /// gets 410. One of pods gets 410 on 1.20, which reads every page from etcd; 1.36 serves the
 /// rest of the snapshot from the watch cache.
-pub async fn continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_them(t: &Target) {
+async fn continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_them(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     create_pods(&pods, (0..5).map(|i| format!("p{i}"))).await;
@@ -103,12 +106,13 @@ pub async fn continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_
         assert_eq!(api_error(next), (410, "Expired".into()), "on {}", t.version());
     }
 }
+case!(Needs::Compaction, continue_tokens_expire_at_compaction_unless_the_watch_cache_serves_them);
 
 fn secret(name: &str) -> Secret {
     serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}})).unwrap()
 }
 
-pub async fn label_and_field_selectors_filter_lists(t: &Target) {
+async fn label_and_field_selectors_filter_lists(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.ns);
     for (name, labels) in [
@@ -176,8 +180,9 @@ pub async fn label_and_field_selectors_filter_lists(t: &Target) {
         everywhere.items.iter().all(|p| p.metadata.namespace.as_deref() == Some(t.ns.as_str()))
     );
 }
+case!(Needs::Protocol, label_and_field_selectors_filter_lists);
 
-pub async fn resource_version_semantics_of_lists(t: &Target) {
+async fn resource_version_semantics_of_lists(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
@@ -210,10 +215,11 @@ pub async fn resource_version_semantics_of_lists(t: &Target) {
     assert_eq!(future.status, 504);
     assert!(future.body.contains("Too large resource version"), "{}", future.body);
 }
+case!(Needs::Protocol, resource_version_semantics_of_lists);
 
 /// After storage compaction an exact-version list of secrets gets 410; of pods, 410 on 1.20
 /// and the past as it was on 1.36 (from the watch cache).
-pub async fn exact_lists_expire_at_compaction_unless_the_watch_cache_serves_them(t: &Target) {
+async fn exact_lists_expire_at_compaction_unless_the_watch_cache_serves_them(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
@@ -232,6 +238,7 @@ pub async fn exact_lists_expire_at_compaction_unless_the_watch_cache_serves_them
         assert_eq!(api_error(then), (410, "Expired".into()), "on {}", t.version());
     }
 }
+case!(Needs::Compaction, exact_lists_expire_at_compaction_unless_the_watch_cache_serves_them);
 
 /// FNV-1a 64, as shard selectors hash.
 fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -243,7 +250,7 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 /// Server-side shard selectors (KEP-5866): from 1.36 (the suite starts 1.36 with
 /// `ShardedListAndWatch` on), lists and watches hold the objects whose uid hashes into the
 /// ranges, and a list echoes the selector; before, the parameter is ignored.
-pub async fn shard_selectors_split_lists_and_watches_by_the_uids_hash(t: &Target) {
+async fn shard_selectors_split_lists_and_watches_by_the_uids_hash(t: &Target) {
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let mut lower = Vec::new();
     let mut all = Vec::new();
@@ -330,3 +337,4 @@ pub async fn shard_selectors_split_lists_and_watches_by_the_uids_hash(t: &Target
         r#"invalid shard selector: unsupported field path "object.metadata.name"; supported: object.metadata.uid, object.metadata.namespace"#
     );
 }
+case!(Needs::Protocol, shard_selectors_split_lists_and_watches_by_the_uids_hash);

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -12,7 +14,6 @@ use kube_client::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common::next;
-use crate::support::Target;
 
 const LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 const ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
@@ -42,7 +43,7 @@ fn assert_partial(object: &Value, name: &str) {
     assert_eq!(keys.len(), 3, "kind, apiVersion and metadata only: {keys:?}");
 }
 
-pub async fn metadata_lists_and_gets_carry_only_metadata(t: &Target) {
+async fn metadata_lists_and_gets_carry_only_metadata(t: &Target) {
     configmaps(t, &["a", "b", "c"]).await;
     let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
     let list = t.raw_get_with(&format!("{path}?limit=2"), &[("Accept", LIST)]).await;
@@ -78,8 +79,9 @@ pub async fn metadata_lists_and_gets_carry_only_metadata(t: &Target) {
         assert_eq!(body["kind"], "PartialObjectMetadataList");
     }
 }
+case!(Needs::Protocol, metadata_lists_and_gets_carry_only_metadata);
 
-pub async fn metadata_forms_that_do_not_fit_the_request_are_refused(t: &Target) {
+async fn metadata_forms_that_do_not_fit_the_request_are_refused(t: &Target) {
     configmaps(t, &["a"]).await;
     let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
     let refused = |body: &str| -> (String, u64) {
@@ -117,11 +119,12 @@ pub async fn metadata_forms_that_do_not_fit_the_request_are_refused(t: &Target) 
     assert_eq!(body["kind"], "ConfigMapList");
     assert_eq!(body["items"][0]["data"]["big"].as_str().map(str::len), Some(1000));
 }
+case!(Needs::Protocol, metadata_forms_that_do_not_fit_the_request_are_refused);
 
 /// A watch's events carry `PartialObjectMetadata`, its bookmarks too (1.20 added
 /// `creationTimestamp: null` to them, 1.36 sends the resourceVersion alone), read raw and
 /// through kube-client.
-pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
+async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
     let api = configmaps(t, &["a"]).await;
     let rv = api.get("a").await.unwrap().resource_version().unwrap();
     let relabel = Patch::Merge(json!({"metadata": {"labels": {"app": "web", "v": "2"}}}));
@@ -187,10 +190,11 @@ pub async fn metadata_watches_send_partial_objects_and_bookmarks(t: &Target) {
         other => panic!("expected the delete, got {other:?}"),
     }
 }
+case!(Needs::Protocol, metadata_watches_send_partial_objects_and_bookmarks);
 
 /// A watch asked for as a list cannot be served: the real server answers 200 and sends
 /// nothing.
-pub async fn a_watch_asked_for_as_a_list_ends_without_events(t: &Target) {
+async fn a_watch_asked_for_as_a_list_ends_without_events(t: &Target) {
     configmaps(t, &["a"]).await;
     let path = format!(
         "/api/v1/namespaces/{}/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2",
@@ -200,3 +204,4 @@ pub async fn a_watch_asked_for_as_a_list_ends_without_events(t: &Target) {
     assert_eq!(watch.status, 200);
     assert_eq!(watch.body, "", "no events");
 }
+case!(Needs::Protocol, a_watch_asked_for_as_a_list_ends_without_events);

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, RawResponse, Target};
 use http::Method;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,9 +19,6 @@ use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use kube_client::Api;
 use prost::Message;
-
-use crate::support::Target;
-use crate::support::target::RawResponse;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
@@ -71,7 +70,7 @@ async fn send(t: &Target, method: Method, path: &str, body: Vec<u8>) -> RawRespo
         .await
 }
 
-pub async fn protobuf_bodies_create_update_and_delete_built_in_kinds(t: &Target) {
+async fn protobuf_bodies_create_update_and_delete_built_in_kinds(t: &Target) {
     let ns = &t.ns;
     let configmaps = format!("/api/v1/namespaces/{ns}/configmaps");
     let configmap = core::ConfigMap {
@@ -217,8 +216,9 @@ pub async fn protobuf_bodies_create_update_and_delete_built_in_kinds(t: &Target)
     let garbage = send(t, Method::POST, &configmaps, b"k8s\0\x0a\xff\xff".to_vec()).await;
     assert_eq!(garbage.status, 400, "{}", garbage.body);
 }
+case!(Needs::Protocol, protobuf_bodies_create_update_and_delete_built_in_kinds);
 
-pub async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it(t: &Target) {
+async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it(t: &Target) {
     let ns = &t.ns;
     let configmaps = format!("/api/v1/namespaces/{ns}/configmaps");
     let only = [("Accept", PROTOBUF)];
@@ -289,3 +289,4 @@ pub async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_
     let refused = t.raw_get_with(&path, &only).await;
     assert_eq!(refused.status, 406, "{}", refused.body);
 }
+case!(Needs::Protocol, clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it);

@@ -3,11 +3,10 @@
 //! decoder takes 10,000), and a `spec` or `metadata` that is not an object, in a workload, a
 //! ConfigMap and a workload's `Scale`. None of them may take the server down.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, RawResponse, Target};
 use http::Method;
 use serde_json::json;
-
-use crate::support::Target;
-use crate::support::target::RawResponse;
 
 /// `{"a":{"a":…"leaf"…}}`, `levels` objects deep.
 fn nested(levels: usize) -> String {
@@ -48,7 +47,7 @@ const JSON: (&str, &str) = ("Content-Type", "application/json");
 const JSON_PATCH: (&str, &str) = ("Content-Type", "application/json-patch+json");
 const MERGE_PATCH: (&str, &str) = ("Content-Type", "application/merge-patch+json");
 
-pub async fn deep_objects_are_kept_and_ones_past_the_decoders_limit_refused(t: &Target) {
+async fn deep_objects_are_kept_and_ones_past_the_decoders_limit_refused(t: &Target) {
     // kube-apiserver 1.20 does not answer a JSON patch of 100 levels within its 34 s request
     // timeout (a 504, read off v1.20.2): objects that deep are for later servers.
     if !t.version().at_least(21) {
@@ -123,8 +122,9 @@ pub async fn deep_objects_are_kept_and_ones_past_the_decoders_limit_refused(t: &
     );
     assert_eq!(t.raw_get(&deep).await.status, 200, "the server serves on");
 }
+case!(Needs::Protocol, deep_objects_are_kept_and_ones_past_the_decoders_limit_refused);
 
-pub async fn a_spec_or_metadata_that_is_not_an_object_is_refused_in_objects_and_scales(t: &Target) {
+async fn a_spec_or_metadata_that_is_not_an_object_is_refused_in_objects_and_scales(t: &Target) {
     let deployments = format!("/apis/apps/v1/namespaces/{}/deployments", t.ns);
     let body = |value: serde_json::Value| serde_json::to_vec(&value).unwrap();
     // kube-apiserver 1.20 decodes with json-iterator, whose words differ after the prefix.
@@ -217,3 +217,4 @@ pub async fn a_spec_or_metadata_that_is_not_an_object_is_refused_in_objects_and_
     let read: serde_json::Value = serde_json::from_str(&read.body).unwrap();
     assert_eq!(read["spec"]["replicas"], 1, "nothing was scaled");
 }
+case!(Needs::Protocol, a_spec_or_metadata_that_is_not_an_object_is_refused_in_objects_and_scales);

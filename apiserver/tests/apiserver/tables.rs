@@ -1,5 +1,7 @@
 //! Tables: `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`, what `kubectl get` prints.
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Api;
@@ -7,7 +9,6 @@ use kube_client::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use super::common::*;
-use crate::support::Target;
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
@@ -88,7 +89,7 @@ async fn try_create(t: &Target, api_version: &str, kind: &str, plural: &str, bod
     }
 }
 
-pub async fn tables_have_the_real_servers_columns_and_cells(t: &Target) {
+async fn tables_have_the_real_servers_columns_and_cells(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     pods.create(&PostParams::default(), &pod("web-0", json!({"app": "web"}))).await.unwrap();
     create(
@@ -188,8 +189,9 @@ pub async fn tables_have_the_real_servers_columns_and_cells(t: &Target) {
     let whole = table(t, &format!("{ns}/configmaps"), "?includeObject=Object").await;
     assert_eq!(whole["rows"][0]["object"]["kind"], "ConfigMap");
 }
+case!(Needs::Protocol, tables_have_the_real_servers_columns_and_cells);
 
-pub async fn a_custom_resource_table_shows_its_printer_columns(t: &Target) {
+async fn a_custom_resource_table_shows_its_printer_columns(t: &Target) {
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": { "name": "sprockets.example.com" },
@@ -231,3 +233,4 @@ pub async fn a_custom_resource_table_shows_its_printer_columns(t: &Target) {
     assert_eq!(row(&listed, "s1"), [json!("s1"), json!(3), json!("red")]);
     let _ = crds.delete("sprockets.example.com", &Default::default()).await;
 }
+case!(Needs::Protocol, a_custom_resource_table_shows_its_printer_columns);

@@ -4,19 +4,19 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use ctrlkit_apiserver::{WaitError, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::support::Target;
-
 fn has_key(key: &'static str) -> impl Fn(Option<&ConfigMap>) -> bool {
     move |cm| cm.and_then(|cm| cm.data.as_ref()).is_some_and(|d| d.contains_key(key))
 }
 
-pub async fn wait_for_sees_later_changes_deletions_and_times_out_naming_its_wait(t: &Target) {
+async fn wait_for_sees_later_changes_deletions_and_times_out_naming_its_wait(t: &Target) {
     let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     // Not there yet: created, then changed, while the wait runs.
     let writer = {
@@ -65,3 +65,4 @@ pub async fn wait_for_sees_later_changes_deletions_and_times_out_naming_its_wait
         other => panic!("expected a timeout, got {other:?}"),
     }
 }
+case!(Needs::Protocol, wait_for_sees_later_changes_deletions_and_times_out_naming_its_wait);

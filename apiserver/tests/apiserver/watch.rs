@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::case;
+use ctrlkit_apiserver::harness::{Needs, Target};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube_client::Api;
@@ -10,9 +12,8 @@ use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams, WatchEvent,
 use serde_json::json;
 
 use super::common::*;
-use crate::support::Target;
 
-pub async fn a_watch_from_a_version_replays_every_later_change_in_order_then_live_ones(t: &Target) {
+async fn a_watch_from_a_version_replays_every_later_change_in_order_then_live_ones(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap();
@@ -38,12 +39,13 @@ pub async fn a_watch_from_a_version_replays_every_later_change_in_order_then_liv
         [("ADDED", "b"), ("MODIFIED", "a"), ("MODIFIED", "b"), ("DELETED", "b"), ("ADDED", "c")];
     assert_eq!(got, want.map(|(t, n)| (t.to_owned(), n.to_owned())));
 }
+case!(Needs::Protocol, a_watch_from_a_version_replays_every_later_change_in_order_then_live_ones);
 
 /// `resourceVersion=0` ("any version"): the server starts from its watch cache, which may
 /// not have the newest write yet. A real 1.36.2 on a busy machine sent `a`, the
 /// initial-events-end bookmark, then `b` as a live add: both objects come as adds, in no
 /// particular order, and (from 1.36) one initial-events-end bookmark, before or between them.
-pub async fn a_watch_without_a_version_starts_with_the_current_objects(t: &Target) {
+async fn a_watch_without_a_version_starts_with_the_current_objects(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, ["a".to_owned(), "b".to_owned()]).await;
@@ -65,6 +67,7 @@ pub async fn a_watch_without_a_version_starts_with_the_current_objects(t: &Targe
     assert_eq!(added, ["a", "b"]);
     assert_eq!(bookmarks, want_bookmark, "1.36 marks the end of the initial events once");
 }
+case!(Needs::Protocol, a_watch_without_a_version_starts_with_the_current_objects);
 
 /// 1.36 ends the initial events of a watch without a version, to a client that allows
 /// bookmarks (kube-client does by default), with a bookmark marked as a streaming list's.
@@ -82,7 +85,7 @@ fn expect_initial_events_end(event: WatchEvent<Pod>) {
 
 /// Secrets, because the real server under test serves them without its watch cache: a
 /// watch cache answers from its own window of recent events, which compacting etcd leaves.
-pub async fn a_watch_from_a_compacted_version_gets_an_error_event_with_410(t: &Target) {
+async fn a_watch_from_a_compacted_version_gets_an_error_event_with_410(t: &Target) {
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     let secret = |name: &str| -> Secret {
         serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}))
@@ -101,10 +104,11 @@ pub async fn a_watch_from_a_compacted_version_gets_an_error_event_with_410(t: &T
     }
     assert!(next(&mut stream).await.is_none(), "the stream ends after the error");
 }
+case!(Needs::Compaction, a_watch_from_a_compacted_version_gets_an_error_event_with_410);
 
 /// A watch with a timeout gets a bookmark shortly before it (the real server sends it 2 s
 /// before), carrying a version at least as new as changes the watch did not match.
-pub async fn bookmarks_come_before_the_timeout_and_carry_newer_versions(t: &Target) {
+async fn bookmarks_come_before_the_timeout_and_carry_newer_versions(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({"app": "web"}))).await.unwrap();
     let wp = WatchParams::default().labels("app=web").timeout(5);
@@ -128,8 +132,9 @@ pub async fn bookmarks_come_before_the_timeout_and_carry_newer_versions(t: &Targ
         rv(&b)
     );
 }
+case!(Needs::Protocol, bookmarks_come_before_the_timeout_and_carry_newer_versions);
 
-pub async fn objects_that_stop_or_start_matching_arrive_as_deleted_or_added(t: &Target) {
+async fn objects_that_stop_or_start_matching_arrive_as_deleted_or_added(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let a = pods.create(&PostParams::default(), &pod("a", json!({"app": "web"}))).await.unwrap();
@@ -147,8 +152,9 @@ pub async fn objects_that_stop_or_start_matching_arrive_as_deleted_or_added(t: &
         .collect();
     assert_eq!(got, ["DELETED", "ADDED"]);
 }
+case!(Needs::Protocol, objects_that_stop_or_start_matching_arrive_as_deleted_or_added);
 
-pub async fn field_selected_watches_see_only_their_object(t: &Target) {
+async fn field_selected_watches_see_only_their_object(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     let mut stream =
@@ -166,10 +172,11 @@ pub async fn field_selected_watches_see_only_their_object(t: &Target) {
     };
     assert_eq!(first_object, ("ADDED".into(), "b".into()));
 }
+case!(Needs::Protocol, field_selected_watches_see_only_their_object);
 
 /// Streaming lists exist from Kubernetes 1.27 (the informer's fallback on older servers is an
 /// e2e case); 1.20 refuses the request (422: `resourceVersionMatch` is forbidden for a watch).
-pub async fn streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes(t: &Target) {
+async fn streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
     create_pods(&pods, ["a".to_owned(), "b".to_owned()]).await;
@@ -186,10 +193,11 @@ pub async fn streaming_lists_send_initial_events_then_a_marked_bookmark_then_cha
     create_pods(&pods, ["c".to_owned()]).await;
     assert_eq!(describe(&next(&mut stream).await.unwrap().unwrap()), ("ADDED".into(), "c".into()));
 }
+case!(Needs::Protocol, streaming_lists_send_initial_events_then_a_marked_bookmark_then_changes);
 
 /// 1.36 refuses `sendInitialEvents` without `resourceVersionMatch=NotOlderThan`, naming the
 /// field; 1.20 does not know the parameter and starts a plain watch.
-pub async fn streaming_lists_without_not_older_than_are_refused(t: &Target) {
+async fn streaming_lists_without_not_older_than_are_refused(t: &Target) {
     let url = format!(
         "/api/v1/namespaces/{}/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&timeoutSeconds=1",
         t.ns
@@ -210,10 +218,11 @@ pub async fn streaming_lists_without_not_older_than_are_refused(t: &Target) {
         "{status}"
     );
 }
+case!(Needs::Protocol, streaming_lists_without_not_older_than_are_refused);
 
 /// 1.36 sends a streaming list's initial events without the closing bookmark to a client
 /// that does not allow bookmarks; 1.20 refuses `resourceVersionMatch` on any watch.
-pub async fn streaming_lists_without_bookmarks_send_the_initial_events_alone(t: &Target) {
+async fn streaming_lists_without_bookmarks_send_the_initial_events_alone(t: &Target) {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create_pods(&pods, ["a".to_owned()]).await;
     let url = format!(
@@ -234,3 +243,4 @@ pub async fn streaming_lists_without_bookmarks_send_the_initial_events_alone(t: 
         .collect();
     assert_eq!(types, ["\"ADDED\""], "{}", response.body);
 }
+case!(Needs::Protocol, streaming_lists_without_bookmarks_send_the_initial_events_alone);

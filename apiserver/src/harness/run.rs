@@ -1,7 +1,7 @@
-//! A libtest-compatible runner (libtest-mimic) that lists each case once per server it
-//! runs on, as `embedded::<module>::<case>` and `real::<module>::<case>`, so that
-//! `cargo test -- real::` runs the real-server half and a missing server shows as ignored
-//! cases rather than as passes.
+//! The runner: every [`Case`] registered with [`case!`](crate::case) in the test binary, run
+//! by libtest-mimic once per server it applies to, as `embedded::<module>::<case>` and
+//! `real::<module>::<case>`, so that `cargo test -- real::` runs the real-server half and a
+//! server that is not configured shows as ignored cases rather than as passes.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -17,60 +17,68 @@ use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
 /// A case's body: it gets its target and panics on failure.
 pub type CaseFn = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// What a case needs of a server beyond the protocol.
+/// What a case needs of a server beyond the protocol, which decides where it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Needs {
     /// Only the protocol: runs on both servers.
     Protocol,
-    /// Compacting the server's history (`Target::compact`): on a real server, etcd access.
+    /// Compacting the server's history ([`Target::compact`]): on a real server, etcd access
+    /// (`CTRLKIT_E2E_ETCD`). Runs alone on the real server.
     Compaction,
-    /// The embedded server alone: its fault injection, or behaviour the real server under
-    /// test lacks (each such case says why).
+    /// The embedded server alone: its fault injection, or behaviour a real server lacks.
     Embedded,
     /// A real server's audit log (`CTRLKIT_E2E_AUDIT_LOG`): runs on the real server alone.
     AuditLog,
-    /// Webhooks that every write of a kind passes through, and a CRD's versions: both
-    /// servers, but on the real one such a case changes what every other case's writes meet
-    /// (cluster-wide objects), so it runs alone there, as a compacting case does.
+    /// Cluster-wide objects every write passes through (webhook configurations, a CRD's
+    /// versions): both servers, but alone on the real one, since such a case changes what
+    /// every other case's writes meet there.
     Webhooks,
 }
 
-/// One test case.
+/// One test case: an async function of a [`Target`], registered with
+/// [`case!`](crate::case).
 pub struct Case {
-    pub name: String,
-    pub run: CaseFn,
-    pub needs: Needs,
+    /// The module path of the function, the test binary's crate name left out.
+    module: &'static str,
+    /// The function's name.
+    function: &'static str,
+    run: CaseFn,
+    needs: Needs,
 }
 
-/// Cases from async functions `async fn name(t: &Target)`:
-/// `cases![Needs::Protocol; crud::create, #[cfg(feature = "webhook")] hooks::call]` (a case
-/// of a module compiled only with a feature carries the module's `cfg`).
-#[macro_export]
-macro_rules! cases {
-    ($needs:expr; $($(#[$meta:meta])* $($segment:ident)::+),* $(,)?) => {{
-        #[allow(unused_mut)]
-        let mut cases = Vec::new();
-        $(
-            $(#[$meta])*
-            cases.push({
-                fn run<'a>(
-                    t: &'a $crate::support::Target,
-                ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<Output = ()> + Send + 'a>> {
-                    Box::pin($($segment)::+(t))
-                }
-                $crate::support::Case {
-                    name: [$(stringify!($segment)),+].join("::"),
-                    run,
-                    needs: $needs,
-                }
-            });
-        )*
-        cases
-    }};
+impl Case {
+    /// A case; [`case!`](crate::case) makes them.
+    #[doc(hidden)]
+    pub const fn new(
+        module: &'static str,
+        function: &'static str,
+        needs: Needs,
+        run: CaseFn,
+    ) -> Self {
+        Case { module, function, run, needs }
+    }
+
+    /// `<module>::<function>`, the module path without the test binary's crate name.
+    pub fn name(&self) -> String {
+        match self.module.split_once("::") {
+            Some((_, module)) => format!("{module}::{}", self.function),
+            None => self.function.to_owned(),
+        }
+    }
+
+    /// What the case needs of a server.
+    pub fn needs(&self) -> Needs {
+        self.needs
+    }
 }
 
-/// Runs `cases` as a test binary's main, with libtest's arguments and output.
-pub fn main(cases: Vec<Case>) -> ExitCode {
+inventory::collect!(Case);
+
+/// Runs every registered case as the test binary's `main`, with libtest's arguments and
+/// output (`--list`, filters, `--ignored`, `--test-threads`, `--exact`).
+pub fn main() -> ExitCode {
+    let mut cases: Vec<&Case> = inventory::iter::<Case>.into_iter().collect();
+    cases.sort_by_key(|case| case.name());
     let mut args = Arguments::from_args();
     // The cases wait on servers far more than they compute; 2 threads would serialise them.
     args.test_threads.get_or_insert(6);
@@ -79,8 +87,8 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
     let audit = std::env::var_os(AUDIT_LOG_ENV).is_some();
     if !real && !args.list {
         println!(
-            "real-server cases skipped (listed as ignored): {KUBECONFIG_ENV} is not set; \
-             scripts/e2e.sh starts a kube-apiserver and runs them"
+            "real-server cases skipped (listed as ignored): {KUBECONFIG_ENV} does not name a \
+             kubeconfig"
         );
     } else if !etcd && !args.list {
         println!("real-server cases that compact history skipped: {ETCD_ENV} is not set");
@@ -99,7 +107,7 @@ pub fn main(cases: Vec<Case>) -> ExitCode {
                 _ => false,
             };
             let skip = kind == Kind::Real && (!real || unmet);
-            let name = format!("{}::{}", kind.name(), case.name);
+            let name = format!("{}::{}", kind.name(), case.name());
             let (run, needs) = (case.run, case.needs);
             let trial_name = name.clone();
             trials.push(
@@ -143,4 +151,20 @@ fn run_case(kind: Kind, name: &str, run: CaseFn, needs: Needs) {
             std::panic::resume_unwind(panic);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_is_named_by_its_module_path_without_the_crate() {
+        fn run<'a>(_: &'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+            Box::pin(async {})
+        }
+        let nested = Case::new("apiserver::crud", "create", Needs::Protocol, run);
+        assert_eq!(nested.name(), "crud::create");
+        let top = Case::new("operator", "reconciles", Needs::Protocol, run);
+        assert_eq!(top.name(), "reconciles");
+    }
 }

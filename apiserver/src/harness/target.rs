@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ctrlkit_apiserver::{ApiServer, ResourceType};
-use http_body_util::BodyExt;
+use crate::{ApiServer, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -35,13 +34,14 @@ pub const TOKENS_ENV: &str = "CTRLKIT_E2E_TOKENS";
 
 /// Which server a case runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Embedded,
     Real,
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
+    /// The prefix of the case's name in the test list.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Embedded => "embedded",
             Kind::Real => "real",
@@ -57,7 +57,7 @@ pub struct Target {
     pub ns: String,
     kind: Kind,
     embedded: Option<ApiServer>,
-    config: Config,
+    pub(super) config: Config,
     kubeconfig: PathBuf,
     dir: PathBuf,
     version: ServerVersion,
@@ -71,7 +71,9 @@ pub struct Target {
 /// that made the change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ServerVersion {
+    /// The major version (1).
     pub major: u32,
+    /// The minor version (36 for v1.36.2).
     pub minor: u32,
 }
 
@@ -132,8 +134,24 @@ impl Target {
             .unwrap_or_else(|| panic!("no token of {user} in the token file"))
     }
 
+    /// A target outside the runner (a `#[tokio::test]`, a bench): on the real server that
+    /// [`KUBECONFIG_ENV`] names when it is set, else on a fresh embedded server; with a
+    /// namespace named after `case`. [`cleanup`](Self::cleanup) it when done.
+    pub async fn start(case: &str) -> Target {
+        let kind = match std::env::var_os(KUBECONFIG_ENV) {
+            Some(_) => Kind::Real,
+            None => Kind::Embedded,
+        };
+        Target::new(kind, case).await
+    }
+
+    /// As [`start`](Self::start), always on a fresh embedded server (to inject faults).
+    pub async fn start_embedded(case: &str) -> Target {
+        Target::new(Kind::Embedded, case).await
+    }
+
     /// Starts (embedded) or connects to (real) the server and makes the case's namespace.
-    pub async fn new(kind: Kind, case: &str) -> Target {
+    pub(crate) async fn new(kind: Kind, case: &str) -> Target {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("ctrlkit-test-{}-{n}", std::process::id()));
@@ -265,65 +283,6 @@ impl Target {
         .await;
     }
 
-    /// A GET of `path` as the server answered it: no retries of 429/503/504 and no
-    /// parameters dropped, as kube-client's typed calls would.
-    pub async fn raw_get(&self, path: &str) -> RawResponse {
-        self.raw_get_with(path, &[]).await
-    }
-
-    /// As [`raw_get`](Self::raw_get), with request headers (`Accept`, say).
-    pub async fn raw_get_with(&self, path: &str, headers: &[(&str, &str)]) -> RawResponse {
-        self.raw_request(http::Method::GET, path, headers, Vec::new()).await
-    }
-
-    /// Any request, sent and answered as it is (no retries).
-    pub async fn raw_request(
-        &self,
-        method: http::Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Vec<u8>,
-    ) -> RawResponse {
-        self.try_raw_request(method, path, headers, body)
-            .await
-            .unwrap_or_else(|e| panic!("the request reaches the server: {e}"))
-    }
-
-    /// As [`raw_request`](Self::raw_request), for a request the server may leave unanswered
-    /// (closing the connection): the client's error then.
-    pub async fn try_raw_request(
-        &self,
-        method: http::Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Vec<u8>,
-    ) -> Result<RawResponse, kube_client::Error> {
-        let mut config = self.config.clone();
-        config.default_retry = false;
-        let client = Client::try_from(config).expect("a client");
-        let mut request = http::Request::builder().method(method).uri(path);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request.body(body.into()).expect("a valid request path");
-        let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
-            .await
-            .expect("an answer within 30 s")?;
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
-            .collect();
-        let bytes = response.into_body().collect().await.expect("the whole body").to_bytes();
-        Ok(RawResponse {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-            bytes: bytes.to_vec(),
-        })
-    }
-
     /// The Widget custom resource, defined on the server if it is not yet.
     pub async fn widgets(&self) -> ApiResource {
         let ar = widget().api_resource();
@@ -362,7 +321,8 @@ impl Target {
         ar
     }
 
-    /// Deletes the case's namespace (real) or stops the server (embedded).
+    /// Deletes the case's namespace (real) or stops the server (embedded), and removes the
+    /// scratch directory. The runner does it after each case.
     pub async fn cleanup(self) {
         if self.is_real() {
             let namespaces: Api<Namespace> = Api::all(self.client.clone());
@@ -415,22 +375,6 @@ async fn etcdctl(endpoint: &str, args: &[&str], benign: &[&str]) -> String {
         "etcdctl {args:?} failed: {stderr}"
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A response as the server sent it.
-pub struct RawResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    /// The body as text (lossy where it is not UTF-8).
-    pub body: String,
-    /// The body's bytes.
-    pub bytes: Vec<u8>,
-}
-
-impl RawResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
 }
 
 /// A pod manifest for `kubectl create -f -` / `apply -f -`.
