@@ -31,11 +31,8 @@ use super::encoding::{
 use super::rest::serve_admitted;
 use super::route::{Route, route};
 /// The entry point for every request.
+/// (Injected latency is a layer before it: `layers.rs`.)
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let latency = shared.faults.latency();
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
     let (parts, body) = request.into_parts();
     let query: HashMap<String, String> =
         Query::try_from_uri(&parts.uri).map(|Query(q)| q).unwrap_or_default();

@@ -178,7 +178,7 @@ impl Strategy for DefinitionStrategy {
     fn validate_create(&self, _: &ResourceType, crd: &mut Value) -> ApiResult<()> {
         validate(crd)
     }
-    fn validate_update(&self, crd: &Value, status: bool) -> ApiResult<()> {
+    fn validate_update(&self, _: &str, _: &Value, crd: &Value, status: bool) -> ApiResult<()> {
         if status { Ok(()) } else { validate(crd) }
     }
     fn stored(&self, store: &Store, definitions: usize, crd: &Value) {

@@ -215,6 +215,7 @@ mod https;
 mod ids;
 mod injection;
 mod json;
+mod layers;
 mod list;
 mod negotiate;
 mod openapi;

@@ -304,7 +304,7 @@ pub(crate) struct Registry {
 
 /// What a kind adds to the registry's generic REST semantics (kube-apiserver's per-kind
 /// create and update strategies and their hooks after a write): the server registers one
-/// for the kinds that have rules of their own (CRDs, webhook configurations). Each hook is
+/// for the kinds that have rules of their own (CRDs, webhook configurations, Secrets). Each hook is
 /// called at the point kube-apiserver calls its own: validation before the write, what
 /// follows it (a CRD starting to serve its kind) only once the write is stored, never in a
 /// dry run.
@@ -317,9 +317,15 @@ pub(crate) trait Strategy: Send + Sync {
     fn prepare_update(&self, _rt: &ResourceType, _object: &mut Value) -> ApiResult<()> {
         Ok(())
     }
-    /// Validates an update's new object after the registry's checks; `status` for a
-    /// `/status` write.
-    fn validate_update(&self, _object: &Value, _status: bool) -> ApiResult<()> {
+    /// Validates an update of the object `name` from `old` to `new` after the registry's
+    /// checks; `status` for a `/status` write.
+    fn validate_update(
+        &self,
+        _name: &str,
+        _old: &Value,
+        _new: &Value,
+        _status: bool,
+    ) -> ApiResult<()> {
         Ok(())
     }
     /// The object was stored (created or updated) under `resource`.
@@ -612,9 +618,6 @@ impl Registry {
             {
                 return Err(ApiError::conflict(&rt.plural, &name));
             }
-            if rt.group.is_empty() && rt.plural == "secrets" {
-                super::secrets::validate_update(&name, &old, &new)?;
-            }
             if status && rt.is_builtin() {
                 // A built-in kind's status subresource keeps the old spec (everything but
                 // metadata and status) and owner references; labels and annotations change.
@@ -665,7 +668,7 @@ impl Registry {
                 new["metadata"]["generation"] = json!(generation + 1);
             }
             if let Some(strategy) = strategy {
-                strategy.validate_update(&new, status)?;
+                strategy.validate_update(&name, &old, &new, status)?;
             }
             if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
                 return Ok((txn.remove(target.resource, &key, new), true));

@@ -163,8 +163,6 @@ pub(crate) async fn serve_admitted(
     let mut warnings = validate_fields(shared, method, headers, &rt, options, &body)?;
     let mut options = options.clone();
     options.field_validation = Some("Ignore".into());
-    let mut json_headers = headers.clone();
-    json_headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("a header"));
     let body_dry_run = method == Method::DELETE
         && serde_json::from_slice::<Value>(&body)
             .is_ok_and(|b| b["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")));
@@ -228,12 +226,16 @@ pub(crate) async fn serve_admitted(
             .admit(&attributes, requested, candidate, old.as_ref(), dry_run, review_options)
             .await?;
         warnings.extend(admitted.warnings);
+        // The admitted object goes to the registry, as the real server's handler stores what
+        // its admission chain returned (the request is not served again).
         let answered = match (operation, admitted.object) {
             (Create, Some(object)) => {
-                let collection =
-                    Route { target: Target { name: None, ..target.clone() }, ..route.clone() };
-                let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-                serve(shared, &Method::POST, &json_headers, collection, &options, body)
+                let collection = Target { name: None, ..target.clone() };
+                let body = serde_json::to_vec(&object).unwrap_or_default();
+                let metadata = written_metadata(headers, &rt)?;
+                registry
+                    .create(&collection, &body, options.dry_run)
+                    .map(|o| object_response(StatusCode::CREATED, &o, metadata))
             }
             (Update, Some(mut object)) => {
                 // Written only over the object admitted.
@@ -241,9 +243,13 @@ pub(crate) async fn serve_admitted(
                     object["metadata"]["resourceVersion"] =
                         old["metadata"]["resourceVersion"].clone();
                 }
-                let body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-                serve(shared, &Method::PUT, &json_headers, route.clone(), &options, body)
+                let body = serde_json::to_vec(&object).unwrap_or_default();
+                let metadata = written_metadata(headers, &rt)?;
+                registry
+                    .update(target, &body, route.status, options.dry_run)
+                    .map(|o| object_response(StatusCode::OK, &o, metadata))
             }
+            // A delete: admitted as it is.
             _ => serve(shared, method, headers, route.clone(), &options, body.clone()),
         };
         match answered {
@@ -257,6 +263,16 @@ pub(crate) async fn serve_admitted(
         }
     }
     unreachable!("the last attempt returns")
+}
+
+/// The `meta.k8s.io` version of `PartialObjectMetadata` a write's client asked to be answered
+/// with (`Accept`), if it asked for metadata alone.
+fn written_metadata(headers: &HeaderMap, rt: &ResourceType) -> ApiResult<Option<&'static str>> {
+    let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
+    Ok(match negotiate(headers, Reading::Object, &rt.kind, protobuf)? {
+        Form::Metadata(version) | Form::MetadataList(version) => Some(version),
+        Form::Full | Form::Table(_) => None,
+    })
 }
 
 /// The attributes of a write of `route` (`operation`) to the webhooks.
@@ -324,8 +340,10 @@ async fn scale_admitted(
     // An object with object metadata: the admission stage refuses a patch that leaves less.
     let mut scale = admitted.object.filter(Value::is_object).unwrap_or_else(|| json!({}));
     scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-    let body = serde_json::to_vec(&scale).unwrap_or_default();
-    let mut response = serve_scale(registry, &Method::PUT, headers, target, &body)?;
+    // Checked as a written Scale is, then stored over the one admitted.
+    let written = written_scale(&serde_json::to_vec(&scale).unwrap_or_default())?;
+    let scale = registry.write_scale(target, |_| Ok(written))?;
+    let mut response = value_response(StatusCode::OK, &scale);
     add_warnings(&mut response, &admitted.warnings);
     Ok(response)
 }

@@ -4,10 +4,20 @@
 
 use serde_json::Value;
 
+use super::registry::Strategy;
 use super::status::{ApiError, ApiResult};
 
+/// The rules of Secrets, registered for core/v1 `secrets` by the server.
+pub(crate) struct SecretStrategy;
+
+impl Strategy for SecretStrategy {
+    fn validate_update(&self, name: &str, old: &Value, new: &Value, _: bool) -> ApiResult<()> {
+        validate_update(name, old, new)
+    }
+}
+
 /// Checks an update of the Secret `old` to `new`.
-pub(crate) fn validate_update(name: &str, old: &Value, new: &Value) -> ApiResult<()> {
+fn validate_update(name: &str, old: &Value, new: &Value) -> ApiResult<()> {
     let kind_of = |v: &Value| v.get("type").and_then(Value::as_str).unwrap_or("Opaque").to_owned();
     if kind_of(new) != kind_of(old) {
         let message = format!("Invalid value: \"{}\": field is immutable", kind_of(new));

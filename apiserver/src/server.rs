@@ -181,6 +181,7 @@ impl ApiServerBuilder {
         let (control, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
             registry: Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
+                .with_strategy("", "secrets", Arc::new(crate::secrets::SecretStrategy))
                 .with_strategy(
                     "apiextensions.k8s.io",
                     "customresourcedefinitions",
@@ -213,7 +214,10 @@ impl ApiServerBuilder {
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
         let collector = self.garbage_collector.then(|| super::gc::spawn(&shared));
-        let router = axum::Router::new().fallback(super::api::handle).with_state(shared.clone());
+        let router = axum::Router::new()
+            .fallback(super::api::handle)
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), super::layers::latency))
+            .with_state(shared.clone());
         let served = router.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
