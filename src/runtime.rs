@@ -3,9 +3,8 @@
 //! trait (controller-runtime's `manager.Runnable`), the [`Stop`] signal a runnable gets, which
 //! also tells whether the Leases it runs under are still held, and readiness checks.
 //!
-//! The manager re-exports these (`ctrlkit::manager::Runnable`, ...); they live here so that the
-//! webhook server, the sharder and the metrics endpoint, which the manager runs, need nothing
-//! of the manager's.
+//! They live here, their one path, so that the webhook server, the sharder and the metrics
+//! endpoint, which the manager runs, need nothing of the manager's.
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;

@@ -17,9 +17,10 @@
 use std::net::SocketAddr;
 
 use async_trait::async_trait;
+use ctrlkit::tls::SecretCertificates;
 use ctrlkit::webhook::{
-    AdmissionRequest, CaInjection, Conversion, ConversionError, Defaulter, Denial,
-    SecretCertificates, Validation, Validator, WebhookServer,
+    AdmissionRequest, CaInjection, Conversion, ConversionError, Defaulter, Denial, Validation,
+    Validator, WebhookServer,
 };
 use kube_client::api::{Patch, PatchParams};
 use kube_client::{Api, Client};

@@ -1,5 +1,6 @@
 //! Operators in one process: the [`Manager`] (controller-runtime's) hosts several controllers
-//! and other [`Runnable`]s over one [`SharedInformerFactory`](crate::cache::SharedInformerFactory).
+//! and other [`Runnable`](crate::runtime::Runnable)s over one
+//! [`SharedInformerFactory`](crate::cache::SharedInformerFactory).
 //!
 //! Contract:
 //! - **One set of caches**: every controller of [`Manager::controller`] (bound to
@@ -16,9 +17,9 @@
 //!   as [`ManagerError::Runnable`] with the runnable's name.
 //!
 //! At the [`ManagerBuilder`]: leader election ([`ManagerBuilder::leader_election`]: runnables
-//! that [need it](Runnable::needs_leader_election) run only while this replica leads), and,
-//! with the `metrics` feature, a metrics registry and the `/metrics` `/healthz` `/readyz`
-//! endpoint.
+//! that [need it](crate::runtime::Runnable::needs_leader_election) run only while this replica
+//! leads), and, with the `metrics` feature, a metrics registry and the `/metrics` `/healthz`
+//! `/readyz` endpoint.
 
 mod builder;
 mod error;
@@ -33,8 +34,4 @@ mod telemetry;
 pub use builder::ManagerBuilder;
 pub use error::{Abandoned, ManagerError};
 pub use manager::Manager;
-// The runnable traits live at the bottom of the crate (`crate::runtime`); a manager's users
-// find them here too.
-#[doc(no_inline)]
-pub use crate::runtime::{ReadyCheck, Runnable, RunnableError, Stop};
 pub use signal::shutdown_signal;

@@ -272,7 +272,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::webhook::SelfSignedCa;
+    use crate::tls::SelfSignedCa;
 
     #[test]
     fn a_bundle_gets_the_cas_it_lacks_appended_and_keeps_the_others() {

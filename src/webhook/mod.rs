@@ -51,7 +51,7 @@
 //!
 //! ## Limits and defaults of the [`WebhookServer`]
 //! The server faces the cluster's network; what a client may hold is bounded (each setting
-//! on [`ServingLimits`], given to the builder):
+//! on [`ServingLimits`](crate::tls::ServingLimits), given to the builder):
 //!
 //! | | default |
 //! |---|---|
@@ -62,16 +62,16 @@
 //! | connections served at once | 1,024; more wait in the listen queue |
 //! | after an accept error (out of descriptors) | a 100 ms pause, not a spinning loop |
 //!
-//! Certificates ([`CertificateSource`]): a self-signed CA lives 10 years and a serving
-//! certificate 1 year, each renewed with a third of its lifetime left, checked hourly
-//! ([`Lifetimes`]). A renewed CA enters the bundle two checks before it signs the served
-//! certificate, and the CA it replaces leaves two checks after, so a client holding the bundle
-//! last injected is never refused. Replicas share them through a Secret
-//! ([`SecretCertificates`]): every replica serves and injects the Secret's bundle, and a
-//! Secret deleted or corrupted is written back with what is served. Injection ([`CaInjection`],
-//! every 30 s) only adds the CAs a bundle lacks, never removes another writer's, and backs off
-//! to 5 minutes while it fails; beside cert-manager's cainjector, leave it off for the objects
-//! cainjector manages.
+//! Certificates ([`CertificateSource`](crate::tls::CertificateSource)): a self-signed CA lives
+//! 10 years and a serving certificate 1 year, each renewed with a third of its lifetime left,
+//! checked hourly ([`Lifetimes`](crate::tls::Lifetimes)). A renewed CA enters the bundle two
+//! checks before it signs the served certificate, and the CA it replaces leaves two checks after,
+//! so a client holding the bundle last injected is never refused. Replicas share them through a
+//! Secret ([`SecretCertificates`](crate::tls::SecretCertificates)): every replica serves and
+//! injects the Secret's bundle, and a Secret deleted or corrupted is written back with what is
+//! served. Injection ([`CaInjection`], every 30 s) only adds the CAs a bundle lacks, never
+//! removes another writer's, and backs off to 5 minutes while it fails; beside cert-manager's
+//! cainjector, leave it off for the objects cainjector manages.
 
 mod admission;
 mod conversion;
@@ -88,10 +88,3 @@ pub use conversion::{Conversion, ConversionError};
 pub use inject::CaInjection;
 pub use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 pub use server::{WebhookError, WebhookServer, WebhookServerBuilder};
-// HTTPS serving and certificates are `crate::tls`'s, shared with the secure metrics endpoint;
-// a webhook's users find them here too.
-#[doc(no_inline)]
-pub use crate::tls::{
-    CertError, CertificateBundle, CertificateSource, Lifetimes, SecretCertificates, SelfSignedCa,
-    ServingLimits,
-};

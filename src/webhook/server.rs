@@ -31,12 +31,12 @@ use serde::de::DeserializeOwned;
 
 use super::inject::CaInjection;
 use super::{
-    AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, ServingLimits,
-    Validator, WebhookStats, review,
+    AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, Validator,
+    WebhookStats, review,
 };
 use crate::runtime::{Runnable, RunnableError, Stop};
 use crate::tls::https::Https;
-use crate::tls::{CertificateBundle, CertificateSource, Certificates};
+use crate::tls::{CertificateBundle, CertificateSource, Certificates, ServingLimits};
 use axum::extract::DefaultBodyLimit;
 
 /// Builds a [`WebhookServer`].

@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use ctrlkit::webhook::{
-    CaInjection, CertificateSource, Lifetimes, SecretCertificates, SelfSignedCa, WebhookServer,
-};
+use ctrlkit::tls::{CertificateSource, Lifetimes, SecretCertificates, SelfSignedCa};
+use ctrlkit::webhook::{CaInjection, WebhookServer};
 use ctrlkit_apiserver::{ApiServer, wait_for};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Config, Controller, Reconciler};
-use ctrlkit::manager::{Abandoned, Manager, ManagerError, Runnable, RunnableError, Stop};
+use ctrlkit::manager::{Abandoned, Manager, ManagerError};
+use ctrlkit::runtime::{Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 

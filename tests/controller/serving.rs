@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctrlkit::webhook::{ServingLimits, WebhookServer};
+use ctrlkit::tls::ServingLimits;
+use ctrlkit::webhook::WebhookServer;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::manager::Manager;
+use ctrlkit::tls::{CertificateSource, SelfSignedCa};
 use ctrlkit::webhook::{
-    AdmissionRequest, CertificateSource, Conversion, Defaulter, Denial, SelfSignedCa, Validation,
-    Validator, WebhookServer,
+    AdmissionRequest, Conversion, Defaulter, Denial, Validation, Validator, WebhookServer,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::{Client, Config};
@@ -63,14 +63,9 @@ fn client_of(url: &str, ca_pem: &str) -> Client {
 
 /// A replica of the webhook server on a free loopback port, validating at `/validate`, its
 /// certificates kept for `host` in the Secret `default/webhook-certs` that replicas share.
-fn secret_replica(
-    client: Client,
-    host: &str,
-    lifetimes: ctrlkit::webhook::Lifetimes,
-) -> WebhookServer {
-    let store =
-        ctrlkit::webhook::SecretCertificates::new(client, "default", "webhook-certs", [host])
-            .lifetimes(lifetimes);
+fn secret_replica(client: Client, host: &str, lifetimes: ctrlkit::tls::Lifetimes) -> WebhookServer {
+    let store = ctrlkit::tls::SecretCertificates::new(client, "default", "webhook-certs", [host])
+        .lifetimes(lifetimes);
     WebhookServer::builder()
         .address("127.0.0.1:0".parse().unwrap())
         .certificates(store)
@@ -429,7 +424,7 @@ async fn the_ca_bundle_is_injected_into_configurations_and_crds_and_put_back_whe
 
 #[tokio::test]
 async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_a_renewal() {
-    use ctrlkit::webhook::Lifetimes;
+    use ctrlkit::tls::Lifetimes;
 
     let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
     // Leaves of 3 s, checked every 100 ms: renewed with a second left, twice a test.
@@ -479,7 +474,7 @@ async fn replicas_share_the_certificates_of_one_secret_and_keep_serving_through_
 
 #[tokio::test]
 async fn a_replica_with_other_hosts_gets_a_certificate_for_every_replicas_hosts() {
-    use ctrlkit::webhook::Lifetimes;
+    use ctrlkit::tls::Lifetimes;
 
     let api = ctrlkit_apiserver::ApiServer::start().await.unwrap();
     let lifetimes = Lifetimes {
@@ -541,7 +536,7 @@ async fn a_pre_created_secret_keeps_its_type_and_metadata_and_an_immutable_one_i
     });
     let pp = kube_client::api::PostParams::default();
     secrets.create(&pp, &serde_json::from_value(pre_created).unwrap()).await.unwrap();
-    let server = secret_replica(api.client(), "127.0.0.1", ctrlkit::webhook::Lifetimes::default());
+    let server = secret_replica(api.client(), "127.0.0.1", ctrlkit::tls::Lifetimes::default());
     let stop = tokio::sync::Notify::new();
     let test = async {
         let serving = tokio::time::timeout(Duration::from_secs(10), server.serving()).await;
@@ -567,7 +562,7 @@ async fn a_pre_created_secret_keeps_its_type_and_metadata_and_an_immutable_one_i
     let frozen =
         json!({ "metadata": { "name": "frozen-certs" }, "immutable": true, "type": "Opaque" });
     secrets.create(&pp, &serde_json::from_value(frozen).unwrap()).await.unwrap();
-    let store = ctrlkit::webhook::SecretCertificates::new(
+    let store = ctrlkit::tls::SecretCertificates::new(
         api.client(),
         "default",
         "frozen-certs",

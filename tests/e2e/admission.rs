@@ -9,9 +9,10 @@
 
 use std::time::Duration;
 
+use ctrlkit::tls::CertificateSource;
 use ctrlkit::webhook::{
-    AdmissionHandler, AdmissionRequest, AdmissionResponse, CertificateSource, Operation,
-    WebhookError, WebhookServer, WebhookServerBuilder,
+    AdmissionHandler, AdmissionRequest, AdmissionResponse, Operation, WebhookError, WebhookServer,
+    WebhookServerBuilder,
 };
 use ctrlkit_apiserver::case;
 use ctrlkit_apiserver::harness::{Needs, Target};
