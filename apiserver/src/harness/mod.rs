@@ -41,7 +41,8 @@
 //! }
 //! ```
 //!
-//! `cargo test` runs it on the embedded server; with
+//! [`main_with`] builds each case's embedded server with more (a user's kinds, a garbage
+//! collector). `cargo test` runs it on the embedded server; with
 //! `CTRLKIT_E2E_KUBECONFIG=/path/to/kubeconfig cargo test`, on that server too.
 
 mod proxy;
@@ -56,7 +57,7 @@ pub use inventory;
 pub use proxy::Proxy;
 pub use raw::RawResponse;
 pub use requests::{RequestLog, recording_client};
-pub use run::{Case, CaseFn, Needs, main};
+pub use run::{Case, CaseFn, Needs, main, main_with};
 pub use target::{
     AUDIT_LOG_ENV, ETCD_ENV, ETCDCTL_ENV, KUBECONFIG_ENV, KUBECTL_POD, ServerVersion, TOKENS_ENV,
     Target, USERS, config_from, widget,

@@ -12,7 +12,8 @@ use std::sync::{PoisonError, RwLock};
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
 
-use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target};
+use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target, configure};
+use crate::ApiServerBuilder;
 
 /// A case's body: it gets its target and panics on failure.
 pub type CaseFn = for<'a> fn(&'a Target) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -77,6 +78,31 @@ inventory::collect!(Case);
 /// Runs every registered case as the test binary's `main`, with libtest's arguments and
 /// output (`--list`, filters, `--ignored`, `--test-threads`, `--exact`).
 pub fn main() -> ExitCode {
+    run_all()
+}
+
+/// As [`main`], each case's embedded server built with `configure` too, after the harness's
+/// own settings: the resource types of a user's CRDs registered up front, a garbage
+/// collector, users for RBAC cases. (A real server is what it is: a case that needs a CRD
+/// there creates it through the API, which the embedded server serves as well.)
+///
+/// ```no_run
+/// use ctrlkit_apiserver::ResourceType;
+///
+/// fn main() -> std::process::ExitCode {
+///     ctrlkit_apiserver::harness::main_with(|server| {
+///         server
+///             .resource(ResourceType::new("example.com", "v1", "Stamp", "stamps", true))
+///             .garbage_collector()
+///     })
+/// }
+/// ```
+pub fn main_with(configure_server: fn(ApiServerBuilder) -> ApiServerBuilder) -> ExitCode {
+    configure(configure_server);
+    run_all()
+}
+
+fn run_all() -> ExitCode {
     let mut cases: Vec<&Case> = inventory::iter::<Case>.into_iter().collect();
     cases.sort_by_key(|case| case.name());
     let mut args = Arguments::from_args();

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::{ApiServer, ResourceType};
+use std::sync::OnceLock;
+
+use crate::{ApiServer, ApiServerBuilder, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -106,6 +108,15 @@ pub fn widget() -> ResourceType {
     ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
 }
 
+/// What a test binary adds to each case's embedded server ([`main_with`](super::main_with)).
+static CONFIGURE: OnceLock<fn(ApiServerBuilder) -> ApiServerBuilder> = OnceLock::new();
+
+/// Sets what every embedded server of this process is built with, after the harness's own
+/// settings; the first call wins.
+pub(crate) fn configure(with: fn(ApiServerBuilder) -> ApiServerBuilder) {
+    let _ = CONFIGURE.set(with);
+}
+
 /// The users besides the admin that every server authenticates by token (a `TokenReview`),
 /// with no permissions until a case grants them some.
 pub const USERS: [&str; 2] = ["ctrlkit-e2e-reader", "ctrlkit-e2e-stranger"];
@@ -170,6 +181,9 @@ impl Target {
                 // own here.
                 for user in USERS {
                     builder = builder.user(&embedded_token(user), user, &[]);
+                }
+                if let Some(configure) = CONFIGURE.get() {
+                    builder = configure(builder);
                 }
                 let server = builder.start().await.expect("the embedded server starts");
                 let path = dir.join("kubeconfig");

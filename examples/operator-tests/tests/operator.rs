@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use ctrlkit::testing::ResourceType;
 use ctrlkit::testing::harness::{self, Needs, Target};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_client::api::PostParams;
+use kube_client::api::{DynamicObject, PostParams};
 use kube_client::{Api, ResourceExt};
 
 async fn a_new_configmap_is_stamped(t: &Target) {
@@ -35,6 +36,20 @@ async fn a_new_configmap_is_stamped(t: &Target) {
 }
 ctrlkit::testing::case!(Needs::Protocol, a_new_configmap_is_stamped);
 
+/// A kind the embedded server serves from its start (on a cluster, its CRD would be installed).
+fn stamp() -> ResourceType {
+    ResourceType::new("example.com", "v1", "Stamp", "stamps", true)
+}
+
+async fn a_kind_registered_in_main_is_served(t: &Target) {
+    let stamps: Api<DynamicObject> =
+        Api::namespaced_with(t.client.clone(), &t.ns, &stamp().api_resource());
+    let listed = stamps.list(&Default::default()).await.expect("stamps are served");
+    assert!(listed.items.is_empty());
+}
+ctrlkit::testing::case!(Needs::Embedded, a_kind_registered_in_main_is_served);
+
 fn main() -> std::process::ExitCode {
-    harness::main()
+    // Every case's embedded server also serves the Stamp kind.
+    harness::main_with(|server| server.resource(stamp()))
 }
