@@ -54,8 +54,7 @@ pub(crate) fn serve(
         _ => Reading::Object,
     };
     let rt = registry.rt(&target);
-    let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
-    let form = negotiate(headers, reading, &rt.kind, protobuf)?;
+    let form = answer_form(headers, reading, &rt)?;
     let include = options.include_object;
     let (metadata, table) = match form {
         Form::Full => (None, None),
@@ -265,11 +264,17 @@ pub(crate) async fn serve_admitted(
     unreachable!("the last attempt returns")
 }
 
+/// The form the client's `Accept` asks an answer about `rt` in (protobuf where the kind has a
+/// message).
+fn answer_form(headers: &HeaderMap, reading: Reading, rt: &ResourceType) -> ApiResult<Form> {
+    let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
+    negotiate(headers, reading, &rt.kind, protobuf)
+}
+
 /// The `meta.k8s.io` version of `PartialObjectMetadata` a write's client asked to be answered
 /// with (`Accept`), if it asked for metadata alone.
 fn written_metadata(headers: &HeaderMap, rt: &ResourceType) -> ApiResult<Option<&'static str>> {
-    let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
-    Ok(match negotiate(headers, Reading::Object, &rt.kind, protobuf)? {
+    Ok(match answer_form(headers, Reading::Object, rt)? {
         Form::Metadata(version) | Form::MetadataList(version) => Some(version),
         Form::Full | Form::Table(_) => None,
     })

@@ -104,7 +104,7 @@ pub fn main_with(configure_server: fn(ApiServerBuilder) -> ApiServerBuilder) -> 
 
 fn run_all() -> ExitCode {
     let mut cases: Vec<&Case> = inventory::iter::<Case>.into_iter().collect();
-    cases.sort_by_key(|case| case.name());
+    cases.sort_by_cached_key(|case| case.name());
     let mut args = Arguments::from_args();
     // The cases wait on servers far more than they compute; 2 threads would serialise them.
     args.test_threads.get_or_insert(6);
@@ -126,12 +126,12 @@ fn run_all() -> ExitCode {
             Needs::AuditLog => &[Kind::Real],
             _ => &[Kind::Embedded, Kind::Real],
         };
+        let unmet = match case.needs {
+            Needs::Compaction => !etcd,
+            Needs::AuditLog => !audit,
+            _ => false,
+        };
         for &kind in kinds {
-            let unmet = match case.needs {
-                Needs::Compaction => !etcd,
-                Needs::AuditLog => !audit,
-                _ => false,
-            };
             let skip = kind == Kind::Real && (!real || unmet);
             let name = format!("{}::{}", kind.name(), case.name());
             let (run, needs) = (case.run, case.needs);
