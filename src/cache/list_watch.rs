@@ -18,14 +18,15 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use futures::Stream;
-use kube_client::api::{ApiResource, ListParams, WatchEvent, WatchParams};
+use kube_client::api::{ApiResource, ListParams, WatchParams};
 use kube_client::core::{
     ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope, Request, SubResourceScope,
 };
 use kube_client::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+
+use super::watch_stream::Body;
 
 /// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
 /// k8s-openapi's or kube's (see [`KindScope`]), decodable, cloneable and shareable.
@@ -345,14 +346,14 @@ where
         self.client.request_text(request).await
     }
 
-    /// A watch from `resource_version` that the server ends after `timeout_seconds`.
+    /// A watch from `resource_version` that the server ends after `timeout_seconds`: its body,
+    /// read line by line (see the `watch_stream` module).
     pub(crate) async fn watch(
         &self,
         resource_version: &str,
         timeout_seconds: u32,
         streaming_list: bool,
-    ) -> kube_client::Result<impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K>>
-    {
+    ) -> kube_client::Result<Body> {
         let mut wp =
             if streaming_list { WatchParams::streaming_lists() } else { WatchParams::default() };
         wp.bookmarks = true;
@@ -374,7 +375,7 @@ where
         let identity = "identity".parse().expect("a valid header value");
         request.headers_mut().insert("accept-encoding", identity);
         let body = self.client.request_stream(request).await?;
-        Ok(super::watch_stream::events(body))
+        Ok(Box::pin(body))
     }
 }
 

@@ -63,6 +63,7 @@ mod factory;
 mod handler;
 mod indexer;
 mod informer;
+mod initial_events;
 pub(crate) mod list_watch;
 mod metrics;
 mod object_key;

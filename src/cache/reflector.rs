@@ -39,7 +39,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube_client::api::{ObjectList, WatchEvent};
@@ -48,10 +47,11 @@ use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::deep::{self, TooDeep, is_too_deep};
+use super::initial_events::{Batches, Initial};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::stored::{Codec, Stored};
 use super::strip::strip_managed_fields;
-use super::watch_stream::SKIPPED;
+use super::watch_stream::{Body, Line, SKIPPED, events};
 use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::catch;
 
@@ -170,7 +170,7 @@ impl<K: InformerObject> Prepare<K> {
 
     /// A listed `object` prepared, by key, as the store keeps it; `None` (logged) if it has
     /// no name.
-    fn store(&self, object: K) -> Result<Option<(ObjectKey, Stored<K>)>, InformerError> {
+    pub(crate) fn store(&self, object: K) -> Result<Option<(ObjectKey, Stored<K>)>, InformerError> {
         let object = Arc::new(self.apply(object)?);
         let Ok(key) = meta_namespace_key_func(object.as_ref()) else {
             tracing::warn!("ignoring a listed object without a name");
@@ -317,8 +317,10 @@ impl<K: InformerObject> Reflector<K> {
             }
             state = match state {
                 State::Relist if streaming => match self.streaming_list(sink).await {
-                    Ok((rv, stream, give_up)) => self
-                        .after_watch(self.consume(stream, rv, sink, give_up).await, &mut backoff),
+                    Ok((rv, body, give_up)) => self.after_watch(
+                        self.consume(self.events(body), rv, sink, give_up).await,
+                        &mut backoff,
+                    ),
                     Err(StreamingError::Unsupported(why)) => {
                         let resource = self.list_watch.url();
                         if warned {
@@ -355,8 +357,8 @@ impl<K: InformerObject> Reflector<K> {
                     let watch = self.list_watch.watch(&rv, timeout, false).await;
                     self.count_request(|m, r| m.watch_request(r), watch.is_ok());
                     match watch {
-                        Ok(stream) => self.after_watch(
-                            self.consume(stream, rv, sink, give_up).await,
+                        Ok(body) => self.after_watch(
+                            self.consume(self.events(body), rv, sink, give_up).await,
                             &mut backoff,
                         ),
                         Err(err) if is_expired(&err) => {
@@ -385,6 +387,14 @@ impl<K: InformerObject> Reflector<K> {
             self.skipped(&too_deep.to_string());
         }
         items
+    }
+
+    /// A watch's events, `managedFields` cut out of the text unless kept.
+    fn events(
+        &self,
+        body: Body,
+    ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K> {
+        events(body, !self.config.prepare.keep_managed_fields)
     }
 
     /// Reports an object skipped for its depth: an error naming it, and the metric.
@@ -505,82 +515,105 @@ impl<K: InformerObject> Reflector<K> {
     /// replaces the store. Returns the bookmark's version, the open stream, and when the
     /// stream counts as stalled. A stream that ends, or sends nothing for
     /// [`INITIAL_EVENTS_END_WAIT`], before that bookmark is [`StreamingError::Unsupported`].
+    ///
+    /// The events are decoded in batches on blocking threads while the next lines are read
+    /// (see the `initial_events` module), and applied in the order they came.
     async fn streaming_list(
         &self,
         sink: &impl Sink<K>,
-    ) -> Result<
-        (String, BoxStream<'static, kube_client::Result<WatchEvent<K>>>, tokio::time::Instant),
-        StreamingError,
-    > {
+    ) -> Result<(String, Body, tokio::time::Instant), StreamingError> {
         let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
         let timeout = self.watch_timeout();
         let give_up = give_up_at(timeout);
         let watch = self.list_watch.watch("", timeout, true).await;
         self.count_request(|m, r| m.watch_request(r), watch.is_ok());
-        let mut stream = match watch {
-            Ok(stream) => stream.boxed(),
+        let mut body = match watch {
+            Ok(body) => body,
             Err(err) if refused(&err) => return Err(StreamingError::Unsupported(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
         let mut items: HashMap<ObjectKey, Stored<K>> = HashMap::new();
+        let mut batches = Batches::new(self.config.prepare.clone());
         let mut events = 0usize;
         loop {
             let idle = tokio::time::Instant::now() + INITIAL_EVENTS_END_WAIT;
-            let event = match tokio::time::timeout_at(idle.min(give_up), stream.next()).await {
-                Ok(Some(event)) => event,
-                Ok(None) => {
-                    return Err(StreamingError::Unsupported(format!(
-                        "the stream ended after {events} events without the initial-events-end bookmark"
-                    )));
+            let read = tokio::time::timeout_at(idle.min(give_up), batches.read(&mut body)).await;
+            // How the stream ended, if it did; its events before that are applied first.
+            let ended = match read {
+                Ok(Line::Read) => {
+                    events += 1;
+                    None
                 }
-                Err(_) => {
-                    return Err(StreamingError::Unsupported(format!(
-                        "no initial-events-end bookmark: nothing for {INITIAL_EVENTS_END_WAIT:?} after {events} events"
-                    )));
-                }
+                Ok(Line::End) => Some(StreamingError::Unsupported(format!(
+                    "the stream ended after {events} events without the initial-events-end bookmark"
+                ))),
+                Ok(Line::Failed(e)) => Some(StreamingError::Failed(InformerError::Stream {
+                    rv: String::new(),
+                    source: kube_client::Error::ReadEvents(e),
+                })),
+                Err(_) => Some(StreamingError::Unsupported(format!(
+                    "no initial-events-end bookmark: nothing for {INITIAL_EVENTS_END_WAIT:?} after {events} events"
+                ))),
             };
-            events += 1;
+            if ended.is_some() {
+                batches.dispatch();
+            }
+            while let Some(decoded) = batches.decoded(ended.is_some()).await {
+                if let Some(rv) = self.apply_initial(decoded, &mut items)? {
+                    sink.replace(items, &rv);
+                    return Ok((rv, body, give_up));
+                }
+            }
+            if let Some(ended) = ended {
+                return Err(ended);
+            }
+        }
+    }
+
+    /// Applies a batch of a streaming list's initial events to the objects listed so far;
+    /// the version of the initial-events-end bookmark when the batch ends with it.
+    fn apply_initial(
+        &self,
+        decoded: Vec<Initial<K>>,
+        items: &mut HashMap<ObjectKey, Stored<K>>,
+    ) -> Result<Option<String>, StreamingError> {
+        for event in decoded {
             match event {
-                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
-                    let prepared = self.config.prepare.store(o).map_err(StreamingError::Failed)?;
-                    if let Some((key, o)) = prepared {
-                        items.insert(key, o);
-                    }
+                Initial::Upsert(key, object) => {
+                    items.insert(key, object);
                 }
-                Ok(WatchEvent::Deleted(o)) => {
-                    if let Ok(key) = meta_namespace_key_func(&o) {
-                        items.remove(&key);
-                    }
+                Initial::Delete(key) => {
+                    items.remove(&key);
                 }
-                Ok(WatchEvent::Bookmark(b)) => {
-                    if let Some(what) = b.metadata.annotations.get(SKIPPED) {
+                Initial::Bookmark(bookmark) => {
+                    if let Some(what) = bookmark.annotations.get(SKIPPED) {
                         self.skipped(what);
                     }
-                    if b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str)
+                    if bookmark.annotations.get("k8s.io/initial-events-end").map(String::as_str)
                         == Some("true")
                     {
-                        let rv = b.metadata.resource_version;
-                        sink.replace(items, &rv);
-                        return Ok((rv, stream, give_up));
+                        return Ok(Some(bookmark.resource_version));
                     }
                 }
-                Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                Initial::Error(status) if status.code == 410 => {
                     return Err(StreamingError::Expired);
                 }
-                Ok(WatchEvent::Error(status)) if (400..500).contains(&status.code) => {
+                Initial::Error(status) if (400..500).contains(&status.code) => {
                     return Err(StreamingError::Unsupported(describe_status(&status)));
                 }
-                Ok(WatchEvent::Error(status)) => {
+                Initial::Error(status) => {
                     return Err(StreamingError::Failed(InformerError::Event(status)));
                 }
-                Err(source) => {
+                Initial::Undecodable(source) => {
                     return Err(StreamingError::Failed(InformerError::Stream {
                         rv: String::new(),
                         source,
                     }));
                 }
+                Initial::Rejected(err) => return Err(StreamingError::Failed(err)),
             }
         }
+        Ok(None)
     }
 
     /// Applies a watch stream's events until it ends; a watch that closes within a second

@@ -9,6 +9,8 @@
 //! before it; a line cut off by the end of the stream (no newline) ends the stream, which the
 //! informer resumes from before it too.
 
+use std::pin::Pin;
+
 use futures::io::{AsyncBufRead, AsyncBufReadExt};
 use futures::{Stream, stream};
 use kube_client::api::WatchEvent;
@@ -16,34 +18,81 @@ use kube_client::core::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-/// The events of a watch's body.
+use super::strip::strip_managed_fields;
+
+/// A watch's body as the server sends it, read line by line.
+pub(crate) type Body = Pin<Box<dyn AsyncBufRead + Send>>;
+
+/// What reading one line of a watch gave.
+#[derive(Debug)]
+pub(crate) enum Line {
+    /// A line, appended to the buffer, newline included.
+    Read,
+    /// The stream ended (at a line's end or inside one, or the connection closed).
+    End,
+    /// The connection failed.
+    Failed(std::io::Error),
+}
+
+/// Appends the next line that is not blank to `into`, newline included; on anything but
+/// [`Line::Read`], `into` is left as it was.
+pub(crate) async fn read_line(body: &mut Body, into: &mut Vec<u8>) -> Line {
+    let start = into.len();
+    loop {
+        into.truncate(start);
+        match body.read_until(b'\n', into).await {
+            Ok(0) => return Line::End,
+            Ok(_) if into.last() != Some(&b'\n') => {
+                tracing::debug!(bytes = into.len() - start, "a watch stream ended inside an event");
+                into.truncate(start);
+                return Line::End;
+            }
+            Ok(_) if into[start..].trim_ascii().is_empty() => continue,
+            Ok(_) => return Line::Read,
+            // The server or a proxy closed the connection mid-stream: the watch ends and is
+            // resumed, as when the server ends it.
+            Err(e) if ends_stream(&e) => {
+                into.truncate(start);
+                return Line::End;
+            }
+            Err(e) => {
+                into.truncate(start);
+                return Line::Failed(e);
+            }
+        }
+    }
+}
+
+/// The events of a watch's body; with `strip`, each object's `metadata.managedFields` are cut
+/// out of the line before it is decoded (see the `strip` module), so they are never built.
 pub(crate) fn events<K: DeserializeOwned + Send>(
-    body: impl AsyncBufRead + Send + 'static,
+    body: Body,
+    strip: bool,
 ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send {
-    let state = (Box::pin(body), Vec::new(), false);
-    stream::unfold(state, |(mut body, mut line, failed)| async move {
+    stream::unfold((body, Vec::new(), false), move |(mut body, mut line, failed)| async move {
         if failed {
             return None;
         }
-        loop {
-            line.clear();
-            match body.read_until(b'\n', &mut line).await {
-                Ok(0) => return None,
-                Ok(_) if line.last() != Some(&b'\n') => {
-                    tracing::debug!(bytes = line.len(), "a watch stream ended inside an event");
-                    return None;
-                }
-                Ok(_) if line.trim_ascii().is_empty() => continue,
-                Ok(_) => return Some((decode(line.trim_ascii()), (body, line, false))),
-                // The server or a proxy closed the connection mid-stream: the watch ends and
-                // is resumed, as when the server ends it.
-                Err(e) if ends_stream(&e) => return None,
-                Err(e) => {
-                    return Some((Err(kube_client::Error::ReadEvents(e)), (body, line, true)));
-                }
-            }
+        line.clear();
+        match read_line(&mut body, &mut line).await {
+            Line::Read => Some((decode_line(&line, strip), (body, line, false))),
+            Line::End => None,
+            Line::Failed(e) => Some((Err(kube_client::Error::ReadEvents(e)), (body, line, true))),
         }
     })
+}
+
+/// One line as an event (see [`events`]).
+pub(crate) fn decode_line<K: DeserializeOwned>(
+    line: &[u8],
+    strip: bool,
+) -> kube_client::Result<WatchEvent<K>> {
+    let line = line.trim_ascii();
+    let stripped = match strip {
+        true => std::str::from_utf8(line).ok().and_then(strip_managed_fields),
+        false => None,
+    };
+    decode(stripped.as_ref().map_or(line, |s| s.as_bytes()))
 }
 
 /// Whether a read error is the connection ending (an unexpected EOF, however nested).
@@ -146,8 +195,8 @@ mod tests {
     use super::*;
 
     async fn read(body: &'static str) -> Vec<Result<String, String>> {
-        let body = futures::io::Cursor::new(body.as_bytes());
-        events::<ConfigMap>(body)
+        let body: Body = Box::pin(futures::io::Cursor::new(body.as_bytes()));
+        events::<ConfigMap>(body, true)
             .map(|e| match e {
                 Ok(WatchEvent::Added(cm)) => Ok(format!("ADDED {}", cm.metadata.name.unwrap())),
                 Ok(other) => Ok(format!("{other:?}").chars().take(12).collect()),

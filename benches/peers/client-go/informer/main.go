@@ -2,20 +2,25 @@
 // stream their initial list) on the initial-sync scenario of ctrlkit's benches/informer.rs,
 // for scripts/bench-informer.sh, in the shape SHAPE:
 //
-//	controller           a shared informer on pods, the key-enqueuing handler, a rate-limited
-//	                     workqueue and one worker with a no-op reconcile, as the seed
-//	                     article's controller
-//	controller-protobuf  the same with protobuf on the wire (ContentType
-//	                     application/vnd.kubernetes.protobuf, as kube-controller-manager runs)
-//	informer             the informer alone, as a user writes one first: no handler, no queue
+//	controller                 a shared informer on pods from the informer factory, the
+//	                           key-enqueuing handler, a rate-limited workqueue and one worker
+//	                           reading each pod from the lister, a no-op reconcile
+//	controller-example-wiring  the same controller wired as client-go's examples/workqueue
+//	                           wires it: NewListWatchFromClient + NewIndexerInformer
+//	controller-protobuf        the first with protobuf on the wire (ContentType
+//	                           application/vnd.kubernetes.protobuf, as kube-controller-manager
+//	                           runs)
+//	informer                   the informer alone, as a user writes one first: no handler, no
+//	                           queue
 //
 //	informer TARGET N NAMESPACE SHAPE
 //
 // TARGET is "kubeconfig:PATH" or the server's URL; NAMESPACE empty lists all namespaces.
-// Prints "result SYNC_S ALL_S PEAK_RSS_MIB SETTLED_RSS_MIB": the time until the cache synced
-// (cache.WaitForCacheSync, which polls every 100 ms, as users call it), until every pod was
-// reconciled once (the sync time again in the informer shape), the peak RSS, and the RSS 3 s
-// after that, the informer still running.
+// Prints "result SYNC_S ALL_S PEAK_RSS_MIB SETTLED_RSS_MIB CPU_S": the time until the cache
+// synced (cache.WaitForCacheSync, which polls every 100 ms, as users call it), until every pod
+// was reconciled once (the sync time again in the informer shape), the peak RSS, the RSS 3 s
+// after that, the informer still running, and the process's CPU time (user + system) at the
+// end of the measured work.
 package main
 
 import (
@@ -23,8 +28,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,6 +50,15 @@ func statusMiB(field string) float64 {
 		}
 	}
 	return 0
+}
+
+// The process's CPU time so far, user and system, in seconds.
+func cpuSeconds() float64 {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()).Seconds()
 }
 
 func main() {
@@ -63,7 +80,7 @@ func main() {
 		config = &rest.Config{Host: target}
 	}
 	switch shape {
-	case "controller", "informer":
+	case "controller", "controller-example-wiring", "informer":
 	case "controller-protobuf":
 		config.ContentType = "application/vnd.kubernetes.protobuf"
 		config.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -79,9 +96,10 @@ func main() {
 	stop := make(chan struct{})
 	// The RSS 3 s after the end, the informer still running, and the line for the bench.
 	report := func(sync, all time.Duration) {
+		cpu := cpuSeconds()
 		time.Sleep(3 * time.Second)
 		settled := statusMiB("VmRSS:")
-		fmt.Printf("result %f %f %f %f\n", sync.Seconds(), all.Seconds(), statusMiB("VmHWM:"), settled)
+		fmt.Printf("result %f %f %f %f %f\n", sync.Seconds(), all.Seconds(), statusMiB("VmHWM:"), settled, cpu)
 	}
 	if shape == "informer" {
 		factory.Start(stop)
@@ -91,18 +109,39 @@ func main() {
 		return
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 				queue.Add(key)
 			}
 		},
-	}); err != nil {
-		panic(err)
 	}
-	lister := pods.Lister()
-	factory.Start(stop)
-	cache.WaitForCacheSync(stop, informer.HasSynced)
+	// How the worker reads a pod: from the factory's lister, or from the example's indexer.
+	var get func(ns, name string) error
+	if shape == "controller-example-wiring" {
+		listWatch := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", namespace, fields.Everything())
+		indexer, controller := cache.NewIndexerInformer(listWatch, &v1.Pod{}, 0, handler, cache.Indexers{})
+		get = func(ns, name string) error {
+			_, exists, err := indexer.GetByKey(ns + "/" + name)
+			if err == nil && !exists {
+				err = fmt.Errorf("%s/%s not cached", ns, name)
+			}
+			return err
+		}
+		go controller.Run(stop)
+		cache.WaitForCacheSync(stop, controller.HasSynced)
+	} else {
+		if _, err := informer.AddEventHandler(handler); err != nil {
+			panic(err)
+		}
+		lister := pods.Lister()
+		get = func(ns, name string) error {
+			_, err := lister.Pods(ns).Get(name)
+			return err
+		}
+		factory.Start(stop)
+		cache.WaitForCacheSync(stop, informer.HasSynced)
+	}
 	sync := time.Since(start)
 	done := make(chan struct{})
 	go func() {
@@ -113,7 +152,7 @@ func main() {
 				return
 			}
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
-			if _, err := lister.Pods(ns).Get(name); err == nil {
+			if err := get(ns, name); err == nil {
 				seen++
 				if seen == n {
 					close(done)

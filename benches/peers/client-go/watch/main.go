@@ -1,7 +1,7 @@
 // client-go's controller (v0.36.2 as Kubernetes 1.36 ships it, at its defaults: its informer
 // streams its initial list) on the watch throughput scenario of ctrlkit's benches/watch.rs,
 // for scripts/bench-watch.sh: a shared informer on the namespace's ConfigMaps, a rate-limited
-// workqueue, one worker, as in the seed article.
+// workqueue, one worker, as client-go's examples/workqueue controller has them.
 //
 //	watch URL NAMESPACE OBJECTS UPDATES
 //
