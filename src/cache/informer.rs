@@ -29,11 +29,11 @@ use super::backoff::BackoffConfig;
 use super::handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, Notification, ResourceEventHandler,
 };
+use super::informer_error::InformerError;
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
+use super::prepare::{Prepare, Transform};
 use super::processor::Processor;
-use super::reflector::{
-    InformerError, Prepare, Reflector, ReflectorConfig, Sink, Transform, WatchErrorHandler,
-};
+use super::reflector::{Reflector, ReflectorConfig, Sink, WatchErrorHandler};
 use super::stored::Stored;
 use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 

@@ -22,7 +22,8 @@ use kube_client::core::Status;
 use kube_client::core::watch::BookmarkMeta;
 use tokio::task::JoinHandle;
 
-use super::reflector::{InformerError, Prepare};
+use super::informer_error::InformerError;
+use super::prepare::Prepare;
 use super::stored::Stored;
 use super::watch_stream::{Body, Line, decode_line, read_line};
 use super::{InformerObject, ObjectKey, meta_namespace_key_func};

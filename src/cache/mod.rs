@@ -63,10 +63,12 @@ mod factory;
 mod handler;
 mod indexer;
 mod informer;
+mod informer_error;
 mod initial_events;
 pub(crate) mod list_watch;
 mod metrics;
 mod object_key;
+mod prepare;
 mod processor;
 mod reflector;
 mod stored;
@@ -82,12 +84,14 @@ pub use handler::{
 };
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig};
+pub use informer_error::InformerError;
 pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
 };
 pub use object_key::{InvalidKey, NoName, ObjectKey, meta_namespace_key_func};
-pub use reflector::{InformerError, Transform, WatchErrorHandler};
+pub use prepare::Transform;
+pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};

@@ -42,88 +42,20 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube_client::api::{ObjectList, WatchEvent};
-use kube_client::core::Status;
 use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::deep::{self, TooDeep, is_too_deep};
 use super::initial_events::{Batches, Initial};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
-use super::stored::{Codec, Stored};
+use super::stored::Stored;
 use super::strip::strip_managed_fields;
 use super::watch_stream::{Body, Line, SKIPPED, events};
-use super::{InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
+use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::catch;
 
-/// An optional step between the server and the store, such as dropping fields a controller
-/// never reads. It runs on every object listed or watched.
-pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
-
-/// A list or watch failure, as the informer logs it before it retries.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InformerError {
-    /// A list request failed, or its answer could not be decoded.
-    #[error("listing failed: {0}")]
-    List(#[source] kube_client::Error),
-    /// A watch request failed.
-    #[error("starting a watch from resourceVersion {rv:?} failed: {source}")]
-    Watch {
-        /// Where the watch was to start.
-        rv: String,
-        /// The cause.
-        #[source]
-        source: kube_client::Error,
-    },
-    /// An open watch broke: a transport or decoding error.
-    #[error("watch from resourceVersion {rv:?} broke: {source}")]
-    Stream {
-        /// The last resourceVersion seen.
-        rv: String,
-        /// The cause.
-        #[source]
-        source: kube_client::Error,
-    },
-    /// The server sent an `ERROR` event (other than 410 Expired, which relists): its
-    /// `Status`, whole.
-    #[error("the watch sent an error event: {}", describe_status(.0))]
-    Event(Box<Status>),
-    /// A watch ended within a second having delivered nothing: treated as a failure, as
-    /// client-go's reflector does, so a server that drops watches at once is not hammered.
-    #[error("watch from resourceVersion {0:?} closed within a second with no events")]
-    ShortWatch(String),
-    /// A watch was still open well after the time it asked the server to end it at
-    /// (`timeoutSeconds` + 30 s): the server stopped sending without closing the stream.
-    #[error(
-        "watch from resourceVersion {rv:?} stalled: still open {waited:?} after it asked the server to end it"
-    )]
-    Stalled {
-        /// The last resourceVersion seen.
-        rv: String,
-        /// How long past the requested end it waited.
-        waited: Duration,
-    },
-    /// A list answer could not be decoded: not JSON (an HTML page from a proxy, say), or JSON
-    /// of another shape or kind.
-    #[error(
-        "a list answer could not be decoded ({source}); it is not JSON of the expected kind, and begins: {excerpt:?}"
-    )]
-    Undecodable {
-        /// The decoder's error.
-        #[source]
-        source: serde_json::Error,
-        /// The answer's first 120 characters.
-        excerpt: String,
-    },
-    /// The user's transform panicked on an object.
-    #[error("the informer's transform panicked on {key}: {panic}")]
-    Transform {
-        /// The object's key (or `<no name>`).
-        key: String,
-        /// The panic's message.
-        panic: String,
-    },
-}
+use super::informer_error::{InformerError, describe_status};
+use super::prepare::Prepare;
 
 /// Where a reflector puts what it learns: the informer's store, and through it the handlers.
 pub(crate) trait Sink<K>: Send + Sync {
@@ -135,53 +67,6 @@ pub(crate) trait Sink<K>: Send + Sync {
     fn delete(&self, object: Arc<K>, rv: &str);
     /// A bookmark: the cache is current up to `rv`.
     fn bookmark(&self, rv: &str);
-}
-
-/// What happens to each object between the server and the store.
-pub(crate) struct Prepare<K> {
-    pub(crate) keep_managed_fields: bool,
-    pub(crate) transform: Option<Transform<K>>,
-    /// The store's codec, if it is compact: a list's objects are encoded as soon as they are
-    /// decoded, so a large list is never held decoded whole.
-    pub(crate) codec: Option<Codec<K>>,
-}
-
-impl<K> Clone for Prepare<K> {
-    fn clone(&self) -> Self {
-        Self {
-            keep_managed_fields: self.keep_managed_fields,
-            transform: self.transform.clone(),
-            codec: self.codec.clone(),
-        }
-    }
-}
-
-impl<K: InformerObject> Prepare<K> {
-    /// Drops managedFields (unless kept) and runs the transform, catching its panic.
-    fn apply(&self, mut object: K) -> Result<K, InformerError> {
-        if !self.keep_managed_fields {
-            object.meta_mut().managed_fields = None;
-        }
-        let Some(transform) = &self.transform else { return Ok(object) };
-        let key = meta_namespace_key_func(&object)
-            .map_or_else(|_| "<no name>".to_owned(), |k| k.to_string());
-        catch(|| transform(object)).map_err(|panic| InformerError::Transform { key, panic })
-    }
-
-    /// A listed `object` prepared, by key, as the store keeps it; `None` (logged) if it has
-    /// no name.
-    pub(crate) fn store(&self, object: K) -> Result<Option<(ObjectKey, Stored<K>)>, InformerError> {
-        let object = Arc::new(self.apply(object)?);
-        let Ok(key) = meta_namespace_key_func(object.as_ref()) else {
-            tracing::warn!("ignoring a listed object without a name");
-            return Ok(None);
-        };
-        let stored = match &self.codec {
-            Some(codec) => codec.store(object),
-            None => Stored::Shared(object),
-        };
-        Ok(Some((key, stored)))
-    }
 }
 
 /// The reflector's settings.
@@ -220,10 +105,6 @@ fn give_up_at(timeout_seconds: u32) -> tokio::time::Instant {
 
 fn is_expired(err: &kube_client::Error) -> bool {
     matches!(err, kube_client::Error::Api(s) if s.code == 410)
-}
-
-fn describe_status(status: &Status) -> String {
-    format!("{} {}: {}", status.code, status.reason, status.message)
 }
 
 /// Where the list/watch loop stands.
