@@ -16,7 +16,7 @@
 //! peers, five runs each (`CTRLKIT_BENCH_RUNS`; `CTRLKIT_BENCH_PEERS=a,b` runs those peers
 //! alone), so each peer's peak memory is its own
 //! process's high-water mark (VmHWM) and the server's memory is not counted. Each child:
-//! - ctrlkit: an `Informer` over all pods with its defaults (a streaming list where the
+//! - ctrlkit: an `Informer` over all pods with its defaults (its store: JSON, with a hot set) (a streaming list where the
 //!   server has them, Kubernetes 1.27 on; a paginated list where it refuses them), the
 //!   key-enqueuing handler, a `WorkQueue` and a `Controller` with one worker and a no-op
 //!   reconciler;
@@ -26,6 +26,8 @@
 //!   same no-op reconciler;
 //! - ctrlkit-metadata: as ctrlkit, with a metadata-only informer (`PartialObjectMeta<Pod>`,
 //!   listed and watched as `PartialObjectMetadata`), for the memory of caching metadata alone;
+//! - ctrlkit-decoded: as ctrlkit, with the all-decoded store (`Indexer::decoded()`, the
+//!   default before the hot set);
 //! - ctrlkit-compact: as ctrlkit, with a compact store (`Indexer::compact()`: each pod kept as
 //!   its JSON, decoded on every read, so each reconcile's read of its pod is a decode);
 //! - ctrlkit-informer: the shape a user writes first, an `Informer` with its defaults run until
@@ -71,8 +73,9 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 9] = [
+const PEERS: [&str; 10] = [
     "ctrlkit",
+    "ctrlkit-decoded",
     "kube-runtime",
     "ctrlkit-paginated",
     "ctrlkit-metadata",
@@ -479,6 +482,7 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
         match peer {
             "ctrlkit" => ctrlkit(api, Indexer::new(), true, counter, start).await,
             "ctrlkit-paginated" => ctrlkit(api, Indexer::new(), false, counter, start).await,
+            "ctrlkit-decoded" => ctrlkit(api, Indexer::decoded(), true, counter, start).await,
             "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), true, counter, start).await,
             "ctrlkit-informer" => ctrlkit_informer(api, start).await,
             "floor-read" => floor(api, false, start).await,

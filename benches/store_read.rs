@@ -1,13 +1,17 @@
-//! What a compact store (`Indexer::compact`) costs on the reconcile path: a read from the
-//! cache, decoded store against compact store, for a realistic pod.
+//! What each store costs on the reconcile path: reads from the cache of 10,000 realistic pods,
+//! for the all-decoded store (`Indexer::decoded`), the default (`Indexer::new`: JSON, with the
+//! 1,024 objects read or written most recently decoded too) and the compact one
+//! (`Indexer::compact`: JSON alone).
 //!
-//! `cargo bench --bench store_read --features testing`
+//! `cargo bench --bench store_read`
 //!
-//! Two informers, one per store, sync 1,000 `ctrlkit_apiserver::fixtures::realistic_pod`s from
-//! the embedded API server (managedFields dropped, as informers cache them); then criterion
-//! times, for each store, what a reconcile does with the cache: `get` of one key (a decoded
-//! store hands out a shared `Arc`; a compact one decodes the pod's JSON), and `by_index` of a
-//! 100-pod namespace (a hundred decodes when compact), each read dropped after.
+//! Three informers, one per store, sync 10,000 `ctrlkit_apiserver::fixtures::realistic_pod`s
+//! in 100 namespaces from the embedded API server (managedFields dropped, as informers cache
+//! them); then criterion times, for each store, what a reconcile does with the cache: `get`
+//! of one key read again and again (hot in the default store), `get_cold` of the next of all
+//! 10,000 keys in turn (never hot in the default store: each read decodes the pod and makes it
+//! hot, pushing out the oldest), `by_index` of a 100-pod namespace, and `list` of all 10,000;
+//! each read dropped after.
 
 use std::hint::black_box;
 
@@ -21,8 +25,8 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube_client::Api;
 use kube_client::api::PostParams;
 
-const PODS: usize = 1_000;
-const NAMESPACES: usize = 10;
+const PODS: usize = 10_000;
+const NAMESPACES: usize = 100;
 
 fn main() {
     let rt =
@@ -44,7 +48,12 @@ fn main() {
             pods.create(&PostParams::default(), &pod).await.unwrap();
         }
         let mut stores = Vec::new();
-        for (name, indexer) in [("decoded", Indexer::new()), ("compact", Indexer::compact())] {
+        let indexers = [
+            ("decoded", Indexer::decoded()),
+            ("default", Indexer::new()),
+            ("compact", Indexer::compact()),
+        ];
+        for (name, indexer) in indexers {
             let informer = Informer::builder(ListWatch::new(Api::<Pod>::all(server.client())))
                 .indexer(indexer)
                 .build();
@@ -65,9 +74,19 @@ fn main() {
         group.bench_function(format!("get/{name}"), |b| {
             b.iter(|| black_box(indexer.get(black_box(&key))))
         });
+        let keys = indexer.list_keys();
+        let mut next = 0;
+        group.bench_function(format!("get_cold/{name}"), |b| {
+            b.iter(|| {
+                next = (next + 1) % keys.len();
+                black_box(indexer.get(black_box(&keys[next])))
+            })
+        });
         group.bench_function(format!("by_index_100/{name}"), |b| {
             b.iter(|| black_box(indexer.by_index(NAMESPACE_INDEX, black_box("ns-3")).unwrap()))
         });
+        group
+            .bench_function(format!("list_10000/{name}"), |b| b.iter(|| black_box(indexer.list())));
     }
     group.finish();
     c.final_summary();

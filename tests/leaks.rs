@@ -220,8 +220,8 @@ async fn a_compact_store_holds_its_pods_in_a_fraction_of_the_heap() {
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
     // Warm-up: the client's connection pool and the server's buffers.
-    informer_heap(&pods, Indexer::new(), n).await;
-    let decoded = informer_heap(&pods, Indexer::new(), n).await;
+    informer_heap(&pods, Indexer::decoded(), n).await;
+    let decoded = informer_heap(&pods, Indexer::decoded(), n).await;
     let compact = informer_heap(&pods, Indexer::compact(), n).await;
     println!("{n} pods cached: {:.0} KiB decoded, {:.0} KiB compact", kib(decoded), kib(compact));
     // A realistic pod decodes to ~29 KB of heap and is ~3.4 KB of JSON.

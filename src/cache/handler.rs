@@ -138,6 +138,18 @@ pub struct HandlerRegistration {
     pub(crate) id: u64,
 }
 
+/// One of the crate's own handlers, which neither blocks nor runs user code, so it may run
+/// on the informer's task (see `processor`).
+pub(crate) trait InlineHandler<K>: ResourceEventHandler<K> {
+    /// Whether it reads the objects of the events, which a store of JSON would decode on the
+    /// informer's task; not if it needs only their keys and versions.
+    fn reads_objects(&self) -> bool;
+
+    /// Handles `notification` from its keys and versions alone, without decoding anything,
+    /// if it can (then true); else it is delivered the objects.
+    fn handle_keys(&self, notification: &Notification<K>) -> bool;
+}
+
 /// One notification for one handler. Adds and updates carry the objects as stored: a compact
 /// store's are decoded by each handler's task, just before its handler runs.
 #[derive(Debug)]
@@ -155,6 +167,7 @@ impl<K> Notification<K> {
     }
 
     /// An update between decoded objects.
+    #[cfg(test)]
     pub(crate) fn update(old: Arc<K>, new: Arc<K>) -> Self {
         Self::Update(Stored::Shared(old), Stored::Shared(new))
     }

@@ -5,9 +5,13 @@
 //! Indexes stay current on every add, update and delete at the cost of the changed object's
 //! own index values; no write scans the store.
 //!
-//! By default objects are kept decoded and every read shares them (`Arc<K>`). A compact store
-//! ([`Indexer::compact`]) keeps each as its JSON, about a ninth of the memory, and decodes it
-//! on every read: see [`stored`](super::stored) for the trade.
+//! By default ([`Indexer::new`]) each object is kept as its JSON, about a ninth of the memory
+//! of a decoded one, and the objects read or written most recently (a hot set of
+//! [`DEFAULT_HOT_OBJECTS`](super::DEFAULT_HOT_OBJECTS)) decoded beside it: a read of a hot
+//! object shares it (`Arc<K>`), a read of another decodes it and makes it hot. A store of
+//! [`Indexer::decoded`] keeps every object decoded and every read shares it, for controllers
+//! that read the whole cache on every reconcile; a compact one ([`Indexer::compact`]) keeps no
+//! hot set. See [`stored`](super::stored) and `hot` for the trade.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -63,7 +67,15 @@ impl<K> std::fmt::Debug for Indexer<K> {
     }
 }
 
-impl<K: kube_client::Resource + Send + Sync + 'static> Default for Indexer<K> {
+impl<K> Default for Indexer<K>
+where
+    K: kube_client::Resource
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     fn default() -> Self {
         Self::new()
     }
@@ -84,12 +96,12 @@ impl<K> Indexer<K> {
         self.get(&key)
     }
 
-    /// The object under `key` (in a compact store, decoded now).
+    /// The object under `key` (decoded now unless the store keeps it decoded).
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         self.peek(key)?.load()
     }
 
-    /// Every object, in no particular order (in a compact store, each decoded now).
+    /// Every object, in no particular order (those not kept decoded, decoded now).
     pub fn list(&self) -> Vec<Arc<K>> {
         self.list_stored().iter().filter_map(Stored::load).collect()
     }
@@ -109,13 +121,13 @@ impl<K> Indexer<K> {
         self.len() == 0
     }
 
-    /// Whether this store keeps objects as JSON and decodes them on read
-    /// ([`Indexer::compact`]).
+    /// Whether this store keeps objects as JSON and decodes them on read (every store but one
+    /// of [`Indexer::decoded`]).
     pub fn is_compact(&self) -> bool {
         self.read().codec.is_some()
     }
 
-    /// The objects indexed under `value` by index `name` (in a compact store, each decoded
+    /// The objects indexed under `value` by index `name` (those not kept decoded, decoded
     /// now).
     pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
         let stored: Vec<Stored<K>> = {
@@ -162,8 +174,7 @@ impl<K> Indexer<K> {
         let f: IndexFunc<K> = Arc::new(f);
         let mut index: HashMap<String, HashSet<ObjectKey>> = HashMap::new();
         for (key, stored) in &state.items {
-            let Some(object) = stored.load() else { continue };
-            for value in f(&object) {
+            for value in index_values(name, &f, key, &mut Lazy::new(Some(stored))) {
                 index.entry(value).or_default().insert(key.clone());
             }
         }
@@ -192,53 +203,32 @@ impl<K> Indexer<K> {
         self.read().codec.clone()
     }
 
-    /// Stores `object` under `key` (encoded, in a compact store); returns the object it
-    /// replaced, decoded.
-    pub(crate) fn upsert(&self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>>
+    /// Stores `object` under `key` (encoded and hot, in a store of JSON); returns what it
+    /// replaced, as stored.
+    pub(crate) fn upsert(&self, key: ObjectKey, object: Arc<K>) -> Option<Stored<K>>
     where
         K: kube_client::Resource,
     {
-        let mut state = self.write();
-        let old = match &state.codec {
-            // Decoded: one lock, as before compact stores existed (the watch's hot path).
-            None => state
-                .items
-                .insert(key.clone(), Stored::Shared(object.clone()))
-                .and_then(|s| s.load()),
-            // Compact: encoding, and decoding the old object for its index values, happen
-            // outside the lock, so readers wait only for the swap. The informer is the only
-            // writer of items: the old object cannot change in between.
-            Some(codec) => {
-                let codec = codec.clone();
-                drop(state);
-                let stored = codec.store(object.clone());
-                let old = self.peek(&key).and_then(|s| s.load());
-                state = self.write();
-                state.items.insert(key.clone(), stored);
-                old
-            }
+        // Encoding happens before the lock is taken, so readers wait only for the swap.
+        let codec = self.read().codec.clone();
+        let stored = match codec {
+            Some(codec) => codec.store(object, true),
+            None => Stored::Shared(object),
         };
+        let mut state = self.write();
         let state = &mut *state;
-        update_indices(&state.indexers, &mut state.indices, &key, old.as_deref(), Some(&object));
+        let old = state.items.insert(key.clone(), stored.clone());
+        update_indices(&state.indexers, &mut state.indices, &key, old.as_ref(), Some(&stored));
         old
     }
 
-    /// Removes `key`; returns the object it held, decoded.
-    pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
+    /// Removes `key`; returns what it held, as stored.
+    pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Stored<K>> {
         let mut state = self.write();
-        let old = match state.items.remove(key)? {
-            Stored::Shared(old) => Some(old),
-            // Decoded outside the lock, for its index values.
-            compact => {
-                drop(state);
-                let old = compact.load();
-                state = self.write();
-                old
-            }
-        };
         let state = &mut *state;
-        update_indices(&state.indexers, &mut state.indices, key, old.as_deref(), None);
-        old
+        let old = state.items.remove(key)?;
+        update_indices(&state.indexers, &mut state.indices, key, Some(&old), None);
+        Some(old)
     }
 
     /// Replaces the whole content with `items` in one step; returns the entries whose keys
@@ -264,25 +254,45 @@ impl<K> Indexer<K> {
 }
 
 impl<K: kube_client::Resource + Send + Sync + 'static> Indexer<K> {
-    /// An empty cache with the namespace index.
-    pub fn new() -> Self {
+    /// An empty cache with the namespace index, as the informers' default: each object kept
+    /// as its JSON, the [`DEFAULT_HOT_OBJECTS`](super::DEFAULT_HOT_OBJECTS) read or written
+    /// most recently decoded as well (see the module docs). A read of a hot object is a
+    /// reference count; of another, a decode (tens of microseconds for a pod), after which it
+    /// is hot. 10,000 realistic pods take about a fifth of the memory of [`Indexer::decoded`]
+    /// (`docs/benchmarks/informer.md`).
+    pub fn new() -> Self
+    where
+        K: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        Self::with_hot_objects(super::DEFAULT_HOT_OBJECTS)
+    }
+
+    /// As [`Indexer::new`], with at most `n` objects kept decoded (0: none, as
+    /// [`Indexer::compact`]).
+    pub fn with_hot_objects(n: usize) -> Self
+    where
+        K: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        Self::with_codec(Some(Codec::json(n)))
+    }
+
+    /// An empty cache with the namespace index that keeps every object decoded: every read
+    /// shares it (`Arc<K>`), none decodes. For controllers that read the whole cache on every
+    /// reconcile; it holds about five times the memory of [`Indexer::new`]'s. Give it to
+    /// [`InformerBuilder::indexer`](super::InformerBuilder::indexer).
+    pub fn decoded() -> Self {
         Self::with_codec(None)
     }
 
     /// An empty compact cache with the namespace index: each object is kept as its JSON and
     /// decoded on every read (`get`, `list`, `by_index`, and for each handler it is delivered
-    /// to), for about a ninth of the memory of decoded objects. Give it to
+    /// to), with no hot set: the least memory, a decode on every read. Give it to
     /// [`InformerBuilder::indexer`](super::InformerBuilder::indexer).
-    ///
-    /// The README's performance section has the figures: a realistic pod takes 3.4 KB here
-    /// instead of 29.7 KB, and each read costs a decode (tens of microseconds for a pod)
-    /// instead of a reference count. Worth it when the cache is large and each reconcile reads
-    /// a few objects; not when code lists the whole cache often.
     pub fn compact() -> Self
     where
         K: serde::Serialize + serde::de::DeserializeOwned,
     {
-        Self::with_codec(Some(Codec::json()))
+        Self::with_hot_objects(0)
     }
 
     fn with_codec(codec: Option<Codec<K>>) -> Self {
@@ -295,7 +305,11 @@ impl<K: kube_client::Resource + Send + Sync + 'static> Indexer<K> {
             })),
         };
         indexer
-            .add_index(NAMESPACE_INDEX, |o: &K| o.meta().namespace.iter().cloned().collect())
+            // Its values are read off each object's key (see `index_values`), which leaves an
+            // empty namespace out; this function, for the same values, does too.
+            .add_index(NAMESPACE_INDEX, |o: &K| {
+                o.meta().namespace.iter().filter(|ns| !ns.is_empty()).cloned().collect()
+            })
             .expect("a new indexer has no indexes");
         indexer
     }
@@ -313,8 +327,7 @@ fn build_indices<K>(
         return indices;
     }
     for (key, stored) in items {
-        let Some(object) = stored.load() else { continue };
-        update_indices(indexers, &mut indices, key, None, Some(&object));
+        update_indices(indexers, &mut indices, key, None, Some(stored));
     }
     indices
 }
@@ -324,17 +337,53 @@ fn same_indexers<K>(a: &HashMap<String, IndexFunc<K>>, b: &HashMap<String, Index
     a.len() == b.len() && a.iter().all(|(name, f)| b.get(name).is_some_and(|g| Arc::ptr_eq(f, g)))
 }
 
+/// An object as stored, decoded (without making it hot) the first time an index needs it.
+struct Lazy<'a, K> {
+    stored: Option<&'a Stored<K>>,
+    decoded: Option<Option<Arc<K>>>,
+}
+
+impl<'a, K> Lazy<'a, K> {
+    fn new(stored: Option<&'a Stored<K>>) -> Self {
+        Self { stored, decoded: None }
+    }
+
+    fn get(&mut self) -> Option<Arc<K>> {
+        let stored = self.stored?;
+        self.decoded.get_or_insert_with(|| stored.load_transient()).clone()
+    }
+}
+
+/// The values index `name` (function `f`) holds the object under `key` at: the built-in
+/// namespace index reads them off the key, so a store of JSON decodes nothing for it; any
+/// other index calls its function on the object.
+fn index_values<K>(
+    name: &str,
+    f: &IndexFunc<K>,
+    key: &ObjectKey,
+    object: &mut Lazy<'_, K>,
+) -> Vec<String> {
+    if object.stored.is_none() {
+        return Vec::new();
+    }
+    if name == NAMESPACE_INDEX {
+        return key.namespace.iter().cloned().collect();
+    }
+    object.get().map(|o| f(&o)).unwrap_or_default()
+}
+
 /// Moves `key` from `old`'s index values to `new`'s, touching only the values that differ.
 fn update_indices<K>(
     indexers: &HashMap<String, IndexFunc<K>>,
     indices: &mut Indices,
     key: &ObjectKey,
-    old: Option<&K>,
-    new: Option<&K>,
+    old: Option<&Stored<K>>,
+    new: Option<&Stored<K>>,
 ) {
+    let (mut old, mut new) = (Lazy::new(old), Lazy::new(new));
     for (name, f) in indexers {
-        let before = old.map(|o| f(o)).unwrap_or_default();
-        let after = new.map(|o| f(o)).unwrap_or_default();
+        let before = index_values(name, f, key, &mut old);
+        let after = index_values(name, f, key, &mut new);
         if before == after {
             continue;
         }

@@ -27,7 +27,8 @@ use tracing::Instrument;
 
 use super::backoff::BackoffConfig;
 use super::handler::{
-    Deleted, DeletedFinalStateUnknown, HandlerRegistration, Notification, ResourceEventHandler,
+    Deleted, DeletedFinalStateUnknown, HandlerRegistration, InlineHandler, Notification,
+    ResourceEventHandler,
 };
 use super::informer_error::InformerError;
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
@@ -419,15 +420,16 @@ impl<K: InformerObject> Informer<K> {
     }
 
     /// Registers one of the crate's own handlers that neither blocks nor runs user code to run
-    /// on the informer's task (see `processor`), unless the store is compact: then it gets a
-    /// task like any other, so that decoding its objects stays off the informer's task.
+    /// on the informer's task (see `processor`), unless it reads objects and the store keeps
+    /// JSON: then it gets a task like any other, so that decoding stays off the informer's
+    /// task.
     pub(crate) fn add_inline_event_handler(
         &self,
-        handler: impl ResourceEventHandler<K>,
+        handler: impl InlineHandler<K> + 'static,
     ) -> HandlerRegistration {
         let mut listeners = self.inner.processor.lock();
         let current = self.inner.indexer.list_stored();
-        match self.inner.indexer.is_compact() {
+        match self.inner.indexer.is_compact() && handler.reads_objects() {
             true => listeners.add(Arc::new(handler), current),
             false => listeners.add_inline(Arc::new(handler), current),
         }
@@ -558,7 +560,7 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
         };
         let mut listeners = self.processor.lock();
         let notification = match self.indexer.upsert(key, object.clone()) {
-            Some(old) => Notification::update(old, object),
+            Some(old) => Notification::Update(old, Stored::Shared(object)),
             None => Notification::add(object, false),
         };
         listeners.distribute(notification);

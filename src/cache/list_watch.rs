@@ -23,19 +23,35 @@ use kube_client::core::{
     ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope, Request, SubResourceScope,
 };
 use kube_client::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::watch_stream::Body;
 
 /// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
-/// k8s-openapi's or kube's (see [`KindScope`]), decodable, cloneable and shareable.
+/// k8s-openapi's or kube's (see [`KindScope`]), decodable and encodable (the store keeps most
+/// objects as their JSON), cloneable and shareable.
 pub trait InformerObject:
-    Resource<Scope: KindScope> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+    Resource<Scope: KindScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
 {
 }
 impl<K> InformerObject for K where
-    K: Resource<Scope: KindScope> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+    K: Resource<Scope: KindScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static
 {
 }
 

@@ -61,6 +61,7 @@ mod backoff;
 mod deep;
 mod factory;
 mod handler;
+mod hot;
 mod indexer;
 mod informer;
 mod informer_error;
@@ -82,6 +83,8 @@ pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
     ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
 };
+pub(crate) use handler::{InlineHandler, Notification};
+pub use hot::DEFAULT_HOT_OBJECTS;
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig};
 pub use informer_error::InformerError;

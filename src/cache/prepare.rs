@@ -54,7 +54,7 @@ impl<K: InformerObject> Prepare<K> {
             return Ok(None);
         };
         let stored = match &self.codec {
-            Some(codec) => codec.store(object),
+            Some(codec) => codec.store(object, false),
             None => Stored::Shared(object),
         };
         Ok(Some((key, stored)))

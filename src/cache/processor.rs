@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::handler::{HandlerRegistration, Notification, ResourceEventHandler};
+use super::handler::{HandlerRegistration, InlineHandler, Notification, ResourceEventHandler};
 use super::stored::Stored;
 use crate::panic::catch;
 
@@ -36,7 +36,7 @@ pub(crate) struct Listeners<K> {
     /// informer first runs, in the handler's task after.
     active: Vec<(u64, mpsc::UnboundedSender<Notification<K>>)>,
     /// Handlers that run on the informer's task (see the module docs).
-    inline: Vec<(u64, Arc<dyn ResourceEventHandler<K>>)>,
+    inline: Vec<(u64, Arc<dyn InlineHandler<K>>)>,
     pending: Vec<Pending<K>>,
     runtime: Option<tokio::runtime::Handle>,
     /// The informer's span: handler tasks log inside it.
@@ -71,7 +71,7 @@ impl<K: Send + Sync + 'static> Listeners<K> {
     /// Sends `notification` to every handler; handlers that were removed drop out.
     pub(crate) fn distribute(&mut self, notification: Notification<K>) {
         for (_, handler) in &self.inline {
-            deliver(handler.as_ref(), &notification);
+            deliver_inline(handler.as_ref(), &notification);
         }
         self.active.retain(|(_, tx)| tx.send(notification.clone()).is_ok());
     }
@@ -103,13 +103,13 @@ impl<K: Send + Sync + 'static> Listeners<K> {
     /// module docs).
     pub(crate) fn add_inline(
         &mut self,
-        handler: Arc<dyn ResourceEventHandler<K>>,
+        handler: Arc<dyn InlineHandler<K>>,
         initial: impl IntoIterator<Item = Stored<K>>,
     ) -> HandlerRegistration {
         let id = next_id();
         self.span.in_scope(|| {
             for object in initial {
-                deliver(handler.as_ref(), &Notification::Add(object, true));
+                deliver_inline(handler.as_ref(), &Notification::Add(object, true));
             }
         });
         self.inline.push((id, handler));
@@ -157,6 +157,16 @@ async fn run_listener<K: Send + Sync + 'static>(
     }
 }
 
+/// Hands one notification to an inline handler: by keys if it can, else as [`deliver`] does.
+fn deliver_inline<K: Send + Sync + 'static>(
+    handler: &dyn InlineHandler<K>,
+    notification: &Notification<K>,
+) {
+    if !handler.handle_keys(notification) {
+        deliver(handler, notification);
+    }
+}
+
 /// Calls `handler` for one notification, catching its panics. A compact store's objects are
 /// decoded here; one that does not decode was logged by `load` and is skipped.
 fn deliver<K: Send + Sync + 'static>(
@@ -171,8 +181,9 @@ fn deliver<K: Send + Sync + 'static>(
         }
         Notification::Update(old, new) => {
             let Some(new_object) = new.load() else { return };
-            // A resync's update is one object twice: decoded once.
-            let old = if old.same(new) { Some(new_object.clone()) } else { old.load() };
+            // A resync's update is one object twice: decoded once. An old object is no longer
+            // in the store: decoded, it does not join the hot set.
+            let old = if old.same(new) { Some(new_object.clone()) } else { old.load_transient() };
             if let Some(old) = old {
                 handler.on_update(&old, &new_object)
             }
@@ -201,6 +212,16 @@ mod tests {
     }
 
     /// A handler that writes down what it hears, and panics on an add of `boom`.
+    /// A user's handler run as an inline one reads objects.
+    impl<K: Send + Sync + 'static> InlineHandler<K> for ResourceEventHandlerFuncs<K> {
+        fn reads_objects(&self) -> bool {
+            true
+        }
+        fn handle_keys(&self, _: &Notification<K>) -> bool {
+            false
+        }
+    }
+
     fn recorder() -> (ResourceEventHandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {
         let heard = Arc::new(Mutex::new(Vec::new()));
         let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();

@@ -23,8 +23,8 @@ use kube_client::Resource;
 
 use super::predicate::{Change, Predicate};
 use crate::cache::{
-    Deleted, InformerObject, ObjectKey, ResourceEventHandler, ResourceEventHandlerFuncs,
-    deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
+    Deleted, InformerObject, InlineHandler, Notification, ObjectKey, ResourceEventHandler,
+    ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func, meta_namespace_key_func,
 };
 use crate::panic::catch;
 use crate::workqueue::{Priority, WorkQueue};
@@ -148,6 +148,41 @@ impl<S: InformerObject> EnqueueHandler<S> {
         for key in keys {
             self.queue.add_with_priority(key, priority);
         }
+    }
+}
+
+impl<S: InformerObject> EnqueueHandler<S> {
+    /// Whether each event's key is the object's own, with nothing else to look at: then its
+    /// keys and versions suffice, and a store of JSON decodes nothing for it.
+    fn keys_only(&self) -> bool {
+        self.predicate.is_none() && matches!(self.mapper, Mapper::Own)
+    }
+}
+
+impl<S: InformerObject> InlineHandler<S> for EnqueueHandler<S> {
+    fn reads_objects(&self) -> bool {
+        !self.keys_only()
+    }
+
+    /// The same keys at the same priorities as the object path (see [`event_priority`]).
+    fn handle_keys(&self, notification: &Notification<S>) -> bool {
+        if !self.keys_only() {
+            return false;
+        }
+        let (key, unchanged) = match notification {
+            Notification::Add(object, initial) => (object.key(), *initial),
+            Notification::Update(old, new) => {
+                (new.key(), old.same(new) || old.resource_version() == new.resource_version())
+            }
+            Notification::Delete(deleted) => {
+                (deletion_handling_meta_namespace_key_func(deleted).ok(), false)
+            }
+        };
+        let priority = if self.prioritize && unchanged { Priority::LOW } else { Priority::NORMAL };
+        if let Some(key) = key {
+            self.queue.add_with_priority(key, priority);
+        }
+        true
     }
 }
 

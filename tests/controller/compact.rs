@@ -34,7 +34,9 @@ async fn a_compact_store_answers_and_notifies_as_a_decoded_one() {
     let server = server().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     create(&pods, &["a", "b", "c", "d", "e"]).await;
-    let [plain, compact] = [Indexer::new(), Indexer::compact()].map(|indexer| {
+    // All decoded, the default (JSON with a hot set of 2), and compact (JSON alone).
+    let stores = [Indexer::decoded(), Indexer::with_hot_objects(2), Indexer::compact()];
+    let [plain, hot, compact] = stores.map(|indexer| {
         indexer.add_index("by-app", app).unwrap();
         Informer::builder(ListWatch::new(pods.clone()).page_size(2))
             .backoff(fast_backoff())
@@ -42,12 +44,14 @@ async fn a_compact_store_answers_and_notifies_as_a_decoded_one() {
             .build()
     });
     assert!(!plain.indexer().is_compact());
+    assert!(hot.indexer().is_compact());
     assert!(compact.indexer().is_compact());
-    let recorders = [Recorder::default(), Recorder::default()];
+    let recorders = [Recorder::default(), Recorder::default(), Recorder::default()];
     plain.add_event_handler(recorders[0].clone());
+    hot.add_event_handler(recorders[2].clone());
     compact.add_event_handler(recorders[1].clone());
-    let _running = [start(&plain), start(&compact)];
-    assert!(wait_for_cache_sync(&[&plain, &compact], std::future::pending()).await.is_ok());
+    let _running = [start(&plain), start(&hot), start(&compact)];
+    assert!(wait_for_cache_sync(&[&plain, &hot, &compact], std::future::pending()).await.is_ok());
 
     // Watch events: an update that moves an object between index values, a delete, an add.
     relabel(&pods, "b", "db").await;
@@ -72,9 +76,27 @@ async fn a_compact_store_answers_and_notifies_as_a_decoded_one() {
 
     // What the handlers heard, each in the order it came (a relist's in no set order).
     assert_eq!(sorted(recorders[0].seen()), sorted(recorders[1].seen()));
+    assert_eq!(sorted(recorders[0].seen()), sorted(recorders[2].seen()));
     assert!(recorders[1].saw(&Seen::Update("e".into(), false)));
-    // What the stores answer.
-    let (plain, compact) = (plain.indexer(), compact.indexer());
+    // What the stores answer; the default store answers as the others do.
+    let (plain, hot, compact) = (plain.indexer(), hot.indexer(), compact.indexer());
+    for key in hot.list_keys().iter().chain(&plain.list_keys()) {
+        assert_eq!(plain.get(key), hot.get(key), "{key}");
+    }
+    for value in ["db", "web"] {
+        let names = |indexer: &Indexer<Pod>| {
+            let mut names: Vec<_> = indexer
+                .by_index("by-app", value)
+                .unwrap()
+                .iter()
+                .map(|p| p.metadata.name.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&plain), names(&hot), "{value}");
+    }
+    assert_eq!(hot.by_index(NAMESPACE_INDEX, "default").unwrap().len(), 5);
     let mut keys = compact.list_keys();
     keys.sort_by_key(ObjectKey::to_string);
     let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
@@ -96,6 +118,8 @@ async fn a_compact_store_answers_and_notifies_as_a_decoded_one() {
     let key = ObjectKey::namespaced("default", "a");
     assert!(Arc::ptr_eq(&plain.get(&key).unwrap(), &plain.get(&key).unwrap()));
     assert!(!Arc::ptr_eq(&compact.get(&key).unwrap(), &compact.get(&key).unwrap()));
+    // The default store's second read of an object shares what the first decoded.
+    assert!(Arc::ptr_eq(&hot.get(&key).unwrap(), &hot.get(&key).unwrap()));
 }
 
 #[tokio::test]
