@@ -16,8 +16,19 @@ pub async fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// A free loopback port (bound, read, released).
+/// A free loopback port (bound, read, released) for a server a case starts, drawn at random
+/// below the kernel's ephemeral range (32768–60999 by default): a port the kernel hands out
+/// (`:0`) is one an outgoing connection of another case can take before the server binds it,
+/// which once failed a case with "Address already in use". Falls back to `:0`.
 pub fn free_address() -> SocketAddr {
+    use std::hash::{BuildHasher, RandomState};
+    let random = RandomState::new();
+    for attempt in 0u32..1000 {
+        let port = 20_000 + (random.hash_one(attempt) % 12_000) as u16;
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return listener.local_addr().expect("its address");
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address")
 }
