@@ -85,8 +85,12 @@ impl<K: InformerObject> Batches<K> {
         line
     }
 
-    /// Sends the open batch, if it holds a line, to a blocking thread.
+    /// Sends the open batch, if it holds a line, to a blocking thread. Bytes after its last
+    /// line are dropped: a read cut short (its future dropped when the wait for the stream
+    /// timed out) may have left part of a line behind.
     pub(crate) fn dispatch(&mut self) {
+        let whole = self.text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.text.truncate(whole);
         if self.lines == 0 {
             return;
         }
@@ -249,6 +253,18 @@ mod tests {
         assert_eq!(batches.lines, 0);
         let events = batches.decoded(true).await.unwrap();
         assert!(matches!(events.last(), Some(Initial::Bookmark(b)) if b.resource_version == "9"));
+    }
+
+    #[tokio::test]
+    async fn a_read_cut_short_leaves_no_part_of_a_line_in_the_batch() {
+        let mut body = body(&[added("a")]);
+        let mut batches = Batches::new(prepare());
+        assert!(matches!(batches.read(&mut body).await, Line::Read));
+        // What a read whose future was dropped mid-line leaves behind.
+        batches.text.extend_from_slice(br#"{"type":"ADDED","object":{"kind""#);
+        batches.dispatch();
+        let events = batches.decoded(true).await.unwrap();
+        assert!(matches!(&events[..], [Initial::Upsert(..)]), "no undecodable part of a line");
     }
 
     #[test]
