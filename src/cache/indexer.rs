@@ -42,8 +42,6 @@ pub enum IndexError {
 
 struct State<K> {
     items: HashMap<ObjectKey, Stored<K>>,
-    /// Set in a compact store: how objects are encoded.
-    codec: Option<Codec<K>>,
     indexers: HashMap<String, IndexFunc<K>>,
     /// index name → index value → keys. Invariant: a key is under a value exactly when that
     /// index's function returns the value for the key's object.
@@ -53,11 +51,14 @@ struct State<K> {
 /// The cache; see the module docs.
 pub struct Indexer<K> {
     state: Arc<RwLock<State<K>>>,
+    /// Set in a store of JSON: how objects are encoded. Fixed when the store is made (clones
+    /// share its hot set), so it is read without the lock.
+    codec: Option<Codec<K>>,
 }
 
 impl<K> Clone for Indexer<K> {
     fn clone(&self) -> Self {
-        Self { state: self.state.clone() }
+        Self { state: self.state.clone(), codec: self.codec.clone() }
     }
 }
 
@@ -124,7 +125,7 @@ impl<K> Indexer<K> {
     /// Whether this store keeps objects as JSON and decodes them on read (every store but one
     /// of [`Indexer::decoded`]).
     pub fn is_compact(&self) -> bool {
-        self.read().codec.is_some()
+        self.codec.is_some()
     }
 
     /// The objects indexed under `value` by index `name` (those not kept decoded, decoded
@@ -200,7 +201,7 @@ impl<K> Indexer<K> {
 
     /// How this store encodes objects, if it is compact.
     pub(crate) fn codec(&self) -> Option<Codec<K>> {
-        self.read().codec.clone()
+        self.codec.clone()
     }
 
     /// Stores `object` under `key` (encoded and hot, in a store of JSON); returns what it
@@ -210,8 +211,7 @@ impl<K> Indexer<K> {
         K: kube_client::Resource,
     {
         // Encoding happens before the lock is taken, so readers wait only for the swap.
-        let codec = self.read().codec.clone();
-        let stored = match codec {
+        let stored = match &self.codec {
             Some(codec) => codec.store(object, true),
             None => Stored::Shared(object),
         };
@@ -299,10 +299,10 @@ impl<K: kube_client::Resource + Send + Sync + 'static> Indexer<K> {
         let indexer = Self {
             state: Arc::new(RwLock::new(State {
                 items: HashMap::new(),
-                codec,
                 indexers: HashMap::new(),
                 indices: HashMap::new(),
             })),
+            codec,
         };
         indexer
             // Its values are read off each object's key (see `index_values`), which leaves an
