@@ -13,6 +13,10 @@
 //! - `producers_workers`: two producers add a million distinct keys between them while two
 //!   workers take and done them all (time until the last is done);
 //! - `dedup_storm`: one producer adds a million keys drawn from 1,000 while two workers drain;
+//! - `dedup_alone`: the same million adds with no worker running, so that all but the first
+//!   1,000 find their key already queued: the cost of that add alone; its `floor` shape is no
+//!   queue at all, only what any shared queue taking owned keys must do per add (hash the key,
+//!   one atomic read-modify-write, drop the key);
 //! - `rate_limited_forget`: `add_rate_limited` then `forget` for a million keys.
 //!
 //! and the shapes (after the `/`):
@@ -40,7 +44,7 @@ use futures::FutureExt;
 const N: usize = 1_000_000;
 
 /// Every scenario and shape, as `--once` and criterion name them.
-const SCENARIOS: [&str; 14] = [
+const SCENARIOS: [&str; 16] = [
     "add/plain",
     "add/priorities",
     "get_done/plain",
@@ -53,6 +57,8 @@ const SCENARIOS: [&str; 14] = [
     "dedup_storm/yielding_tasks",
     "dedup_storm/threads",
     "dedup_storm/priorities",
+    "dedup_alone/plain",
+    "dedup_alone/floor",
     "rate_limited_forget/plain",
     "rate_limited_forget/priorities",
 ];
@@ -90,6 +96,8 @@ enum Shape {
     YieldingTasks,
     Threads,
     Priorities,
+    /// No queue: the floor of a scenario (see the module docs).
+    Floor,
 }
 
 impl Shape {
@@ -100,6 +108,7 @@ impl Shape {
             "yielding_tasks" => Shape::YieldingTasks,
             "threads" => Shape::Threads,
             "priorities" => Shape::Priorities,
+            "floor" => Shape::Floor,
             other => panic!("unknown shape {other}"),
         }
     }
@@ -255,6 +264,32 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
     elapsed
 }
 
+fn dedup_alone(shape: Shape) -> Duration {
+    let adds = storm_keys();
+    if shape == Shape::Floor {
+        use std::hash::BuildHasher;
+        let hasher = foldhash::quality::RandomState::default();
+        let shared = std::sync::atomic::AtomicU64::new(0);
+        let start = Instant::now();
+        for k in adds {
+            let hash = hasher.hash_one(&k);
+            shared.fetch_add(hash, std::sync::atomic::Ordering::AcqRel);
+            drop(std::hint::black_box(k));
+        }
+        let elapsed = start.elapsed();
+        std::hint::black_box(shared.into_inner());
+        return elapsed;
+    }
+    let q = WorkQueue::new();
+    let start = Instant::now();
+    for k in adds {
+        q.add(k);
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(q.len(), 1000, "each key queued once");
+    elapsed
+}
+
 fn rate_limited_forget(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
     // Each key comes twice, both made outside the timed region: one moves into the queue,
     // the other names it to `forget`.
@@ -282,6 +317,7 @@ fn run(rt: &tokio::runtime::Runtime, scenario: &str) -> Duration {
         "get_done" => get_done(shape),
         "producers_workers" => producers_workers(rt, shape),
         "dedup_storm" => dedup_storm(rt, shape),
+        "dedup_alone" => dedup_alone(shape),
         "rate_limited_forget" => rate_limited_forget(rt, shape),
         other => panic!("unknown scenario {other}"),
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctrlkit's workqueue beside client-go's own (the client-go module CTRLKIT_CLIENT_GO names,
 # built by scripts/peer.sh), measured in one run: one process per measurement, alternating
-# client-go and every ctrlkit shape of the same scenario, ROUNDS rounds; prints the medians and
-# the ratios as the README's table.
+# client-go's typed queue, its untyped queue and every ctrlkit shape of the same scenario, ROUNDS
+# rounds; prints the medians and the ratios (against the faster of client-go's two queues) as
+# docs/benchmarks/workqueue.md's table.
 #
 #   CTRLKIT_CLIENT_GO=../shared/kube/v1.36.2/client-go scripts/bench-workqueue.sh [ROUNDS]
 #                                                               (default 5 rounds)
@@ -30,16 +31,19 @@ declare -A shapes=(
     [get_done]="plain priorities"
     [producers_workers]="tasks yielding_tasks threads priorities"
     [dedup_storm]="tasks yielding_tasks threads priorities"
+    [dedup_alone]="plain floor"
     [rate_limited_forget]="plain priorities"
 )
-order=(add get_done producers_workers dedup_storm rate_limited_forget)
+order=(add get_done producers_workers dedup_storm dedup_alone rate_limited_forget)
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
 for ((round = 1; round <= rounds; round++)); do
     echo "round $round of $rounds" >&2
     for scenario in "${order[@]}"; do
-        "$peer" "$scenario" | sed 's/^/client-go /' >>"$results"
+        for flavour in typed untyped; do
+            "$peer" "$scenario" "$flavour" | sed "s/^/client-go-$flavour /" >>"$results"
+        done
         for shape in ${shapes[$scenario]}; do
             "$ours" --once "$scenario/$shape" | sed 's/^/ctrlkit /' >>"$results"
         done
@@ -61,6 +65,7 @@ titles = {
     "get_done": "then get + done all of them",
     "producers_workers": "2 producers + 2 workers, 1,000,000 items",
     "dedup_storm": "dedup storm: 1,000,000 adds over 1,000 keys, 2 workers draining",
+    "dedup_alone": "the same adds, no worker: an add of a key already queued",
     "rate_limited_forget": "add_rate_limited + forget, default controller limiter",
 }
 per_second = {"producers_workers": "items/s", "dedup_storm": "adds/s"}
@@ -70,19 +75,25 @@ def figure(scenario, ns):
         return f"{1e3 / ns:.2f} M {per_second[scenario]} ({ns:.0f} ns)"
     return f"{ns:.0f} ns"
 
-print(f"medians of {sys.argv[2]} alternating runs, {sys.argv[3]} cores; ratio = client-go's time / ctrlkit's")
+print("every run, in the order they ran (who, scenario, ns per operation):")
+for line in open(sys.argv[1]):
+    print("    " + line.rstrip())
 print()
-print(f"| scenario | shape | {sys.argv[4]} | ctrlkit | ratio | target 2x |")
-print("|---|---|---|---|---|---|")
+print(f"medians of {sys.argv[2]} alternating runs, {sys.argv[3]} cores; ratio = the faster client-go queue's time / ctrlkit's")
+print()
+print(f"| scenario | shape | {sys.argv[4]}, typed | untyped | ctrlkit | ratio | target 2x |")
+print("|---|---|---|---|---|---|---|")
 for scenario in titles:
-    go = median[("client-go", scenario)]
+    typed = median[("client-go-typed", scenario)]
+    untyped = median[("client-go-untyped", scenario)]
+    go = min(typed, untyped)
     # In the order they ran.
     shapes = [s for (p, s) in median if p == "ctrlkit" and s.startswith(scenario + "/")]
     for i, full in enumerate(shapes):
         ours = median[("ctrlkit", full)]
         ratio = go / ours
         title = titles[scenario] if i == 0 else ""
-        go_cell = figure(scenario, go) if i == 0 else ""
+        go_cells = f"{figure(scenario, typed)} | {figure(scenario, untyped)}" if i == 0 else " | "
         met = "met" if ratio >= 2 else "missed"
-        print(f"| {title} | {full.split('/')[1]} | {go_cell} | {figure(scenario, ours)} | {ratio:.2f}x | {met} |")
+        print(f"| {title} | {full.split('/')[1]} | {go_cells} | {figure(scenario, ours)} | {ratio:.2f}x | {met} |")
 EOF

@@ -3,10 +3,13 @@
 //! Producers and workers used to meet on the queue's one lock at every add, get and done; on
 //! two cores most of an add's time went to moving that lock's cache line between them, and to
 //! the sleeps and wake-ups of threads that found it taken. Now an add only appends to this
-//! buffer, under a lock of its own held for a `Vec::push` and taken by workers once per batch,
-//! and whoever next holds the queue's lock (a `get`, a `done`, a `len`, or the producer itself
-//! once the buffer holds [`FLUSH_AT`] items) applies the whole batch, in order, before anything
-//! else. Every observation of the queue happens under its lock after that, so the queue
+//! buffer, under a lock of its own (a spin lock: one atomic read-modify-write) held for a
+//! `Vec::push` and taken by workers once per batch, and whoever next holds the queue's lock (a
+//! `get`, a `done`, a `len`, or the producer itself once the buffer holds [`FLUSH_AT`] items
+//! and the queue's lock is free, or four times as many) applies the whole batch, in order,
+//! before anything else. A producer does not wait for a worker's lock to apply a batch the
+//! worker will apply anyway: it waits only when the buffer grows past four batches, which
+//! bounds its memory. Every observation of the queue happens under its lock after that, so the queue
 //! behaves exactly as if each add had been applied when it entered the buffer: order, dedup,
 //! priorities and shutdown are unchanged. An add after the buffer is closed (shut down) is
 //! dropped.
@@ -18,11 +21,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::{Mutex, MutexGuard};
-
 use tokio::time::Instant;
 
 use super::Priority;
+use super::spin_lock::{SpinGuard, SpinLock};
 
 /// A producer applies the buffer itself once it holds this many adds, which bounds both the
 /// buffer's memory and how long a batch holds the queue's lock.
@@ -46,8 +48,11 @@ pub(crate) enum Pushed {
     First,
     /// Appended behind others.
     More,
-    /// Appended, and the buffer is full: the producer should apply it.
+    /// Appended, and the buffer is full: the producer should apply it if the queue's lock is
+    /// free.
     Full,
+    /// Appended, and the buffer holds [`FLUSH_AT`] times four: the producer must apply it.
+    Overflowing,
 }
 
 struct Buffer<T> {
@@ -64,21 +69,22 @@ struct Buffer<T> {
 /// It is sequentially consistent: a getter that registers as idle and then finds it false is
 /// sure the producer of the next add will see it registered (see `WorkQueue::get`).
 pub(crate) struct AddBuffer<T> {
-    buffer: Mutex<Buffer<T>>,
+    buffer: SpinLock<Buffer<T>>,
     nonempty: AtomicBool,
 }
 
 impl<T> AddBuffer<T> {
     pub(crate) fn new() -> Self {
         Self {
-            buffer: Mutex::new(Buffer { adds: Vec::new(), since: None, closed: false }),
+            buffer: SpinLock::new(Buffer { adds: Vec::new(), since: None, closed: false }),
             nonempty: AtomicBool::new(false),
         }
     }
 
-    /// A spinning lock (parking_lot's): it is held for a push or a swap, far shorter than a
-    /// thread's sleep and wake-up, which std's mutex falls back to sooner.
-    fn lock(&self) -> MutexGuard<'_, Buffer<T>> {
+    /// A spinning lock: it is held for a push or a swap, far shorter than a thread's sleep and
+    /// wake-up, which std's mutex falls back to sooner; and its release is a plain store, so
+    /// an add costs one atomic read-modify-write where a mutex's lock and unlock cost two.
+    fn lock(&self) -> SpinGuard<'_, Buffer<T>> {
         self.buffer.lock()
     }
 
@@ -98,6 +104,7 @@ impl<T> AddBuffer<T> {
                 self.nonempty.store(true, Ordering::SeqCst);
                 Pushed::First
             }
+            n if n >= 4 * FLUSH_AT => Pushed::Overflowing,
             n if n >= FLUSH_AT => Pushed::Full,
             _ => Pushed::More,
         }

@@ -77,6 +77,7 @@ mod metrics;
 mod priority;
 mod queue;
 mod rate_limiters;
+mod spin_lock;
 mod work_queue;
 
 pub use builder::WorkQueueBuilder;

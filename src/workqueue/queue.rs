@@ -53,7 +53,7 @@ struct Level {
 
 /// Spreads 32 bits of hash over 64 for the table (a bijection: multiplying by an odd
 /// constant), so that bucket position and tag both come from bits the index keeps.
-fn widen(hash: u32) -> u64 {
+pub(crate) fn widen(hash: u32) -> u64 {
     u64::from(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 

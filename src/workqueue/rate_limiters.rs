@@ -2,11 +2,11 @@
 //! `default_rate_limiters.go`. Each is safe to share between threads; per-item limiters keep a
 //! failure count per item until [`RateLimiter::forget`].
 
-use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use tokio::time::Instant;
 
 /// Decides how long an item waits before it is added again.
@@ -37,42 +37,60 @@ fn lock<D>(mutex: &Mutex<D>) -> MutexGuard<'_, D> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Per-item failure counts, shared by the per-item limiters.
-#[derive(Debug)]
-struct Failures<T>(Mutex<HashMap<T, u32>>);
+/// Per-item failure counts, shared by the per-item limiters: each item hashed once per call
+/// (with foldhash, seeded per table, as the queue hashes), and cloned only when it first fails.
+struct Failures<T> {
+    table: Mutex<HashTable<(T, u32)>>,
+    hasher: foldhash::quality::RandomState,
+}
+
+impl<T> std::fmt::Debug for Failures<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Without the counts: formatting must not take the lock (a caller may hold it).
+        f.debug_struct("Failures").finish_non_exhaustive()
+    }
+}
 
 impl<T: Clone + Eq + Hash> Failures<T> {
     fn new() -> Self {
-        Self(Mutex::new(HashMap::new()))
+        Self { table: Mutex::new(HashTable::new()), hasher: Default::default() }
     }
 
     /// Counts one more failure of `item` and returns the count before it.
     fn record(&self, item: &T) -> u32 {
-        let mut failures = lock(&self.0);
-        if let Some(count) = failures.get_mut(item) {
-            let before = *count;
-            *count = count.saturating_add(1);
-            return before;
+        let hash = self.hasher.hash_one(item);
+        let mut failures = lock(&self.table);
+        match failures.find_mut(hash, |(k, _)| k == item) {
+            Some((_, count)) => {
+                let before = *count;
+                *count = count.saturating_add(1);
+                before
+            }
+            None => {
+                failures.insert_unique(hash, (item.clone(), 1), |(k, _)| self.hasher.hash_one(k));
+                0
+            }
         }
-        failures.insert(item.clone(), 1);
-        0
     }
 
     /// Forgets `item`; the table shrinks once it is a quarter full, so a burst of failing
     /// items does not keep its memory after they are forgotten (Go's maps never shrink).
     fn forget(&self, item: &T) {
-        let mut failures = lock(&self.0);
-        if failures.remove(item).is_some()
-            && failures.capacity() > 64
-            && failures.len() * 4 < failures.capacity()
-        {
+        let hash = self.hasher.hash_one(item);
+        let mut failures = lock(&self.table);
+        let Ok(found) = failures.find_entry(hash, |(k, _)| k == item) else {
+            return;
+        };
+        found.remove();
+        if failures.capacity() > 64 && failures.len() * 4 < failures.capacity() {
             let keep = failures.len() * 2;
-            failures.shrink_to(keep);
+            failures.shrink_to(keep, |(k, _)| self.hasher.hash_one(k));
         }
     }
 
     fn get(&self, item: &T) -> u32 {
-        lock(&self.0).get(item).copied().unwrap_or(0)
+        let hash = self.hasher.hash_one(item);
+        lock(&self.table).find(hash, |(k, _)| k == item).map_or(0, |(_, count)| *count)
     }
 }
 

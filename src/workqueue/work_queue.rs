@@ -169,8 +169,14 @@ where
                 }
             }
             Pushed::More => {}
-            // Locking applies the buffer.
-            Pushed::Full => drop(self.lock()),
+            // Locking applies the buffer. A full one is applied here only if no worker holds
+            // the lock: else the next to lock applies it, as any buffered add.
+            Pushed::Full => {
+                if let Some(state) = self.inner.try_lock_raw() {
+                    drop(self.inner.apply(state));
+                }
+            }
+            Pushed::Overflowing => drop(self.lock()),
         }
     }
 
@@ -424,6 +430,15 @@ where
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// As `lock_raw`, or `None` at once when another thread holds the lock.
+    fn try_lock_raw(&self) -> Option<MutexGuard<'_, State<T>>> {
+        match self.state.try_lock() {
+            Ok(state) => Some(state),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Locks the state and applies the buffered adds first, so that everything done under
     /// the lock sees every add made before it.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
@@ -560,6 +575,24 @@ mod tests {
         });
         assert_eq!(q.len(), 4, "applied by the next lock: a, b, c, d once each");
         assert_eq!(drain(&q), ["d", "c", "a", "b"]);
+    }
+
+    #[test]
+    fn a_producer_that_fills_the_buffer_while_a_worker_holds_the_lock_goes_on_adding() {
+        let q = WorkQueue::new();
+        let items: Vec<String> =
+            (0..2 * super::super::add_buffer::FLUSH_AT).map(|i| format!("item-{i:04}")).collect();
+        let state = q.inner.lock_raw();
+        std::thread::scope(|s| {
+            s.spawn(|| items.iter().for_each(|i| q.add(i.clone()))).join().unwrap();
+        });
+        drop(state);
+        let mut out = Vec::new();
+        while let Some(Some(item)) = q.get().now_or_never() {
+            q.done(&item);
+            out.push(item);
+        }
+        assert_eq!(out, items, "every add applied once, in order");
     }
 
     #[test]
