@@ -4,13 +4,38 @@
 use std::time::Duration;
 
 use ctrlkit::cache::{Informer, InformerBuilder, InformerObject, ListWatch, wait_for_cache_sync};
-use ctrlkit_apiserver::harness::{Proxy, RequestLog, Target};
+use ctrlkit_apiserver::harness::{Proxy, RequestLog, Target, embedded_token};
+use ctrlkit_apiserver::{ApiServerBuilder, ResourceType};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::PostParams;
 use kube_client::{Api, Resource};
 
 pub use crate::support::observe::*;
+
+/// The users besides the admin that the suite's servers authenticate by token, with no
+/// permissions until a case grants them some: scripts/kube-apiserver.sh's token file lists
+/// them for the real server.
+pub const USERS: [&str; 2] = ["ctrlkit-e2e-reader", "ctrlkit-e2e-stranger"];
+
+/// The suite's embedded servers: bookmarks every 5 s rather than the real server's minute,
+/// to keep the suite short; Secrets without the watch cache, as scripts/kube-apiserver.sh
+/// starts the real one; the Widget kind; the [`USERS`].
+pub fn server(builder: ApiServerBuilder) -> ApiServerBuilder {
+    USERS.into_iter().fold(
+        builder
+            .bookmark_interval(Duration::from_secs(5))
+            .without_watch_cache("", "secrets")
+            .resource(widget()),
+        |builder, user| builder.user(&embedded_token(user), user, &[]),
+    )
+}
+
+/// The custom resource the suite uses: namespaced, with a status subresource
+/// (`Target::custom_resource` defines it on a real server).
+pub fn widget() -> ResourceType {
+    ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
+}
 
 pub async fn create(pods: &Api<Pod>, names: &[&str], labels: serde_json::Value) {
     for name in names {

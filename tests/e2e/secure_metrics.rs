@@ -22,7 +22,8 @@ use crate::support::http::{free_address, get_https};
 /// one bound to a role that does: 200 with the metrics; a token the server does not know:
 /// 401. `/healthz` needs no token.
 async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target) {
-    let (reader, stranger) = (&t.token("ctrlkit-e2e-reader"), &t.token("ctrlkit-e2e-stranger"));
+    let [reader, stranger] = crate::common::USERS.map(|user| t.token(user));
+    let (reader, stranger) = (&reader, &stranger);
     // The permission, granted to the reader alone (cluster-wide objects: named for the case).
     let name = format!("ctrlkit-e2e-metrics-reader-{}", t.ns);
     let roles: Api<ClusterRole> = Api::all(t.client.clone());

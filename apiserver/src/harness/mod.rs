@@ -60,7 +60,7 @@ pub use requests::{RequestLog, recording_client};
 pub use run::{Case, CaseFn, Needs, main, main_with};
 pub use target::{
     AUDIT_LOG_ENV, ETCD_ENV, ETCDCTL_ENV, KUBECONFIG_ENV, KUBECTL_POD, ServerVersion, TOKENS_ENV,
-    Target, USERS, config_from, widget,
+    Target, config_from, embedded_token,
 };
 
 /// Registers `async fn name(t: &Target)` as a case of this test binary, run by

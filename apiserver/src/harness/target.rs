@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use crate::{ApiServer, ApiServerBuilder, ResourceType};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube_client::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use kube_client::{Api, Client, Config};
 use serde_json::json;
@@ -92,6 +92,12 @@ impl std::fmt::Display for ServerVersion {
     }
 }
 
+/// Whether the server serves `resource` (a list of it answers).
+async fn served(client: &Client, resource: &ApiResource) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    api.list(&ListParams::default().limit(1)).await.is_ok()
+}
+
 /// Reads `/version` (`minor` may carry a `+`, as on some distributions).
 async fn server_version(client: &Client) -> ServerVersion {
     let info = client.apiserver_version().await.expect("the server answers /version");
@@ -103,32 +109,26 @@ async fn server_version(client: &Client) -> ServerVersion {
     ServerVersion { major: number(&info.major), minor: number(&info.minor) }
 }
 
-/// The custom resource the suites use: namespaced, with a status subresource.
-pub fn widget() -> ResourceType {
-    ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
-}
-
 /// What a test binary adds to each case's embedded server ([`main_with`](super::main_with)).
 static CONFIGURE: OnceLock<fn(ApiServerBuilder) -> ApiServerBuilder> = OnceLock::new();
 
-/// Sets what every embedded server of this process is built with, after the harness's own
-/// settings; the first call wins.
+/// Sets what every embedded server of this process is built with; the first call wins.
 pub(crate) fn configure(with: fn(ApiServerBuilder) -> ApiServerBuilder) {
     let _ = CONFIGURE.set(with);
 }
 
-/// The users besides the admin that every server authenticates by token (a `TokenReview`),
-/// with no permissions until a case grants them some.
-pub const USERS: [&str; 2] = ["ctrlkit-e2e-reader", "ctrlkit-e2e-stranger"];
-
-/// A user's token on the embedded server.
-fn embedded_token(user: &str) -> String {
+/// The bearer token [`Target::token`] answers for `user` on the embedded server: a test binary
+/// that needs other users than the admin registers each with it, in its
+/// [`main_with`](super::main_with) (`server.user(&embedded_token(u), u, &[])`), as the real
+/// server's token file ([`TOKENS_ENV`]) lists them.
+pub fn embedded_token(user: &str) -> String {
     format!("{user}-token")
 }
 
 impl Target {
-    /// The bearer token of `user` (one of [`USERS`]): the embedded server's, or the real
-    /// server's from its token file (`CTRLKIT_E2E_TOKENS`: `token,user,uid[,"groups"]`).
+    /// The bearer token of `user`: on the embedded server, [`embedded_token`] (the user
+    /// registered with it); on the real server, its token in the token file
+    /// (`CTRLKIT_E2E_TOKENS`: `token,user,uid[,"groups"]`).
     pub fn token(&self, user: &str) -> String {
         if self.kind == Kind::Embedded {
             return embedded_token(user);
@@ -169,19 +169,7 @@ impl Target {
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         let (embedded, kubeconfig) = match kind {
             Kind::Embedded => {
-                // Bookmarks every 5 s rather than the real server's minute, to keep the
-                // suite short; the real server's pre-timeout bookmark is the same here.
-                // Secrets without the watch cache, as scripts/kube-apiserver.sh starts the
-                // real one.
-                let mut builder = ApiServer::builder()
-                    .bookmark_interval(Duration::from_secs(5))
-                    .without_watch_cache("", "secrets")
-                    .resource(widget());
-                // The users of scripts/kube-apiserver.sh's token file, with tokens of their
-                // own here.
-                for user in USERS {
-                    builder = builder.user(&embedded_token(user), user, &[]);
-                }
+                let mut builder = ApiServer::builder();
                 if let Some(configure) = CONFIGURE.get() {
                     builder = configure(builder);
                 }
@@ -297,40 +285,50 @@ impl Target {
         .await;
     }
 
-    /// The Widget custom resource, defined on the server if it is not yet.
-    pub async fn widgets(&self) -> ApiResource {
-        let ar = widget().api_resource();
-        if self.is_real() {
-            let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-            let crd = serde_json::from_value(json!({
-                "metadata": { "name": "widgets.example.com" },
-                "spec": {
-                    "group": "example.com",
-                    "scope": "Namespaced",
-                    "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-                    "versions": [{
-                        "name": "v1", "served": true, "storage": true,
-                        "subresources": { "status": {} },
-                        "schema": { "openAPIV3Schema": {
-                            "type": "object", "x-kubernetes-preserve-unknown-fields": true
-                        } }
-                    }]
-                }
-            }))
-            .expect("a valid CRD");
-            match crds.create(&PostParams::default(), &crd).await {
-                Ok(_) => {}
-                Err(kube_client::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => panic!("creating the Widget CRD: {e}"),
+    /// The custom resource `resource` describes, defined on the server if it is not served
+    /// yet: by a CustomResourceDefinition (namespaced or cluster-scoped as it says, its status
+    /// subresource if it has one, any fields kept), waited for until the server serves it. An
+    /// embedded server built with it ([`main_with`](super::main_with) and
+    /// [`ApiServerBuilder::resource`]) serves it from the start.
+    pub async fn custom_resource(&self, resource: &ResourceType) -> ApiResource {
+        let ar = resource.api_resource();
+        if served(&self.client, &ar).await {
+            return ar;
+        }
+        let singular = ar.kind.to_lowercase();
+        let mut version = json!({
+            "name": ar.version, "served": true, "storage": true,
+            "schema": { "openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true
+            } }
+        });
+        if resource.status_subresource {
+            version["subresources"] = json!({ "status": {} });
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let crd = serde_json::from_value(json!({
+            "metadata": { "name": format!("{}.{}", ar.plural, ar.group) },
+            "spec": {
+                "group": ar.group,
+                "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
+                "names": {
+                    "plural": ar.plural, "singular": singular,
+                    "kind": ar.kind, "listKind": format!("{}List", ar.kind)
+                },
+                "versions": [version]
             }
-            // Served once established: until then, requests for it are 404.
-            let widgets: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &self.ns, &ar);
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-            while widgets.list(&Default::default()).await.is_err() {
-                assert!(tokio::time::Instant::now() < deadline, "the Widget CRD was not served");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        }))
+        .expect("a valid CRD");
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube_client::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("creating the {} CRD: {e}", ar.kind),
+        }
+        // Served once established: until then, requests for it are 404.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !served(&self.client, &ar).await {
+            assert!(tokio::time::Instant::now() < deadline, "the {} CRD was not served", ar.kind);
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         ar
     }

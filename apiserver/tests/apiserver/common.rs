@@ -2,11 +2,28 @@
 
 use std::time::Duration;
 
+use ctrlkit_apiserver::{ApiServerBuilder, ResourceType};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{PostParams, WatchEvent};
 use serde_json::json;
+
+/// The suite's embedded servers: bookmarks every 5 s rather than the real server's minute,
+/// to keep the suite short (the pre-timeout bookmark is the real server's here too); Secrets
+/// without the watch cache, as scripts/kube-apiserver.sh starts the real one; the Widget kind.
+pub fn server(builder: ApiServerBuilder) -> ApiServerBuilder {
+    builder
+        .bookmark_interval(Duration::from_secs(5))
+        .without_watch_cache("", "secrets")
+        .resource(widget())
+}
+
+/// The custom resource the suite uses: namespaced, with a status subresource
+/// (`Target::custom_resource` defines it on a real server).
+pub fn widget() -> ResourceType {
+    ResourceType::new("example.com", "v1", "Widget", "widgets", true).with_status()
+}
 
 /// A pod named `name` with labels and one container.
 pub fn pod(name: &str, labels: serde_json::Value) -> Pod {

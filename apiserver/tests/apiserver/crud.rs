@@ -371,7 +371,7 @@ async fn deleting_a_namespace_deletes_its_objects(t: &Target) {
 case!(Needs::Embedded, deleting_a_namespace_deletes_its_objects);
 
 async fn custom_resources_work_with_dynamic_objects_and_count_generations(t: &Target) {
-    let ar = t.widgets().await;
+    let ar = t.custom_resource(&crate::common::widget()).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
     let w = DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 3}}));
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();

@@ -22,5 +22,5 @@ mod wait;
 mod watch;
 
 fn main() -> ExitCode {
-    ctrlkit_apiserver::harness::main()
+    ctrlkit_apiserver::harness::main_with(common::server)
 }

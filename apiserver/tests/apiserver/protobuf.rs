@@ -271,7 +271,7 @@ async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it(t
     // is 406. kube-apiserver 1.20 answers the body 400; 1.36.2 panics decoding it (a nil
     // dereference in the custom resource handler's decoder, in its log) and closes the
     // connection unanswered. The embedded server answers 400 on both counts.
-    let widgets = t.widgets().await;
+    let widgets = t.custom_resource(&crate::common::widget()).await;
     let path =
         format!("/apis/{}/{}/namespaces/{ns}/{}", widgets.group, widgets.version, widgets.plural);
     let widget = envelope(&widgets.api_version, "Widget", &go_metadata("w"));

@@ -53,7 +53,7 @@ async fn deep_objects_are_kept_and_ones_past_the_decoders_limit_refused(t: &Targ
     if !t.version().at_least(21) {
         return;
     }
-    t.widgets().await;
+    t.custom_resource(&crate::common::widget()).await;
     let widgets = format!("/apis/example.com/v1/namespaces/{}/widgets", t.ns);
     let create = |name: &str, spec: String| {
         format!(
