@@ -9,10 +9,10 @@
 //! and the queue's lock is free, or four times as many) applies the whole batch, in order,
 //! before anything else. A producer does not wait for a worker's lock to apply a batch the
 //! worker will apply anyway: it waits only when the buffer grows past four batches, which
-//! bounds its memory. Every observation of the queue happens under its lock after that, so the queue
-//! behaves exactly as if each add had been applied when it entered the buffer: order, dedup,
-//! priorities and shutdown are unchanged. An add after the buffer is closed (shut down) is
-//! dropped.
+//! bounds its memory. Every observation of the queue happens under its lock after that, so
+//! the queue behaves exactly as if each add had been applied when it entered the buffer:
+//! order, dedup, priorities and shutdown are unchanged. An add after the buffer is closed
+//! (shut down) is dropped.
 //!
 //! Time: an item's wait (for aging, and for the queue-latency metric) starts when it was added,
 //! not when its batch was applied. With metrics on, each add reads the clock; without, a batch

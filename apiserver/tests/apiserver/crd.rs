@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use ctrlkit_apiserver::case;
 use ctrlkit_apiserver::harness::{Needs, Target};
+use ctrlkit_apiserver::{ResourceType, case};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube_client::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube_client::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
 
@@ -241,3 +241,30 @@ async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Target) {
     let _ = v1.delete("d2", &DeleteParams::default()).await;
 }
 case!(Needs::Protocol, a_definition_with_two_versions_serves_each_object_at_both);
+
+/// The harness's `Target::custom_resource`, on a kind the suite's servers do not register: it
+/// defines the kind, which then takes objects and their status through `/status`, on every
+/// server alike.
+async fn the_harness_defines_a_kind_a_server_does_not_serve(t: &Target) {
+    let gizmo = ResourceType::new("example.com", "v1", "Gizmo", "gizmos", true).with_status();
+    let ar = t.custom_resource(&gizmo).await;
+    assert_eq!(ar.api_version, "example.com/v1");
+    let gizmos: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
+    let created = gizmos
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("g", &ar).data(json!({"spec": {"n": 1}})),
+        )
+        .await
+        .expect("a Gizmo is created");
+    assert_eq!(created.data["spec"]["n"], 1, "its fields are kept");
+    let status = json!({ "status": { "ready": true } });
+    gizmos
+        .patch_status("g", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("its status is written through /status");
+    assert_eq!(gizmos.get("g").await.unwrap().data["status"]["ready"], true);
+    // Asked again, it is served already: the same resource, nothing made twice.
+    assert_eq!(t.custom_resource(&gizmo).await.plural, "gizmos");
+}
+case!(Needs::Protocol, the_harness_defines_a_kind_a_server_does_not_serve);
