@@ -42,7 +42,9 @@
 //! ```
 //!
 //! [`main_with`] builds each case's embedded server with more (a user's kinds, a garbage
-//! collector). `cargo test` runs it on the embedded server; with
+//! collector, users besides the admin, each with its [`embedded_token`]); without it a case's
+//! server is a plain [`ApiServer::builder()`](crate::ApiServer::builder).
+//! [`Target::custom_resource`] defines a kind by a CRD where a server does not serve it yet. `cargo test` runs it on the embedded server; with
 //! `CTRLKIT_E2E_KUBECONFIG=/path/to/kubeconfig cargo test`, on that server too.
 
 mod proxy;
