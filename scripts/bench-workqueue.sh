@@ -94,6 +94,7 @@ for scenario in titles:
         ratio = go / ours
         title = titles[scenario] if i == 0 else ""
         go_cells = f"{figure(scenario, typed)} | {figure(scenario, untyped)}" if i == 0 else " | "
-        met = "met" if ratio >= 2 else "missed"
+        # The floor is no queue: a bound on the row above, not a row with a target.
+        met = "(the floor)" if full.endswith("/floor") else "met" if ratio >= 2 else "missed"
         print(f"| {title} | {full.split('/')[1]} | {go_cells} | {figure(scenario, ours)} | {ratio:.2f}x | {met} |")
 EOF
