@@ -16,9 +16,9 @@
 //! peers, five runs each (`CTRLKIT_BENCH_RUNS`; `CTRLKIT_BENCH_PEERS=a,b` runs those peers
 //! alone), so each peer's peak memory is its own
 //! process's high-water mark (VmHWM) and the server's memory is not counted. Each child:
-//! - ctrlkit: an `Informer` over all pods with its defaults (its store: JSON, with a hot set) (a streaming list where the
-//!   server has them, Kubernetes 1.27 on; a paginated list where it refuses them), the
-//!   key-enqueuing handler, a `WorkQueue` and a `Controller` with one worker and a no-op
+//! - ctrlkit: an `Informer` over all pods with its defaults (its store: JSON, with a hot set;
+//!   a streaming list where the server has them, Kubernetes 1.27 on; a paginated list where it
+//!   refuses them), the key-enqueuing handler, a `WorkQueue` and a `Controller` with one worker and a no-op
 //!   reconciler;
 //! - ctrlkit-paginated: as ctrlkit, with streaming lists off (`streaming_list(false)`): pages
 //!   of 500 on every server, for the same run's comparison;

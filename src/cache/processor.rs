@@ -211,7 +211,6 @@ mod tests {
         Arc::new(cm)
     }
 
-    /// A handler that writes down what it hears, and panics on an add of `boom`.
     /// A user's handler run as an inline one reads objects.
     impl<K: Send + Sync + 'static> InlineHandler<K> for ResourceEventHandlerFuncs<K> {
         fn reads_objects(&self) -> bool {
@@ -222,6 +221,7 @@ mod tests {
         }
     }
 
+    /// A handler that writes down what it hears, and panics on an add of `boom`.
     fn recorder() -> (ResourceEventHandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {
         let heard = Arc::new(Mutex::new(Vec::new()));
         let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();

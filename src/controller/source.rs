@@ -149,9 +149,7 @@ impl<S: InformerObject> EnqueueHandler<S> {
             self.queue.add_with_priority(key, priority);
         }
     }
-}
 
-impl<S: InformerObject> EnqueueHandler<S> {
     /// Whether each event's key is the object's own, with nothing else to look at: then its
     /// keys and versions suffice, and a store of JSON decodes nothing for it.
     fn keys_only(&self) -> bool {
