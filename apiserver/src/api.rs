@@ -28,7 +28,6 @@ use super::encoding::{
     unsupported_body, value_response,
 };
 
-use super::rest::serve_admitted;
 use super::route::{Route, route};
 /// The entry point for every request.
 /// (Injected latency is a layer before it: `layers.rs`.)
@@ -67,18 +66,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     }
     let mut watch = false;
     let result = match route(&shared, group, version, rest) {
-        Ok(mut route) => {
+        Ok(route) => {
             count(&shared, &parts.method, &route, &options);
             watch = parts.method == Method::GET && route.target.name.is_none() && options.watch;
             let (method, headers) = (&parts.method, &parts.headers);
-            match (shared.faults.take_failure(watch), route.view.take()) {
-                (Some(err), _) => Err(err),
-                (None, Some(view)) => {
-                    views::serve_view(&shared, method, headers, route, view, &options, body).await
-                }
-                (None, None) => {
-                    serve_admitted(&shared, method, headers, route, &options, body).await
-                }
+            match shared.faults.take_failure(watch) {
+                Some(err) => Err(err),
+                None => views::serve_view(&shared, method, headers, route, &options, body).await,
             }
         }
         Err(e) => Err(e),

@@ -51,9 +51,10 @@ pub(crate) struct ApplyOptions {
 }
 
 impl ApplyOptions {
-    /// Reads `fieldManager`, `force` and `dryRun`; 422 without a manager, as the real server.
-    pub(crate) fn parse(options: &crate::options::Options) -> ApiResult<Self> {
-        let manager = options.field_manager.clone().filter(|m| !m.is_empty()).ok_or_else(|| {
+    /// An apply's options from its query's `fieldManager`, `force` and `dryRun`; 422 without
+    /// a manager, as the real server.
+    pub(crate) fn new(field_manager: Option<&str>, force: bool, dry_run: bool) -> ApiResult<Self> {
+        let manager = field_manager.filter(|m| !m.is_empty()).ok_or_else(|| {
             let mut e = ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
@@ -66,7 +67,7 @@ impl ApplyOptions {
             })]);
             e
         })?;
-        Ok(Self { manager, force: options.force, dry_run: options.dry_run })
+        Ok(Self { manager: manager.to_owned(), force, dry_run })
     }
 }
 
@@ -570,14 +571,12 @@ mod tests {
 
     #[test]
     fn a_manager_is_required_and_yaml_or_json_is_read() {
-        let none = crate::options::Options::default();
-        let e = ApplyOptions::parse(&none).unwrap_err();
-        assert_eq!((e.code, &*e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
-        assert!(e.message.contains("fieldManager: Required value"), "{}", e.message);
-        let query = [("fieldManager", "m"), ("force", "true"), ("dryRun", "All")]
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .into();
-        let options = ApplyOptions::parse(&crate::options::Options::parse(&query)).unwrap();
+        for none in [None, Some("")] {
+            let e = ApplyOptions::new(none, false, false).unwrap_err();
+            assert_eq!((e.code, &*e.reason), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
+            assert!(e.message.contains("fieldManager: Required value"), "{}", e.message);
+        }
+        let options = ApplyOptions::new(Some("m"), true, true).unwrap();
         assert!(options.force && options.dry_run && options.manager == "m");
         let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: \"1\"}\n";
         assert_eq!(parse_body(yaml).unwrap()["data"]["a"], "1");

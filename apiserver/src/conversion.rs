@@ -16,12 +16,18 @@
 //! - A patch at a view version is applied to the object converted to that version and
 //!   converted back; server-side apply at a version that is not the storage version is
 //!   refused (400): this server applies at the storage version alone.
+//!
+//! [`View`] is the registry's [`Converter`]: the registry converts what is written (see
+//! `registry::writes`), the HTTP layer what is answered (the `views` module).
 
 use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
 
+use futures::future::BoxFuture;
+
+use crate::registry::stages::Converter;
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Store, object_key};
@@ -35,8 +41,6 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct View {
     /// The storage version's resource.
     pub(crate) storage: usize,
-    /// `group/version` of the storage version.
-    pub(crate) storage_api_version: String,
     /// The CRD.
     crd: Value,
 }
@@ -59,14 +63,14 @@ pub(crate) fn view_of(store: &Store, rt: &ResourceType) -> Option<View> {
         return None;
     }
     let id = store.resource(&rt.group, &storage, &rt.plural)?;
-    Some(View { storage: id, storage_api_version: format!("{}/{storage}", rt.group), crd })
+    Some(View { storage: id, crd })
 }
 
 impl View {
     /// A view of the CRD `crd` (its storage version's resource `storage`), for tests.
     #[cfg(test)]
-    pub(crate) fn of(crd: Value, storage: usize, storage_api_version: &str) -> Self {
-        Self { storage, storage_api_version: storage_api_version.to_owned(), crd }
+    pub(crate) fn of(crd: Value, storage: usize) -> Self {
+        Self { storage, crd }
     }
 
     /// `objects` converted to `desired` (`group/version`), in order; those already there are
@@ -158,10 +162,14 @@ impl View {
         }
         Ok(converted)
     }
+}
 
-    /// One object converted to `desired`.
-    pub(crate) async fn convert_one(&self, object: Value, desired: &str) -> ApiResult<Value> {
-        let mut converted = self.convert(vec![object], desired).await?;
-        Ok(converted.pop().unwrap_or(Value::Null))
+impl Converter for View {
+    fn convert<'a>(
+        &'a self,
+        objects: Vec<Value>,
+        api_version: &'a str,
+    ) -> BoxFuture<'a, ApiResult<Vec<Value>>> {
+        Box::pin(View::convert(self, objects, api_version))
     }
 }

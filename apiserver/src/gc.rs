@@ -31,20 +31,18 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinHandle;
 
 use super::registry::{
-    FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, delete_in, has_finalizers,
+    FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, delete_in, has_finalizers,
 };
 use super::resources::ResourceType;
-use super::state::Shared;
 use super::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.
-pub(crate) fn spawn(shared: &Arc<Shared>) -> JoinHandle<()> {
-    let changes = shared.registry.store.subscribe();
-    let weak = Arc::downgrade(shared);
-    tokio::spawn(run(weak, changes))
+pub(crate) fn spawn(registry: &Arc<Registry>) -> JoinHandle<()> {
+    let changes = registry.store.subscribe();
+    tokio::spawn(run(Arc::downgrade(registry), changes))
 }
 
-async fn run(shared: Weak<Shared>, mut changes: ChangeReceiver) {
+async fn run(registry: Weak<Registry>, mut changes: ChangeReceiver) {
     loop {
         match changes.recv().await {
             // A lagging receiver only means many writes: one pass sees them all.
@@ -58,8 +56,8 @@ async fn run(shared: Weak<Shared>, mut changes: ChangeReceiver) {
                 Err(TryRecvError::Closed) => return,
             }
         }
-        let Some(shared) = shared.upgrade() else { return };
-        collect(&shared.registry.store);
+        let Some(registry) = registry.upgrade() else { return };
+        collect(&registry.store);
     }
 }
 

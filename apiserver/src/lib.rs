@@ -197,6 +197,20 @@
 //! - A list at a resourceVersion newer than the store answers 504 at once (the real server
 //!   waits a few seconds first).
 
+// How it is built, bottom to top (no module imports one above it; `scripts/check-cycles.py`
+// checks that none imports one that imports it back):
+// - storage: `store` (versioned objects, history, watches' changes), `selectors`, `ids`,
+//   `status` (API errors), `resources` (the resource table), `shapes`, `json`;
+// - the registry: `registry` (generic REST semantics and a `Strategy` per kind: `crd`,
+//   `secrets`, `admission::configuration`), `apply`, `patch`, `scale`, `gc`; a write's
+//   admission and CRD-version conversion are stages the registry calls through traits it
+//   owns (`registry::stages`), implemented by `admission` and `conversion` (whose calls go
+//   out through `https`);
+// - HTTP: `state` (what every handler shares), `api` (the entry point), `route`, `options`
+//   (the query, parsed once), `rest` (the verbs), `views` (answers at another CRD version),
+//   `list`, `watch`, `discovery`, `openapi`, `table`, `negotiate`, `encoding`, `protobuf`,
+//   `fields`, `auth`, `shards`; `faults`, `injection` and `layers` (latency) around them;
+// - `server`, the composition root, imported by nothing.
 mod admission;
 mod api;
 mod apply;

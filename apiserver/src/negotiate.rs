@@ -16,10 +16,7 @@
 //! `PartialObjectMetadataList`, is 406; a watch asked for as `PartialObjectMetadataList`
 //! answers 200 and ends with no events.
 
-use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::status::ApiError;
 
@@ -148,26 +145,6 @@ fn candidate(entry: &str, media_types: &[&str]) -> Option<Form> {
     }
 }
 
-/// The `metadata` of a stored object, borrowed from its JSON.
-#[derive(Deserialize)]
-struct MetadataOnly<'a> {
-    #[serde(borrow)]
-    metadata: &'a RawValue,
-}
-
-/// An object as `PartialObjectMetadata` at `meta.k8s.io/<version>`: its metadata, verbatim.
-pub(crate) fn partial_object_metadata(json: &[u8], version: &str) -> Bytes {
-    let metadata =
-        serde_json::from_slice::<MetadataOnly<'_>>(json).map(|m| m.metadata.get()).unwrap_or("{}");
-    let mut out = Vec::with_capacity(metadata.len() + 80);
-    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/");
-    out.extend_from_slice(version.as_bytes());
-    out.extend_from_slice(b"\",\"metadata\":");
-    out.extend_from_slice(metadata.as_bytes());
-    out.push(b'}');
-    Bytes::from(out)
-}
-
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;
@@ -243,17 +220,6 @@ mod tests {
                 Reading::Object
             ),
             Err(406)
-        );
-    }
-
-    #[test]
-    fn metadata_is_cut_out_verbatim() {
-        let pod = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"containers":[]}}"#;
-        assert_eq!(
-            partial_object_metadata(pod, "v1"),
-            Bytes::from_static(
-                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}"#
-            )
         );
     }
 }

@@ -17,6 +17,11 @@ use super::shapes::{self, Malformed};
 use super::status::{ApiError, ApiResult};
 use super::store::{Store, StoredObject, Txn, object_key};
 
+pub(crate) mod stages;
+pub(crate) mod writes;
+
+use stages::{Admission, Admit};
+
 /// Where a request points: a resource type, and a namespace and name where given.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
@@ -57,6 +62,23 @@ pub(crate) enum Propagation {
 }
 
 /// The real server's 422 for a delete's `propagationPolicy`.
+impl DeleteOptions {
+    /// A delete's body: its options, or the defaults when it is empty.
+    pub(crate) fn parse(body: &[u8]) -> ApiResult<Self> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+        })
+    }
+
+    /// Whether the options ask for a dry run.
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run.iter().any(|d| d == "All")
+    }
+}
+
 fn invalid_policy(reason: &str, cause: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -163,7 +185,7 @@ fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
 
 /// The body of a create or update of `kind`: a JSON object nested within the limits of the
 /// `shapes` module.
-fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
+pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
     let value: Value = shapes::from_slice(body).map_err(|e| match e {
         Malformed::TooDeep => shapes::too_deep_body(kind, body),
         Malformed::Syntax(e) => {
@@ -295,11 +317,15 @@ pub(crate) fn has_finalizers(value: &Value) -> bool {
     value["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty())
 }
 
-/// The registry: REST verbs over the store.
+/// The registry: REST verbs over the store. The verbs a request makes are in `writes`
+/// (admitted, at any served version); the `store_*` ones here work a write out and store it
+/// under the store's lock, called by those and by the server itself.
 pub(crate) struct Registry {
     pub(crate) store: Store,
     /// What a kind adds to the generic semantics, by group and plural.
     strategies: HashMap<(String, String), Arc<dyn Strategy>>,
+    /// What admits writes, if anything does.
+    admission: Option<Arc<dyn Admission>>,
 }
 
 /// What a kind adds to the registry's generic REST semantics (kube-apiserver's per-kind
@@ -337,7 +363,18 @@ pub(crate) trait Strategy: Send + Sync {
 impl Registry {
     /// A registry over `store`, with no kind of special rules yet.
     pub(crate) fn new(store: Store) -> Self {
-        Self { store, strategies: HashMap::new() }
+        Self { store, strategies: HashMap::new(), admission: None }
+    }
+
+    /// Sends writes through `admission` before they are stored.
+    pub(crate) fn with_admission(mut self, admission: Arc<dyn Admission>) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    /// What admits a write to `rt` now, if anything does.
+    fn admitting(&self, rt: &ResourceType) -> Option<Box<dyn Admit + '_>> {
+        self.admission.as_ref()?.start(&self.store, rt)
     }
 
     /// Gives the kind `group`/`plural` its own rules.
@@ -367,15 +404,15 @@ impl Registry {
         object_key(target.namespace.as_deref(), name)
     }
 
-    /// POST: creates the object in `body`; with `dry_run`, answers what it would create.
-    pub(crate) fn create(
+    /// Creates `value` (a JSON object) in the collection `target`; with `dry_run`, answers
+    /// what it would create.
+    pub(crate) fn store_create(
         &self,
         target: &Target,
-        body: &[u8],
+        mut value: Value,
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
-        let mut value = parse_body(&rt.kind, body)?;
         check_type(&rt, &mut value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
@@ -456,22 +493,21 @@ impl Registry {
             .ok_or_else(|| ApiError::not_found(&self.rt(target).plural, name))
     }
 
-    /// PUT: replaces the object (or, with `status`, its status only); `dry_run` stores
-    /// nothing.
-    pub(crate) fn update(
+    /// Replaces the object with `value`, a JSON object (or, with `status`, its status only);
+    /// `dry_run` stores nothing.
+    pub(crate) fn store_update(
         &self,
         target: &Target,
-        body: &[u8],
+        value: Value,
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
-        let value = parse_body(&self.rt(target).kind, body)?;
         self.modify(target, status, dry_run, |_| Ok(value))
     }
 
-    /// PATCH: applies a patch to the object (or, with `status`, keeps only its status change);
+    /// Applies a patch to the object (or, with `status`, keeps only its status change);
     /// `dry_run` stores nothing.
-    pub(crate) fn patch(
+    pub(crate) fn store_patch(
         &self,
         target: &Target,
         kind: PatchType,
@@ -497,10 +533,10 @@ impl Registry {
         })
     }
 
-    /// PATCH with `application/apply-patch+yaml` (see the `apply` module): applies, creating
-    /// the object if it does not exist (then `true`, for a 201). With `dryRun=All`, answers
-    /// with the result and stores nothing.
-    pub(crate) fn server_side_apply(
+    /// Server-side apply (see the `apply` module): applies, creating the object if it does
+    /// not exist (then `true`, for a 201). With `dryRun=All`, answers with the result and
+    /// stores nothing.
+    pub(crate) fn store_apply(
         &self,
         target: &Target,
         body: &[u8],
@@ -542,8 +578,7 @@ impl Registry {
                     return Ok((object, true));
                 }
                 let collection = Target { name: None, ..target.clone() };
-                let body = serde_json::to_vec(&object).unwrap_or_default();
-                Ok((self.create(&collection, &body, false)?.value(), true))
+                Ok((self.store_create(&collection, object, false)?.value(), true))
             }
             Some(current) if options.dry_run => Ok((run(Some(&current))?, false)),
             Some(_) => {
@@ -557,15 +592,16 @@ impl Registry {
         Ok(super::scale::scale_of(&self.get(target)?.value()))
     }
 
-    /// PUT or PATCH of `/scale`: `change` turns the current `Scale` into the written one,
-    /// whose `spec.replicas` becomes the object's. Returns the new `Scale`.
-    pub(crate) fn write_scale(
+    /// A write of `/scale`: `change` turns the current `Scale` into the written one, whose
+    /// `spec.replicas` becomes the object's. Returns the new `Scale`; `dry_run` stores nothing.
+    pub(crate) fn store_scale(
         &self,
         target: &Target,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
+        dry_run: bool,
     ) -> ApiResult<Value> {
         let rt = self.rt(target);
-        let object = self.modify(target, false, false, |current| {
+        let object = self.modify(target, false, dry_run, |current| {
             let written = change(&super::scale::scale_of(current))?;
             let stale = written["metadata"]["resourceVersion"]
                 .as_str()
@@ -687,28 +723,19 @@ impl Registry {
         Ok(object)
     }
 
-    /// DELETE of one object: marks it for deletion while it has finalizers, removes it
+    /// Deletes one object: marks it for deletion while it has finalizers, removes it
     /// otherwise. Deleting a namespace deletes what it holds.
-    /// With `dry_run`, answers what it would do and deletes nothing.
-    /// `policy` is the query's `propagationPolicy`, if any (the body's wins).
-    pub(crate) fn delete(
+    /// With `dry_run` (or the options' own), answers what it would do and deletes nothing.
+    /// `policy` is the query's `propagationPolicy`, if any (the options' wins).
+    pub(crate) fn store_delete(
         &self,
         target: &Target,
-        body: &[u8],
+        options: &DeleteOptions,
         policy: Option<&str>,
         dry_run: bool,
     ) -> ApiResult<Deletion> {
-        let options: DeleteOptions = if body.iter().all(u8::is_ascii_whitespace) {
-            DeleteOptions::default()
-        } else {
-            serde_json::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "the body of the request was in an unknown format: {e}"
-                ))
-            })?
-        };
-        let dry_run = dry_run || options.dry_run.iter().any(|d| d == "All");
-        let propagation = Propagation::parse(&options, policy)?;
+        let dry_run = dry_run || options.dry_run();
+        let propagation = Propagation::parse(options, policy)?;
         let rt = self.rt(target).clone();
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);

@@ -1,6 +1,6 @@
 //! The REST verbs on a resolved route: get, list, watch, create, update, patch, delete, with
-//! content negotiation, field validation, dry runs, `/scale`, `/status`, and the admission
-//! webhooks a write goes through first.
+//! content negotiation, field validation, dry runs, `/scale` and `/status`. A write's
+//! admission and conversion are the registry's (see `registry::writes`).
 
 use std::sync::Arc;
 
@@ -9,22 +9,20 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::admission::{
-    self,
-    Operation::{self, Create, Delete, Update},
-};
 use super::apply::ApplyOptions;
 use super::auth;
 use super::fields;
 use super::negotiate::{Form, Reading, negotiate};
 use super::openapi;
 use super::options::Options;
-use super::patch::{self, PatchType};
+use super::patch::PatchType;
 use super::protobuf;
-use super::registry::{Registry, Target};
+use super::registry::Registry;
+use super::registry::Target;
+use super::registry::writes::{ScaleChange, WriteOptions};
 use super::resources::ResourceType;
 use super::route::Route;
-use super::shapes::{self, Malformed};
+use super::scale::written_scale;
 use super::shards::ShardSelector;
 use super::state::Shared;
 use super::status::{ApiError, ApiResult};
@@ -35,7 +33,8 @@ use super::watch::{self, Start, WatchRequest};
 use super::encoding::{deleted_status, object_response, value_response};
 use super::list::{list, parse_rv, selectors};
 
-pub(crate) fn serve(
+/// Serves a request on `route` with the registry's verbs.
+pub(crate) async fn serve(
     shared: &Arc<Shared>,
     method: &Method,
     headers: &HeaderMap,
@@ -44,9 +43,16 @@ pub(crate) fn serve(
     body: Bytes,
 ) -> ApiResult<Response> {
     let registry = &shared.registry;
-    let Route { target, status, scale, .. } = route;
+    let Route { target, status, scale, view } = route;
+    // Field validation reads the body at the version it was written at.
+    let written_rt = view.as_ref().map(|v| v.requested.clone());
+    let write = WriteOptions {
+        dry_run: options.dry_run,
+        field_manager: options.field_manager.clone(),
+        version: view,
+    };
     if scale {
-        return serve_scale(registry, method, headers, &target, &body);
+        return serve_scale(registry, method, headers, &target, &body, &write).await;
     }
     let reading = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if options.watch => Reading::Watch,
@@ -66,202 +72,78 @@ pub(crate) fn serve(
         let review = auth::answer(&registry.store, &shared.users, &rt, &body)?;
         return Ok(value_response(StatusCode::CREATED, &review));
     }
-    let warnings = validate_fields(shared, method, headers, &rt, options, &body)?;
-    // `dryRun=All`: a write is worked out and answered, and stores nothing.
-    let dry_run = options.dry_run;
+    // Field validation refuses a strict write before admission sees it; its warnings come
+    // first.
+    let mut warnings = validate_fields(
+        shared,
+        method,
+        headers,
+        written_rt.as_ref().unwrap_or(&rt),
+        options,
+        &body,
+    )?;
+    let policy = options.propagation_policy.as_deref();
     let answered = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if options.watch => start_watch(shared, target, options, form),
         ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
         ("GET", true) => registry.get(&target).map(|o| match table {
             Some(version) => {
-                let rt = registry.rt(&target);
                 let metadata = json!({ "resourceVersion": o.rv.to_string() });
                 let table = table::table(&rt, version, metadata, &[o.value()], include, true);
                 value_response(StatusCode::OK, &table)
             }
             None => object_response(StatusCode::OK, &o, metadata),
         }),
-        ("POST", false) => registry
-            .create(&target, &body, dry_run)
-            .map(|o| object_response(StatusCode::CREATED, &o, metadata)),
-        ("PUT", true) => registry
-            .update(&target, &body, status, dry_run)
-            .map(|o| object_response(StatusCode::OK, &o, metadata)),
+        ("POST", false) => registry.create(&target, &body, &write).await.map(|written| {
+            warnings.extend(written.warnings);
+            object_response(StatusCode::CREATED, &written.object, metadata)
+        }),
+        ("PUT", true) => registry.update(&target, &body, status, &write).await.map(|written| {
+            warnings.extend(written.warnings);
+            object_response(StatusCode::OK, &written.object, metadata)
+        }),
         ("PATCH", true) if patch_type(headers)? == PatchType::Apply => {
-            let apply = ApplyOptions::parse(options)?;
-            let (object, created) = registry.server_side_apply(&target, &body, &apply, status)?;
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            Ok(value_response(code, &object))
+            let manager = options.field_manager.as_deref();
+            let apply = ApplyOptions::new(manager, options.force, options.dry_run)?;
+            registry.apply(&target, &body, &apply, status, &write).await.map(|written| {
+                warnings.extend(written.warnings);
+                let (object, created) = written.object;
+                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                value_response(code, &object)
+            })
         }
         ("PATCH", true) => {
             let kind = patch_type(headers)?;
-            registry
-                .patch(&target, kind, &body, status, dry_run)
-                .map(|o| object_response(StatusCode::OK, &o, metadata))
-        }
-        ("DELETE", true) => {
-            let rt = registry.rt(&target);
-            let policy = options.propagation_policy.as_deref();
-            registry.delete(&target, &body, policy, dry_run).map(|deletion| {
-                if deletion.removed && !rt.returns_deleted_object() {
-                    value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
-                } else {
-                    object_response(StatusCode::OK, &deletion.object, metadata)
-                }
+            registry.patch(&target, kind, &body, status, &write).await.map(|written| {
+                warnings.extend(written.warnings);
+                object_response(StatusCode::OK, &written.object, metadata)
             })
         }
-        ("DELETE", false) => delete_collection(shared, &target, options, &body, metadata),
+        ("DELETE", true) => registry.delete(&target, &body, policy, &write).await.map(|written| {
+            warnings.extend(written.warnings);
+            let deletion = written.object;
+            if deletion.removed && !rt.returns_deleted_object() {
+                value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
+            } else {
+                object_response(StatusCode::OK, &deletion.object, metadata)
+            }
+        }),
+        ("DELETE", false) => {
+            let (labels, fields) = selectors(shared, &target, options)?;
+            let selected =
+                |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
+            let deleted = registry.delete_collection(&target, &selected, &body, policy, &write);
+            deleted.await.map(|written| {
+                warnings.extend(written.warnings);
+                deleted_list(shared, &rt, &written.object, metadata)
+            })
+        }
         _ => Err(ApiError::method_not_allowed()),
     };
     answered.map(|mut response| {
         add_warnings(&mut response, &warnings);
         response
     })
-}
-
-/// [`serve`], with the write first sent to the admission webhooks that match it, when any is
-/// configured (see the `admission` module): the write stores the object they admitted.
-pub(crate) async fn serve_admitted(
-    shared: &Arc<Shared>,
-    method: &Method,
-    headers: &HeaderMap,
-    route: Route,
-    options: &Options,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let registry = &shared.registry;
-    let rt = registry.rt(&route.target);
-    let named = route.target.name.is_some();
-    // Reads, configurations and reviews pass no webhook; nothing does while none is
-    // configured (the configurations are read only for a write).
-    let writes = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
-    let webhooks = match writes && !rt.is_webhook_configuration() && !auth::is_review(&rt) {
-        true => admission::configured(&registry.store),
-        false => None,
-    };
-    let Some(webhooks) = webhooks else {
-        return serve(shared, method, headers, route, options, body);
-    };
-    if route.scale && matches!(method.as_str(), "PUT" | "PATCH") {
-        return scale_admitted(shared, &webhooks, method, headers, &route, options, &body).await;
-    }
-    if method == Method::DELETE && !named {
-        let warnings = admit_collection_delete(shared, &webhooks, &route, &rt, options).await?;
-        let mut response = serve(shared, method, headers, route, options, body)?;
-        add_warnings(&mut response, &warnings);
-        return Ok(response);
-    }
-    // A create, or a write of one object.
-    let object_write =
-        matches!((method.as_str(), named), ("POST", false) | ("PUT" | "PATCH" | "DELETE", true));
-    if !object_write || route.scale {
-        return serve(shared, method, headers, route, options, body);
-    }
-    // Field validation refuses a strict write before any webhook sees it; its warnings come
-    // first. The admitted write is not validated again.
-    let mut warnings = validate_fields(shared, method, headers, &rt, options, &body)?;
-    let mut options = options.clone();
-    options.field_validation = Some("Ignore".into());
-    let body_dry_run = method == Method::DELETE
-        && serde_json::from_slice::<Value>(&body)
-            .is_ok_and(|b| b["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")));
-    let dry_run = options.dry_run || body_dry_run;
-    let target = &route.target;
-    // A patch or apply is admitted again when another write came between; an update carries
-    // its own resourceVersion (or none, and then it replaces whatever is there).
-    let retries = if method == Method::PATCH { 5 } else { 1 };
-    for attempt in 1..=retries {
-        let old = match method.as_str() {
-            "POST" => None,
-            _ => match registry.get(target) {
-                Ok(current) => Some(current.value()),
-                Err(err) if err.code == StatusCode::NOT_FOUND && method == Method::PATCH => None,
-                Err(err) => return Err(err),
-            },
-        };
-        let (operation, candidate) = match method.as_str() {
-            "POST" => (Create, Some(created(registry.create(target, &body, true)?.value()))),
-            "PUT" => (Update, Some(registry.update(target, &body, route.status, true)?.value())),
-            "PATCH" if patch_type(headers)? == PatchType::Apply => {
-                let mut apply = ApplyOptions::parse(&options)?;
-                apply.dry_run = true;
-                let (object, new) =
-                    registry.server_side_apply(target, &body, &apply, route.status)?;
-                match new {
-                    true => (Create, Some(created(object))),
-                    false => (Update, Some(object)),
-                }
-            }
-            "PATCH" => {
-                let kind = patch_type(headers)?;
-                (Update, Some(registry.patch(target, kind, &body, route.status, true)?.value()))
-            }
-            _ => (Delete, None),
-        };
-        let object = candidate.as_ref().or(old.as_ref());
-        let name = target
-            .name
-            .clone()
-            .or_else(|| object.and_then(|o| o["metadata"]["name"].as_str().map(str::to_owned)))
-            .unwrap_or_default();
-        let mut attributes = attributes_of(&route, &rt, operation, &name);
-        if route.status {
-            attributes.subresource = "status".into();
-        }
-        let review_options = options_of(operation, &options, dry_run);
-        // A write made at another version of a CRD: its own attributes, for the webhooks
-        // whose rules name that version.
-        let at_view = route.view.as_ref().map(|(view, requested)| {
-            let attributes = admission::Attributes {
-                version: requested.version.clone(),
-                kind: requested.kind.clone(),
-                ..attributes.clone()
-            };
-            (view, attributes)
-        });
-        let requested =
-            at_view.as_ref().map(|(view, attributes)| admission::Requested { attributes, view });
-        let admitted = webhooks
-            .admit(&attributes, requested, candidate, old.as_ref(), dry_run, review_options)
-            .await?;
-        warnings.extend(admitted.warnings);
-        // The admitted object goes to the registry, as the real server's handler stores what
-        // its admission chain returned (the request is not served again).
-        let answered = match (operation, admitted.object) {
-            (Create, Some(object)) => {
-                let collection = Target { name: None, ..target.clone() };
-                let body = serde_json::to_vec(&object).unwrap_or_default();
-                let metadata = written_metadata(headers, &rt)?;
-                registry
-                    .create(&collection, &body, options.dry_run)
-                    .map(|o| object_response(StatusCode::CREATED, &o, metadata))
-            }
-            (Update, Some(mut object)) => {
-                // Written only over the object admitted.
-                if let Some(old) = &old {
-                    object["metadata"]["resourceVersion"] =
-                        old["metadata"]["resourceVersion"].clone();
-                }
-                let body = serde_json::to_vec(&object).unwrap_or_default();
-                let metadata = written_metadata(headers, &rt)?;
-                registry
-                    .update(target, &body, route.status, options.dry_run)
-                    .map(|o| object_response(StatusCode::OK, &o, metadata))
-            }
-            // A delete: admitted as it is.
-            _ => serve(shared, method, headers, route.clone(), &options, body.clone()),
-        };
-        match answered {
-            Err(err) if err.code == StatusCode::CONFLICT && attempt < retries => continue,
-            answered => {
-                return answered.map(|mut response| {
-                    add_warnings(&mut response, &warnings);
-                    response
-                });
-            }
-        }
-    }
-    unreachable!("the last attempt returns")
 }
 
 /// The form the client's `Accept` asks an answer about `rt` in (protobuf where the kind has a
@@ -271,120 +153,6 @@ fn answer_form(headers: &HeaderMap, reading: Reading, rt: &ResourceType) -> ApiR
     negotiate(headers, reading, &rt.kind, protobuf)
 }
 
-/// The `meta.k8s.io` version of `PartialObjectMetadata` a write's client asked to be answered
-/// with (`Accept`), if it asked for metadata alone.
-fn written_metadata(headers: &HeaderMap, rt: &ResourceType) -> ApiResult<Option<&'static str>> {
-    Ok(match answer_form(headers, Reading::Object, rt)? {
-        Form::Metadata(version) | Form::MetadataList(version) => Some(version),
-        Form::Full | Form::Table(_) => None,
-    })
-}
-
-/// The attributes of a write of `route` (`operation`) to the webhooks.
-fn attributes_of(
-    route: &Route,
-    rt: &ResourceType,
-    operation: Operation,
-    name: &str,
-) -> admission::Attributes {
-    admission::Attributes {
-        operation,
-        group: rt.group.clone(),
-        version: rt.version.clone(),
-        kind: rt.kind.clone(),
-        kind_group_version: None,
-        resource: rt.plural.clone(),
-        subresource: String::new(),
-        namespaced: rt.namespaced,
-        namespace: route.target.namespace.clone(),
-        name: name.to_owned(),
-    }
-}
-
-/// The `options` of an admission request.
-fn options_of(operation: Operation, options: &Options, dry_run: bool) -> Value {
-    let kind = operation.options_kind();
-    let mut review = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
-    if let Some(manager) = &options.field_manager {
-        review["fieldManager"] = json!(manager);
-    }
-    if dry_run {
-        review["dryRun"] = json!(["All"]);
-    }
-    review
-}
-
-/// A `/scale` write, admitted as an `autoscaling/v1` `Scale` (as the real server admits it),
-/// then written as a replace of the admitted Scale over the one admitted.
-async fn scale_admitted(
-    shared: &Arc<Shared>,
-    webhooks: &admission::Webhooks<'_>,
-    method: &Method,
-    headers: &HeaderMap,
-    route: &Route,
-    options: &Options,
-    body: &[u8],
-) -> ApiResult<Response> {
-    let registry = &shared.registry;
-    let target = &route.target;
-    let rt = registry.rt(target);
-    let old = registry.scale(target)?;
-    let new = match method.as_str() {
-        "PUT" => written_scale(body)?,
-        _ => patched_scale(&old, patch_type(headers)?, body)?,
-    };
-    let name = target.name.as_deref().unwrap_or_default();
-    let mut attributes = attributes_of(route, &rt, Update, name);
-    attributes.kind = "Scale".into();
-    attributes.kind_group_version = Some(("autoscaling".into(), "v1".into()));
-    attributes.subresource = "scale".into();
-    let dry_run = options.dry_run;
-    let review_options = options_of(Update, options, dry_run);
-    let admitted =
-        webhooks.admit(&attributes, None, Some(new), Some(&old), dry_run, review_options).await?;
-    // An object with object metadata: the admission stage refuses a patch that leaves less.
-    let mut scale = admitted.object.filter(Value::is_object).unwrap_or_else(|| json!({}));
-    scale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-    // Checked as a written Scale is, then stored over the one admitted.
-    let written = written_scale(&serde_json::to_vec(&scale).unwrap_or_default())?;
-    let scale = registry.write_scale(target, |_| Ok(written))?;
-    let mut response = value_response(StatusCode::OK, &scale);
-    add_warnings(&mut response, &admitted.warnings);
-    Ok(response)
-}
-
-/// Admits a delete-collection: a delete of each object it selects, every one before any is
-/// deleted; their warnings.
-async fn admit_collection_delete(
-    shared: &Arc<Shared>,
-    webhooks: &admission::Webhooks<'_>,
-    route: &Route,
-    rt: &ResourceType,
-    options: &Options,
-) -> ApiResult<Vec<String>> {
-    let target = &route.target;
-    let (labels, fields) = selectors(shared, target, options)?;
-    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
-    let store = &shared.registry.store;
-    let page =
-        store.list_page(target.resource, target.namespace.as_deref(), None, None, None, &keep)?;
-    let dry_run = options.dry_run;
-    let mut warnings = Vec::new();
-    for object in &page.items {
-        let mut one = route.clone();
-        if rt.namespaced {
-            one.target.namespace = Some(object.fields.namespace.clone());
-        }
-        let old = object.value();
-        let attributes = attributes_of(&one, rt, Delete, &object.fields.name);
-        let review_options = options_of(Delete, options, dry_run);
-        let admitted =
-            webhooks.admit(&attributes, None, None, Some(&old), dry_run, review_options).await?;
-        warnings.extend(admitted.warnings);
-    }
-    Ok(warnings)
-}
-
 /// `Warning` headers for `warnings`.
 fn add_warnings(response: &mut Response, warnings: &[String]) {
     for problem in warnings {
@@ -392,16 +160,6 @@ fn add_warnings(response: &mut Response, warnings: &[String]) {
             response.headers_mut().append("warning", value);
         }
     }
-}
-
-/// A create's object as webhooks see it: without what the server sets as it stores it.
-fn created(mut object: Value) -> Value {
-    if let Some(meta) = object["metadata"].as_object_mut() {
-        for field in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
-            meta.remove(field);
-        }
-    }
-    object
 }
 
 /// Server-side field validation of a write's body (see the `fields` module): a `Strict` write
@@ -463,54 +221,24 @@ pub(crate) fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
 }
 
 /// GET, PUT and PATCH of `/scale` (see the `scale` module).
-/// A `Scale` written whole: an object whose `metadata`, `spec` and `status` are objects.
-fn written_scale(body: &[u8]) -> ApiResult<Value> {
-    let scale: Value = shapes::from_slice(body).map_err(|e| match e {
-        Malformed::TooDeep => shapes::too_deep_body("Scale", body),
-        Malformed::Syntax(e) => ApiError::bad_request(format!("decoding the Scale: {e}")),
-    })?;
-    if !scale.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
-    }
-    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
-        Some(error) => Err(shapes::cannot_be_handled("Scale", "autoscaling/v1", &error)),
-        None => Ok(scale),
-    }
-}
-
-/// `current` with `body`, a patch of type `kind`, applied: a `Scale` still.
-fn patched_scale(current: &Value, kind: PatchType, body: &[u8]) -> ApiResult<Value> {
-    let mut scale = current.clone();
-    patch::apply(&mut scale, kind, body)?;
-    if !scale.is_object() {
-        return Err(shapes::unprocessable_patch());
-    }
-    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
-        Some(error) => Err(shapes::invalid_patch(&scale, &error)),
-        None => Ok(scale),
-    }
-}
-
-fn serve_scale(
+async fn serve_scale(
     registry: &Registry,
     method: &Method,
     headers: &HeaderMap,
     target: &Target,
     body: &[u8],
+    options: &WriteOptions,
 ) -> ApiResult<Response> {
-    let scale = match method.as_str() {
-        "GET" => registry.scale(target)?,
-        "PUT" => {
-            let written = written_scale(body)?;
-            registry.write_scale(target, |_| Ok(written))?
-        }
-        "PATCH" => {
-            let kind = patch_type(headers)?;
-            registry.write_scale(target, |current| patched_scale(current, kind, body))?
-        }
+    let change = match method.as_str() {
+        "GET" => return Ok(value_response(StatusCode::OK, &registry.scale(target)?)),
+        "PUT" => ScaleChange::Replace(written_scale(body)?),
+        "PATCH" => ScaleChange::Patch(patch_type(headers)?, body),
         _ => return Err(ApiError::method_not_allowed()),
     };
-    Ok(value_response(StatusCode::OK, &scale))
+    let written = registry.write_scale(target, change, options).await?;
+    let mut response = value_response(StatusCode::OK, &written.object);
+    add_warnings(&mut response, &written.warnings);
+    Ok(response)
 }
 
 fn start_watch(
@@ -554,45 +282,22 @@ fn start_watch(
     Ok(watch::serve(shared.clone(), request))
 }
 
-fn delete_collection(
+/// The answer to a delete-collection: the objects deleted (or their metadata alone).
+fn deleted_list(
     shared: &Shared,
-    target: &Target,
-    options: &Options,
-    body: &[u8],
+    rt: &ResourceType,
+    deleted: &[Arc<StoredObject>],
     metadata: Option<&str>,
-) -> ApiResult<Response> {
-    let (labels, fields) = selectors(shared, target, options)?;
-    let keep = |o: &StoredObject| labels.matches(&o.labels) && fields.matches(&o.fields);
-    let page = shared.registry.store.list_page(
-        target.resource,
-        target.namespace.as_deref(),
-        None,
-        None,
-        None,
-        &keep,
-    )?;
-    let rt = shared.registry.rt(target);
-    let mut deleted = Vec::new();
-    for object in page.items {
-        let one = Target {
-            resource: target.resource,
-            namespace: target
-                .namespace
-                .clone()
-                .or_else(|| rt.namespaced.then(|| object.fields.namespace.clone())),
-            name: Some(object.fields.name.clone()),
-        };
-        let policy = options.propagation_policy.as_deref();
-        match shared.registry.delete(&one, body, policy, options.dry_run) {
-            Ok(deletion) => deleted.push(match metadata {
-                None => deletion.object.value(),
-                Some(version) => serde_json::from_slice(&deletion.object.json_as(Some(version)))
-                    .unwrap_or(Value::Null),
-            }),
-            Err(e) if e.code == StatusCode::NOT_FOUND => {}
-            Err(e) => return Err(e),
-        }
-    }
+) -> Response {
+    let items: Vec<Value> = deleted
+        .iter()
+        .map(|object| match metadata {
+            None => object.value(),
+            Some(version) => {
+                serde_json::from_slice(&object.json_as(Some(version))).unwrap_or(Value::Null)
+            }
+        })
+        .collect();
     let (kind, api_version) = match metadata {
         None => (format!("{}List", rt.kind), rt.api_version()),
         Some(version) => ("PartialObjectMetadataList".to_owned(), format!("meta.k8s.io/{version}")),
@@ -601,7 +306,7 @@ fn delete_collection(
         "kind": kind,
         "apiVersion": api_version,
         "metadata": { "resourceVersion": shared.registry.store.current_rv().to_string() },
-        "items": deleted,
+        "items": items,
     });
-    Ok(value_response(StatusCode::OK, &list))
+    value_response(StatusCode::OK, &list)
 }

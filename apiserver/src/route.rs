@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use super::conversion::{self, View};
+use super::conversion;
 use super::registry::Target;
-use super::resources::ResourceType;
+use super::registry::stages::Version;
 use super::state::Shared;
 use super::status::{ApiError, ApiResult};
 
@@ -17,8 +17,8 @@ pub(crate) struct Route {
     /// `/scale`.
     pub(crate) scale: bool,
     /// A CRD version other than the storage version (the target is the storage version's):
-    /// how to convert, and the requested version's type.
-    pub(crate) view: Option<(View, Arc<ResourceType>)>,
+    /// the requested version's type, and how to convert.
+    pub(crate) view: Option<Version>,
 }
 
 pub(crate) fn route(
@@ -53,8 +53,10 @@ pub(crate) fn route(
             return Err(ApiError::no_route());
         }
     };
-    let view = conversion::view_of(store, &rt).map(|view| (view, rt.clone()));
-    let resource = view.as_ref().map_or(resource, |(view, _)| view.storage);
+    let (resource, view) = match conversion::view_of(store, &rt) {
+        Some(view) => (view.storage, Some(Version { requested: rt, converter: Arc::new(view) })),
+        None => (resource, None),
+    };
     let target =
         Target { resource, namespace: namespace.map(str::to_owned), name: name.map(str::to_owned) };
     Ok(Route { target, status, scale, view })

@@ -10,6 +10,38 @@
 
 use serde_json::{Value, json};
 
+use crate::patch::{self, PatchType};
+use crate::shapes::{self, Malformed};
+use crate::status::{ApiError, ApiResult};
+
+/// A `Scale` written whole: an object whose `metadata`, `spec` and `status` are objects.
+pub(crate) fn written_scale(body: &[u8]) -> ApiResult<Value> {
+    let scale: Value = shapes::from_slice(body).map_err(|e| match e {
+        Malformed::TooDeep => shapes::too_deep_body("Scale", body),
+        Malformed::Syntax(e) => ApiError::bad_request(format!("decoding the Scale: {e}")),
+    })?;
+    if !scale.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
+        Some(error) => Err(shapes::cannot_be_handled("Scale", "autoscaling/v1", &error)),
+        None => Ok(scale),
+    }
+}
+
+/// `current` with `body`, a patch of type `kind`, applied: a `Scale` still.
+pub(crate) fn patched_scale(current: &Value, kind: PatchType, body: &[u8]) -> ApiResult<Value> {
+    let mut scale = current.clone();
+    patch::apply(&mut scale, kind, body)?;
+    if !scale.is_object() {
+        return Err(shapes::unprocessable_patch());
+    }
+    match shapes::unmarshal_error(&scale, "Scale", "autoscaling/v1", true) {
+        Some(error) => Err(shapes::invalid_patch(&scale, &error)),
+        None => Ok(scale),
+    }
+}
+
 /// The `Scale` of `object`.
 pub(crate) fn scale_of(object: &Value) -> Value {
     let meta = &object["metadata"];

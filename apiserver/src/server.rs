@@ -180,23 +180,26 @@ impl ApiServerBuilder {
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
-            registry: Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
-                .with_strategy("", "secrets", Arc::new(crate::secrets::SecretStrategy))
-                .with_strategy(
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                    Arc::new(crate::crd::DefinitionStrategy),
-                )
-                .with_strategy(
-                    "admissionregistration.k8s.io",
-                    "validatingwebhookconfigurations",
-                    Arc::new(crate::admission::configuration::ConfigurationStrategy),
-                )
-                .with_strategy(
-                    "admissionregistration.k8s.io",
-                    "mutatingwebhookconfigurations",
-                    Arc::new(crate::admission::configuration::ConfigurationStrategy),
-                ),
+            registry: Arc::new(
+                Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
+                    .with_admission(Arc::new(crate::admission::WebhookAdmission))
+                    .with_strategy("", "secrets", Arc::new(crate::secrets::SecretStrategy))
+                    .with_strategy(
+                        "apiextensions.k8s.io",
+                        "customresourcedefinitions",
+                        Arc::new(crate::crd::DefinitionStrategy),
+                    )
+                    .with_strategy(
+                        "admissionregistration.k8s.io",
+                        "validatingwebhookconfigurations",
+                        Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                    )
+                    .with_strategy(
+                        "admissionregistration.k8s.io",
+                        "mutatingwebhookconfigurations",
+                        Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                    ),
+            ),
             control,
             faults: FaultState::default(),
             stats: Stats::default(),
@@ -207,13 +210,13 @@ impl ApiServerBuilder {
         let ns = shared.registry.store.resource("", "v1", "namespaces").expect("built in");
         for name in ["default", "kube-system"] {
             let target = Target { resource: ns, namespace: None, name: None };
-            let body = serde_json::json!({ "metadata": { "name": name } }).to_string();
+            let namespace = serde_json::json!({ "metadata": { "name": name } });
             shared
                 .registry
-                .create(&target, body.as_bytes(), false)
+                .store_create(&target, namespace, false)
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
-        let collector = self.garbage_collector.then(|| super::gc::spawn(&shared));
+        let collector = self.garbage_collector.then(|| super::gc::spawn(&shared.registry));
         let router = axum::Router::new()
             .fallback(super::api::handle)
             .layer(axum::middleware::from_fn_with_state(shared.clone(), super::layers::latency))

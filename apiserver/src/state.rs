@@ -26,7 +26,8 @@ pub(crate) struct Stats {
 
 /// State shared by every request handler.
 pub(crate) struct Shared {
-    pub(crate) registry: Registry,
+    /// Shared with the garbage collector.
+    pub(crate) registry: Arc<Registry>,
     pub(crate) control: broadcast::Sender<WatchSignal>,
     pub(crate) faults: FaultState,
     pub(crate) stats: Stats,

@@ -19,10 +19,11 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 
 use axum::body::Bytes;
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
-use super::negotiate::partial_object_metadata;
 use super::resources::ResourceType;
 use super::selectors::Fields;
 use super::status::{ApiError, ApiResult};
@@ -81,6 +82,26 @@ impl StoredObject {
         // Every write checks the depth it stores (`shapes::check_depth`).
         crate::shapes::from_slice(&self.json).expect("the store holds JSON within the depth limit")
     }
+}
+
+/// The `metadata` of a stored object, borrowed from its JSON.
+#[derive(Deserialize)]
+struct MetadataOnly<'a> {
+    #[serde(borrow)]
+    metadata: &'a RawValue,
+}
+
+/// An object as `PartialObjectMetadata` at `meta.k8s.io/<version>`: its metadata, verbatim.
+pub(crate) fn partial_object_metadata(json: &[u8], version: &str) -> Bytes {
+    let metadata =
+        serde_json::from_slice::<MetadataOnly<'_>>(json).map(|m| m.metadata.get()).unwrap_or("{}");
+    let mut out = Vec::with_capacity(metadata.len() + 80);
+    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/");
+    out.extend_from_slice(version.as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    out.extend_from_slice(metadata.as_bytes());
+    out.push(b'}');
+    Bytes::from(out)
 }
 
 /// What a change did.
@@ -532,5 +553,21 @@ impl Store {
     /// Objects held, over all types (for the memory benchmark).
     pub(crate) fn len(&self) -> usize {
         self.lock().objects.iter().map(BTreeMap::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_is_cut_out_verbatim() {
+        let pod = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"containers":[]}}"#;
+        assert_eq!(
+            partial_object_metadata(pod, "v1"),
+            Bytes::from_static(
+                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}"#
+            )
+        );
     }
 }

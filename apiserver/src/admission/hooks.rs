@@ -22,6 +22,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::json::strings;
+pub(crate) use crate::registry::stages::Operation;
 use crate::store::{Store, object_key};
 
 /// One webhook of a stored configuration.
@@ -45,34 +46,6 @@ pub(crate) struct Hook {
     /// `matchPolicy: Equivalent` (the default): also called for a write at another version of
     /// a kind its rules name, at the version they name.
     pub(crate) equivalent: bool,
-}
-
-/// What a write does, as admission names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Operation {
-    Create,
-    Update,
-    Delete,
-}
-
-impl Operation {
-    /// `CREATE`, `UPDATE` or `DELETE`: a rule's `operations` and a review's `operation`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "CREATE",
-            Operation::Update => "UPDATE",
-            Operation::Delete => "DELETE",
-        }
-    }
-
-    /// The kind of the review's `options`: `CreateOptions`, `UpdateOptions`, `DeleteOptions`.
-    pub(crate) fn options_kind(self) -> &'static str {
-        match self {
-            Operation::Create => "CreateOptions",
-            Operation::Update => "UpdateOptions",
-            Operation::Delete => "DeleteOptions",
-        }
-    }
 }
 
 /// What a request is, for matching.

@@ -1,5 +1,8 @@
 //! Admission webhooks (`admissionregistration.k8s.io/v1`), called as the real server calls
-//! them, so that an operator's webhooks are tested without a cluster.
+//! them, so that an operator's webhooks are tested without a cluster. They are the
+//! registry's admission stage ([`WebhookAdmission`], through the traits of
+//! `registry::stages`): the registry works a write out, hands it here as a typed write, and
+//! stores what comes back (see `registry::writes`).
 //!
 //! Contract:
 //! - `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` are served,
@@ -15,7 +18,7 @@
 //! - The written object is the admitted one, written only if the object is still the one
 //!   admitted (its resourceVersion); when another write came between, a patch or apply is
 //!   admitted and written again (as the real server retries), an update with its own
-//!   resourceVersion is a 409.
+//!   resourceVersion is a 409 (the registry's part: `registry::writes`).
 //! - A denial is the webhook's status, at least 400, its message prefixed with
 //!   `admission webhook "NAME" denied the request`; a webhook that cannot be called (refused,
 //!   timed out, an untrusted certificate, an invalid answer) fails the write with 500
@@ -45,43 +48,108 @@ mod hooks;
 
 use serde_json::{Value, json};
 
-pub(crate) use hooks::{Attributes, Operation};
+use futures::future::BoxFuture;
 
-use crate::conversion::View;
-use crate::resources::is_builtin_group;
+use crate::registry::stages::{Admission, Admit, Admitted, Converter, Subresource, Write};
+use crate::resources::{ResourceType, is_builtin_group};
 use crate::shapes;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
 use call::Answer;
-use hooks::Hook;
+use hooks::{Attributes, Hook};
+
+/// The webhooks as the registry's admission stage: a write to any kind but the webhook
+/// configurations goes to those stored when its request came.
+pub(crate) struct WebhookAdmission;
+
+impl Admission for WebhookAdmission {
+    fn start<'s>(&self, store: &'s Store, rt: &ResourceType) -> Option<Box<dyn Admit + 's>> {
+        if rt.is_webhook_configuration() {
+            return None;
+        }
+        configured(store).map(|webhooks| Box::new(webhooks) as Box<dyn Admit + 's>)
+    }
+}
+
+impl Admit for Webhooks<'_> {
+    fn admit<'a>(
+        &'a self,
+        write: &'a Write<'a>,
+        object: Option<Value>,
+    ) -> BoxFuture<'a, ApiResult<Admitted>> {
+        Box::pin(async move {
+            let attributes = attributes_of(write);
+            // A write made at another version of a CRD: its own attributes, for the webhooks
+            // whose rules name that version.
+            let at_version = write.requested.map(|version| {
+                let attributes = Attributes {
+                    version: version.requested.version.clone(),
+                    kind: version.requested.kind.clone(),
+                    ..attributes.clone()
+                };
+                (attributes, &*version.converter)
+            });
+            let requested = at_version
+                .as_ref()
+                .map(|(attributes, converter)| Requested { attributes, converter: *converter });
+            let options = options_of(write);
+            self.admit_with(&attributes, requested, object, write.old, write.dry_run, options).await
+        })
+    }
+}
+
+/// The attributes of `write` at the storage version (a `/scale` write's kind is
+/// `autoscaling/v1` `Scale`).
+fn attributes_of(write: &Write<'_>) -> Attributes {
+    let rt = write.rt;
+    let scale = write.subresource == Subresource::Scale;
+    Attributes {
+        operation: write.operation,
+        group: rt.group.clone(),
+        version: rt.version.clone(),
+        kind: if scale { "Scale".into() } else { rt.kind.clone() },
+        kind_group_version: scale.then(|| ("autoscaling".into(), "v1".into())),
+        resource: rt.plural.clone(),
+        subresource: write.subresource.as_str().into(),
+        namespaced: rt.namespaced,
+        namespace: write.namespace.map(str::to_owned),
+        name: write.name.to_owned(),
+    }
+}
+
+/// The `options` of an admission request.
+fn options_of(write: &Write<'_>) -> Value {
+    let kind = write.operation.options_kind();
+    let mut review = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
+    if let Some(manager) = write.field_manager {
+        review["fieldManager"] = json!(manager);
+    }
+    if write.dry_run {
+        review["dryRun"] = json!(["All"]);
+    }
+    review
+}
 
 /// The stored webhooks, read once for a request; `None` when there are none (writes skip
 /// admission then).
-pub(crate) fn configured(store: &Store) -> Option<Webhooks<'_>> {
+fn configured(store: &Store) -> Option<Webhooks<'_>> {
     let (mutating, validating) = hooks::stored(store);
     let none = mutating.is_empty() && validating.is_empty();
     (!none).then_some(Webhooks { store, mutating, validating })
 }
 
 /// The webhooks a request is admitted by, as stored when it came.
-pub(crate) struct Webhooks<'a> {
+struct Webhooks<'a> {
     store: &'a Store,
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
 }
 
-/// What admission made of a write: the object to write (none for a delete) and the warnings
-/// of the webhooks, in order.
-pub(crate) struct Admitted {
-    pub(crate) object: Option<Value>,
-    pub(crate) warnings: Vec<String>,
-}
-
 /// A write at a CRD version other than the storage version: that version's attributes,
 /// and how to convert to it.
-pub(crate) struct Requested<'a> {
-    pub(crate) attributes: &'a Attributes,
-    pub(crate) view: &'a View,
+struct Requested<'a> {
+    attributes: &'a Attributes,
+    converter: &'a dyn Converter,
 }
 
 /// Which version a webhook is called at.
@@ -167,13 +235,14 @@ impl Chain<'_> {
     ) -> ApiResult<Option<Value>> {
         // At the requested version of a view: the objects converted to it, and back.
         let view = match (at, &self.requested) {
-            (At::Requested, Some(r)) => Some((r.view.clone(), r.attributes.api_version())),
+            (At::Requested, Some(r)) => Some((r.converter, r.attributes.api_version())),
             _ => None,
         };
         let (object, old) = match &view {
-            Some((view, version)) => {
-                (convert(view, object, version).await?, convert(view, self.old, version).await?)
-            }
+            Some((converter, version)) => (
+                convert(*converter, object, version).await?,
+                convert(*converter, self.old, version).await?,
+            ),
             None => (object.cloned(), self.old.cloned()),
         };
         let request = self.request(at, object.as_ref(), old.as_ref());
@@ -196,8 +265,8 @@ impl Chain<'_> {
         apply_patch(hook, patch, &mut patched)?;
         check_patched(self.attributes, &patched)?;
         match &view {
-            Some((view, _)) => {
-                Ok(Some(view.convert_one(patched, &self.attributes.api_version()).await?))
+            Some((converter, _)) => {
+                Ok(Some(converter.convert_one(patched, &self.attributes.api_version()).await?))
             }
             None => Ok(Some(patched)),
         }
@@ -205,9 +274,13 @@ impl Chain<'_> {
 }
 
 /// `object` converted to `version`, if there is one.
-async fn convert(view: &View, object: Option<&Value>, version: &str) -> ApiResult<Option<Value>> {
+async fn convert(
+    converter: &dyn Converter,
+    object: Option<&Value>,
+    version: &str,
+) -> ApiResult<Option<Value>> {
     match object {
-        Some(object) => Ok(Some(view.convert_one(object.clone(), version).await?)),
+        Some(object) => Ok(Some(converter.convert_one(object.clone(), version).await?)),
         None => Ok(None),
     }
 }
@@ -267,7 +340,7 @@ impl Webhooks<'_> {
     /// Sends a write to the webhooks that match it (see the module docs). `object` is the object
     /// the write would store (none for a delete), `old` the stored one (none for a create), both
     /// at the storage version; `requested`, for a write made at another version of a CRD.
-    pub(crate) async fn admit(
+    async fn admit_with(
         &self,
         attributes: &Attributes,
         requested: Option<Requested<'_>>,

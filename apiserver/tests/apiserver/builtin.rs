@@ -65,6 +65,14 @@ where
         patched.metadata.resource_version.as_deref()
     );
 
+    // A dry run answers the scale it would write, and writes nothing.
+    let dry_run = PatchParams::default().dry_run();
+    let more = Patch::Merge(json!({ "spec": { "replicas": 8 } }));
+    let answered = api.patch_scale(&name, &dry_run, &more).await.unwrap();
+    assert_eq!(answered.spec.as_ref().and_then(|s| s.replicas), Some(8));
+    let object = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+    assert_eq!(object["spec"]["replicas"], 5, "a dry run of the scale wrote the object");
+
     // A replace with a stale version conflicts; a fresh one goes through.
     let mut stale = scale.clone();
     stale.spec.as_mut().unwrap().replicas = Some(7);

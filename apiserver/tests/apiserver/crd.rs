@@ -242,6 +242,67 @@ async fn a_definition_with_two_versions_serves_each_object_at_both(t: &Target) {
 }
 case!(Needs::Protocol, a_definition_with_two_versions_serves_each_object_at_both);
 
+/// Field validation reads a body at the version it was written at: a field only a
+/// non-storage version's schema declares is known to a strict write at that version, and one
+/// neither declares is refused (from 1.25; 1.20 ignores `fieldValidation`).
+async fn fields_are_validated_at_the_version_written(t: &Target) {
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let version = |name: &str, storage: bool, fields: &[&str]| {
+        let properties: serde_json::Map<String, serde_json::Value> =
+            fields.iter().map(|f| ((*f).to_owned(), json!({ "type": "integer" }))).collect();
+        json!({ "name": name, "served": true, "storage": storage, "schema": { "openAPIV3Schema": {
+            "type": "object",
+            "properties": { "spec": { "type": "object", "properties": properties } },
+        } } })
+    };
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": { "name": "cogs.example.com" },
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": { "plural": "cogs", "singular": "cog", "kind": "Cog" },
+            "versions": [version("v1", true, &["a"]), version("v2", false, &["a", "b"])],
+        }
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube_client::Error::Api(s)) if s.code == 409 => {} // a run's before
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let path = format!("/apis/example.com/v2/namespaces/{}/cogs?fieldValidation=Strict", t.ns);
+    let create = |name: &str, spec: serde_json::Value| {
+        let body = json!({ "apiVersion": "example.com/v2", "kind": "Cog",
+            "metadata": { "name": name }, "spec": spec });
+        let json = [("Content-Type", "application/json")];
+        let path = path.clone();
+        async move {
+            t.raw_request(http::Method::POST, &path, &json, body.to_string().into_bytes()).await
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let known = loop {
+        let answer = create("known", json!({ "a": 1, "b": 2 })).await;
+        if answer.status != 404 || tokio::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(known.status, 201, "spec.b is declared at v2: {}", known.body);
+    let unknown = create("unknown", json!({ "a": 1, "c": 3 })).await;
+    let _ = crds.delete("cogs.example.com", &DeleteParams::default()).await;
+    if !t.version().at_least(25) {
+        assert_eq!(unknown.status, 201, "{}", unknown.body);
+        return;
+    }
+    assert_eq!(unknown.status, 400, "{}", unknown.body);
+    assert!(
+        unknown.body.contains(r#"strict decoding error: unknown field \"spec.c\""#),
+        "{}",
+        unknown.body
+    );
+}
+case!(Needs::Protocol, fields_are_validated_at_the_version_written);
+
 /// The harness's `Target::custom_resource`, on a kind the suite's servers do not register: it
 /// defines the kind, which then takes objects and their status through `/status`, on every
 /// server alike.
