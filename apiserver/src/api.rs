@@ -24,7 +24,7 @@ use super::status::ApiError;
 use super::views;
 
 use super::encoding::{
-    MAX_BODY, error_response, json_response, protobuf_body, protobuf_response, too_large_body,
+    error_response, json_response, protobuf_body, protobuf_response, too_large_body,
     unsupported_body, value_response,
 };
 
@@ -43,10 +43,8 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let Some((group, version, rest)) = split_group_version(&segments) else {
         return error_response(&ApiError::no_route());
     };
-    // Read up to the limit even when Content-Length already says the body is over it: a
-    // client still writing a body the server has stopped reading gets a broken pipe, not
-    // the 413.
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    // The body limit is a layer (`layers::body_limit`): reading past it fails here.
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
         Err(e) if e.to_string().contains("length limit") => {
             return error_response(&too_large_body());

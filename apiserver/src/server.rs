@@ -219,6 +219,7 @@ impl ApiServerBuilder {
         let collector = self.garbage_collector.then(|| super::gc::spawn(&shared.registry));
         let router = axum::Router::new()
             .fallback(super::api::handle)
+            .layer(axum::middleware::from_fn(super::layers::body_limit))
             .layer(axum::middleware::from_fn_with_state(shared.clone(), super::layers::latency))
             .with_state(shared.clone());
         let served = router.clone();
