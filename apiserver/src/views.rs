@@ -35,25 +35,28 @@ pub(crate) async fn serve_view(
         return serve(shared, method, headers, route, options, body).await;
     };
     let out = Out { version: &version, wanted: &version.requested.api_version() };
-    let reading = match (method.as_str(), route.target.name.is_some(), options.watch) {
-        ("GET", false, true) => Reading::Watch,
-        ("GET", false, false) => Reading::List,
-        _ => Reading::Object,
+    let reading = match (route.target.name.is_some(), options.watch) {
+        (false, true) => Reading::Watch,
+        (false, false) => Reading::List,
+        (true, _) => Reading::Object,
     };
-    // A table (or a watch of tables) is made of the converted objects, with the requested
-    // version's columns: the objects are asked for as JSON.
-    let table =
-        match (method.as_str(), negotiate(headers, reading, &version.requested.kind, false)?) {
-            ("GET", Form::Table(form)) => Some((form, options.include_object)),
+    // A read asked for as a table (or a watch of tables) is made of the converted objects,
+    // with the requested version's columns: the objects are asked for as JSON. (A write's
+    // answer is never a table.)
+    let table = match method == Method::GET {
+        true => match negotiate(headers, reading, &version.requested.kind, false)? {
+            Form::Table(form) => Some((form, options.include_object)),
             _ => None,
-        };
+        },
+        false => None,
+    };
     let mut inner = headers.clone();
     if table.is_some() {
         inner.insert(header::ACCEPT, "application/json".parse().expect("a header"));
     }
     let response = serve(shared, method, &inner, route, options, body).await?;
-    match reading {
-        Reading::Watch => Ok(out.watch(response, table)),
+    match (method == Method::GET, reading) {
+        (true, Reading::Watch) => Ok(out.watch(response, table)),
         _ => out.answer(response, table).await,
     }
 }
