@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use kube_client::Resource;
 
-use super::object_key::{NoName, ObjectKey, meta_namespace_key_func};
+use super::object_key::{KeyError, ObjectKey, meta_namespace_key_func};
 use super::stored::Stored;
 
 /// client-go's `DeletedFinalStateUnknown`: an object deleted while the watch was down, so its
@@ -193,7 +193,7 @@ impl<K> Clone for Notification<K> {
 /// be a tombstone (`DeletedFinalStateUnknown`) carrying its key.
 pub fn deletion_handling_meta_namespace_key_func<K: Resource>(
     deleted: &Deleted<K>,
-) -> Result<ObjectKey, NoName> {
+) -> Result<ObjectKey, KeyError> {
     match deleted {
         Deleted::Object(object) => meta_namespace_key_func(object.as_ref()),
         Deleted::Tombstone(tombstone) => Ok(tombstone.key.clone()),

@@ -37,7 +37,7 @@ pub enum IndexError {
     Conflict(String),
     /// A key string could not be parsed.
     #[error(transparent)]
-    InvalidKey(#[from] super::object_key::InvalidKey),
+    InvalidKey(#[from] super::object_key::KeyError),
 }
 
 struct State<K> {

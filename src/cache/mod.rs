@@ -92,7 +92,7 @@ pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
 };
-pub use object_key::{InvalidKey, NoName, ObjectKey, meta_namespace_key_func};
+pub use object_key::{KeyError, ObjectKey, meta_namespace_key_func};
 pub use prepare::Transform;
 pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};

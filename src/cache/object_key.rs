@@ -62,13 +62,20 @@ impl<K: kube_runtime::reflector::Lookup + ?Sized> From<kube_runtime::reflector::
     }
 }
 
-/// Why a string is not an object key.
+/// Why there is no object key: a string that is not one, or an object without a name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid object key {0:?}: expected \"namespace/name\" or \"name\"")]
-pub struct InvalidKey(pub String);
+#[non_exhaustive]
+pub enum KeyError {
+    /// The string is not client-go's key form.
+    #[error("invalid object key {0:?}: expected \"namespace/name\" or \"name\"")]
+    Invalid(String),
+    /// The object has no name (yet: a create with `generateName` names it).
+    #[error("object has no name")]
+    NoName,
+}
 
 impl FromStr for ObjectKey {
-    type Err = InvalidKey;
+    type Err = KeyError;
 
     /// Parses client-go's key form, as `cache.SplitMetaNamespaceKey` does.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -79,20 +86,16 @@ impl FromStr for ObjectKey {
                 // client-go accepts "/name" as a cluster-scoped key.
                 Ok(if ns.is_empty() { Self::cluster(name) } else { Self::namespaced(ns, name) })
             }
-            _ => Err(InvalidKey(s.to_owned())),
+            _ => Err(KeyError::Invalid(s.to_owned())),
         }
     }
 }
 
-/// Why an object has no key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("object has no name")]
-pub struct NoName;
-
-/// client-go's `MetaNamespaceKeyFunc`: the key of an object from its metadata.
-pub fn meta_namespace_key_func<K: Resource>(object: &K) -> Result<ObjectKey, NoName> {
+/// client-go's `MetaNamespaceKeyFunc`: the key of an object from its metadata;
+/// [`KeyError::NoName`] for an object without a name.
+pub fn meta_namespace_key_func<K: Resource>(object: &K) -> Result<ObjectKey, KeyError> {
     let meta = object.meta();
-    let name = meta.name.as_deref().filter(|n| !n.is_empty()).ok_or(NoName)?;
+    let name = meta.name.as_deref().filter(|n| !n.is_empty()).ok_or(KeyError::NoName)?;
     Ok(match meta.namespace.as_deref().filter(|n| !n.is_empty()) {
         Some(ns) => ObjectKey::namespaced(ns, name),
         None => ObjectKey::cluster(name),
@@ -131,7 +134,7 @@ mod tests {
         let mut draft = ConfigMap::default();
         draft.metadata.generate_name = Some("settings-".into());
         assert_eq!(ObjectKey::from(&draft).name, "");
-        assert_eq!(meta_namespace_key_func(&draft), Err(NoName));
+        assert_eq!(meta_namespace_key_func(&draft), Err(KeyError::NoName));
     }
 
     #[cfg(feature = "kube-runtime")]
