@@ -54,12 +54,13 @@ impl<K> std::fmt::Debug for Stored<K> {
 
 /// An object's JSON, with what the informer needs of it without decoding.
 pub(crate) struct Compact<K> {
-    json: Box<[u8]>,
+    /// serde_json's own output, so a decode need not check its UTF-8 again.
+    json: Box<str>,
     /// The object's key, so that handlers that need only keys decode nothing.
     key: ObjectKey,
     /// Compared by a relist to tell changed objects from unchanged ones.
     resource_version: Option<Box<str>>,
-    decode: fn(&[u8]) -> serde_json::Result<K>,
+    decode: fn(&str) -> serde_json::Result<K>,
     /// The store's hot set, if it keeps one.
     hot: Option<Arc<HotSet<Compact<K>>>>,
     /// The object decoded, while it is hot.
@@ -176,8 +177,8 @@ const DOES_NOT_READ_BACK: u8 = 2;
 /// How a compact store turns objects into [`Stored::Compact`]; shared by the store and the
 /// decoding threads of a list.
 pub(crate) struct Codec<K> {
-    encode: fn(&K) -> serde_json::Result<Vec<u8>>,
-    decode: fn(&[u8]) -> serde_json::Result<K>,
+    encode: fn(&K) -> serde_json::Result<String>,
+    decode: fn(&str) -> serde_json::Result<K>,
     checked: Arc<AtomicU8>,
     hot: Option<Arc<HotSet<Compact<K>>>>,
 }
@@ -197,8 +198,8 @@ impl<K: Serialize + DeserializeOwned> Codec<K> {
     /// serde_json both ways, with a hot set of `hot` objects (none: 0).
     pub(crate) fn json(hot: usize) -> Self {
         Self {
-            encode: |o| serde_json::to_vec(o),
-            decode: |b| serde_json::from_slice(b),
+            encode: |o| serde_json::to_string(o),
+            decode: |text| serde_json::from_str(text),
             checked: Arc::new(AtomicU8::new(UNCHECKED)),
             hot: (hot > 0).then(|| Arc::new(HotSet::new(hot))),
         }
@@ -241,7 +242,7 @@ impl<K: Resource> Codec<K> {
             }
         }
         let compact = Arc::new(Compact {
-            json: json.into_boxed_slice(),
+            json: json.into_boxed_str(),
             key,
             resource_version: object.meta().resource_version.as_deref().map(Box::from),
             decode: self.decode,
@@ -307,7 +308,7 @@ mod tests {
         // Checked on the first object, then text that no longer decodes.
         let codec = Codec::<Pod>::json(0);
         codec.store(Arc::new(pod()), false);
-        let broken = Codec::<Pod> { decode: |b| serde_json::from_slice(&b[1..]), ..codec };
+        let broken = Codec::<Pod> { decode: |text| serde_json::from_str(&text[1..]), ..codec };
         let stored = broken.store(Arc::new(pod()), false);
         assert!(matches!(stored, Stored::Compact(_)));
         assert!(stored.load().is_none());
