@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use super::faults::FaultState;
 use super::registry::Registry;
 
-/// Counters behind [`RequestCounts`].
+/// Counters behind [`RequestCounts`](crate::RequestCounts).
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) list: AtomicU64,

@@ -15,7 +15,7 @@
 //! when `""`, `0` or `false` (`metadata.namespace`), a pointer field is in JSON whenever it is
 //! on the wire (`spec.replicas: 0` stays), an inline field's message is flattened into its
 //! parent (`Volume.volumeSource`), and a few JSON names differ (`$ref`). Some messages have a
-//! JSON form of their own ([`special`]): `Time` (RFC 3339 seconds, `null` when zero),
+//! JSON form of their own ([`special`](schema::special)): `Time` (RFC 3339 seconds, `null` when zero),
 //! `MicroTime`, `Duration`, `IntOrString`, `Quantity`, `RawExtension` and `FieldsV1` (the
 //! embedded JSON), and the CRD schema's `JSON`, `JSONSchemaPropsOrArray`, `…OrBool`,
 //! `…OrStringArray`.
