@@ -86,10 +86,9 @@ impl Registry {
         let candidate = created(self.store_create(target, value, true)?.value());
         let name = candidate["metadata"]["name"].as_str().unwrap_or_default().to_owned();
         let write = self.write(&rt, target, &name, Operation::Create, Subresource::None, options);
-        let admitted = admit.admit(&write, Some(candidate)).await?;
-        let object = admitted_object(&admitted);
+        let (object, warnings) = admitted(admit.admit(&write, Some(candidate)).await?)?;
         let stored = self.store_create(target, object, options.dry_run)?;
-        Ok(Written { object: stored, warnings: admitted.warnings })
+        Ok(Written { object: stored, warnings })
     }
 
     /// Replaces the object with the one in `body` (with `status`, its status only).
@@ -173,13 +172,10 @@ impl Registry {
                         Subresource::None,
                         options,
                     );
-                    let admitted = admit.admit(&write, Some(candidate)).await?;
+                    let (object, warnings) = admitted(admit.admit(&write, Some(candidate)).await?)?;
                     let collection = Target { name: None, ..target.clone() };
-                    let object = admitted_object(&admitted);
-                    self.store_create(&collection, object, options.dry_run).map(|stored| Written {
-                        object: (stored.value(), true),
-                        warnings: admitted.warnings,
-                    })
+                    self.store_create(&collection, object, options.dry_run)
+                        .map(|stored| Written { object: (stored.value(), true), warnings })
                 }
                 ((object, false), Some(old)) => self
                     .admit_update(&*admit, target, status, &old, object, options)
@@ -342,11 +338,10 @@ impl Registry {
         let name = target.name.as_deref().unwrap_or_default();
         let mut write = self.write(&rt, target, name, Operation::Update, subresource, options);
         write.old = Some(old);
-        let admitted = admit.admit(&write, Some(candidate)).await?;
-        let mut object = admitted_object(&admitted);
+        let (mut object, warnings) = admitted(admit.admit(&write, Some(candidate)).await?)?;
         object["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         let stored = self.store_update(target, object, status, options.dry_run)?;
-        Ok(Written { object: stored, warnings: admitted.warnings })
+        Ok(Written { object: stored, warnings })
     }
 
     /// A patch at `version`: applied to the object converted to it, converted back, and
@@ -429,9 +424,18 @@ impl Registry {
     }
 }
 
-/// The object admission returned, as the body of the write that stores it.
-fn admitted_object(admitted: &Admitted) -> Value {
-    admitted.object.clone().unwrap_or(Value::Null)
+/// The object admission returned for a create or update, and the warnings. (Admission hands
+/// back the object it was given, changed or not; none would be its own bug, refused here
+/// rather than stored.)
+fn admitted(admitted: Admitted) -> ApiResult<(Value, Vec<String>)> {
+    match admitted.object {
+        Some(object) => Ok((object, admitted.warnings)),
+        None => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "Internal error occurred: admission returned no object for a create or update",
+        )),
+    }
 }
 
 /// A create's object as admission sees it: without what the server sets as it stores it.
