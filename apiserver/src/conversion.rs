@@ -23,9 +23,8 @@
 use std::time::Duration;
 
 use base64::Engine;
-use serde_json::{Value, json};
-
 use futures::future::BoxFuture;
+use serde_json::{Value, json};
 
 use crate::registry::stages::Converter;
 use crate::resources::ResourceType;

@@ -61,7 +61,6 @@ pub(crate) enum Propagation {
     Orphan,
 }
 
-/// The real server's 422 for a delete's `propagationPolicy`.
 impl DeleteOptions {
     /// A delete's body: its options, or the defaults when it is empty.
     pub(crate) fn parse(body: &[u8]) -> ApiResult<Self> {
@@ -79,6 +78,7 @@ impl DeleteOptions {
     }
 }
 
+/// The real server's 422 for a delete's `propagationPolicy`.
 fn invalid_policy(reason: &str, cause: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,

@@ -46,9 +46,8 @@ mod call;
 pub(crate) mod configuration;
 mod hooks;
 
-use serde_json::{Value, json};
-
 use futures::future::BoxFuture;
+use serde_json::{Value, json};
 
 use crate::registry::stages::{Admission, Admit, Admitted, Converter, Subresource, Write};
 use crate::resources::{ResourceType, is_builtin_group};
