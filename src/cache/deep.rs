@@ -6,7 +6,9 @@
 //! page or an event that meets serde_json's limit is decoded again object by object: with the
 //! recursion limit off and the stack grown as the decoder needs (`serde_stacker`), up to Go's
 //! [`MAX_DEPTH`]. An object deeper than that is skipped: named in an error log, counted
-//! (`InformerMetrics::object_skipped`), and the informer syncs the others.
+//! (`InformerMetrics::object_skipped`), and the informer syncs the others. A store that keeps
+//! objects as JSON decodes them back the same way ([`from_own_str`]), so an object cached is
+//! never read as absent for its depth.
 //!
 //! A limit to know: `serde_json::Value` drops, clones and compares itself recursively. On a
 //! thread of tokio's default 2 MiB stack, measured on this project's machine, a value 10,000
@@ -59,6 +61,16 @@ fn from_str_unbounded<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> 
     let value = T::deserialize(serde_stacker::Deserializer::new(&mut json))?;
     json.end()?;
     Ok(value)
+}
+
+/// Decodes `text`, an object this crate encoded from one it decoded (so no deeper than
+/// [`MAX_DEPTH`]): at serde_json's usual speed, and again without its recursion limit if the
+/// object is deeper than 128 levels, so that a store never reads an object it cached as absent.
+pub(crate) fn from_own_str<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    match serde_json::from_str(text) {
+        Err(err) if is_too_deep(&err) => from_str_unbounded(text),
+        decoded => decoded,
+    }
 }
 
 /// An object skipped for its depth: its `namespace/name`, version and depth.

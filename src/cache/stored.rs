@@ -195,11 +195,12 @@ impl<K> Clone for Codec<K> {
 }
 
 impl<K: Serialize + DeserializeOwned> Codec<K> {
-    /// serde_json both ways, with a hot set of `hot` objects (none: 0).
+    /// serde_json both ways (a decode as deep as the informer's), with a hot set of `hot`
+    /// objects (none: 0).
     pub(crate) fn json(hot: usize) -> Self {
         Self {
             encode: |o| serde_json::to_string(o),
-            decode: |text| serde_json::from_str(text),
+            decode: |text| super::deep::from_own_str(text),
             checked: Arc::new(AtomicU8::new(UNCHECKED)),
             hot: (hot > 0).then(|| Arc::new(HotSet::new(hot))),
         }

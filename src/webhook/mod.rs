@@ -56,6 +56,7 @@
 //! | | default |
 //! |---|---|
 //! | a request body (an `AdmissionReview` or `ConversionReview`) | [`MAX_REVIEW_BYTES`], 7 MiB, as controller-runtime's; more is a 413 |
+//! | a value nested in what a handler decodes | serde_json's 128 levels; deeper is a 400 (kube-apiserver sends custom resources up to 10,000 levels deep, whose clones and drops in a handler could overflow a task's stack) |
 //! | the TLS handshake | 10 s, then the connection is closed |
 //! | a request's headers | 10 s to arrive, 64 KiB at most |
 //! | an idle keep-alive connection | closed after 90 s |

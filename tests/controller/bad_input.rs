@@ -462,13 +462,55 @@ fn deep_configmap(name: &str, rv: u64, depth: usize) -> String {
     )
 }
 
+/// A server listing `items` (JSON texts) at version 10, then watching `lines` and stalling.
+async fn deep_server(items: &[String], lines: Vec<String>) -> Scripted {
+    let page = format!(
+        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{}]}}"#,
+        items.join(",")
+    );
+    Scripted::start(move |asked| match (asked.watch, asked.nth) {
+        (false, _) => Reply::json(page.clone()),
+        (true, 0) => Reply::Stream { lines: lines.clone(), stall: true },
+        (true, _) => quiet_watch(),
+    })
+    .await
+}
+
+/// An ADDED event of `object`, given as JSON text.
+fn added(object: String) -> String {
+    format!(r#"{{"type":"ADDED","object":{object}}}"#)
+}
+
+/// A paginated informer of `server`'s ConfigMaps as dynamic objects (whose `deep` field a
+/// typed ConfigMap would drop).
+fn deep_informer(
+    server: &Scripted,
+) -> ctrlkit::cache::InformerBuilder<kube_client::api::DynamicObject> {
+    use kube_client::api::{ApiResource, DynamicObject};
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    Informer::builder(ListWatch::new_with(api, &resource))
+        .backoff(fast_backoff())
+        .streaming_list(false)
+}
+
+/// How many levels deep `object`'s `deep` field nests.
+fn depth_of(object: &kube_client::api::DynamicObject) -> usize {
+    let mut depth = 0;
+    let mut value = &object.data["deep"];
+    while let Some(inner) = value.get("a") {
+        depth += 1;
+        value = inner;
+    }
+    depth
+}
+
 /// Objects as deep as kube-apiserver serves them (Go's decoder allows 10,000 levels;
 /// serde_json's default stops at 128) are cached; one deeper is skipped, named in the log,
 /// and the informer syncs the others, on the list and on the watch.
 #[cfg(feature = "metrics")]
 #[tokio::test]
 async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_skipped_and_named() {
-    use kube_client::api::{ApiResource, DynamicObject};
     let logs = CapturedLogs::default();
     let _capture = logs.capture();
     let items = [
@@ -476,29 +518,14 @@ async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_sk
         configmap("b", 6).to_string(),
         deep_configmap("c", 7, 10_001),
     ];
-    let page = format!(
-        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{}]}}"#,
-        items.join(",")
-    );
-    let lines = [
-        format!(r#"{{"type":"ADDED","object":{}}}"#, deep_configmap("d", 11, 300)),
-        format!(r#"{{"type":"ADDED","object":{}}}"#, deep_configmap("e", 12, 10_001)),
+    let lines = vec![
+        added(deep_configmap("d", 11, 300)),
+        added(deep_configmap("e", 12, 10_001)),
         event("ADDED", configmap("f", 13)),
     ];
-    let server = Scripted::start(move |asked| match (asked.watch, asked.nth) {
-        (false, _) => Reply::json(page.clone()),
-        (true, 0) => Reply::Stream { lines: lines.to_vec(), stall: true },
-        (true, _) => quiet_watch(),
-    })
-    .await;
-    let resource = ApiResource::erase::<ConfigMap>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    let server = deep_server(&items, lines).await;
     let registry = ctrlkit::metrics::Registry::new();
-    let inf = Informer::builder(ListWatch::new_with(api, &resource))
-        .backoff(fast_backoff())
-        .streaming_list(false)
-        .metrics(std::sync::Arc::new(registry.clone()))
-        .build();
+    let inf = deep_informer(&server).metrics(std::sync::Arc::new(registry.clone())).build();
     let _running = start(&inf);
     let synced = tokio::time::timeout(
         Duration::from_secs(10),
@@ -512,19 +539,42 @@ async fn objects_as_deep_as_the_api_server_serves_are_cached_and_a_deeper_one_sk
     cached.sort();
     assert_eq!(cached, ["a", "b", "d", "f"]);
     let a = inf.indexer().get(&ctrlkit::cache::ObjectKey::namespaced("default", "a")).unwrap();
-    let mut depth = 0;
-    let mut value = &a.data["deep"];
-    while let Some(inner) = value.get("a") {
-        depth += 1;
-        value = inner;
-    }
-    assert_eq!(depth, 200, "the deep object whole");
+    assert_eq!(depth_of(&a), 200, "the deep object whole");
     let text = logs.text();
     for name in ["default/c", "default/e"] {
         assert!(text.contains(name) && text.contains("10000"), "{name} named: {text}");
     }
     let counted = "ctrlkit_informer_objects_skipped_total{resource=\"configmaps\",namespace=\"default\",selector=\"\"} 2";
     assert!(registry.encode().contains(counted), "{}", registry.encode());
+}
+
+/// A deep object listed after a shallow one is kept as JSON by the default store, which read
+/// shallow objects back; a read of it decodes as deep as it was cached, rather than stopping at
+/// serde_json's 128 levels and reading it as absent. The same for one a watch event writes and
+/// the hot set later lets go.
+#[tokio::test]
+async fn a_deep_object_in_the_default_store_reads_back_whole() {
+    use ctrlkit::cache::{Indexer, ObjectKey};
+    let items = [configmap("b", 5).to_string(), deep_configmap("a", 6, 200)];
+    let lines = vec![added(deep_configmap("d", 11, 300)), event("ADDED", configmap("e", 12))];
+    let server = deep_server(&items, lines).await;
+    // A hot set of one object: "e", written last, pushes "d" out of it.
+    let inf = deep_informer(&server).indexer(Indexer::with_hot_objects(1)).build();
+    let _running = start(&inf);
+    let synced = tokio::time::timeout(
+        Duration::from_secs(10),
+        wait_for_cache_sync(&[&inf], std::future::pending()),
+    )
+    .await;
+    assert!(synced.is_ok_and(|s| s.is_ok()), "the informer syncs");
+    eventually("the watch's objects are cached", || inf.indexer().len() == 4).await;
+    assert!(inf.indexer().is_compact(), "shallow objects read back: the store keeps JSON");
+    for (name, deep) in [("a", 200), ("d", 300)] {
+        let object = inf.indexer().get(&ObjectKey::namespaced("default", name));
+        let object = object.unwrap_or_else(|| panic!("{name} read as absent"));
+        assert_eq!(depth_of(&object), deep, "{name} whole");
+    }
+    assert_eq!(inf.indexer().list().len(), 4, "every object listed");
 }
 
 /// A server whose every watch answers 410 is listed again after client-go's backoff (800 ms,
