@@ -10,7 +10,8 @@ use std::time::Instant;
 fn main() {
     let texts: Vec<Box<str>> = (0..10_000)
         .map(|i| {
-            let v = ctrlkit_apiserver::fixtures::realistic_pod(&format!("ns-{}", i % 100), i, false);
+            let v =
+                ctrlkit_apiserver::fixtures::realistic_pod(&format!("ns-{}", i % 100), i, false);
             let p: Pod = serde_json::from_value(v).unwrap();
             serde_json::to_string(&p).unwrap().into()
         })
@@ -47,7 +48,9 @@ fn main() {
             let all: Vec<Pod> = texts.iter().map(|s| decode(s, &mut buf)).collect();
             let batch = t.elapsed() / texts.len() as u32;
             drop(all);
-            println!("round {round} {name:<10} loop {looped:>10.2?}  ring {ringed:>10.2?}  batch {batch:>10.2?}");
+            println!(
+                "round {round} {name:<10} loop {looped:>10.2?}  ring {ringed:>10.2?}  batch {batch:>10.2?}"
+            );
         }
     }
 }
