@@ -18,6 +18,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::ObjectKey;
 use super::stored::{Codec, Stored};
+use crate::panic::catch;
 
 /// An index function: the values under which an object is indexed.
 type IndexFunc<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
@@ -162,7 +163,9 @@ impl<K> Indexer<K> {
     }
 
     /// Adds an index named `name`, indexing the objects already cached. client-go refuses
-    /// new indexers once an informer started; here they may come at any time.
+    /// new indexers once an informer started; here they may come at any time. A function that
+    /// panics on an object leaves that object out of this index, with an error log naming
+    /// both (client-go's informer panics on an index function's error).
     pub fn add_index(
         &self,
         name: &str,
@@ -356,7 +359,9 @@ impl<'a, K> Lazy<'a, K> {
 
 /// The values index `name` (function `f`) holds the object under `key` at: the built-in
 /// namespace index reads them off the key, so a store of JSON decodes nothing for it; any
-/// other index calls its function on the object.
+/// other index calls its function on the object. A function that panics (user code) leaves
+/// the object out of its index, with an error log, rather than the informer's task unwound
+/// halfway through a write.
 fn index_values<K>(
     name: &str,
     f: &IndexFunc<K>,
@@ -369,7 +374,16 @@ fn index_values<K>(
     if name == NAMESPACE_INDEX {
         return key.namespace.iter().cloned().collect();
     }
-    object.get().map(|o| f(&o)).unwrap_or_default()
+    let Some(object) = object.get() else { return Vec::new() };
+    catch(|| f(&object)).unwrap_or_else(|panic| {
+        tracing::error!(
+            index = name,
+            object = %key,
+            panic,
+            "an index function panics; the object is left out of that index"
+        );
+        Vec::new()
+    })
 }
 
 /// Moves `key` from `old`'s index values to `new`'s, touching only the values that differ.

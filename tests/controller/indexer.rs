@@ -58,3 +58,49 @@ async fn custom_and_namespace_indexes_answer_and_follow_changes() {
     assert!(indexer.get_by_key("team/c").is_some());
     assert!(indexer.get_by_key("not a key/x/y").is_none());
 }
+
+/// An index function that panics on one object (user code, as a handler or a transform is)
+/// neither stops the informer nor leaves its cache behind: the object is cached and read by
+/// key, left out of that index alone, and named in an error log; later events are cached and
+/// indexed as before, the other indexes untouched.
+#[tokio::test]
+async fn an_index_function_that_panics_leaves_that_object_out_of_its_index_and_the_informer_running()
+ {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for (name, label) in [("a", "web"), ("boom", "web")] {
+        pods.create(&PostParams::default(), &pod(name, json!({"app": label}))).await.unwrap();
+    }
+    let inf = Informer::new(ListWatch::new(pods.clone()));
+    let indexer = inf.indexer();
+    indexer
+        .add_index("by-app", |p: &Pod| {
+            assert_ne!(p.metadata.name.as_deref(), Some("boom"), "an index function that panics");
+            app(p)
+        })
+        .unwrap();
+    let _running = start(&inf);
+    eventually("both pods cached", || indexer.len() == 2).await;
+    assert!(indexer.get_by_key("default/boom").is_some(), "cached and read by key");
+    let keys = |value| -> Vec<String> {
+        let mut keys: Vec<String> =
+            indexer.index_keys("by-app", value).unwrap().iter().map(ObjectKey::to_string).collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys("web"), ["default/a"], "left out of the index that panicked");
+    assert_eq!(indexer.index_keys(NAMESPACE_INDEX, "default").unwrap().len(), 2);
+
+    pods.create(&PostParams::default(), &pod("c", json!({"app": "web"}))).await.unwrap();
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"tier": "1"}}}));
+    pods.patch("boom", &PatchParams::default(), &relabel).await.unwrap();
+    eventually("the informer goes on: c cached and indexed", || keys("web").len() == 2).await;
+    assert_eq!(keys("web"), ["default/a", "default/c"]);
+    let text = logs.text();
+    assert!(
+        text.contains("by-app") && text.contains("default/boom") && text.contains("panics"),
+        "the panic is logged with the index and the object: {text}"
+    );
+}
