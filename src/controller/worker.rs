@@ -30,7 +30,7 @@ use super::shard::{CACHE_LAG_RETRY, Gate};
 const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
-use crate::panic::panic_message;
+use crate::panic::{catch, panic_message};
 use crate::workqueue::Priority;
 
 impl<K: InformerObject> Controller<K> {
@@ -123,7 +123,7 @@ impl<K: InformerObject> Controller<K> {
                     None => ReconcileOutcome::Success,
                 }
             }
-            Ok(Ok(Err(err))) if reconciler.is_terminal(&err) => {
+            Ok(Ok(Err(err))) if is_terminal(reconciler, &err) => {
                 self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.give_up_terminal(&key, ReconcileFailure::Terminal(Arc::new(err)));
                 ReconcileOutcome::Error
@@ -208,9 +208,7 @@ impl<K: InformerObject> Controller<K> {
             metrics.dropped();
         }
         tracing::error!(error = %failure, "terminal error; not retrying");
-        if let Some(hook) = &self.config.on_dropped {
-            hook(key, &failure);
-        }
+        self.report_dropped(key, &failure);
     }
 
     /// `handleErr` of client-go's `examples/workqueue`: retry with the rate limiter up to `max_retries`, then drop.
@@ -227,8 +225,29 @@ impl<K: InformerObject> Controller<K> {
             metrics.dropped();
         }
         tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.config.max_retries);
-        if let Some(hook) = &self.config.on_dropped {
-            hook(key, &failure);
+        self.report_dropped(key, &failure);
+    }
+
+    /// Calls the `on_dropped` hook, if any. A panic in it (user code) is logged; the worker,
+    /// which has still to mark the key done, goes on.
+    fn report_dropped(&self, key: &ObjectKey, failure: &ReconcileFailure) {
+        let Some(hook) = &self.config.on_dropped else { return };
+        if let Err(panic) = catch(|| hook(key, failure)) {
+            tracing::error!(panic = %panic, "the on_dropped hook panicked");
         }
     }
+}
+
+/// Whether `reconciler` calls `err` terminal. A panic in `is_terminal` (user code) is logged
+/// and the error retried as one that is not terminal: retries end, where a worker unwound
+/// would leave its key marked in progress for good.
+fn is_terminal<R: Reconciler>(reconciler: &R, err: &R::Error) -> bool {
+    catch(|| reconciler.is_terminal(err)).unwrap_or_else(|panic| {
+        tracing::error!(
+            panic = %panic,
+            error = %err,
+            "is_terminal panicked; the error is retried as one that is not terminal"
+        );
+        false
+    })
 }

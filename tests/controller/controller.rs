@@ -178,6 +178,58 @@ async fn a_terminal_error_is_not_retried_but_reported_while_others_retry() {
     run.await.unwrap().unwrap();
 }
 
+/// Reconciles as [`Judging`], with an `is_terminal` that panics on "flaky"'s error.
+struct PanickyJudge(Judging);
+
+#[async_trait]
+impl Reconciler for PanickyJudge {
+    type Object = Pod;
+    type Error = Failed;
+
+    async fn reconcile(&self, key: &ObjectKey, pod: Option<Arc<Pod>>) -> Result<Action, Failed> {
+        self.0.reconcile(key, pod).await
+    }
+
+    fn is_terminal(&self, error: &Failed) -> bool {
+        assert!(error.message.starts_with("spec."), "an is_terminal that panics");
+        true
+    }
+}
+
+/// A panic in the `on_dropped` hook or in `is_terminal` (user code, as the reconcile is) is
+/// logged and the worker goes on: with one worker, keys created after it are reconciled, a
+/// key given up on comes back when its object changes, and an error whose `is_terminal`
+/// panicked is retried as one that is not terminal.
+#[tokio::test]
+async fn a_panic_in_the_dropped_hook_or_in_is_terminal_leaves_the_worker_running() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["bad"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(fast_limiter()))
+        .config(
+            Config::default().workers(1).on_dropped(|key, _| panic!("a hook that panics on {key}")),
+        )
+        .build();
+    let (stop, run) = run_controller(&controller, PanickyJudge(Judging(calls.clone())));
+    let count = |name: &str| calls.lock().unwrap().iter().filter(|n| *n == name).count();
+    eventually("bad given up on", || controller.stats().terminal == 1).await;
+    create(&pods, &["late", "flaky"]).await;
+    eventually("late reconciled after the hook panicked", || count("late") == 1).await;
+    eventually("flaky retried to the end", || count("flaky") == 6).await;
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"fixed": "yes"}}}));
+    pods.patch("bad", &PatchParams::default(), &patch).await.unwrap();
+    eventually("bad reconciled again", || count("bad") == 2).await;
+    let text = logs.text();
+    assert!(text.contains("a hook that panics on default/bad"), "the hook's panic logged: {text}");
+    assert!(text.contains("an is_terminal that panics"), "is_terminal's panic logged: {text}");
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn requeue_after_brings_a_key_back_after_the_delay() {
     let server = server().await;
