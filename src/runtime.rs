@@ -14,7 +14,8 @@ use tokio::sync::watch;
 
 use crate::fence::Fence;
 
-/// A readiness check of a runnable: whether it is ready now (asked at each `/readyz`).
+/// A readiness check of a runnable: whether it is ready now (asked at each `/readyz`; one that
+/// panics fails, logged).
 pub type ReadyCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The error a runnable ends with.

@@ -58,11 +58,18 @@ impl Probes {
         self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
     }
 
-    /// Every check and whether it passes now.
+    /// Every check and whether it passes now. A check that panics (user code) fails, logged,
+    /// rather than taking the probe's connection down with it.
     fn results(&self) -> BTreeMap<String, bool> {
         let mut results = self.checks.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        results.extend(asked.into_iter().map(|(name, check)| (name, check())));
+        results.extend(asked.into_iter().map(|(name, check)| {
+            let passes = crate::panic::catch(|| check()).unwrap_or_else(|panic| {
+                tracing::error!(check = %name, panic = %panic, "a ready check panicked; failing it");
+                false
+            });
+            (name, passes)
+        }));
         results
     }
 

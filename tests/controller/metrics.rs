@@ -209,6 +209,17 @@ async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_regi
     run.await.unwrap().unwrap();
 }
 
+/// `/readyz`'s first answer once the endpoint serves (it starts with the manager).
+async fn first_readyz(address: std::net::SocketAddr) -> (u16, String) {
+    for _ in 0..100 {
+        if let Some(answer) = get(address, "/readyz").await {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the endpoint does not answer");
+}
+
 #[tokio::test]
 async fn readyz_turns_ready_only_once_the_caches_synced() {
     let server = server().await;
@@ -223,15 +234,7 @@ async fn readyz_turns_ready_only_once_the_caches_synced() {
     manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
-    let mut readyz = None;
-    for _ in 0..100 {
-        readyz = get(address, "/readyz").await;
-        if readyz.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (status, body) = readyz.expect("the endpoint answers");
+    let (status, body) = first_readyz(address).await;
     assert_eq!(status, 503, "not ready while lists fail: {body}");
     assert!(body.contains("[-]caches-synced failed"), "{body}");
     assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())), "alive all the same");
@@ -240,6 +243,47 @@ async fn readyz_turns_ready_only_once_the_caches_synced() {
         get(address, "/readyz").await == Some((200, "ok".into()))
     })
     .await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+/// A runnable whose ready check panics (user code).
+struct PanickyProbe;
+
+#[async_trait]
+impl ctrlkit::runtime::Runnable for PanickyProbe {
+    fn name(&self) -> String {
+        "panicky probe".into()
+    }
+    async fn start(
+        &self,
+        stop: ctrlkit::runtime::Stop,
+    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        stop.await;
+        Ok(())
+    }
+    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+        Some(Arc::new(|| panic!("a ready check that panics")))
+    }
+}
+
+/// A ready check that panics is a failed check, named in `/readyz`'s 503 and logged, rather
+/// than a connection the probe sees dropped; `/healthz` and the other checks answer as before.
+#[tokio::test]
+async fn a_ready_check_that_panics_fails_readyz_with_its_name() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let address = free_address();
+    let mut manager = Manager::builder(server.client()).metrics_address(address).build();
+    manager.add(PanickyProbe);
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let (status, body) = first_readyz(address).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]panicky probe failed"), "{body}");
+    assert_eq!(get(address, "/healthz").await, Some((200, "ok".into())));
+    assert!(logs.text().contains("a ready check that panics"), "logged: {}", logs.text());
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
 }
