@@ -390,11 +390,19 @@ impl<K: InformerObject> Informer<K> {
     /// [`report_write`](crate::controller::report_write)). Resolves `false` at once for a
     /// version that is not an integer, which cannot be compared (resourceVersions are
     /// integers on every etcd-backed server, ordered as etcd's revisions); `true` otherwise.
-    /// Bound it with a timeout: a cache that is not running never gets there.
+    /// Resolves `false` too once the informer's run has ended short of it: its cache no longer
+    /// changes. Bound it with a timeout: a cache not started yet, or one whose watch is down,
+    /// gets there late or never.
     pub async fn wait_for_resource_version(&self, resource_version: &str) -> bool {
         let Ok(target) = resource_version.parse::<u64>() else { return false };
         let mut reached = self.inner.reached.subscribe();
-        reached.wait_for(|rv| *rv >= target).await.is_ok()
+        let mut state = self.inner.state.subscribe();
+        tokio::select! {
+            biased;
+            held = reached.wait_for(|rv| *rv >= target) => held.is_ok(),
+            // The run may have applied the version just before it ended.
+            _ = state.wait_for(|s| *s == RunState::Stopped) => *self.inner.reached.borrow() >= target,
+        }
     }
 
     /// Whether [`run`](Self::run) is running.

@@ -68,7 +68,14 @@ impl<K: InformerObject> Controller<K> {
             m.worker_started();
             Instant::now()
         });
-        self.wait_for_own_write(&key).await;
+        if !self.wait_for_own_write(&key).await {
+            // The informer stopped (with the controller) short of the key's own write: a
+            // reconcile now would read a cache known to lack it. The key goes back, for a
+            // queue that is not shut down yet.
+            self.queue.add(key.clone());
+            self.finish_unreconciled(&key);
+            return;
+        }
         let object = self.informer.indexer().get(&key);
         let mut gate = match self.fenced() {
             true => None,
@@ -91,11 +98,7 @@ impl<K: InformerObject> Controller<K> {
                 Some(Gate::Later) => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
                 Some(_) => self.queue.forget(&key),
             }
-            if let Some(metrics) = &self.metrics {
-                metrics.worker_finished();
-            }
-            self.lock_in_flight().remove(&key);
-            self.queue.done(&key);
+            self.finish_unreconciled(&key);
             return;
         }
         let reconcile =
@@ -168,6 +171,15 @@ impl<K: InformerObject> Controller<K> {
         self.queue.done(&key);
     }
 
+    /// Ends the processing of `key` without a reconcile: the worker is free, the key done.
+    fn finish_unreconciled(&self, key: &ObjectKey) {
+        if let Some(metrics) = &self.metrics {
+            metrics.worker_finished();
+        }
+        self.lock_in_flight().remove(key);
+        self.queue.done(key);
+    }
+
     /// Whether a Lease the controller runs under has lapsed now (counted and logged).
     fn fenced(&self) -> bool {
         let Some(lease) = self.lapsed_lease() else { return false };
@@ -181,21 +193,34 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// Waits (up to the stale-cache timeout) for the cache to hold the controller's own last
-    /// reported write of `key`; see the `writes` module.
-    async fn wait_for_own_write(&self, key: &ObjectKey) {
-        let Some(rv) = self.shared.pending_writes.take(key) else { return };
+    /// reported write of `key`; see the `writes` module. False if the informer stopped short
+    /// of it: the cache will never hold it.
+    async fn wait_for_own_write(&self, key: &ObjectKey) -> bool {
+        let Some(rv) = self.shared.pending_writes.take(key) else { return true };
         if self.config.stale_cache_timeout.is_zero() {
-            return;
+            return true;
         }
         let rv = rv.to_string();
         let wait = self.informer.wait_for_resource_version(&rv);
-        if tokio::time::timeout(self.config.stale_cache_timeout, wait).await.is_err() {
-            self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                resource_version = %rv,
-                timeout = ?self.config.stale_cache_timeout,
-                "the cache does not hold this controller's own write yet; reconciling anyway"
-            );
+        match tokio::time::timeout(self.config.stale_cache_timeout, wait).await {
+            Ok(false) if self.informer.has_stopped() => {
+                tracing::info!(
+                    resource_version = %rv,
+                    "the informer stopped before its cache held this controller's own write; \
+                     not reconciling"
+                );
+                false
+            }
+            Ok(_) => true,
+            Err(_) => {
+                self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    resource_version = %rv,
+                    timeout = ?self.config.stale_cache_timeout,
+                    "the cache does not hold this controller's own write yet; reconciling anyway"
+                );
+                true
+            }
         }
     }
 

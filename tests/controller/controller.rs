@@ -600,3 +600,54 @@ async fn reconcile_logs_name_the_controller_and_the_key() {
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
 }
+
+/// Reports a write at version 100 on its first reconcile and asks to come back at once.
+struct WritesOnce(Arc<AtomicUsize>);
+
+#[async_trait]
+impl Reconciler for WritesOnce {
+    type Object = ConfigMap;
+    type Error = Failed;
+
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<ConfigMap>>) -> Result<Action, Failed> {
+        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            let written: ConfigMap =
+                serde_json::from_value(crate::support::scripted::configmap("a", 100)).unwrap();
+            assert!(ctrlkit::controller::report_written(&written));
+            return Ok(Action::requeue_after(Duration::ZERO));
+        }
+        Ok(Action::done())
+    }
+}
+
+/// A controller stopped while a reconcile waits for the cache to hold that key's own last
+/// write stops at once: its informer stopped with it, so the cache will never hold the write,
+/// and the reconcile is not run on a cache known to lack it. (It waited out the whole
+/// stale-cache timeout, then reconciled on the stopped cache.)
+#[tokio::test]
+async fn a_stop_while_a_reconcile_waits_for_its_own_write_ends_the_wait_without_reconciling() {
+    use crate::support::scripted::{Reply, Scripted, configmap, list};
+    // Lists "a" at version 5; its watches never send an event.
+    let server = Scripted::start(|asked| match asked.watch {
+        false => Reply::json(list(10, &[configmap("a", 5)])),
+        true => Reply::Stream { lines: Vec::new(), stall: true },
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let stale_cache_timeout = Duration::from_secs(30);
+    let controller = Controller::builder(api)
+        .informer(|b| b.streaming_list(false))
+        .config(Config::default().stale_cache_timeout(stale_cache_timeout))
+        .build();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (stop, run) = run_controller(&controller, WritesOnce(calls.clone()));
+    eventually("the first reconcile", || calls.load(Ordering::SeqCst) == 1).await;
+    // Requeued at once, "a" now waits for version 100, which this server never sends.
+    eventually("a in flight again", || !controller.in_flight().is_empty()).await;
+    stop.send(()).unwrap();
+    let ended = tokio::time::timeout(stale_cache_timeout / 2, run).await;
+    let ended = ended.expect("the controller stops without waiting out the stale-cache timeout");
+    ended.unwrap().unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no reconcile on a cache known to lack its write");
+    assert_eq!(controller.stats().stale_cache_timeouts, 0);
+}
