@@ -10,7 +10,8 @@ pub struct ControllerStats {
     pub succeeded: u64,
     /// Reconciles that returned `Err`.
     pub failed: u64,
-    /// Reconciles that panicked (caught).
+    /// Reconciles that panicked (caught), and processings of a key that panicked outside the
+    /// reconcile (a rate limiter's or a metrics hook's code; caught, the key retried).
     pub panicked: u64,
     /// Keys given up on after the last retry.
     pub dropped: u64,

@@ -28,6 +28,8 @@ use super::shard::{CACHE_LAG_RETRY, Gate};
 /// How soon a key not reconciled because a Lease had lapsed is looked at again (the manager
 /// normally stops first; a renewal that was in flight at the lapse may have kept the Lease).
 const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How soon a key whose processing panicked outside its reconcile is tried again.
+const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::{catch, panic_message};
@@ -51,8 +53,32 @@ impl<K: InformerObject> Controller<K> {
             };
             let (key, priority) = key;
             let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
-            self.process_item(reconciler.as_ref(), key, priority).instrument(span).await;
+            let processed = self.process_item(reconciler.as_ref(), key.clone(), priority);
+            // The reconcile's own panic is caught inside; this one is the rest of the user code
+            // a key's processing calls (a rate limiter, a metrics hook).
+            if let Err(panic) = AssertUnwindSafe(processed.instrument(span)).catch_unwind().await {
+                self.recover(key, &panic_message(&*panic));
+            }
         }
+    }
+
+    /// After a panic in processing `key` outside its reconcile: counted and logged, the key
+    /// retried after [`PANIC_RETRY`] (without the rate limiter, which may be what panicked)
+    /// and marked done, so that neither the worker nor the key is lost.
+    fn recover(&self, key: ObjectKey, panic: &str) {
+        self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            %key,
+            panic,
+            "processing a key panicked outside its reconcile (in a rate limiter or a metrics \
+             hook); retrying it"
+        );
+        if let Some(shard) = &self.shard {
+            shard.done(&key);
+        }
+        self.lock_in_flight().remove(&key);
+        self.queue.add_after(key.clone(), PANIC_RETRY);
+        self.queue.done(&key);
     }
 
     /// `processNextItem` of client-go's `examples/workqueue`, after `Get`: reconcile, handle the outcome, `Done`.

@@ -651,3 +651,43 @@ async fn a_stop_while_a_reconcile_waits_for_its_own_write_ends_the_wait_without_
     assert_eq!(calls.load(Ordering::SeqCst), 1, "no reconcile on a cache known to lack its write");
     assert_eq!(controller.stats().stale_cache_timeouts, 0);
 }
+
+/// A rate limiter whose `when` panics (user code the worker calls after a failed reconcile).
+struct PanickyLimiter;
+
+impl ctrlkit::workqueue::RateLimiter<ObjectKey> for PanickyLimiter {
+    fn when(&self, _: &ObjectKey) -> Duration {
+        panic!("a rate limiter that panics")
+    }
+    fn forget(&self, _: &ObjectKey) {}
+    fn num_requeues(&self, _: &ObjectKey) -> u32 {
+        0
+    }
+}
+
+/// A panic in the processing of a key outside the reconcile (here a user's rate limiter,
+/// called to retry a failure) does not end the worker: it is logged and counted, the key is
+/// retried a second later, and keys created after it are reconciled.
+#[tokio::test]
+async fn a_panic_in_a_rate_limiter_leaves_the_worker_running_and_retries_the_key() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["flaky"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let controller = Controller::builder(pods.clone())
+        .queue(WorkQueue::builder().rate_limiter(PanickyLimiter))
+        .config(Config::default().workers(1))
+        .build();
+    let (stop, run) = run_controller(&controller, Judging(calls.clone()));
+    let count = |name: &str| calls.lock().unwrap().iter().filter(|n| *n == name).count();
+    eventually("flaky failed once", || count("flaky") == 1).await;
+    create(&pods, &["late"]).await;
+    eventually("late reconciled after the panic", || count("late") == 1).await;
+    eventually("flaky retried", || count("flaky") >= 2).await;
+    assert!(controller.stats().panicked >= 1, "counted: {:?}", controller.stats());
+    assert!(logs.text().contains("a rate limiter that panics"), "logged: {}", logs.text());
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
