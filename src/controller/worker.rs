@@ -63,8 +63,10 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// After a panic in processing `key` outside its reconcile: counted and logged, the key
-    /// retried after [`PANIC_RETRY`] (without the rate limiter, which may be what panicked)
-    /// and marked done, so that neither the worker nor the key is lost.
+    /// retried after [`PANIC_RETRY`] and marked done, so that neither the worker nor the key is
+    /// lost. Unlike [`finish_unreconciled`](Self::finish_unreconciled) it calls neither the
+    /// rate limiter nor the metrics hooks: either may be what panicked. (`is_terminal` and the
+    /// `on_dropped` hook have catches of their own, which keep their key's retry count.)
     fn recover(&self, key: ObjectKey, panic: &str) {
         self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
         tracing::error!(
