@@ -17,3 +17,13 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
 pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| panic_message(&*p))
 }
+
+/// Calls a metrics hook (user code: any `*Metrics` implementation). A panic in it is logged
+/// and that one observation lost; it never unwinds into the queue, informer, worker, elector,
+/// recorder or sharder that reported it, whose work a metric must not change (a queue halfway
+/// through applying a batch of adds would lose the rest).
+pub(crate) fn observe(hook: &'static str, f: impl FnOnce()) {
+    if let Err(panic) = catch(f) {
+        tracing::error!(hook, %panic, "a metrics hook panicked; its observation is lost");
+    }
+}

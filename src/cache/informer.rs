@@ -37,6 +37,7 @@ use super::processor::Processor;
 use super::reflector::{Reflector, ReflectorConfig, Sink, WatchErrorHandler};
 use super::stored::Stored;
 use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
+use crate::panic::observe;
 
 /// The settings of an informer that do not depend on its kind: what an
 /// [`InformerBuilder`] starts from and what a
@@ -520,8 +521,8 @@ impl<K: Send + Sync + 'static> Inner<K> {
             });
         }
         if let Some(metrics) = &self.metrics {
-            metrics.resource_version(rv);
-            metrics.objects(self.indexer.len());
+            observe("resource_version", || metrics.resource_version(rv));
+            observe("objects", || metrics.objects(self.indexer.len()));
         }
     }
 }

@@ -34,6 +34,7 @@ pub enum WatchEventType {
 }
 
 /// What one informer reports.
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait InformerMetrics: Send + Sync {
     /// One list request (a page) ended.
     fn list_request(&self, result: RequestResult);

@@ -52,7 +52,7 @@ use super::stored::Stored;
 use super::strip::strip_managed_fields;
 use super::watch_stream::{Body, Line, SKIPPED, events};
 use super::{InformerObject, ListWatch, ObjectKey};
-use crate::panic::catch;
+use crate::panic::{catch, observe};
 
 use super::informer_error::{InformerError, describe_status};
 use super::prepare::Prepare;
@@ -192,7 +192,7 @@ impl<K: InformerObject> Reflector<K> {
         loop {
             if matches!(state, State::Relist) {
                 if listed && let Some(metrics) = &self.config.metrics {
-                    metrics.relist();
+                    observe("relist", || metrics.relist());
                 }
                 listed = true;
             }
@@ -236,7 +236,7 @@ impl<K: InformerObject> Reflector<K> {
                     let timeout = self.watch_timeout();
                     let give_up = give_up_at(timeout);
                     let watch = self.list_watch.watch(&rv, timeout, false).await;
-                    self.count_request(|m, r| m.watch_request(r), watch.is_ok());
+                    self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
                     match watch {
                         Ok(body) => self.after_watch(
                             self.consume(self.events(body), rv, sink, give_up).await,
@@ -282,7 +282,7 @@ impl<K: InformerObject> Reflector<K> {
     fn skipped(&self, what: &str) {
         tracing::error!(resource = self.list_watch.url(), "skipped an object: {what}");
         if let Some(metrics) = &self.config.metrics {
-            metrics.object_skipped();
+            observe("object_skipped", || metrics.object_skipped());
         }
     }
 
@@ -301,9 +301,15 @@ impl<K: InformerObject> Reflector<K> {
     }
 
     /// Counts a request with the metrics, if any.
-    fn count_request(&self, count: impl Fn(&dyn InformerMetrics, RequestResult), ok: bool) {
+    fn count_request(
+        &self,
+        hook: &'static str,
+        count: impl Fn(&dyn InformerMetrics, RequestResult),
+        ok: bool,
+    ) {
         if let Some(metrics) = &self.config.metrics {
-            count(metrics.as_ref(), if ok { RequestResult::Success } else { RequestResult::Error });
+            let result = if ok { RequestResult::Success } else { RequestResult::Error };
+            observe(hook, || count(metrics.as_ref(), result));
         }
     }
 
@@ -356,7 +362,7 @@ impl<K: InformerObject> Reflector<K> {
         let mut paginate = true;
         let rv = loop {
             let page = self.list_watch.list_page_text(token.as_deref(), paginate).await;
-            self.count_request(|m, r| m.list_request(r), page.is_ok());
+            self.count_request("list_request", |m, r| m.list_request(r), page.is_ok());
             let text = match page {
                 Ok(text) => text,
                 Err(err) if is_expired(&err) && token.is_some() => {
@@ -407,7 +413,7 @@ impl<K: InformerObject> Reflector<K> {
         let timeout = self.watch_timeout();
         let give_up = give_up_at(timeout);
         let watch = self.list_watch.watch("", timeout, true).await;
-        self.count_request(|m, r| m.watch_request(r), watch.is_ok());
+        self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
         let mut body = match watch {
             Ok(body) => body,
             Err(err) if refused(&err) => return Err(StreamingError::Unsupported(err.to_string())),
@@ -538,7 +544,7 @@ impl<K: InformerObject> Reflector<K> {
         tokio::pin!(stream);
         while let Some(event) = stream.next().await {
             if let (Some(metrics), Ok(event)) = (&self.config.metrics, &event) {
-                metrics.watch_event(event_type(event));
+                observe("watch_event", || metrics.watch_event(event_type(event)));
             }
             let (object, deleted) = match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),

@@ -24,6 +24,7 @@ pub enum ReconcileOutcome {
 }
 
 /// What one controller reports.
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait ControllerMetrics: Send + Sync {
     /// The controller runs `workers` workers (`controller_runtime_max_concurrent_reconciles`).
     fn max_concurrent_reconciles(&self, workers: usize);

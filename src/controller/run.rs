@@ -19,6 +19,7 @@ use super::controller::{Controller, Informers};
 use super::error::ControllerError;
 use super::reconciler::Reconciler;
 use crate::cache::{InformerHandle, InformerObject, ObjectKey, RunState, wait_for_informers};
+use crate::panic::observe;
 use crate::sharding::range_member::HandOffStalled;
 use crate::workqueue::WorkQueue;
 
@@ -118,7 +119,9 @@ impl<K: InformerObject> Controller<K> {
         let mut tasks = JoinSet::new();
         tracing::info!(workers = self.config.workers, "starting controller");
         if let Some(metrics) = &self.metrics {
-            metrics.max_concurrent_reconciles(self.config.workers);
+            observe("max_concurrent_reconciles", || {
+                metrics.max_concurrent_reconciles(self.config.workers)
+            });
         }
         let owned_informer = match self.informers.as_ref() {
             Informers::Wired if !self.informer.is_running() => {

@@ -11,7 +11,8 @@ pub struct ControllerStats {
     /// Reconciles that returned `Err`.
     pub failed: u64,
     /// Reconciles that panicked (caught), and processings of a key that panicked outside the
-    /// reconcile (a rate limiter's or a metrics hook's code; caught, the key retried).
+    /// reconcile (a rate limiter's code, say; caught, the key retried). A metrics hook's panic
+    /// is not counted here: it costs only its observation.
     pub panicked: u64,
     /// Keys given up on after the last retry.
     pub dropped: u64,

@@ -32,7 +32,7 @@ const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::writes;
 use crate::cache::{InformerObject, ObjectKey};
-use crate::panic::{catch, panic_message};
+use crate::panic::{catch, observe, panic_message};
 use crate::workqueue::Priority;
 
 impl<K: InformerObject> Controller<K> {
@@ -54,8 +54,9 @@ impl<K: InformerObject> Controller<K> {
             let (key, priority) = key;
             let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
             let processed = self.process_item(reconciler.as_ref(), key.clone(), priority);
-            // The reconcile's own panic is caught inside; this one is the rest of the user code
-            // a key's processing calls (a rate limiter, a metrics hook).
+            // The reconcile's own panic is caught inside, and a metrics hook's where it is
+            // called; this one is the rest of the user code a key's processing calls (a rate
+            // limiter).
             if let Err(panic) = AssertUnwindSafe(processed.instrument(span)).catch_unwind().await {
                 self.recover(key, &panic_message(&*panic));
             }
@@ -64,16 +65,16 @@ impl<K: InformerObject> Controller<K> {
 
     /// After a panic in processing `key` outside its reconcile: counted and logged, the key
     /// retried after [`PANIC_RETRY`] and marked done, so that neither the worker nor the key is
-    /// lost. Unlike [`finish_unreconciled`](Self::finish_unreconciled) it calls neither the
-    /// rate limiter nor the metrics hooks: either may be what panicked. (`is_terminal` and the
-    /// `on_dropped` hook have catches of their own, which keep their key's retry count.)
+    /// lost. Unlike [`finish_unreconciled`](Self::finish_unreconciled) it does not call the
+    /// rate limiter: that may be what panicked. (`is_terminal` and the `on_dropped` hook have
+    /// catches of their own, which keep their key's retry count; the metrics hooks too, which
+    /// cost only their observation.)
     fn recover(&self, key: ObjectKey, panic: &str) {
         self.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
         tracing::error!(
             %key,
             panic,
-            "processing a key panicked outside its reconcile (in a rate limiter or a metrics \
-             hook); retrying it"
+            "processing a key panicked outside its reconcile (in a rate limiter, say); retrying it"
         );
         if let Some(shard) = &self.shard {
             shard.done(&key);
@@ -93,7 +94,7 @@ impl<K: InformerObject> Controller<K> {
     ) {
         self.lock_in_flight().insert(key.clone());
         let started = self.metrics.as_ref().map(|m| {
-            m.worker_started();
+            observe("worker_started", || m.worker_started());
             Instant::now()
         });
         if !self.wait_for_own_write(&key).await {
@@ -192,8 +193,8 @@ impl<K: InformerObject> Controller<K> {
             shard.done(&key);
         }
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
-            metrics.reconciled(counted, started.elapsed());
-            metrics.worker_finished();
+            observe("reconciled", || metrics.reconciled(counted, started.elapsed()));
+            observe("worker_finished", || metrics.worker_finished());
         }
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
@@ -202,7 +203,7 @@ impl<K: InformerObject> Controller<K> {
     /// Ends the processing of `key` without a reconcile: the worker is free, the key done.
     fn finish_unreconciled(&self, key: &ObjectKey) {
         if let Some(metrics) = &self.metrics {
-            metrics.worker_finished();
+            observe("worker_finished", || metrics.worker_finished());
         }
         self.lock_in_flight().remove(key);
         self.queue.done(key);
@@ -258,7 +259,7 @@ impl<K: InformerObject> Controller<K> {
         self.queue.forget(key);
         self.shared.counters.terminal.fetch_add(1, Ordering::Relaxed);
         if let Some(metrics) = &self.metrics {
-            metrics.dropped();
+            observe("dropped", || metrics.dropped());
         }
         tracing::error!(error = %failure, "terminal error; not retrying");
         self.report_dropped(key, &failure);
@@ -275,7 +276,7 @@ impl<K: InformerObject> Controller<K> {
         self.queue.forget(key);
         self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
         if let Some(metrics) = &self.metrics {
-            metrics.dropped();
+            observe("dropped", || metrics.dropped());
         }
         tracing::error!(error = %failure, "dropping key out of the queue after {} retries", self.config.max_retries);
         self.report_dropped(key, &failure);

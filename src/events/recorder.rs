@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::correlator::{CACHE_ENTRIES, ObjectId, Series, SeriesKey, SpamFilter};
+use crate::panic::observe;
 
 /// How many events may wait to be written; more are dropped (client-go's
 /// `maxQueuedEvents`).
@@ -103,6 +104,7 @@ impl DropReason {
 }
 
 /// Hooks for the recorder's metrics (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait EventMetrics: Send + Sync {
     /// An event was written (created, or its series updated).
     fn recorded(&self, controller: &str);
@@ -179,7 +181,7 @@ impl EventRecorder {
         if self.tx.try_send(message).is_err() {
             tracing::warn!(controller = %self.controller, "event buffer full; dropping an event");
             if let Some(metrics) = &self.metrics {
-                metrics.dropped(&self.controller, DropReason::BufferFull);
+                observe("dropped", || metrics.dropped(&self.controller, DropReason::BufferFull));
             }
         }
     }
@@ -286,13 +288,13 @@ impl Writer {
 
     fn recorded(&self) {
         if let Some(metrics) = &self.metrics {
-            metrics.recorded(&self.controller);
+            observe("recorded", || metrics.recorded(&self.controller));
         }
     }
 
     fn dropped(&self, reason: DropReason) {
         if let Some(metrics) = &self.metrics {
-            metrics.dropped(&self.controller, reason);
+            observe("dropped", || metrics.dropped(&self.controller, reason));
         }
     }
 

@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::lease_lock::{LeaderElectionRecord, LeaseLock};
 use crate::fence::Hold;
+use crate::panic::observe;
 
 /// client-go's jitter factor: a candidate waits between one and 2.2 retry periods between
 /// attempts to acquire, so candidates spread out.
@@ -121,6 +122,7 @@ pub struct LeaderStatus {
 }
 
 /// Hooks for `leader_election_master_status` (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait LeaderMetrics: Send + Sync {
     /// This process leads the election `name`.
     fn on(&self, name: &str);
@@ -331,9 +333,10 @@ impl LeaderElector {
         }
         self.inner.status.send_modify(|s| s.leading = leading);
         if let Some(metrics) = &self.inner.metrics {
+            let name = self.inner.lock.name();
             match leading {
-                true => metrics.on(self.inner.lock.name()),
-                false => metrics.off(self.inner.lock.name()),
+                true => observe("on", || metrics.on(name)),
+                false => observe("off", || metrics.off(name)),
             }
         }
     }

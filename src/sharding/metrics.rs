@@ -22,6 +22,7 @@ impl AssignReason {
 }
 
 /// Hooks a [`Sharder`](super::Sharder) calls; see the module docs.
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait ShardingMetrics: Send + Sync {
     /// After a pass: the primary objects labelled to `shard`, for each shard that holds any
     /// (a shard missing from `counts` holds none).

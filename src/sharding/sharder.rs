@@ -53,6 +53,7 @@ use crate::cache::{
     wait_for_informers,
 };
 use crate::fence::Fence;
+use crate::panic::observe;
 use crate::runtime::{Runnable, RunnableError, Stop};
 
 /// What a pass does with one object.
@@ -414,7 +415,7 @@ where
             Move::Drain => {
                 let labels = json!({ &self.labels.drain: "true" });
                 if self.primary.label(object, labels, fence).await {
-                    self.report(|m, ring| m.drained(ring));
+                    self.report("drained", |m, ring| m.drained(ring));
                 }
                 current
             }
@@ -427,16 +428,16 @@ where
                 if !self.primary.label(object, labels, fence).await {
                     return current;
                 }
-                self.report(|m, ring| m.assigned(ring, reason));
+                self.report("assigned", |m, ring| m.assigned(ring, reason));
                 Some(shard)
             }
         }
     }
 
-    /// Calls `hook` on the metrics, if any, with the ring's name.
-    fn report(&self, hook: impl FnOnce(&dyn ShardingMetrics, &str)) {
+    /// Calls `hook` (the metrics hook `name`) on the metrics, if any, with the ring's name.
+    fn report(&self, name: &'static str, hook: impl FnOnce(&dyn ShardingMetrics, &str)) {
         if let Some(metrics) = &self.metrics {
-            hook(metrics.as_ref(), self.ring.name());
+            observe(name, || hook(metrics.as_ref(), self.ring.name()));
         }
     }
 
@@ -444,7 +445,7 @@ where
     fn report_ring(&self, members: &Members, counts: BTreeMap<String, usize>, now: Instant) {
         let Some(metrics) = &self.metrics else { return };
         let counts: Vec<(String, usize)> = counts.into_iter().collect();
-        metrics.objects(self.ring.name(), &counts);
+        observe("objects", || metrics.objects(self.ring.name(), &counts));
         let (mut ready, mut expired, mut dead) = (0, 0, 0);
         for shard in members.shards() {
             match members.state(shard, now) {
@@ -454,7 +455,7 @@ where
                 None => {}
             }
         }
-        metrics.members(self.ring.name(), ready, expired, dead);
+        observe("members", || metrics.members(self.ring.name(), ready, expired, dead));
     }
 
     /// Deletes the Lease of a shard dead long enough, unless it changed since it was read.

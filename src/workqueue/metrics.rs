@@ -25,9 +25,11 @@ use tokio::time::Instant;
 
 use super::Priority;
 use super::queue::Added;
+use crate::panic::observe;
 
 /// What one queue reports: client-go's workqueue metrics, one method per metric of the table
 /// above.
+/// A hook that panics is caught and logged, and costs only that observation.
 pub trait QueueMetrics: Send + Sync {
     /// The items ready at `priority` went up (`delta` 1) or down (-1): the depth of that
     /// priority; the queue's depth is the sum over its priorities.
@@ -61,14 +63,14 @@ impl Recorder {
         Self(provider.new_queue_metrics(name))
     }
 
-    /// The hooks themselves.
-    pub(crate) fn hooks(&self) -> &dyn QueueMetrics {
-        self.0.as_ref()
+    /// Calls one of the hooks (user code) with its panic caught: see [`observe`].
+    pub(crate) fn call(&self, hook: &'static str, f: impl FnOnce(&dyn QueueMetrics)) {
+        observe(hook, || f(self.0.as_ref()));
     }
 
     /// Moves the depth of `priority` by `delta`, which is 1 or -1.
     pub(crate) fn depth_changed(&self, priority: Priority, delta: i8) {
-        self.0.depth(priority, i64::from(delta));
+        self.call("depth", |m| m.depth(priority, i64::from(delta)));
     }
 
     /// Records what an add did: a queued item counts as an add and deepens its priority; a
@@ -76,7 +78,7 @@ impl Recorder {
     pub(crate) fn record_add(&self, added: Added) {
         match added {
             Added::Queued(priority) => {
-                self.0.added();
+                self.call("added", |m| m.added());
                 self.depth_changed(priority, 1);
             }
             Added::Raised { from, to } => {
@@ -95,8 +97,8 @@ impl Recorder {
             total += age;
             longest = longest.max(age);
         }
-        self.0.unfinished_work(total);
-        self.0.longest_running_processor(longest);
+        self.call("unfinished_work", |m| m.unfinished_work(total));
+        self.call("longest_running_processor", |m| m.longest_running_processor(longest));
     }
 }
 

@@ -217,7 +217,7 @@ where
     pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
         let delay = self.inner.rate_limiter.when(&item);
         if let Some(m) = &self.inner.metrics {
-            m.hooks().retried();
+            m.call("retried", |h| h.retried());
         }
         self.add_after_with_priority(item, delay, priority);
     }
@@ -321,7 +321,7 @@ where
         let Popped { item, priority, queued_at } = popped?;
         if let (Some(m), Some(now)) = (metrics, now) {
             m.depth_changed(priority, -1);
-            m.hooks().queue_latency(seconds_since(queued_at, now));
+            m.call("queue_latency", |h| h.queue_latency(seconds_since(queued_at, now)));
         }
         if state.queue.len() > 0 && self.idle_getters() > 0 {
             self.inner.getters.notify_one();
@@ -348,7 +348,7 @@ where
             }
         }
         if let (Some(m), Some(at)) = (&self.inner.metrics, started_at) {
-            m.hooks().work_duration(seconds_since(at, Instant::now()));
+            m.call("work_duration", |h| h.work_duration(seconds_since(at, Instant::now())));
         }
         if state.drainers > 0 && state.queue.processing() == 0 {
             self.inner.drained.notify_waiters();

@@ -691,3 +691,53 @@ async fn a_panic_in_a_rate_limiter_leaves_the_worker_running_and_retries_the_key
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
 }
+
+/// Controller metrics hooks that panic, every one of them.
+struct PanickingMetrics;
+
+impl ctrlkit::controller::ControllerMetrics for PanickingMetrics {
+    fn max_concurrent_reconciles(&self, _: usize) {
+        panic!("max_concurrent_reconciles hook");
+    }
+    fn worker_started(&self) {
+        panic!("worker_started hook");
+    }
+    fn worker_finished(&self) {
+        panic!("worker_finished hook");
+    }
+    fn reconciled(&self, _: ctrlkit::controller::ReconcileOutcome, _: Duration) {
+        panic!("reconciled hook");
+    }
+    fn dropped(&self) {
+        panic!("dropped hook");
+    }
+}
+
+impl ctrlkit::controller::ControllerMetricsProvider for PanickingMetrics {
+    fn new_controller_metrics(&self, _: &str) -> Arc<dyn ctrlkit::controller::ControllerMetrics> {
+        Arc::new(PanickingMetrics)
+    }
+}
+
+/// A metrics hook is user code: its panic costs the metric, not the reconcile. The worker's
+/// catch-all used to take it for a failed key: the key was put back before its reconcile
+/// (`worker_started`) and retried every second, never reconciled.
+#[tokio::test]
+async fn metrics_hooks_that_panic_change_no_reconcile() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a", "flaky"]).await;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let controller = Controller::builder(pods.clone())
+        .metrics(Arc::new(PanickingMetrics))
+        .config(Config::default().workers(1))
+        .build();
+    let (stop, run) = run_controller(&controller, Judging(calls.clone()));
+    let count = |name: &str| calls.lock().unwrap().iter().filter(|n| *n == name).count();
+    eventually("a reconciled", || count("a") == 1).await;
+    eventually("flaky retried", || count("flaky") >= 2).await;
+    assert_eq!(count("a"), 1, "a reconciled once: {:?}", calls.lock().unwrap());
+    assert_eq!(controller.stats().panicked, 0, "{:?}", controller.stats());
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}

@@ -75,3 +75,41 @@ async fn a_server_too_slow_to_keep_up_costs_events_not_time() {
     let dropped: f64 = line.rsplit_once(' ').unwrap().1.parse().unwrap();
     assert!((9.0..=10.0).contains(&dropped), "{line}");
 }
+
+/// Event metrics hooks that panic.
+struct PanickingMetrics;
+
+impl ctrlkit::events::EventMetrics for PanickingMetrics {
+    fn recorded(&self, _: &str) {
+        panic!("recorded hook");
+    }
+    fn dropped(&self, _: &str, _: ctrlkit::events::DropReason) {
+        panic!("dropped hook");
+    }
+}
+
+/// A metrics hook is user code: its panic costs the metric, not the recorder, whose writer
+/// task it used to end at the first event written, so that every later event was lost.
+#[tokio::test]
+async fn metrics_hooks_that_panic_lose_no_event() {
+    let server = ApiServer::start().await.unwrap();
+    let first = create_configmap(&server, "first").await;
+    let second = create_configmap(&server, "second").await;
+    let recorder = EventRecorder::with_metrics(
+        server.client(),
+        "example.com/test",
+        Some(std::sync::Arc::new(PanickingMetrics)),
+    );
+    recorder.publish_for(&first, NewEvent::new(EventType::Normal, "Synced", "Sync", "one"));
+    recorder.flush().await;
+    recorder.publish_for(&second, NewEvent::new(EventType::Normal, "Synced", "Sync", "two"));
+    recorder.flush().await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(server.client(), "default");
+    let mut names: Vec<_> = (events.list(&ListParams::default()).await.unwrap().items)
+        .into_iter()
+        .filter_map(|e| e.regarding?.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["first", "second"]);
+}

@@ -511,3 +511,58 @@ async fn adds_say_whether_they_came_with_the_initial_list() {
     assert!(server.requests().list > lists_before, "d came with a relist");
     assert_eq!(early_seen.lock().unwrap()[3], ("d".to_owned(), false));
 }
+
+/// Informer metrics hooks that panic, every one of them.
+struct PanickingMetrics;
+
+impl ctrlkit::cache::InformerMetrics for PanickingMetrics {
+    fn list_request(&self, _: ctrlkit::cache::RequestResult) {
+        panic!("list_request hook");
+    }
+    fn watch_request(&self, _: ctrlkit::cache::RequestResult) {
+        panic!("watch_request hook");
+    }
+    fn watch_event(&self, _: ctrlkit::cache::WatchEventType) {
+        panic!("watch_event hook");
+    }
+    fn relist(&self) {
+        panic!("relist hook");
+    }
+    fn objects(&self, _: usize) {
+        panic!("objects hook");
+    }
+    fn resource_version(&self, _: &str) {
+        panic!("resource_version hook");
+    }
+}
+
+impl ctrlkit::cache::InformerMetricsProvider for PanickingMetrics {
+    fn new_informer_metrics(
+        &self,
+        _: &ctrlkit::cache::InformerLabels,
+    ) -> Arc<dyn ctrlkit::cache::InformerMetrics> {
+        Arc::new(PanickingMetrics)
+    }
+}
+
+/// A metrics hook is user code: its panic costs the metric, never the informer, which used
+/// to stop at the first list request it counted.
+#[tokio::test]
+async fn metrics_hooks_that_panic_leave_the_informer_following_the_server() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["a"]).await;
+    let inf = Informer::builder(ListWatch::new(pods.clone()))
+        .backoff(fast_backoff())
+        .metrics(Arc::new(PanickingMetrics))
+        .build();
+    let rec = Recorder::default();
+    inf.add_event_handler(rec.clone());
+    let _running = start(&inf);
+    eventually("the informer synced", || inf.has_synced()).await;
+    create(&pods, &["b"]).await;
+    eventually("the add watched after the sync", || rec.seen().contains(&Seen::Add("b".into())))
+        .await;
+    assert!(inf.is_running());
+    assert_eq!(inf.indexer().len(), 2);
+}

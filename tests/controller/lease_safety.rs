@@ -1,6 +1,7 @@
 //! Lease safety on the embedded server: at no instant do two candidates lead, and no key is
 //! reconciled by two replicas, when replies are slow, when Leases say other durations, when a
-//! replica freezes past its lease duration, and while a reconcile hangs in a hand-off.
+//! replica freezes past its lease duration, while a reconcile hangs in a hand-off, and when
+//! the leadership metrics hook panics.
 //!
 //! Most cases run on tokio's paused clock with clients that reach the server in process
 //! (`ApiServer::in_process_client`): Leases of the default 15 s play out in milliseconds and
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlkit::controller::Config;
-use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaderMetrics, LeaseLock};
 use ctrlkit::manager::{Manager, ManagerError};
 use ctrlkit::sharding::{Assignment, HashRing, Ring, fnv1a64};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -162,6 +163,38 @@ async fn a_leader_whose_renewal_reply_is_late_stops_before_a_follower_may_take_o
         "a led until {:?} after b started leading",
         a_stopped - b_started
     );
+}
+
+/// Leadership hooks that panic.
+struct PanickingLeaderMetrics;
+
+impl LeaderMetrics for PanickingLeaderMetrics {
+    fn on(&self, _: &str) {
+        panic!("on hook");
+    }
+    fn off(&self, _: &str) {
+        panic!("off hook");
+    }
+}
+
+/// A metrics hook is user code. Its panic used to end the elector's run just after it had
+/// set itself leading: it said it led while it renewed nothing, and a follower took the
+/// lease over beside it.
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_metrics_hook_panics_keeps_renewing_its_lease() {
+    let server = server().await;
+    let config = timing(15, 10, 2000);
+    let lock = LeaseLock::new(server.in_process_client(), "default", "election", "a");
+    let metrics: Arc<dyn LeaderMetrics> = Arc::new(PanickingLeaderMetrics);
+    let a = LeaderElector::with_metrics(lock, config, Some(metrics)).unwrap();
+    let running = a.clone();
+    let run = tokio::spawn(async move { running.run(std::future::pending()).await });
+    eventually_within(Duration::from_secs(60), "a leads", || a.is_leader()).await;
+    let b = Candidate::start(server.in_process_client(), "b", config);
+    tokio::time::sleep(config.lease_duration * 4).await;
+    assert!(!b.elector.is_leader(), "b took the lease over while a said it led");
+    assert!(a.is_leader());
+    assert!(!run.is_finished(), "a's run ended: {:?}", run.await);
 }
 
 #[tokio::test(start_paused = true)]

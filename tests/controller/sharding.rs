@@ -521,3 +521,40 @@ async fn three_sharded_managers_share_the_objects_and_one_that_stops_hands_its_s
         run.await.unwrap().expect("a clean stop");
     }
 }
+
+/// Sharding metrics hooks that panic, every one of them.
+struct PanickingMetrics;
+
+impl ctrlkit::sharding::ShardingMetrics for PanickingMetrics {
+    fn objects(&self, _: &str, _: &[(String, usize)]) {
+        panic!("objects hook");
+    }
+    fn members(&self, _: &str, _: usize, _: usize, _: usize) {
+        panic!("members hook");
+    }
+    fn assigned(&self, _: &str, _: ctrlkit::sharding::AssignReason) {
+        panic!("assigned hook");
+    }
+    fn drained(&self, _: &str) {
+        panic!("drained hook");
+    }
+}
+
+/// A metrics hook is user code: its panic costs the metric, not the sharder, whose run it
+/// used to end at the first object it labelled.
+#[tokio::test]
+async fn metrics_hooks_that_panic_leave_the_sharder_labelling() {
+    let server = server().await;
+    let client = server.client();
+    let ring = ring();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create_sets(&configmaps, 20).await;
+    let (_a, _a_task) = start_shard(client.clone(), &ring, "shard-a");
+    let sharder = Arc::new(
+        Sharder::<ConfigMap>::new(client.clone(), ring.clone(), Some("default"))
+            .metrics(Arc::new(PanickingMetrics)),
+    );
+    let running = sharder.clone();
+    let _sharder_task = tokio::spawn(async move { running.run(std::future::pending()).await });
+    settled_on(&configmaps, &["shard-a"], None).await;
+}

@@ -476,3 +476,60 @@ async fn metrics_report_depth_adds_latency_work_unfinished_and_retries() {
     assert!((3.5..=4.0).contains(&unfinished), "unfinished work not refreshed: {unfinished}");
     q.done(&b);
 }
+
+/// Metrics hooks that panic, every one of them.
+struct Panicking;
+
+impl QueueMetrics for Panicking {
+    fn depth(&self, _: Priority, _: i64) {
+        panic!("depth hook");
+    }
+    fn added(&self) {
+        panic!("added hook");
+    }
+    fn queue_latency(&self, _: f64) {
+        panic!("queue_latency hook");
+    }
+    fn work_duration(&self, _: f64) {
+        panic!("work_duration hook");
+    }
+    fn unfinished_work(&self, _: f64) {
+        panic!("unfinished_work hook");
+    }
+    fn longest_running_processor(&self, _: f64) {
+        panic!("longest_running_processor hook");
+    }
+    fn retried(&self) {
+        panic!("retried hook");
+    }
+}
+
+impl QueueMetricsProvider for Panicking {
+    fn new_queue_metrics(&self, _: &str) -> Arc<dyn QueueMetrics> {
+        Arc::new(Panicking)
+    }
+}
+
+/// A metrics hook is user code: its panic costs the metric, never an item. The adds are
+/// applied as a batch, whose first recorded add used to unwind out of the `get` applying it,
+/// losing the rest of the batch.
+#[tokio::test(start_paused = true)]
+async fn metrics_hooks_that_panic_lose_no_item_and_leave_the_queue_working() {
+    let q: WorkQueue<String> = WorkQueue::builder().metrics(Arc::new(Panicking)).build();
+    for i in 0..3 {
+        q.add(key(i));
+    }
+    q.add_rate_limited(key(3));
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let item = timeout(Duration::from_secs(1), q.get()).await.expect("an item").unwrap();
+        // The 500 ms refresh of the unfinished-work gauges calls its hooks too.
+        sleep(Duration::from_millis(600)).await;
+        q.done(&item);
+        got.push(item);
+    }
+    got.sort();
+    assert_eq!(got, [key(0), key(1), key(2), key(3)]);
+    q.shut_down();
+    assert_eq!(q.get().await, None);
+}
