@@ -1,8 +1,9 @@
 //! A model of two workers draining one queue: a million `String` keys in a `VecDeque` and a
 //! set of the keys being processed, behind one mutex; `get` pops and records, `done` removes.
-//! One thread alone, two threads on the mutex, and two threads where one that finds the lock
-//! taken posts its `get` or `done` for the holder to carry out before it unlocks (flat
-//! combining, one request slot of each kind). `cargo run --release`.
+//! One thread alone, two threads on the mutex, two threads where one that finds the lock taken
+//! posts its `get` or `done` for the holder to carry out before it unlocks (flat combining,
+//! one request slot of each kind), and two threads that take the lock by `try_lock` in a loop.
+//! `cargo run --release`.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -50,6 +51,11 @@ impl Q {
         }
         let mut g = self.m.lock().unwrap(); let r = Self::pop(&mut g); if combine { self.serve(&mut g); } r
     }
+    fn lock_spin(&self) -> std::sync::MutexGuard<'_, St> {
+        loop { if let Ok(g) = self.m.try_lock() { return g; } for _ in 0..8 { std::hint::spin_loop(); } }
+    }
+    fn get_spin(&self) -> Option<String> { let mut g = self.lock_spin(); Self::pop(&mut g) }
+    fn done_spin(&self, k: &String) { let mut g = self.lock_spin(); g.working.remove(k); }
     fn done(&self, k: &String, combine: bool) {
         if combine {
             if let Ok(mut g) = self.m.try_lock() { g.working.remove(k); self.serve(&mut g); return; }
@@ -69,6 +75,14 @@ impl Q {
     }
 }
 
+fn run_spin() -> f64 {
+    let fifo: VecDeque<String> = (0..N).map(|i| format!("default/pod-{i:06}")).collect();
+    let q = Arc::new(Q { m: Mutex::new(St { fifo, working: HashSet::new() }), req: AtomicU8::new(0), slot: UnsafeCell::new(None), dreq: AtomicU8::new(0), dptr: UnsafeCell::new(std::ptr::null()) });
+    let t = Instant::now();
+    let hs: Vec<_> = (0..2).map(|_| { let q = q.clone(); std::thread::spawn(move || { while let Some(k) = q.get_spin() { q.done_spin(&k); } }) }).collect();
+    for h in hs { h.join().unwrap(); }
+    t.elapsed().as_nanos() as f64 / N as f64
+}
 fn run(threads: usize, combine: bool) -> f64 {
     let fifo: VecDeque<String> = (0..N).map(|i| format!("default/pod-{i:06}")).collect();
     let q = Arc::new(Q { m: Mutex::new(St { fifo, working: HashSet::new() }), req: AtomicU8::new(0), slot: UnsafeCell::new(None), dreq: AtomicU8::new(0), dptr: UnsafeCell::new(std::ptr::null()) });
@@ -80,5 +94,5 @@ fn run(threads: usize, combine: bool) -> f64 {
     t.elapsed().as_nanos() as f64 / N as f64
 }
 fn main() {
-    for r in 0..3 { println!("round {r}: 1 thread {:.0} | 2 threads mutex {:.0} | 2 threads combining {:.0}", run(1, false), run(2, false), run(2, true)); }
+    for r in 0..3 { println!("round {r}: 1 thread {:.0} | 2 threads mutex {:.0} | 2 threads combining {:.0} | 2 threads try_lock spinning {:.0}", run(1, false), run(2, false), run(2, true), run_spin()); }
 }
