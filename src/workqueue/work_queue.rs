@@ -436,9 +436,10 @@ where
     /// once one has gone to sleep it sleeps at once, and every unlock makes a system call to
     /// wake it, so two workers taking items one after the other ended up handing the lock to
     /// each other through the kernel at every `get` and `done`. Trying without waiting never
-    /// marks the lock as waited for, so the holder's unlock makes no system call. The
-    /// tries last about as long as std's own spinning (a few microseconds) and are made only
-    /// while the lock is taken, so an idle queue spends nothing on them.
+    /// marks the lock as waited for, so an unlock makes no system call unless a thread has
+    /// run out of tries and gone to sleep. The tries last about as long as std's own spinning
+    /// (a few microseconds) and are made only while the lock is taken, so an idle queue spends
+    /// nothing on them.
     fn lock_raw(&self) -> MutexGuard<'_, State<T>> {
         for _ in 0..LOCK_TRIES {
             if let Some(state) = self.try_lock_raw() {
