@@ -16,7 +16,9 @@
 //! - `dedup_alone`: the same million adds with no worker running, so that all but the first
 //!   1,000 find their key already queued: the cost of that add alone; its `floor` shape is no
 //!   queue at all, only what any shared queue taking owned keys must do per add (hash the key,
-//!   one atomic read-modify-write, drop the key);
+//!   one atomic read-modify-write, drop the key), and its `lookup` shape that floor with the
+//!   key found in a hash table of the 1,000 keys (a probe and a comparison of the keys), the
+//!   least a queue that looks its keys up pays, with no lock and no queue state around it;
 //! - `rate_limited_forget`: `add_rate_limited` then `forget` for a million keys.
 //!
 //! and the shapes (after the `/`):
@@ -44,7 +46,7 @@ use futures::FutureExt;
 const N: usize = 1_000_000;
 
 /// Every scenario and shape, as `--once` and criterion name them.
-const SCENARIOS: [&str; 16] = [
+const SCENARIOS: [&str; 17] = [
     "add/plain",
     "add/priorities",
     "get_done/plain",
@@ -59,6 +61,7 @@ const SCENARIOS: [&str; 16] = [
     "dedup_storm/priorities",
     "dedup_alone/plain",
     "dedup_alone/floor",
+    "dedup_alone/lookup",
     "rate_limited_forget/plain",
     "rate_limited_forget/priorities",
 ];
@@ -98,6 +101,8 @@ enum Shape {
     Priorities,
     /// No queue: the floor of a scenario (see the module docs).
     Floor,
+    /// No queue: the floor with the key looked up in a table (see the module docs).
+    Lookup,
 }
 
 impl Shape {
@@ -109,6 +114,7 @@ impl Shape {
             "threads" => Shape::Threads,
             "priorities" => Shape::Priorities,
             "floor" => Shape::Floor,
+            "lookup" => Shape::Lookup,
             other => panic!("unknown shape {other}"),
         }
     }
@@ -266,18 +272,30 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
 
 fn dedup_alone(shape: Shape) -> Duration {
     let adds = storm_keys();
-    if shape == Shape::Floor {
+    if shape == Shape::Floor || shape == Shape::Lookup {
         use std::hash::BuildHasher;
         let hasher = foldhash::quality::RandomState::default();
         let shared = std::sync::atomic::AtomicU64::new(0);
+        // The 1,000 keys, as a queue's index holds them (its own copies, hashed once).
+        let mut table = hashbrown::HashTable::new();
+        if shape == Shape::Lookup {
+            for k in keys(1000) {
+                table.insert_unique(hasher.hash_one(&k), k, |k| hasher.hash_one(k));
+            }
+        }
+        let mut found = 0usize;
         let start = Instant::now();
         for k in adds {
             let hash = hasher.hash_one(&k);
             shared.fetch_add(hash, std::sync::atomic::Ordering::AcqRel);
+            if shape == Shape::Lookup {
+                found += usize::from(table.find(hash, |known| *known == k).is_some());
+            }
             drop(std::hint::black_box(k));
         }
         let elapsed = start.elapsed();
         std::hint::black_box(shared.into_inner());
+        assert!(shape == Shape::Floor || found == N, "every key found");
         return elapsed;
     }
     let q = WorkQueue::new();
