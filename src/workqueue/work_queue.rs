@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Priority;
-use super::add_buffer::{AddBuffer, PendingAdd, Pushed};
+use super::add_buffer::{AddBuffer, Batch, PendingAdd, Pushed};
 use super::delaying::{Due, WaitingSet, deadline_after};
 use super::metrics::{Recorder, seconds_since};
 use super::queue::{Added, Finished, Popped, Queue};
@@ -82,7 +82,7 @@ struct State<T> {
     /// `shut_down_with_drain` callers waiting: `done` wakes them only if there are some.
     drainers: usize,
     /// The add buffer's previous allocation, swapped in at each batch.
-    spare: Vec<PendingAdd<T>>,
+    spare: Batch<T>,
 }
 
 impl<T> State<T>
@@ -125,7 +125,7 @@ where
                     waiting: WaitingSet::new(),
                     shutting_down: false,
                     drainers: 0,
-                    spare: Vec::new(),
+                    spare: Batch::new(),
                 }),
                 adds: AddBuffer::new(),
                 idle_getters: AtomicUsize::new(0),
@@ -162,7 +162,7 @@ where
     pub fn add_with_priority(&self, item: T, priority: Priority) {
         let hash = self.inner.hasher.hash_one(&item);
         let at = self.inner.metrics.as_ref().map(|_| Instant::now());
-        match self.inner.adds.push(PendingAdd { item, hash, priority, at }) {
+        match self.inner.adds.push(PendingAdd { item, hash, priority }, at) {
             Pushed::Dropped => {
                 tracing::trace!(queue = %self.inner.name, "add after shut down dropped");
             }
@@ -473,11 +473,11 @@ where
             // Nothing buffered (the common case for a worker): leave the state's lines alone.
             return state;
         }
-        let mut batch = std::mem::take(&mut state.spare);
+        let mut batch = std::mem::replace(&mut state.spare, Batch::new());
         if let Some(since) = self.adds.take(&mut batch) {
             let mut queued = false;
-            for add in batch.drain(..) {
-                queued |= self.add_locked(&mut state, add, since);
+            for (add, at) in batch.drain(since) {
+                queued |= self.add_locked(&mut state, add, at);
             }
             if queued && self.idle_getters.load(Ordering::SeqCst) > 0 {
                 self.getters.notify_one();
@@ -487,10 +487,9 @@ where
         state
     }
 
-    /// Applies one add to the queue, recording it; true if it queued the item. `since` is
-    /// when its batch began, for an add that did not read the clock.
-    fn add_locked(&self, state: &mut State<T>, add: PendingAdd<T>, since: Instant) -> bool {
-        let at = add.at.unwrap_or(since);
+    /// Applies one add, which came at `at`, to the queue, recording it; true if it queued
+    /// the item.
+    fn add_locked(&self, state: &mut State<T>, add: PendingAdd<T>, at: Instant) -> bool {
         let added = state.queue.add(add.item, add.hash, add.priority, at);
         if let Some(m) = &self.metrics {
             m.record_add(added);

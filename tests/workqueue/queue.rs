@@ -477,6 +477,26 @@ async fn metrics_report_depth_adds_latency_work_unfinished_and_retries() {
     q.done(&b);
 }
 
+/// Adds wait in a buffer until the queue applies them as a batch; with metrics on, each one's
+/// latency still counts from its own add, not from its batch's first.
+#[tokio::test(start_paused = true)]
+async fn the_latency_of_a_buffered_add_counts_from_that_add() {
+    let rec = Arc::new(Recorder::default());
+    let q: WorkQueue<String> =
+        WorkQueue::builder().metrics(Arc::new(Provider(rec.clone()))).build();
+    q.add(key(1));
+    advance(Duration::from_secs(2)).await;
+    q.add(key(2));
+    advance(Duration::from_secs(1)).await;
+    q.add(key(3));
+    advance(Duration::from_secs(1)).await;
+    for _ in 0..3 {
+        let item = q.get().await.unwrap();
+        q.done(&item);
+    }
+    assert_eq!(rec.latency.0.lock().unwrap().as_slice(), [4.0, 2.0, 1.0]);
+}
+
 /// Metrics hooks that panic, every one of them.
 struct Panicking;
 
