@@ -484,17 +484,21 @@ async fn the_latency_of_a_buffered_add_counts_from_that_add() {
     let rec = Arc::new(Recorder::default());
     let q: WorkQueue<String> =
         WorkQueue::builder().metrics(Arc::new(Provider(rec.clone()))).build();
+    // The metrics refresh locks the queue, which applies the buffer, every 500 ms from its
+    // first tick: let that tick pass, then add three keys within one period, so that the
+    // first `get` applies them as one batch.
+    tokio::task::yield_now().await;
     q.add(key(1));
-    advance(Duration::from_secs(2)).await;
+    advance(Duration::from_millis(200)).await;
     q.add(key(2));
-    advance(Duration::from_secs(1)).await;
+    advance(Duration::from_millis(100)).await;
     q.add(key(3));
-    advance(Duration::from_secs(1)).await;
+    advance(Duration::from_millis(100)).await;
     for _ in 0..3 {
         let item = q.get().await.unwrap();
         q.done(&item);
     }
-    assert_eq!(rec.latency.0.lock().unwrap().as_slice(), [4.0, 2.0, 1.0]);
+    assert_eq!(rec.latency.0.lock().unwrap().as_slice(), [0.4, 0.2, 0.1]);
 }
 
 /// Metrics hooks that panic, every one of them.
