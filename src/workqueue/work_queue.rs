@@ -16,11 +16,12 @@ use super::metrics::{Recorder, seconds_since};
 use super::queue::{Added, Finished, Popped, Queue};
 use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
-/// How many times a lock found taken is tried again before the thread waits, and the
-/// spin-loop hints before the first of those tries, doubled after each failed one up to
-/// [`MAX_SPINS`]; see `Inner::lock_raw`.
+/// How many times a lock found taken is tried again before the thread waits; see
+/// `Inner::lock_raw`.
 const LOCK_TRIES: u32 = 8;
+/// The spin-loop hints before the first of those tries; doubled after each failed one.
 const FIRST_SPINS: u32 = 8;
+/// The longest pause between two tries, in spin-loop hints.
 const MAX_SPINS: u32 = 128;
 
 /// How often a queue with metrics refreshes its unfinished-work gauges, as client-go does.
