@@ -36,6 +36,13 @@
 //! Workers are tokio tasks on the 2-thread runtime, started and parked before the clock
 //! starts, as a controller's are. client-go's harness runs the same scenarios with
 //! goroutines (GOMAXPROCS=2), which never yield by hand.
+//!
+//! To profile one scenario's timed region alone, leaving out the making of keys and queues:
+//! ```text
+//! mkfifo /tmp/ctl /tmp/ack
+//! CTRLKIT_PERF_CTL=/tmp/ctl CTRLKIT_PERF_ACK=/tmp/ack perf record -D -1 \
+//!     --control=fifo:/tmp/ctl,/tmp/ack -e cpu-clock BENCH_BINARY --once get_done/priorities
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -155,10 +162,40 @@ fn workers(
         .collect()
 }
 
+/// A scenario's timed region. With `CTRLKIT_PERF_CTL` naming the control FIFO of a `perf
+/// record -D -1 --control=fifo:CTL,ACK` (and `CTRLKIT_PERF_ACK` its ACK FIFO), perf records
+/// this region alone, not the making of keys and queues around it.
+struct Timed(Instant);
+
+impl Timed {
+    fn start() -> Self {
+        perf_control("enable");
+        Self(Instant::now())
+    }
+
+    fn stop(self) -> Duration {
+        let elapsed = self.0.elapsed();
+        perf_control("disable");
+        elapsed
+    }
+}
+
+/// Sends `command` to perf's control FIFO, if one is named, and waits for perf's ack.
+fn perf_control(command: &str) {
+    use std::io::{Read, Write};
+    let Some(control) = std::env::var_os("CTRLKIT_PERF_CTL") else { return };
+    let mut fifo = std::fs::OpenOptions::new().write(true).open(control).expect("perf's FIFO");
+    writeln!(fifo, "{command}").expect("perf's FIFO");
+    if let Some(ack) = std::env::var_os("CTRLKIT_PERF_ACK") {
+        let mut reply = [0u8; 5];
+        let _ = std::fs::File::open(ack).expect("perf's ack FIFO").read(&mut reply);
+    }
+}
+
 fn add(shape: Shape) -> Duration {
     let keys = keys(N);
     let q = WorkQueue::new();
-    let start = Instant::now();
+    let start = Timed::start();
     for (i, k) in keys.into_iter().enumerate() {
         if shape == Shape::Priorities {
             q.add_with_priority(k, priority_of(i, false));
@@ -166,7 +203,7 @@ fn add(shape: Shape) -> Duration {
             q.add(k);
         }
     }
-    start.elapsed()
+    start.stop()
 }
 
 fn get_done(shape: Shape) -> Duration {
@@ -179,11 +216,11 @@ fn get_done(shape: Shape) -> Duration {
             q.add(k);
         }
     }
-    let start = Instant::now();
+    let start = Timed::start();
     while let Some(Some(k)) = q.get().now_or_never() {
         q.done(&k);
     }
-    start.elapsed()
+    start.stop()
 }
 
 fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
@@ -192,7 +229,7 @@ fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
     let q = WorkQueue::new();
     let workers = workers(rt, &q);
     std::thread::sleep(Duration::from_millis(5));
-    let start = Instant::now();
+    let start = Timed::start();
     match shape {
         Shape::Threads => {
             let producers: Vec<_> = [first, second]
@@ -223,7 +260,7 @@ fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
         }),
     }
     if std::env::var_os("CTRLKIT_BENCH_VERBOSE").is_some() {
-        eprintln!("producers done after {:?}", start.elapsed());
+        eprintln!("producers done after {:?}", start.0.elapsed());
     }
     q.shut_down();
     let handled: usize = rt.block_on(async {
@@ -233,7 +270,7 @@ fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
         }
         handled
     });
-    let elapsed = start.elapsed();
+    let elapsed = start.stop();
     assert_eq!(handled, N, "every item handled once");
     elapsed
 }
@@ -243,7 +280,7 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
     let q = WorkQueue::new();
     let workers = workers(rt, &q);
     std::thread::sleep(Duration::from_millis(5));
-    let start = Instant::now();
+    let start = Timed::start();
     match shape {
         Shape::Threads => rt.block_on(async {
             // The main task: `block_on` runs it on this thread, beside the runtime's two.
@@ -255,7 +292,7 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
             tokio::spawn(produce(q.clone(), adds, shape, true, 0)).await.unwrap();
         }),
     }
-    let elapsed = start.elapsed();
+    let elapsed = start.stop();
     q.shut_down();
     let handled: usize = rt.block_on(async {
         let mut n = 0;
@@ -284,7 +321,7 @@ fn dedup_alone(shape: Shape) -> Duration {
             }
         }
         let mut found = 0usize;
-        let start = Instant::now();
+        let start = Timed::start();
         for k in adds {
             let hash = hasher.hash_one(&k);
             shared.fetch_add(hash, std::sync::atomic::Ordering::AcqRel);
@@ -293,17 +330,17 @@ fn dedup_alone(shape: Shape) -> Duration {
             }
             drop(std::hint::black_box(k));
         }
-        let elapsed = start.elapsed();
+        let elapsed = start.stop();
         std::hint::black_box(shared.into_inner());
         assert!(shape == Shape::Floor || found == N, "every key found");
         return elapsed;
     }
     let q = WorkQueue::new();
-    let start = Instant::now();
+    let start = Timed::start();
     for k in adds {
         q.add(k);
     }
-    let elapsed = start.elapsed();
+    let elapsed = start.stop();
     assert_eq!(q.len(), 1000, "each key queued once");
     elapsed
 }
@@ -314,7 +351,7 @@ fn rate_limited_forget(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
     let pairs: Vec<(String, String)> = keys(N).into_iter().map(|k| (k.clone(), k)).collect();
     let _guard = rt.enter();
     let q = WorkQueue::new();
-    let start = Instant::now();
+    let start = Timed::start();
     for (i, (k, same)) in pairs.into_iter().enumerate() {
         if shape == Shape::Priorities {
             q.add_rate_limited_with_priority(k, priority_of(i, false));
@@ -323,7 +360,7 @@ fn rate_limited_forget(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
         }
         q.forget(&same);
     }
-    start.elapsed()
+    start.stop()
 }
 
 /// Runs `scenario` ("name/shape") once; returns its time for `N` operations.
