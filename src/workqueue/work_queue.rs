@@ -254,21 +254,32 @@ where
     /// As [`get`](Self::get), also returning the priority the item was ready at, so that a
     /// worker can re-add it at the same priority (controller-runtime's `GetWithPriority`).
     pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
+        // The common case first: an item is ready. Nothing to register for.
+        match self.lock_and_pop() {
+            Taken::Item(item) => return Some(item),
+            Taken::ShutDown => return None,
+            Taken::Nothing(_) => {}
+        }
+        // The wait's state (a registration with `getters` and a timer) takes ~250 bytes; boxed,
+        // it is allocated only by a `get` that waits (and then parks, which costs far more), and
+        // the future of a `get` that finds an item ready is a few words, not a quarter of a
+        // kilobyte moved at every call.
+        Box::pin(self.wait_and_get()).await
+    }
+
+    /// `get_with_priority` once nothing was ready: registers, parks until an add, a due item
+    /// or shut down wakes it, and tries again.
+    async fn wait_and_get(&self) -> Option<(T, Priority)> {
         // An idle getter parks at once. Yielding to the scheduler a few times first (to catch
         // an add without a wake-up) made no difference to the producer/worker benchmarks and
         // cost a watch-driven controller a tenth of its CPU: each yield polls the I/O driver and
         // wakes the runtime's other thread.
         loop {
-            // The common case first: an item is ready. Nothing to register for.
-            match self.lock_and_pop() {
-                Taken::Item(item) => return Some(item),
-                Taken::ShutDown => return None,
-                Taken::Nothing(_) => {}
-            }
             let notified = self.inner.getters.notified();
             tokio::pin!(notified);
             let deadline = {
-                // Again, with the lock kept this time: an add may have come since.
+                // Look again, keeping the lock this time: an add may have come since the last
+                // look (before this call, or before the wake-up that ended the last wait).
                 let mut state = match self.lock_and_pop() {
                     Taken::Item(item) => return Some(item),
                     Taken::ShutDown => return None,
