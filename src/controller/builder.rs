@@ -251,7 +251,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     }
 
     /// Reconciles the keys `mapper` returns for each changed object of `watched` (for an
-    /// update, the keys of the old and the new object): controller-runtime's `Watches` with
+    /// update, the keys of the old and the new object, each once): controller-runtime's `Watches` with
     /// `EnqueueRequestsFromMapFunc`, kube-runtime's `watches`.
     #[must_use]
     pub fn watches<S, I>(

@@ -10,6 +10,10 @@
 //! - watched objects (`watches`): whatever keys the user's mapper returns, for the old and the
 //!   new object of an update.
 //!
+//! An event puts each of its keys in the queue once, however many sides of an update or
+//! entries of a mapper's answer name it: a second add could reach a worker already busy with
+//! the first and cost a second reconcile for one change.
+//!
 //! Keys go in at the priority of [`event_priority`]: low for the initial list and for
 //! unchanged resyncs, normal for real changes, unless the controller was built with
 //! [`use_priority_queue(false)`](super::ControllerBuilder::use_priority_queue).
@@ -17,6 +21,7 @@
 //! A mapper or predicate that panics is logged with the object's key; a predicate's panic
 //! counts as passed.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube_client::Resource;
@@ -130,11 +135,23 @@ impl<S: InformerObject> EnqueueHandler<S> {
         match &self.mapper {
             Mapper::Own => meta_namespace_key_func(object).into_iter().collect(),
             Mapper::Owner(owner) => owner_keys(object, owner),
-            Mapper::Map(f) => catch(|| f(object)).unwrap_or_else(|panic| {
+            Mapper::Map(f) => distinct(catch(|| f(object)).unwrap_or_else(|panic| {
                 tracing::error!(object = %describe(object), %panic, "a watch mapper panicked; no keys from this event");
                 Vec::new()
-            }),
+            })),
         }
+    }
+
+    /// The keys of an update: the new object's, and the old object's where it may have pointed
+    /// elsewhere, each once. Two adds of one key would let a worker take the first before the
+    /// second comes, and reconcile twice for one change; controller-runtime's handlers
+    /// collect an event's requests in a set for the same reason.
+    fn update_keys(&self, old: &S, new: &S) -> Vec<ObjectKey> {
+        let mut keys = self.keys(new);
+        if !matches!(self.mapper, Mapper::Own) {
+            keys.extend(self.keys(old));
+        }
+        distinct(keys)
     }
 
     fn enqueue(
@@ -197,11 +214,7 @@ impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
         if !self.passes(&event, new) {
             return;
         }
-        let mut keys = self.keys(new);
-        if !matches!(self.mapper, Mapper::Own) && !Arc::ptr_eq(old, new) {
-            // The old object may have pointed elsewhere: both need a look.
-            keys.extend(self.keys(old));
-        }
+        let keys = if Arc::ptr_eq(old, new) { self.keys(new) } else { self.update_keys(old, new) };
         self.enqueue(keys, &event, false);
     }
 
@@ -239,6 +252,15 @@ fn owner_keys<S: Resource>(object: &S, owner: &OwnerKind) -> Vec<ObjectKey> {
         .collect()
 }
 
+/// `keys` without repeats, in the order each first came.
+fn distinct(keys: Vec<ObjectKey>) -> Vec<ObjectKey> {
+    if keys.len() < 2 {
+        return keys;
+    }
+    let mut seen = HashSet::with_capacity(keys.len());
+    keys.into_iter().filter(|key| seen.insert(key.clone())).collect()
+}
+
 /// The group of an `apiVersion`: `apps` of `apps/v1`, empty for the core `v1`.
 fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
@@ -264,6 +286,47 @@ mod tests {
 
     fn reference(api_version: &str, kind: &str, name: &str, controller: bool) -> serde_json::Value {
         json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": "u", "controller": controller})
+    }
+
+    fn handler(mapper: Mapper<ConfigMap>) -> EnqueueHandler<ConfigMap> {
+        let queue = WorkQueue::builder().build();
+        EnqueueHandler { queue, predicate: None, mapper, prioritize: true }
+    }
+
+    #[test]
+    fn an_update_names_each_key_once_however_many_sides_point_to_it() {
+        // Two adds of one key let a worker take the first before the second comes: two
+        // reconciles for one change (seen in e2e on a real server).
+        let sets = OwnerKind {
+            group: "ctrlkit.example.com".into(),
+            kind: "ConfigMapSet".into(),
+            namespaced: Some(true),
+        };
+        let refs = |names: &[&str]| {
+            let refs = names
+                .iter()
+                .map(|n| reference("ctrlkit.example.com/v1", "ConfigMapSet", n, true))
+                .collect();
+            owned(Some("ns"), serde_json::Value::Array(refs))
+        };
+        let owners = handler(Mapper::Owner(sets));
+        assert_eq!(
+            owners.update_keys(&refs(&["a"]), &refs(&["a"])),
+            [ObjectKey::namespaced("ns", "a")],
+            "an owned object changed under the same owner"
+        );
+        assert_eq!(
+            owners.update_keys(&refs(&["a"]), &refs(&["b"])),
+            [ObjectKey::namespaced("ns", "b"), ObjectKey::namespaced("ns", "a")],
+            "moved from one owner to another: both, the new one first"
+        );
+        let mapper: MapFn<ConfigMap> =
+            Arc::new(|_| vec![ObjectKey::namespaced("ns", "x"), ObjectKey::namespaced("ns", "x")]);
+        assert_eq!(
+            handler(Mapper::Map(mapper)).update_keys(&refs(&[]), &refs(&[])),
+            [ObjectKey::namespaced("ns", "x")],
+            "a mapper's repeats, on either side"
+        );
     }
 
     #[test]
