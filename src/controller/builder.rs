@@ -251,8 +251,8 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     }
 
     /// Reconciles the keys `mapper` returns for each changed object of `watched` (for an
-    /// update, the keys of the old and the new object, each once): controller-runtime's `Watches` with
-    /// `EnqueueRequestsFromMapFunc`, kube-runtime's `watches`.
+    /// update, the keys of the old and the new object, each once): controller-runtime's
+    /// `Watches` with `EnqueueRequestsFromMapFunc`, kube-runtime's `watches`.
     #[must_use]
     pub fn watches<S, I>(
         self,
