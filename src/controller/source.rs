@@ -148,7 +148,7 @@ impl<S: InformerObject> EnqueueHandler<S> {
     /// collect an event's requests in a set for the same reason.
     fn update_keys(&self, old: &S, new: &S) -> Vec<ObjectKey> {
         let mut keys = self.keys(new);
-        if !matches!(self.mapper, Mapper::Own) {
+        if !matches!(self.mapper, Mapper::Own) && !std::ptr::eq(old, new) {
             keys.extend(self.keys(old));
         }
         distinct(keys)
@@ -214,8 +214,7 @@ impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
         if !self.passes(&event, new) {
             return;
         }
-        let keys = if Arc::ptr_eq(old, new) { self.keys(new) } else { self.update_keys(old, new) };
-        self.enqueue(keys, &event, false);
+        self.enqueue(self.update_keys(old, new), &event, false);
     }
 
     fn on_delete(&self, deleted: &Deleted<S>) {
