@@ -115,6 +115,9 @@ impl<T> AddBuffer<T> {
 
     /// Appends an add unless the buffer is closed. `at` is when it came, if the caller read
     /// the clock: every add to one queue reads it (metrics on) or none does.
+    // Always inlined into its one caller, `WorkQueue::add_with_priority`, so that the add is
+    // written into the buffer from registers, not copied in from the caller's frame.
+    #[inline(always)]
     pub(crate) fn push(&self, add: PendingAdd<T>, at: Option<Instant>) -> Pushed {
         let mut buffer = self.lock();
         if buffer.closed {
