@@ -263,12 +263,10 @@ where
     /// except that an item that has waited the queue's aging period is served before newer
     /// items of any priority (see [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging)).
     pub async fn get(&self) -> Option<T> {
-        // `get_with_priority`'s body, not a call to it: awaiting it moved the item through one
-        // more future's output on its way out (get + done 111 → 106 ns without that move).
-        match self.lock_and_pop() {
-            Taken::Item((item, _)) => return Some(item),
-            Taken::ShutDown => return None,
-            Taken::Nothing(_) => {}
+        // `get_with_priority`'s body, not an await of it: that moved the item through one more
+        // future's output on its way out (get + done 111 → 106 ns without that move).
+        if let Some(answer) = self.get_now() {
+            return answer.map(|(item, _)| item);
         }
         Box::pin(self.wait_and_get()).await.map(|(item, _)| item)
     }
@@ -277,16 +275,24 @@ where
     /// worker can re-add it at the same priority (controller-runtime's `GetWithPriority`).
     pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
         // The common case first: an item is ready. Nothing to register for.
-        match self.lock_and_pop() {
-            Taken::Item(item) => return Some(item),
-            Taken::ShutDown => return None,
-            Taken::Nothing(_) => {}
+        if let Some(answer) = self.get_now() {
+            return answer;
         }
         // The wait's state (a registration with `getters` and a timer) takes ~250 bytes; boxed,
         // it is allocated only by a `get` that waits (and then parks, which costs far more), and
         // the future of a `get` that finds an item ready is a few words, not a quarter of a
         // kilobyte moved at every call.
         Box::pin(self.wait_and_get()).await
+    }
+
+    /// A `get` that needs no wait: `Some` with its answer (the next item, or `None` once shut
+    /// down) when an item is ready or the queue is shut down; `None` when the caller must wait.
+    fn get_now(&self) -> Option<Option<(T, Priority)>> {
+        match self.lock_and_pop() {
+            Taken::Item(item) => Some(Some(item)),
+            Taken::ShutDown => Some(None),
+            Taken::Nothing(_) => None,
+        }
     }
 
     /// `get_with_priority` once nothing was ready: registers, parks until an add, a due item
