@@ -131,14 +131,20 @@ impl<S: InformerObject> EnqueueHandler<S> {
         })
     }
 
+    /// The keys of an event's object, each once.
     fn keys(&self, object: &S) -> Vec<ObjectKey> {
+        distinct(self.mapped(object))
+    }
+
+    /// The keys the mapper gives `object`, as it gives them (a user's function may repeat one).
+    fn mapped(&self, object: &S) -> Vec<ObjectKey> {
         match &self.mapper {
             Mapper::Own => meta_namespace_key_func(object).into_iter().collect(),
             Mapper::Owner(owner) => owner_keys(object, owner),
-            Mapper::Map(f) => distinct(catch(|| f(object)).unwrap_or_else(|panic| {
+            Mapper::Map(f) => catch(|| f(object)).unwrap_or_else(|panic| {
                 tracing::error!(object = %describe(object), %panic, "a watch mapper panicked; no keys from this event");
                 Vec::new()
-            })),
+            }),
         }
     }
 
@@ -147,9 +153,9 @@ impl<S: InformerObject> EnqueueHandler<S> {
     /// second comes, and reconcile twice for one change; controller-runtime's handlers
     /// collect an event's requests in a set for the same reason.
     fn update_keys(&self, old: &S, new: &S) -> Vec<ObjectKey> {
-        let mut keys = self.keys(new);
+        let mut keys = self.mapped(new);
         if !matches!(self.mapper, Mapper::Own) && !std::ptr::eq(old, new) {
-            keys.extend(self.keys(old));
+            keys.extend(self.mapped(old));
         }
         distinct(keys)
     }
@@ -256,8 +262,12 @@ fn distinct(keys: Vec<ObjectKey>) -> Vec<ObjectKey> {
     if keys.len() < 2 {
         return keys;
     }
+    // The set borrows the keys (no clone of each, as a set of owned keys would need); it is
+    // done with before they move into the result.
     let mut seen = HashSet::with_capacity(keys.len());
-    keys.into_iter().filter(|key| seen.insert(key.clone())).collect()
+    let first: Vec<bool> = keys.iter().map(|key| seen.insert(key)).collect();
+    drop(seen);
+    keys.into_iter().zip(first).filter_map(|(key, first)| first.then_some(key)).collect()
 }
 
 /// The group of an `apiVersion`: `apps` of `apps/v1`, empty for the core `v1`.
@@ -325,6 +335,14 @@ mod tests {
             handler(Mapper::Map(mapper)).update_keys(&refs(&[]), &refs(&[])),
             [ObjectKey::namespaced("ns", "x")],
             "a mapper's repeats, on either side"
+        );
+        let (x, y) = (ObjectKey::namespaced("ns", "x"), ObjectKey::namespaced("ns", "y"));
+        let repeats = [x.clone(), y.clone(), x.clone(), y.clone()];
+        let mapper: MapFn<ConfigMap> = Arc::new(move |_| repeats.to_vec());
+        assert_eq!(
+            handler(Mapper::Map(mapper)).keys(&refs(&[])),
+            [x, y],
+            "an added object's keys: each once, in the order the mapper first gave it"
         );
     }
 
