@@ -31,7 +31,10 @@
 //!   cores); for the storm, the producer is the main task, a tight loop in `block_on`;
 //! - `priorities`: `plain` or `tasks`, with priorities in use: keys alternate between
 //!   `Priority::LOW` and `Priority::NORMAL` (the storm cycles through three priorities, so
-//!   keys are raised too).
+//!   keys are raised too);
+//! - `strict` (`get_done` only): `priorities` on a queue with aging off
+//!   (`WorkQueueBuilder::aging(Duration::MAX)`, controller-runtime's strict order). Not in the
+//!   README's table: client-go has no priorities, and aging is on by default.
 //!
 //! Workers are tokio tasks on the 2-thread runtime, started and parked before the clock
 //! starts, as a controller's are. client-go's harness runs the same scenarios with
@@ -53,11 +56,12 @@ use futures::FutureExt;
 const N: usize = 1_000_000;
 
 /// Every scenario and shape, as `--once` and criterion name them.
-const SCENARIOS: [&str; 17] = [
+const SCENARIOS: [&str; 18] = [
     "add/plain",
     "add/priorities",
     "get_done/plain",
     "get_done/priorities",
+    "get_done/strict",
     "producers_workers/tasks",
     "producers_workers/yielding_tasks",
     "producers_workers/threads",
@@ -106,6 +110,8 @@ enum Shape {
     YieldingTasks,
     Threads,
     Priorities,
+    /// `Priorities` with aging off.
+    Strict,
     /// No queue: the floor of a scenario (see the module docs).
     Floor,
     /// No queue: the floor with the key looked up in a table (see the module docs).
@@ -120,6 +126,7 @@ impl Shape {
             "yielding_tasks" => Shape::YieldingTasks,
             "threads" => Shape::Threads,
             "priorities" => Shape::Priorities,
+            "strict" => Shape::Strict,
             "floor" => Shape::Floor,
             "lookup" => Shape::Lookup,
             other => panic!("unknown shape {other}"),
@@ -208,9 +215,12 @@ fn add(shape: Shape) -> Duration {
 
 fn get_done(shape: Shape) -> Duration {
     let keys = keys(N);
-    let q = WorkQueue::new();
+    let q = match shape {
+        Shape::Strict => WorkQueue::builder().aging(Duration::MAX).build(),
+        _ => WorkQueue::new(),
+    };
     for (i, k) in keys.into_iter().enumerate() {
-        if shape == Shape::Priorities {
+        if matches!(shape, Shape::Priorities | Shape::Strict) {
             q.add_with_priority(k, priority_of(i, false));
         } else {
             q.add(k);

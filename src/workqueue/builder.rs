@@ -79,7 +79,9 @@ where
     /// high-priority work, a low-priority item waits at most this long plus the time to serve
     /// the items that became ready before it. Shorter periods bound the wait more tightly and
     /// let old low-priority items interleave sooner with new high-priority ones;
-    /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's).
+    /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's); then a
+    /// `get` reads no clock to compare ages (about 20 ns of each `get` while several
+    /// priorities hold items, on the machines measured).
     #[must_use]
     pub fn aging(mut self, period: Duration) -> Self {
         self.aging = period;

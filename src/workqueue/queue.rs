@@ -293,6 +293,10 @@ impl<T: Clone + Eq> Queue<T> {
                 return Some(level);
             }
         }
+        if aging == Duration::MAX {
+            // Aging off (strict priorities): the highest priority's head, whatever the ages.
+            return self.top_level();
+        }
         let now = now.unwrap_or_else(Instant::now);
         let mut top = None;
         let mut oldest: Option<(usize, Instant)> = None;
@@ -316,6 +320,22 @@ impl<T: Clone + Eq> Queue<T> {
             Some((level, at)) if now.saturating_duration_since(at) >= aging => Some(level),
             _ => top,
         }
+    }
+
+    /// The highest level with a live head, dropping the stale entries before it.
+    fn top_level(&mut self) -> Option<usize> {
+        let mut level = 0;
+        while level < self.levels.len() {
+            if self.head(level).is_some() {
+                return Some(level);
+            }
+            // `head` dropped an emptied level (the next is at this index now), or NORMAL's is
+            // empty: look at the same index, or past NORMAL's.
+            if self.levels.get(level).is_some_and(|l| l.fifo.is_empty()) {
+                level += 1;
+            }
+        }
+        None
     }
 
     /// Takes the next ready item (see `next_level`) and marks it processing. `now` is the time
@@ -522,6 +542,27 @@ mod tests {
         q.add(7, h(7), Priority::NORMAL, t);
         assert_eq!(q.add(7, h(7), Priority::NORMAL, t), Added::Deduplicated);
         assert_eq!(q.done(&7, h(7)).0, Finished::NotProcessing);
+    }
+
+    #[test]
+    fn strict_priorities_serve_the_highest_live_head_through_stale_and_emptied_levels() {
+        // Aging off: `pop` picks the top level without the clock, skipping stale entries (a
+        // raised item's old one) and levels that empty as it goes.
+        let mut q = Queue::new();
+        let (t, h) = (Instant::now(), Q::hash);
+        let add = |q: &mut Queue<&str>, s, p| q.add(s, h(s), Priority(p), t);
+        let pop = |q: &mut Queue<&'static str>| q.pop(Duration::MAX, None, false).map(|p| p.item);
+        add(&mut q, "a", -100);
+        add(&mut q, "b", -100);
+        add(&mut q, "c", 100);
+        add(&mut q, "a", 50);
+        add(&mut q, "d", 0);
+        assert_eq!(pop(&mut q), Some("c"));
+        assert_eq!(pop(&mut q), Some("a"), "raised to 50: its LOW entry is stale");
+        assert_eq!(pop(&mut q), Some("d"));
+        assert_eq!(pop(&mut q), Some("b"), "the stale head of LOW skipped");
+        assert_eq!(pop(&mut q), None);
+        assert_eq!(q.len(), 0);
     }
 
     #[test]

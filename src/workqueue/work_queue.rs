@@ -349,11 +349,12 @@ where
     }
 
     /// The time a `get` about to lock needs: for metrics, and for aging when several
-    /// priorities are in use. Read before locking, so the lock is held for less.
+    /// priorities are in use and aging is on. Read before locking, so the lock is held for
+    /// less.
     fn clock_for_pop(&self) -> Option<Instant> {
-        let needed =
-            self.inner.metrics.is_some() || self.inner.priorities_in_use.load(Ordering::Relaxed);
-        needed.then(Instant::now)
+        let aging = self.inner.aging != Duration::MAX
+            && self.inner.priorities_in_use.load(Ordering::Relaxed);
+        (self.inner.metrics.is_some() || aging).then(Instant::now)
     }
 
     /// Promotes due items and pops the next ready one, waking another getter if more remain.
