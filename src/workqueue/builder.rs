@@ -81,7 +81,7 @@ where
     /// let old low-priority items interleave sooner with new high-priority ones;
     /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's); then a
     /// `get` reads no clock to compare ages (about 20 ns of each `get` while several
-    /// priorities hold items, on the machines measured).
+    /// priorities hold items, measured on a 2-core VM).
     #[must_use]
     pub fn aging(mut self, period: Duration) -> Self {
         self.aging = period;
