@@ -281,7 +281,8 @@ impl<T: Clone + Eq> Queue<T> {
     }
 
     /// The level to serve next: the highest priority's head, unless some head has waited for
-    /// `aging` or longer; then the oldest head, whatever its priority.
+    /// `aging` or longer (never, with `aging` at `Duration::MAX`: strict priorities, no clock
+    /// read); then the oldest head, whatever its priority.
     fn next_level(&mut self, aging: Duration, now: Option<Instant>) -> Option<usize> {
         if self.ready == 0 {
             return None;
@@ -293,11 +294,7 @@ impl<T: Clone + Eq> Queue<T> {
                 return Some(level);
             }
         }
-        if aging == Duration::MAX {
-            // Aging off (strict priorities): the highest priority's head, whatever the ages.
-            return self.top_level();
-        }
-        let now = now.unwrap_or_else(Instant::now);
+        let strict = aging == Duration::MAX;
         let mut top = None;
         let mut oldest: Option<(usize, Instant)> = None;
         let mut level = 0;
@@ -310,32 +307,21 @@ impl<T: Clone + Eq> Queue<T> {
                 continue;
             };
             top.get_or_insert(level);
+            if strict {
+                break;
+            }
             let queued_at = self.slots[head.slot as usize].queued_at;
             if oldest.is_none_or(|(_, at)| queued_at < at) {
                 oldest = Some((level, queued_at));
             }
             level += 1;
         }
+        // The clock is read only to age a head: never with strict priorities (`oldest` empty).
+        let aged = |at| now.unwrap_or_else(Instant::now).saturating_duration_since(at) >= aging;
         match oldest {
-            Some((level, at)) if now.saturating_duration_since(at) >= aging => Some(level),
+            Some((level, at)) if aged(at) => Some(level),
             _ => top,
         }
-    }
-
-    /// The highest level with a live head, dropping the stale entries before it.
-    fn top_level(&mut self) -> Option<usize> {
-        let mut level = 0;
-        while level < self.levels.len() {
-            if self.head(level).is_some() {
-                return Some(level);
-            }
-            // `head` dropped an emptied level (the next is at this index now), or NORMAL's is
-            // empty: look at the same index, or past NORMAL's.
-            if self.levels.get(level).is_some_and(|l| l.fifo.is_empty()) {
-                level += 1;
-            }
-        }
-        None
     }
 
     /// Takes the next ready item (see `next_level`) and marks it processing. `now` is the time
