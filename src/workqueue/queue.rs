@@ -62,6 +62,12 @@ pub(crate) fn narrow(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
+/// Whether an aging period leaves aging off: `Duration::MAX`, strict priorities, under which no
+/// wait ever ages a head and so no `get` needs the clock for aging.
+pub(crate) fn aging_off(aging: Duration) -> bool {
+    aging == Duration::MAX
+}
+
 /// What `add` did with an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Added {
@@ -294,7 +300,7 @@ impl<T: Clone + Eq> Queue<T> {
                 return Some(level);
             }
         }
-        let strict = aging == Duration::MAX;
+        let strict = aging_off(aging);
         let mut top = None;
         let mut oldest: Option<(usize, Instant)> = None;
         let mut level = 0;

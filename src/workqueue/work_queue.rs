@@ -13,7 +13,7 @@ use super::Priority;
 use super::add_buffer::{AddBuffer, Batch, PendingAdd, Pushed};
 use super::delaying::{Due, WaitingSet, deadline_after};
 use super::metrics::{Recorder, seconds_since};
-use super::queue::{Added, Finished, Popped, Queue};
+use super::queue::{Added, Finished, Popped, Queue, aging_off};
 use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
 
 /// How many times a lock found taken is tried again before the thread waits; see
@@ -361,8 +361,8 @@ where
     /// priorities are in use and aging is on. Read before locking, so the lock is held for
     /// less.
     fn clock_for_pop(&self) -> Option<Instant> {
-        let aging = self.inner.aging != Duration::MAX
-            && self.inner.priorities_in_use.load(Ordering::Relaxed);
+        let aging =
+            !aging_off(self.inner.aging) && self.inner.priorities_in_use.load(Ordering::Relaxed);
         (self.inner.metrics.is_some() || aging).then(Instant::now)
     }
 
