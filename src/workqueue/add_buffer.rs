@@ -19,8 +19,8 @@
 //! reads it once, at its first add, and its items count as added then: never later than they
 //! were, so buffering can only make an item age sooner, never starve longer. The times an add
 //! read are kept beside the adds, not in them, so that without metrics a buffered add is its
-//! key, hash and priority alone: 16 bytes less to write at every add and read at every apply
-//! (the dedup storm 3–10% faster for it, `docs/design/workqueue.md`).
+//! key, hash and priority alone, fewer bytes to write at every add and read at every apply
+//! (`docs/design/workqueue.md`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

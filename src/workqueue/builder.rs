@@ -80,8 +80,8 @@ where
     /// the items that became ready before it. Shorter periods bound the wait more tightly and
     /// let old low-priority items interleave sooner with new high-priority ones;
     /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's); then a
-    /// `get` reads no clock to compare ages (about 20 ns of each `get` while several
-    /// priorities hold items, measured on a 2-core VM).
+    /// `get` reads no clock to compare ages, the whole of what serving several priorities adds
+    /// to a `get` (`docs/design/workqueue.md`).
     #[must_use]
     pub fn aging(mut self, period: Duration) -> Self {
         self.aging = period;

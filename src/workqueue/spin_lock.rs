@@ -1,7 +1,7 @@
 //! A lock for critical sections of a few instructions: taking it is one atomic
 //! read-modify-write and releasing it a plain store (`spin`'s mutex), where a mutex's lock and
-//! unlock cost two read-modify-writes (~8 ns each on the machines measured: most of the cost of
-//! an add of a key already queued). A thread that finds it taken spins briefly, then yields its
+//! unlock cost two read-modify-writes, most of an add's time when its key was already queued
+//! (`docs/design/workqueue.md`). A thread that finds it taken spins briefly, then yields its
 //! core until the holder is done, so a holder that was preempted is not kept from running by
 //! its waiters.
 

@@ -71,9 +71,9 @@ pub(crate) struct Inner<T> {
     /// `None` when no provider was given: then no clock is read for metrics.
     metrics: Option<Recorder>,
     /// Hashes items before the lock is taken, so the critical sections only probe. foldhash
-    /// (hashbrown's own hasher, seeded per queue) hashes a key in a few nanoseconds where
-    /// SipHash took twenty; its per-process random seed keeps keys from being chosen to
-    /// collide.
+    /// (hashbrown's own hasher) is several times cheaper than SipHash for short keys
+    /// (`docs/design/workqueue.md`); its per-process random seed keeps keys from being chosen
+    /// to collide.
     hasher: foldhash::quality::RandomState,
     /// See [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging).
     aging: Duration,
@@ -165,17 +165,9 @@ where
     /// higher of its two priorities (moving to the back of the higher one's line if it rises);
     /// an item held by a worker comes back at the highest priority it was added at meanwhile.
     /// Dropped after shut down.
-    // The buffer's push is inlined here and the rarer outcomes of a push are kept out of
-    // line. With the push called out of line, the add was built on this frame's stack and
-    // copied into the buffer by the callee, whose 16-byte loads waited on the smaller stores
-    // that had just built it (a load the CPU cannot forward from stores of other sizes): an
-    // add of a key already queued took 33 ns where it takes 28 now. The same stall was left
-    // at the call: an item bigger than two words (a `String`) is passed as a pointer to a
-    // copy the caller makes, and a caller whose loop had just stored the item from its
-    // iterator in pieces waited to load it back whole (three quarters of a storm producer's
-    // own loop in a profile). Inlined into the caller, the item goes from the iterator into
-    // the buffer in registers: 28.6 -> 27.2 ns, at the cost of the add's ~870 bytes of code
-    // at each call site.
+    // Inlined, with the push inlined here and its rarer outcomes out of line, so the item goes
+    // from the caller into the buffer in registers: a copy through the stack made the buffer's
+    // wide loads wait on narrower stores (`docs/design/workqueue.md`, "Inlined adds").
     #[inline(always)]
     pub fn add_with_priority(&self, item: T, priority: Priority) {
         let hash = self.inner.hasher.hash_one(&item);
@@ -272,8 +264,8 @@ where
     /// except that an item that has waited the queue's aging period is served before newer
     /// items of any priority (see [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging)).
     pub async fn get(&self) -> Option<T> {
-        // `get_with_priority`'s body, not an await of it: that moved the item through one more
-        // future's output on its way out (get + done 111 → 106 ns without that move).
+        // `get_with_priority`'s body, not an await of it, which moved the item through one more
+        // future's output (`docs/design/workqueue.md`, "A small get future").
         if let Some(answer) = self.get_now() {
             return answer.map(|(item, _)| item);
         }
@@ -287,10 +279,8 @@ where
         if let Some(answer) = self.get_now() {
             return answer;
         }
-        // The wait's state (a registration with `getters` and a timer) takes ~250 bytes; boxed,
-        // it is allocated only by a `get` that waits (and then parks, which costs far more), and
-        // the future of a `get` that finds an item ready is a few words, not a quarter of a
-        // kilobyte moved at every call.
+        // The wait's state (a registration with `getters` and a timer) is boxed, so only a
+        // `get` that parks allocates it, and one that finds an item ready moves a few words.
         Box::pin(self.wait_and_get()).await
     }
 
@@ -495,12 +485,10 @@ where
     /// The pause before each try doubles ([`FIRST_SPINS`] spin-loop hints, up to
     /// [`MAX_SPINS`]): a thread that keeps finding the lock taken backs off, so the holder
     /// runs several `get`s and `done`s in a row with the queue's state in its own cache,
-    /// instead of the state's lines moving between the cores at every call. Two workers
-    /// draining one queue then go about as fast as one (2 producers + 2 workers, tasks:
-    /// ~150 -> ~112 ms for the million items' drain; `docs/design/workqueue.md`). The pauses
-    /// total 632 hints, ~16 us on the VM measured (a hint cost 25 ns there; its cost varies
-    /// with the CPU and the hypervisor), and are made only while the lock is taken, so an idle
-    /// queue spends nothing on them.
+    /// instead of the state's lines moving between the cores at every call: two workers
+    /// draining one queue then go about as fast as one (`docs/design/workqueue.md`, "The
+    /// lock's retries"). The pauses are made only while the lock is taken, so an idle queue
+    /// spends nothing on them.
     fn lock_raw(&self) -> MutexGuard<'_, State<T>> {
         let mut spins = FIRST_SPINS;
         for _ in 0..LOCK_TRIES {
