@@ -1,5 +1,6 @@
 //! The documentation's shape, checked so that it cannot drift: every chapter of the guide is
-//! compiled as a doc test, the README stays short with its two set-up commands on top, and no
+//! compiled as a doc test, the README stays short with its two set-up commands on top and its
+//! performance as a short table, the design notes and the changelog keep their bounds, and no
 //! relative link in the Markdown points at a file that is not there.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +13,8 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The targets of a Markdown text's inline links, `[text](target)`.
+/// The targets of a Markdown text's links: inline, `[text](target)`, and reference
+/// definitions, `[label]: target` on a line of their own.
 fn links(markdown: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut rest = markdown;
@@ -22,6 +24,45 @@ fn links(markdown: &str) -> Vec<String> {
             found.push(rest[..end].to_owned());
         }
     }
+    for line in markdown.lines() {
+        if let Some((label, target)) = line.split_once("]: ")
+            && label.starts_with('[')
+            && !label.contains(' ')
+        {
+            found.push(target.trim().to_owned());
+        }
+    }
+    found
+}
+
+/// The prose paragraphs of a Markdown text (list items each on their own), outside fenced
+/// code, tables and headings, each as its words.
+fn paragraphs(markdown: &str) -> Vec<Vec<&str>> {
+    let mut found = vec![Vec::new()];
+    let mut in_code = false;
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code
+            || trimmed.starts_with("```")
+            || trimmed.is_empty()
+            || trimmed.starts_with('|')
+            || trimmed.starts_with('#')
+            || trimmed.starts_with("- ")
+        {
+            found.push(Vec::new());
+        }
+        if !in_code
+            && !trimmed.starts_with("```")
+            && !trimmed.starts_with('|')
+            && !trimmed.starts_with('#')
+        {
+            found.last_mut().expect("one paragraph at least").extend(trimmed.split_whitespace());
+        }
+    }
+    found.retain(|words| !words.is_empty());
     found
 }
 
@@ -30,6 +71,8 @@ fn markdown_files() -> Vec<PathBuf> {
     let mut files = vec![
         root().join("README.md"),
         root().join("CONTRIBUTING.md"),
+        root().join("ARCHITECTURE.md"),
+        root().join("CHANGELOG.md"),
         root().join("examples/README.md"),
     ];
     let mut dirs = vec![root().join("docs")];
@@ -76,6 +119,63 @@ fn the_readme_is_short_and_starts_with_the_two_set_up_commands() {
     assert_eq!(commands, ["cargo run --example pods", "cargo test --all-features"]);
     let ci = read(&root().join(".ci/run"));
     assert!(ci.lines().any(|l| l.trim() == commands[1]), ".ci/run does not run {}", commands[1]);
+}
+
+#[test]
+fn the_readme_gives_performance_as_a_table_of_six_rows_and_no_paragraph_runs_long() {
+    let readme = read(&root().join("README.md"));
+    for words in paragraphs(&readme) {
+        let start = words.iter().take(8).copied().collect::<Vec<_>>().join(" ");
+        assert!(words.len() <= 120, "README.md: a paragraph of {} words: {start} ...", words.len());
+    }
+    // Later claims replace a row rather than add one.
+    let section = readme.split("\nPerformance").nth(1).expect("a paragraph starting Performance");
+    let table =
+        section.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|'));
+    let rows = table.count().saturating_sub(2);
+    assert!((1..=6).contains(&rows), "the README's performance table has {rows} rows");
+}
+
+#[test]
+fn the_design_notes_are_in_sections_and_the_changelog_is_a_release_record() {
+    let design = root().join("docs/design");
+    for entry in std::fs::read_dir(&design).expect("docs/design") {
+        let path = entry.expect("a directory entry").path();
+        if path.file_name().is_some_and(|n| n == "README.md") {
+            continue;
+        }
+        let note = read(&path);
+        for heading in ["\n## The problem\n", "\n## The design\n"] {
+            assert!(note.contains(heading), "{}: no {}", path.display(), heading.trim());
+        }
+    }
+    let workqueue = read(&design.join("workqueue.md")).lines().count();
+    assert!(workqueue < 200, "docs/design/workqueue.md has {workqueue} lines");
+
+    let changelog = read(&root().join("CHANGELOG.md"));
+    let lines = changelog.lines().count();
+    assert!(lines < 400, "CHANGELOG.md has {lines} lines");
+    let lower = changelog.to_lowercase();
+    for (at, _) in lower.match_indices("issue") {
+        let after = lower[at + 5..].trim_start_matches([' ', 's', '#']);
+        assert!(
+            !after.starts_with(|c: char| c.is_ascii_digit()),
+            "CHANGELOG.md names an issue number: {}",
+            &changelog[at..(at + 20).min(changelog.len())]
+        );
+    }
+    for release in changelog.split("\n## ").skip(1) {
+        let mut groups: Vec<&str> = release.lines().filter(|l| l.starts_with("### ")).collect();
+        let count = groups.len();
+        groups.sort_unstable();
+        groups.dedup();
+        assert_eq!(
+            groups.len(),
+            count,
+            "a group twice in CHANGELOG.md's {}",
+            release.lines().next().unwrap_or("")
+        );
+    }
 }
 
 #[test]
