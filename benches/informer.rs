@@ -41,8 +41,10 @@
 //!   shared informer from the informer factory, the enqueueing handler, a rate-limited
 //!   workqueue, one worker), client-go-example-wiring (the same controller wired as client-go's
 //!   `examples/workqueue` wires it: `NewListWatchFromClient` + `NewIndexerInformer`),
-//!   client-go-protobuf (the first with protobuf on the wire, as kube-controller-manager runs)
-//!   and client-go-informer (the informer alone until synced).
+//!   client-go-protobuf (the first with protobuf set by hand, as kube-controller-manager runs),
+//!   client-go-json (the first forced to JSON, the wire format ctrlkit reads) and
+//!   client-go-informer (the informer alone until synced). Each client-go row names the wire
+//!   format it reads (`wire`): client-go 1.36's generated clients prefer protobuf for pods.
 //!
 //! Each reports the time until its store holds the first list (`has_synced` / the reflector
 //! store holding all pods, polled every 2 ms), the time until every pod was reconciled once
@@ -86,12 +88,25 @@ const PEERS: [&str; 10] = [
     "floor-decode",
 ];
 /// client-go's peers and the harness shape each runs.
-const CLIENT_GO: [(&str, &str); 4] = [
+const CLIENT_GO: [(&str, &str); 5] = [
     ("client-go", "controller"),
     ("client-go-example-wiring", "controller-example-wiring"),
     ("client-go-protobuf", "controller-protobuf"),
+    ("client-go-json", "controller-json"),
     ("client-go-informer", "informer"),
 ];
+
+/// The wire format a client-go peer reads, for its row's label: the generated clients'
+/// default is protobuf for built-in kinds, a plain `RESTClient`'s is JSON.
+fn wire(peer: &str) -> Option<&'static str> {
+    match peer {
+        "client-go" | "client-go-informer" => Some("protobuf, its default"),
+        "client-go-protobuf" => Some("protobuf, set by hand"),
+        "client-go-json" => Some("JSON, set by hand"),
+        "client-go-example-wiring" => Some("JSON, a plain RESTClient"),
+        _ => None,
+    }
+}
 
 /// Whether `peer` is an informer-only shape (nothing reconciled).
 fn informer_only(peer: &str) -> bool {
@@ -260,8 +275,9 @@ fn parent(sizes: &[usize]) {
             medians.insert(peer, median);
             let Sample { sync_s, all_s, peak_mib, settled_mib, cpu_s } = median;
             let all = if informer_only(peer) { "—".to_string() } else { format!("{all_s:.2} s") };
+            let label = wire(peer).map_or(peer.to_string(), |wire| format!("{peer} ({wire})"));
             results.push(format!(
-                "| {n} | {peer} | {sync_s:.2} s | {cpu_s:.2} s | {peak_mib:.0} MiB | {settled_mib:.0} MiB | {all} |"
+                "| {n} | {label} | {sync_s:.2} s | {cpu_s:.2} s | {peak_mib:.0} MiB | {settled_mib:.0} MiB | {all} |"
             ));
         }
         targets.extend(verdicts(n, &medians));
@@ -291,6 +307,8 @@ fn verdicts(n: usize, medians: &std::collections::HashMap<&str, Sample>) -> Vec<
     let shapes = [
         ("ctrlkit", &["client-go", "client-go-example-wiring", "client-go-protobuf"][..]),
         ("ctrlkit-informer", &["client-go-informer"][..]),
+        // The same wire format on both sides.
+        ("ctrlkit", &["client-go-json"][..]),
     ];
     let figures: [Figure; 3] = [
         ("sync", |s| s.sync_s, 0.7),

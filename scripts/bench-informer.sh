@@ -3,7 +3,10 @@
 # the binaries of KUBEBUILDER_ASSETS, else v1.20.2; started here unless one is running): every
 # ctrlkit shape, kube-runtime 5 and client-go (the client-go module CTRLKIT_CLIENT_GO names,
 # by default the one beside KUBEBUILDER_ASSETS; built by scripts/peer.sh), alternating,
-# medians of 3; prints the README's table. See benches/informer.rs.
+# medians of 5 (CTRLKIT_BENCH_RUNS); prints the informer page's table, each client-go row
+# with the wire format it reads (its generated informer on protobuf, its default for pods,
+# and forced to JSON, ctrlkit's format). CTRLKIT_BENCH_PEERS=a,b runs those peers alone.
+# See benches/informer.rs.
 #
 #   KUBEBUILDER_ASSETS=../shared/kube/v1.36.2/bin scripts/bench-informer.sh [SIZES...]
 #                                                               (default 10000 30000)

@@ -1,17 +1,24 @@
 // client-go's informer (v0.36.2 as Kubernetes 1.36 ships it, at its defaults: its informers
 // stream their initial list) on the initial-sync scenario of ctrlkit's benches/informer.rs,
-// for scripts/bench-informer.sh, in the shape SHAPE:
+// for scripts/bench-informer.sh, in the shape SHAPE. The wire format each reads: client-go
+// 1.36's generated clients prefer protobuf for built-in kinds (gentype.PrefersProtobuf in
+// kubernetes/typed/core/v1/pod.go) unless the rest.Config sets a ContentType; a plain
+// RESTClient reads JSON.
 //
 //	controller                 a shared informer on pods from the informer factory, the
 //	                           key-enqueuing handler, a rate-limited workqueue and one worker
-//	                           reading each pod from the lister, a no-op reconcile
+//	                           reading each pod from the lister, a no-op reconcile; protobuf,
+//	                           the generated client's default
 //	controller-example-wiring  the same controller wired as client-go's examples/workqueue
-//	                           wires it: NewListWatchFromClient + NewIndexerInformer
-//	controller-protobuf        the first with protobuf on the wire (ContentType
+//	                           wires it: NewListWatchFromClient + NewIndexerInformer; JSON,
+//	                           through the plain RESTClient
+//	controller-protobuf        the first with protobuf set by hand (ContentType
 //	                           application/vnd.kubernetes.protobuf, as kube-controller-manager
 //	                           runs)
+//	controller-json            the first forced to JSON (ContentType application/json), the
+//	                           wire format ctrlkit reads
 //	informer                   the informer alone, as a user writes one first: no handler, no
-//	                           queue
+//	                           queue; protobuf, the generated client's default
 //
 //	informer TARGET N NAMESPACE SHAPE
 //
@@ -63,7 +70,7 @@ func cpuSeconds() float64 {
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: informer TARGET N NAMESPACE controller|controller-protobuf|informer")
+		fmt.Fprintln(os.Stderr, "usage: informer TARGET N NAMESPACE controller|controller-example-wiring|controller-protobuf|controller-json|informer")
 		os.Exit(2)
 	}
 	target, namespace, shape := os.Args[1], os.Args[3], os.Args[4]
@@ -84,6 +91,9 @@ func main() {
 	case "controller-protobuf":
 		config.ContentType = "application/vnd.kubernetes.protobuf"
 		config.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	case "controller-json":
+		// A ContentType set by hand overrides the generated client's preference for protobuf.
+		config.ContentType = "application/json"
 	default:
 		fmt.Fprintf(os.Stderr, "informer: unknown shape %q\n", shape)
 		os.Exit(2)
