@@ -312,3 +312,57 @@ impl Gate {
         Ok(allowed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    /// A client of an API server whose token reviews are received (counted in `received`)
+    /// and never answered.
+    fn unanswered(received: Arc<AtomicUsize>) -> Client {
+        let service = tower::service_fn(move |_: http::Request<kube_client::client::Body>| {
+            received.fetch_add(1, SeqCst);
+            std::future::pending::<Result<http::Response<kube_client::client::Body>, std::io::Error>>(
+            )
+        });
+        Client::new(service, "default")
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let value = format!("Bearer {token}").parse().expect("a header value");
+        headers.insert(header::AUTHORIZATION, value);
+        headers
+    }
+
+    /// Requests that go while their token is under review (their client disconnected, so the
+    /// server dropped them), alone or several waiting for one token, leave nothing behind.
+    #[tokio::test]
+    async fn requests_dropped_mid_review_leave_no_review_behind() {
+        let received = Arc::new(AtomicUsize::new(0));
+        let client = unanswered(received.clone());
+        let gate = Arc::new(Gate::new(client, SecureServing::new()));
+        // Six unique tokens, and three requests each for two more: eight reviews, as many as
+        // may be in flight at once.
+        let tokens = (0..6).map(|i| format!("unique-{i}"));
+        let shared = ["shared-a", "shared-b"].iter().flat_map(|t| [*t; 3]).map(str::to_owned);
+        let requests: Vec<_> = tokens
+            .chain(shared)
+            .map(|token| {
+                let gate = gate.clone();
+                tokio::spawn(async move { gate.admit(&bearer(&token)).await })
+            })
+            .collect();
+        // Every token under review: one review each (the shared tokens' others wait).
+        while received.load(SeqCst) < 8 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(gate.reviewing.lock().len(), 8);
+        for request in requests {
+            request.abort();
+            assert!(request.await.is_err_and(|err| err.is_cancelled()));
+        }
+        assert_eq!(gate.reviewing.lock().len(), 0, "reviews left behind by dropped requests");
+    }
+}

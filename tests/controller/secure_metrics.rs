@@ -33,19 +33,37 @@ async fn a_secure_endpoint_refuses_scrapes_it_cannot_review_and_keeps_probes_ope
 }
 
 /// An API server that answers only reviews: a `TokenReview` authenticates the token `good`
-/// (a user with a scope in `extra`) after 50 ms and no other; a `SubjectAccessReview`
-/// allows `get /metrics` only to a user whose `extra` holds that scope (as an authorizer
-/// that honours scoped tokens does). It counts the reviews by token, the most in flight at
-/// once, and keeps the access reviews asked.
-#[derive(Default)]
+/// (a user with a scope in `extra`) after `delay` (50 ms unless [`taking`](Self::taking)
+/// says otherwise) and no other; a `SubjectAccessReview` allows `get /metrics` only to a user
+/// whose `extra` holds that scope (as an authorizer that honours scoped tokens does). It
+/// counts the reviews by token, the most in flight at once, and keeps the access reviews
+/// asked.
 struct Reviews {
+    delay: Duration,
     by_token: std::sync::Mutex<std::collections::HashMap<String, usize>>,
     in_flight: std::sync::atomic::AtomicUsize,
     most_in_flight: std::sync::atomic::AtomicUsize,
     access: std::sync::Mutex<Vec<serde_json::Value>>,
 }
 
+impl Default for Reviews {
+    fn default() -> Self {
+        Self::taking(Duration::from_millis(50))
+    }
+}
+
 impl Reviews {
+    /// Token reviews that each take `delay`.
+    fn taking(delay: Duration) -> Self {
+        Self {
+            delay,
+            by_token: std::sync::Mutex::default(),
+            in_flight: std::sync::atomic::AtomicUsize::default(),
+            most_in_flight: std::sync::atomic::AtomicUsize::default(),
+            access: std::sync::Mutex::default(),
+        }
+    }
+
     fn client(self: &std::sync::Arc<Self>) -> kube_client::Client {
         use http_body_util::BodyExt;
         use std::sync::atomic::Ordering::SeqCst;
@@ -62,7 +80,7 @@ impl Reviews {
                         *reviews.by_token.lock().unwrap().entry(token.clone()).or_default() += 1;
                         let now = reviews.in_flight.fetch_add(1, SeqCst) + 1;
                         reviews.most_in_flight.fetch_max(now, SeqCst);
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        tokio::time::sleep(reviews.delay).await;
                         reviews.in_flight.fetch_sub(1, SeqCst);
                         review["status"] = match token.as_str() {
                             "good" => serde_json::json!({ "authenticated": true, "user": {
@@ -130,12 +148,22 @@ async fn wait_until_listening(address: std::net::SocketAddr) {
 
 /// `GET /metrics` with `authorization` as the header's value: the status.
 async fn scrape(address: std::net::SocketAddr, ca_pem: &str, authorization: &str) -> u16 {
+    scrape_with(&scraper(address, ca_pem), authorization).await
+}
+
+/// A client of the endpoint at `address` trusting `ca_pem`, whose connections are reused
+/// from scrape to scrape (as a scraper's).
+fn scraper(address: std::net::SocketAddr, ca_pem: &str) -> kube_client::Client {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut config = kube_client::Config::new(format!("https://{address}").parse().unwrap());
     let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
     config.root_cert = Some(vec![der.to_vec()]);
-    let client = kube_client::Client::try_from(config).unwrap();
+    kube_client::Client::try_from(config).unwrap()
+}
+
+/// `GET /metrics` through `client` with `authorization` as the header's value: the status.
+async fn scrape_with(client: &kube_client::Client, authorization: &str) -> u16 {
     let request = http::Request::get("/metrics").header("Authorization", authorization);
     match client.request_text(request.body(Vec::new()).unwrap()).await {
         Ok(_) => 200,
@@ -187,4 +215,62 @@ async fn a_scoped_token_is_authorized_with_its_extra_and_a_flood_does_not_evict_
         assert_eq!(scrape(address, &ca, "Bearer good").await, 200);
     }
     assert_eq!(reviews.reviews_of("good"), 1, "the scraper's review was evicted by the flood");
+}
+
+/// Scrapes with `count` tokens no review authenticates (`bogus-0`, `bogus-1`, ...), a hundred
+/// at once: their statuses (401, or 429 for those refused unreviewed over the review rate).
+async fn flood(client: &kube_client::Client, count: usize) -> Vec<u16> {
+    let mut codes = Vec::new();
+    for batch in (0..count).collect::<Vec<_>>().chunks(100) {
+        let scrapes = batch
+            .iter()
+            .map(|i| async move { scrape_with(client, &format!("Bearer bogus-{i}")).await });
+        codes.extend(futures::future::join_all(scrapes).await);
+    }
+    codes
+}
+
+#[tokio::test]
+async fn two_thousand_unknown_tokens_between_scrapes_do_not_send_the_scraper_back_to_review() {
+    let reviews = std::sync::Arc::new(Reviews::taking(Duration::ZERO));
+    let Endpoint { stop: _stop, address, ca_pem: ca, .. } = secure_endpoint(reviews.client()).await;
+    let client = scraper(address, &ca);
+    assert_eq!(scrape_with(&client, "Bearer good").await, 200);
+    let codes = flood(&client, 2000).await;
+    assert!(codes.iter().all(|code| [401, 429].contains(code)), "{codes:?}");
+    assert_eq!(scrape_with(&client, "Bearer good").await, 200);
+    assert_eq!(reviews.reviews_of("good"), 1, "the scraper's token was reviewed again");
+}
+
+/// On a paused clock: the scraper's token, its cached review expired, is reviewed again in
+/// the middle of a flood of unknown tokens whose reviews each take 200 ms, and its scrape is
+/// answered within five reviews' time (1 s), not behind the flood's queue.
+#[tokio::test(start_paused = true)]
+async fn a_known_token_is_answered_within_a_second_during_a_flood_of_slow_reviews() {
+    let review = Duration::from_millis(200);
+    let reviews = std::sync::Arc::new(Reviews::taking(review));
+    let Endpoint { stop: _stop, address, ca_pem: ca, .. } = secure_endpoint(reviews.client()).await;
+    let client = scraper(address, &ca);
+    assert_eq!(scrape_with(&client, "Bearer good").await, 200);
+    // The token's review is cached for a minute (the default): past it, it is reviewed again.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    let flooding = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let client = &client;
+            let scrapes = (0..400)
+                .map(|i| async move { scrape_with(client, &format!("Bearer slow-{i}")).await });
+            futures::future::join_all(scrapes).await
+        }
+    });
+    while reviews.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let started = tokio::time::Instant::now();
+    assert_eq!(scrape_with(&client, "Bearer good").await, 200);
+    let took = started.elapsed();
+    assert!(took <= review * 5, "the scraper waited {took:?} behind the flood");
+    assert_eq!(reviews.reviews_of("good"), 2, "reviewed again once its cache expired");
+    let codes = flooding.await.unwrap();
+    assert!(codes.iter().all(|code| [401, 429].contains(code)), "{codes:?}");
 }
