@@ -11,9 +11,12 @@
 //! in only for a bearer token the API server authenticates (`TokenReview`) and authorizes
 //! (`SubjectAccessReview` for `get /metrics`), as controller-runtime's secure serving. Its
 //! limits and defaults: a token's review is cached 1 minute, an allowed user 5 minutes, a
-//! denied one 30 seconds, 1,024 entries each (least recently used evicted first, tokens kept
-//! as their SHA-256); a token over 16 KiB is a 401 without a review; one review per token at a
-//! time and 8 in flight at most; the HTTPS server's handshake and headers within 10 s
+//! denied one 30 seconds, 1,024 entries each (least recently used evicted first, tokens that
+//! authenticated apart from those that did not, tokens kept as their SHA-256); a token over
+//! 16 KiB is a 401 without a review; one review per token at a time; reviews of unknown
+//! tokens at 10 a second (bursts of 40; over it a 429 without a review) and 8 in flight at
+//! most, those of tokens known in the last 10 minutes beside them, never behind; the HTTPS
+//! server's handshake and headers within 10 s
 //! (headers of 64 KiB at most), idle connections closed after 90 s, 1,024 connections at once
 //! (the webhook server's `ServingLimits`).
 //!
@@ -48,6 +51,7 @@
 //! | `ctrlkit_sharding_members` | gauge | `ring`, `state` | shards `ready`, `expired`, `dead` |
 //! | `ctrlkit_sharding_assignments_total` | counter | `ring`, `reason` | objects labelled: `unassigned`, `shard_stopped` |
 //! | `ctrlkit_sharding_drains_total` | counter | `ring` | objects marked for draining |
+//! | `ctrlkit_secure_metrics_token_reviews_total` | counter | `result` | secure serving's `TokenReview`s of scrapes by `authenticated`, `unauthenticated`, `failed`, and `throttled` (refused unsent, over the rate of unknown tokens' reviews) |
 //!
 //! Checked against controller-runtime's `pkg/metrics/workqueue.go`,
 //! `pkg/internal/controller/metrics/metrics.go` and `pkg/metrics/leaderelection.go`: the same
@@ -61,8 +65,8 @@
 //!   for every queue, as controller-runtime's priority queue reports (its plain queue reports
 //!   `priority=""`).
 //! - controller-runtime also exports the process and Go runtime collectors and client-go's
-//!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*`, `ctrlkit_events_*` and
-//!   `ctrlkit_sharding_*` metrics are ctrlkit's own (no peer exports them).
+//!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*`, `ctrlkit_events_*`,
+//!   `ctrlkit_sharding_*` and `ctrlkit_secure_metrics_*` metrics are ctrlkit's own (no peer exports them).
 
 mod registry;
 #[cfg(feature = "secure-metrics")]

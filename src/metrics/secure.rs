@@ -15,13 +15,23 @@
 //!   account not allowed to create reviews) is a 401 `Authentication failed` or a 500
 //!   `Authorization for user NAME failed`, logged, and never cached.
 //! - **Cached**, as controller-runtime caches them: a token's review for 1 minute, an allowed
-//!   user for 5 minutes, a denied one for 30 seconds (at most 1024 entries each, the least
-//!   recently used evicted first, so a flood of unknown tokens does not evict the scraper), so
-//!   a scrape every few seconds costs the API server nothing most of the time. Tokens are
-//!   kept as their SHA-256, never as they are.
+//!   user for 5 minutes, a denied one for 30 seconds, so a scrape every few seconds costs the
+//!   API server nothing most of the time. Tokens that authenticated and tokens that did not
+//!   are kept apart (at most 1024 entries each, the least recently used evicted first), so no
+//!   number of unknown tokens evicts the scraper's. Tokens are kept as their SHA-256, never as
+//!   they are.
 //! - **Floods**: a token longer than 16 KiB is a 401 without a review; one token is reviewed
-//!   once at a time (concurrent scrapes with it share the answer), and at most 8 reviews are in
-//!   flight at once. The `Bearer` scheme matches in any case (RFC 7235).
+//!   once at a time (concurrent scrapes with it share the answer, and the turn is given up
+//!   however the request ends: answered, failed, or dropped when its client goes). Reviews of
+//!   unknown tokens are rate limited (10 a second, bursts of 40 by default,
+//!   [`SecureServing::unknown_token_reviews`]): a scrape over the rate is a 429 `Too Many
+//!   Requests` without a review, counted in `ctrlkit_secure_metrics_token_reviews_total`
+//!   (`result="throttled"`), so an unauthenticated flood cannot turn into unbounded
+//!   `TokenReview`s; at most 8 of them are in flight at once. A token that authenticated in
+//!   the last 10 minutes is known: when its cached review expires it is reviewed beside the
+//!   unknown ones, never behind them (8 more in flight, shared with the access reviews of
+//!   authenticated users), so a flood does not hold up the scraper. The `Bearer` scheme
+//!   matches in any case (RFC 7235).
 //! - **Scoped tokens**: the `SubjectAccessReview` carries the user's `extra` (its scopes, for
 //!   authorizers that read them), and the decision cache keys on it too.
 //! - **HTTPS limits** ([`ServingLimits`]): handshake and headers within 10 s, idle connections
@@ -46,10 +56,18 @@ use kube_client::{Api, Client};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::Registry;
 use crate::tls::{CertificateSource, ServingLimits};
 
 /// The most entries each cache holds; past it, the least recently used goes.
 const CACHE_ENTRIES: usize = 1024;
+
+/// How long a token that authenticated stays known: reviewed again, once its cached review
+/// expires, ahead of unknown tokens and without counting against their rate.
+const KNOWN_FOR: Duration = Duration::from_secs(600);
 
 /// How the metrics endpoint is served securely; see the module docs.
 #[derive(Debug, Clone)]
@@ -59,6 +77,8 @@ pub struct SecureServing {
     pub(crate) authenticated_for: Duration,
     pub(crate) allowed_for: Duration,
     pub(crate) denied_for: Duration,
+    pub(crate) unknown_per_second: u32,
+    pub(crate) unknown_burst: u32,
 }
 
 impl Default for SecureServing {
@@ -69,6 +89,8 @@ impl Default for SecureServing {
             authenticated_for: Duration::from_secs(60),
             allowed_for: Duration::from_secs(300),
             denied_for: Duration::from_secs(30),
+            unknown_per_second: 10,
+            unknown_burst: 40,
         }
     }
 }
@@ -108,6 +130,17 @@ impl SecureServing {
         self.authenticated_for = authenticated;
         self.allowed_for = allowed;
         self.denied_for = denied;
+        self
+    }
+
+    /// How many reviews of unknown tokens (none that authenticated in the last 10 minutes)
+    /// may be sent: `per_second` on average, `burst` at once (default 10 and 40). A scrape
+    /// with an unknown token over the rate is a 429 without a review. Zero `burst` sends
+    /// none: only tokens already known are let in.
+    #[must_use]
+    pub fn unknown_token_reviews(mut self, per_second: u32, burst: u32) -> Self {
+        self.unknown_per_second = per_second;
+        self.unknown_burst = burst;
         self
     }
 }
@@ -157,6 +190,11 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
         Some(value.clone())
     }
 
+    /// Forgets `key`.
+    fn remove(&mut self, key: &K) {
+        self.entries.remove(key);
+    }
+
     /// Remembers `value` for `key` from now, evicting the least recently used when full.
     fn insert(&mut self, key: K, value: V) {
         self.uses += 1;
@@ -174,35 +212,122 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
 /// headers of hundreds of kilobytes cost no review and no memory.
 const MAX_TOKEN_BYTES: usize = 16 << 10;
 
-/// The most reviews (token and access) in flight at once.
+/// The most reviews in flight at once, in each lane (unknown tokens; known tokens and
+/// access reviews).
 const MAX_REVIEWS_IN_FLIGHT: usize = 8;
+
+/// A token bucket: `burst` tokens, refilled at `per_second`; taking from an empty one fails
+/// (the scrape is refused, not queued).
+struct Bucket {
+    per_second: f64,
+    burst: f64,
+    /// Tokens at `at`.
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(per_second: u32, burst: u32) -> Self {
+        let burst = f64::from(burst);
+        Self { per_second: f64::from(per_second), burst, tokens: burst, at: Instant::now() }
+    }
+
+    /// Takes a token if one is left at `now`.
+    fn take(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.at = now;
+        let taken = self.tokens >= 1.0;
+        if taken {
+            self.tokens -= 1.0;
+        }
+        taken
+    }
+}
+
+/// The outcomes of token reviews, counted by `result`.
+type Reviews = Family<[(&'static str, &'static str); 1], Counter>;
 
 /// What lets a scrape of `/metrics` in: reviews asked of the API server, cached.
 pub(crate) struct Gate {
     client: Client,
     serving: SecureServing,
-    /// A token's hash → its user (`None`: not authenticated).
-    tokens: Mutex<Lru<TokenHash, Option<User>>>,
+    /// Tokens that authenticated: hash → user. Only the API server's yes puts one here, so
+    /// unknown tokens never evict these.
+    authenticated: Mutex<Lru<TokenHash, User>>,
+    /// Tokens that did not authenticate.
+    unauthenticated: Mutex<Lru<TokenHash, ()>>,
     /// User → allowed.
     decisions: Mutex<Lru<User, bool>>,
-    /// One review of a token at a time: the others asking about it wait for its answer.
+    /// One review of a token at a time: the others asking about it wait for its answer. An
+    /// entry lives while a request holds its [`Turn`].
     reviewing: Mutex<HashMap<TokenHash, Arc<tokio::sync::Mutex<()>>>>,
-    /// Reviews in flight.
-    in_flight: tokio::sync::Semaphore,
+    /// Reviews of unknown tokens allowed from now on.
+    unknown_rate: Mutex<Bucket>,
+    /// Reviews of unknown tokens in flight.
+    unknown_lane: tokio::sync::Semaphore,
+    /// Reviews of known tokens and access reviews in flight.
+    known_lane: tokio::sync::Semaphore,
+    /// `ctrlkit_secure_metrics_token_reviews_total`.
+    reviews: Reviews,
+}
+
+/// A request's place in a token's review: its [`Gate::reviewing`] entry goes with the last
+/// request that holds one, however the request ends (a client that disconnects drops it
+/// mid-review).
+struct Turn<'a> {
+    gate: &'a Gate,
+    key: TokenHash,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<'a> Turn<'a> {
+    fn join(gate: &'a Gate, key: TokenHash) -> Self {
+        let lock = gate.reviewing.lock().entry(key).or_default().clone();
+        Self { gate, key, lock }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let mut reviewing = self.gate.reviewing.lock();
+        // The map's and this one: nobody else waits for this token. Checked under the map's
+        // lock, which every new turn takes to join.
+        if Arc::strong_count(&self.lock) <= 2
+            && reviewing.get(&self.key).is_some_and(|lock| Arc::ptr_eq(lock, &self.lock))
+        {
+            reviewing.remove(&self.key);
+        }
+    }
 }
 
 /// A refusal: its status and the plain-text body.
 pub(crate) type Refusal = (StatusCode, String);
 
 impl Gate {
-    pub(crate) fn new(client: Client, serving: SecureServing) -> Self {
+    /// A gate reviewing through `client`, its reviews counted in `registry`.
+    pub(crate) fn new(client: Client, serving: SecureServing, registry: &Registry) -> Self {
+        let reviews = Reviews::default();
+        registry.register(
+            "ctrlkit_secure_metrics_token_reviews",
+            "TokenReviews of metrics scrapes by result: authenticated, unauthenticated, failed, \
+             or throttled (refused unsent, over the rate of unknown tokens' reviews)",
+            reviews.clone(),
+        );
         Self {
             client,
+            unknown_rate: Mutex::new(Bucket::new(
+                serving.unknown_per_second,
+                serving.unknown_burst,
+            )),
             serving,
-            tokens: Mutex::default(),
+            authenticated: Mutex::default(),
+            unauthenticated: Mutex::default(),
             decisions: Mutex::default(),
             reviewing: Mutex::default(),
-            in_flight: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
+            unknown_lane: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
+            known_lane: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
+            reviews,
         }
     }
 
@@ -231,38 +356,70 @@ impl Gate {
     /// The token's user (`None`: not authenticated), from the cache or a `TokenReview`,
     /// one at a time per token.
     async fn authenticate(&self, token: &str) -> Result<Option<User>, Refusal> {
-        let ttl = self.serving.authenticated_for;
         let key = hash(token);
-        if let Some(user) = self.tokens.lock().get(&key, |_| ttl) {
+        if let Some(user) = self.cached(&key) {
             return Ok(user);
         }
-        let turn = self.reviewing.lock().entry(key).or_default().clone();
-        let reviewed = {
-            let _turn = turn.lock().await;
-            // Another request may have reviewed it meanwhile.
-            let cached = self.tokens.lock().get(&key, |_| ttl);
-            match cached {
-                Some(user) => Ok(user),
-                None => self.review_token(token).await.inspect(|user| {
-                    self.tokens.lock().insert(key, user.clone());
-                }),
+        let turn = Turn::join(self, key);
+        let _held = turn.lock.lock().await;
+        // Another request may have reviewed it meanwhile.
+        if let Some(user) = self.cached(&key) {
+            return Ok(user);
+        }
+        let known = self.authenticated.lock().get(&key, |_| KNOWN_FOR).is_some();
+        let lane = match known {
+            true => &self.known_lane,
+            false if self.unknown_rate.lock().take(Instant::now()) => &self.unknown_lane,
+            false => {
+                self.count("throttled");
+                tracing::debug!(
+                    "a metrics scrape with an unknown token refused over the review rate"
+                );
+                let message = "Too many unknown tokens to review; try again later\n".to_owned();
+                return Err((StatusCode::TOO_MANY_REQUESTS, message));
             }
         };
-        let mut reviewing = self.reviewing.lock();
-        // The map entry and this clone: nobody else waits for this token.
-        if Arc::strong_count(&turn) <= 2 {
-            reviewing.remove(&key);
+        let reviewed = self.review_token(token, lane).await;
+        match &reviewed {
+            Ok(Some(user)) => {
+                self.count("authenticated");
+                self.authenticated.lock().insert(key, user.clone());
+            }
+            Ok(None) => {
+                self.count("unauthenticated");
+                self.authenticated.lock().remove(&key);
+                self.unauthenticated.lock().insert(key, ());
+            }
+            Err(_) => self.count("failed"),
         }
         reviewed
     }
 
-    async fn review_token(&self, token: &str) -> Result<Option<User>, Refusal> {
+    /// The cached review of the token hashed `key`, if it is younger than
+    /// `authenticated_for`: `Some(None)` for one that did not authenticate.
+    fn cached(&self, key: &TokenHash) -> Option<Option<User>> {
+        let ttl = self.serving.authenticated_for;
+        if let Some(user) = self.authenticated.lock().get(key, |_| ttl) {
+            return Some(Some(user));
+        }
+        self.unauthenticated.lock().get(key, |()| ttl).map(|()| None)
+    }
+
+    fn count(&self, result: &'static str) {
+        self.reviews.get_or_create(&[("result", result)]).inc();
+    }
+
+    async fn review_token(
+        &self,
+        token: &str,
+        lane: &tokio::sync::Semaphore,
+    ) -> Result<Option<User>, Refusal> {
         let review = TokenReview {
             spec: TokenReviewSpec { token: token.to_owned(), audiences: None },
             ..TokenReview::default()
         };
         let api: Api<TokenReview> = Api::all(self.client.clone());
-        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+        let _permit = lane.acquire().await.expect("the semaphore is never closed");
         let answer = api.create(&PostParams::default(), &review).await.map_err(|err| {
             tracing::error!(%err, "a TokenReview of a metrics scrape failed");
             (StatusCode::UNAUTHORIZED, "Authentication failed\n".to_owned())
@@ -301,7 +458,8 @@ impl Gate {
             ..SubjectAccessReview::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+        // Only authenticated users get here: the known lane, never behind unknown tokens.
+        let _permit = self.known_lane.acquire().await.expect("the semaphore is never closed");
         let answer = api.create(&PostParams::default(), &review).await.map_err(|err| {
             tracing::error!(%err, user = %user.name, "a SubjectAccessReview of a metrics scrape failed");
             let message = format!("Authorization for user {} failed\n", user.name);
@@ -342,7 +500,7 @@ mod tests {
     async fn requests_dropped_mid_review_leave_no_review_behind() {
         let received = Arc::new(AtomicUsize::new(0));
         let client = unanswered(received.clone());
-        let gate = Arc::new(Gate::new(client, SecureServing::new()));
+        let gate = Arc::new(Gate::new(client, SecureServing::new(), &Registry::default()));
         // Six unique tokens, and three requests each for two more: eight reviews, as many as
         // may be in flight at once.
         let tokens = (0..6).map(|i| format!("unique-{i}"));

@@ -174,7 +174,7 @@ impl MetricsServer {
             })?;
         let addr = https.local_addr();
         let limits = serving.limits;
-        let gate = Arc::new(super::secure::Gate::new(client, serving));
+        let gate = Arc::new(super::secure::Gate::new(client, serving, &registry));
         let router = router(registry, probes, Some(gate));
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

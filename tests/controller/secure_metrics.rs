@@ -152,13 +152,14 @@ async fn scrape(address: std::net::SocketAddr, ca_pem: &str, authorization: &str
 }
 
 /// A client of the endpoint at `address` trusting `ca_pem`, whose connections are reused
-/// from scrape to scrape (as a scraper's).
+/// from scrape to scrape, and which does not retry a 429 (as Prometheus's).
 fn scraper(address: std::net::SocketAddr, ca_pem: &str) -> kube_client::Client {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut config = kube_client::Config::new(format!("https://{address}").parse().unwrap());
     let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes()).next().unwrap().unwrap();
     config.root_cert = Some(vec![der.to_vec()]);
+    config.default_retry = false;
     kube_client::Client::try_from(config).unwrap()
 }
 
@@ -236,10 +237,25 @@ async fn two_thousand_unknown_tokens_between_scrapes_do_not_send_the_scraper_bac
     let Endpoint { stop: _stop, address, ca_pem: ca, .. } = secure_endpoint(reviews.client()).await;
     let client = scraper(address, &ca);
     assert_eq!(scrape_with(&client, "Bearer good").await, 200);
+    let started = std::time::Instant::now();
     let codes = flood(&client, 2000).await;
     assert!(codes.iter().all(|code| [401, 429].contains(code)), "{codes:?}");
     assert_eq!(scrape_with(&client, "Bearer good").await, 200);
     assert_eq!(reviews.reviews_of("good"), 1, "the scraper's token was reviewed again");
+    // Reviews of unknown tokens at the default rate: 40 at once, then 10 a second; the rest
+    // refused unreviewed, and counted.
+    let reviewed = reviews.by_token.lock().unwrap().len() - 1;
+    let allowed = 40 + 10 * (started.elapsed().as_secs() as usize + 1);
+    assert!(reviewed <= allowed, "{reviewed} unknown tokens reviewed, {allowed} allowed");
+    let request = http::Request::get("/metrics").header("Authorization", "Bearer good");
+    let text = client.request_text(request.body(Vec::new()).unwrap()).await.unwrap();
+    let count = |result: &str| -> usize {
+        let series = format!("ctrlkit_secure_metrics_token_reviews_total{{result=\"{result}\"}} ");
+        let line = text.lines().find_map(|line| line.strip_prefix(&series));
+        line.map_or(0, |n| n.parse().unwrap())
+    };
+    assert_eq!(count("unauthenticated"), reviewed, "{text}");
+    assert_eq!(count("throttled"), 2000 - reviewed, "{text}");
 }
 
 /// On a paused clock: the scraper's token, its cached review expired, is reviewed again in
