@@ -20,20 +20,20 @@ use serde_json::json;
 use crate::webhook::{Small, admission, post};
 
 /// The certificates of a PEM bundle, as DER.
-fn ders(pem: &str) -> Vec<Vec<u8>> {
+pub(super) fn ders(pem: &str) -> Vec<Vec<u8>> {
     CertificateDer::pem_slice_iter(pem.as_bytes()).map(|c| c.unwrap().to_vec()).collect()
 }
 
 /// A client of `https://address` trusting every CA of `bundle` (as the API server trusts a
 /// `caBundle`).
-fn trusting(address: std::net::SocketAddr, bundle: &[u8]) -> Client {
+pub(super) fn trusting(address: std::net::SocketAddr, bundle: &[u8]) -> Client {
     let mut config = Config::new(format!("https://{address}").parse().unwrap());
     config.root_cert = Some(ders(std::str::from_utf8(bundle).unwrap()));
     Client::try_from(config).unwrap()
 }
 
 /// The ValidatingWebhookConfiguration `sets`, one webhook, its bundle `ca_bundle` if given.
-async fn configuration(
+pub(super) async fn configuration(
     api: &ApiServer,
     ca_bundle: Option<&str>,
 ) -> Api<ValidatingWebhookConfiguration> {
@@ -52,7 +52,7 @@ async fn configuration(
 }
 
 /// The bundle of the configuration's webhook.
-fn bundle_of(config: Option<&ValidatingWebhookConfiguration>) -> Vec<u8> {
+pub(super) fn bundle_of(config: Option<&ValidatingWebhookConfiguration>) -> Vec<u8> {
     let hooks = config.and_then(|c| c.webhooks.clone()).unwrap_or_default();
     hooks
         .into_iter()

@@ -7,6 +7,8 @@
 
 mod bad_input;
 #[cfg(feature = "webhook")]
+mod ca_bundles;
+#[cfg(feature = "webhook")]
 mod ca_rotation;
 mod common;
 mod compact;
