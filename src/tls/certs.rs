@@ -331,6 +331,31 @@ pub(crate) fn blocks(pem: &str) -> Vec<String> {
     blocks
 }
 
+/// The validity (`notBefore`, `notAfter`) of the first certificate of `pem` if it is a CA
+/// made here: [`CA_NAME`] as its common name and a random unit (16 hex digits, as
+/// [`SelfSignedCa::generate`] writes it) as its organizational unit. `None` for any other
+/// certificate, or one that does not parse.
+pub(crate) fn made_here(pem: &str) -> Option<(SystemTime, SystemTime)> {
+    parsed(pem, |cert| {
+        let subject = cert.subject();
+        let text = |attribute: Option<&x509_parser::x509::AttributeTypeAndValue<'_>>| {
+            attribute.and_then(|a| a.as_str().ok()).map(str::to_owned)
+        };
+        let name = text(subject.iter_common_name().next());
+        let unit = text(subject.iter_organizational_unit().next());
+        let random = |unit: &str| unit.len() == 16 && unit.bytes().all(|b| b.is_ascii_hexdigit());
+        let ours = name.as_deref() == Some(CA_NAME) && unit.as_deref().is_some_and(random);
+        let at = |time: x509_parser::time::ASN1Time| {
+            let seconds = u64::try_from(time.timestamp()).unwrap_or_default();
+            SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+        };
+        let validity = cert.validity();
+        ours.then(|| (at(validity.not_before), at(validity.not_after)))
+    })
+    .ok()
+    .flatten()
+}
+
 /// When the first certificate of `pem` expires.
 pub(crate) fn not_after(pem: &str) -> Result<SystemTime, CertError> {
     parsed(pem, |cert| {

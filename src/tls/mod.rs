@@ -25,8 +25,10 @@ mod limits;
 mod rotation;
 mod secret;
 
+#[cfg(test)]
+pub(crate) use certs::CA_NAME;
 pub use certs::{CertError, CertificateBundle, Lifetimes, SelfSignedCa};
-pub(crate) use certs::{Certificates, blocks};
+pub(crate) use certs::{Certificates, blocks, made_here};
 pub use https::{CertificateSource, ServingError};
 pub use limits::ServingLimits;
 pub(crate) use rotation::MIN_PERIOD;

@@ -11,8 +11,9 @@
 //!   checks: 30 s against an hour by default) the new CA issues the leaf. A leaf about to
 //!   expire is issued at once, since an expired one is refused whatever the bundle.
 //! - One more propagation period after that leaf's issue (every replica serves it by then)
-//!   the old CA leaves the bundle (injection never takes a CA out of a webhook configuration;
-//!   see the `inject` module).
+//!   the old CA leaves the bundle (in webhook configurations, injection keeps it among
+//!   ctrlkit's newest CAs until newer ones push it out or it expires; see the webhook
+//!   module's `inject`).
 //! - A leaf is renewed, by the CA that signed it, once less than a third of its lifetime is
 //!   left or when it lacks a host a replica serves.
 

@@ -7,24 +7,35 @@
 //!   bundle in every webhook's `clientConfig.caBundle`; each named CRD in
 //!   `spec.conversion.webhook.clientConfig.caBundle` (a CRD without a webhook conversion is
 //!   left alone).
-//! - Injection only adds: a bundle that lacks one of the served CAs gets it appended, and a
-//!   CA another writer put there (another deployment's, cert-manager's cainjector's, the
-//!   CA this server's renewal retired) is never removed. So writers that each add their own
-//!   settle, and a bundle holding every CA stays untouched. A bundle that holds no
-//!   certificate at all is replaced. Nothing is ever taken out: a CA no writer uses any more
-//!   stays until the configuration is applied again.
+//! - The served CAs are added to a bundle that lacks one; a CA another writer put there
+//!   (another deployment's, cert-manager's cainjector's) is never removed, so writers that
+//!   each add their own settle. A bundle that holds no certificate at all is replaced.
+//! - ctrlkit's own CAs (named "ctrlkit webhook CA", with a random unit) stay bounded: an
+//!   expired one is dropped at once, and of the others at most [`keep_own_cas`] (3 by
+//!   default) stay, the served ones always and then the newest (latest `notBefore`). So a
+//!   replica whose certificates live in memory, which makes a CA at every start, does not
+//!   grow the bundle until the object is too large to write. Replicas that keep their
+//!   certificates in memory each serve a CA of their own (two during its renewal): keep at
+//!   least 2 × replicas + 1, so that no live replica's CA is pushed out by those of replicas
+//!   started after it; with several replicas, prefer a Secret
+//!   ([`SecretCertificates`](crate::tls::SecretCertificates)), where they share one CA.
+//!   A replica that restarts again and again beside one that does not can push the other's
+//!   CA out after `keep` − replicas + 1 restarts; that replica puts it back at its next
+//!   pass.
+//!
+//! [`keep_own_cas`]: CaInjection::keep_own_cas
 //! - An object is written only when its bundle lacks a CA, with a JSON patch of those bundles
 //!   alone that tests the `resourceVersion` read (so fields this client's types do not know,
 //!   a newer server's, are never dropped). A conflict, a refusal or a failed read is logged
 //!   and tried again after a backoff (the pass interval, 30 s by default, doubled after each
 //!   failing pass up to 5 minutes, back to the interval after a pass without failure); an
-//!   object not there yet is tried again at the next pass. Each pass also puts back a CA
-//!   someone removed.
+//!   object not there yet is tried again at the next pass. Each pass also puts back a served
+//!   CA someone removed.
 //! - Beside cert-manager's cainjector (or any injector that sets the bundle to its own CA),
 //!   leave this injection off for the objects it manages: each would add back what the other
 //!   removed.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -37,6 +48,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::bundle;
 use crate::tls;
 
 /// What gets the CA bundle, and how often it is checked.
@@ -46,6 +58,7 @@ pub struct CaInjection {
     mutating: Vec<String>,
     crds: Vec<String>,
     every: Duration,
+    keep_own: usize,
 }
 
 impl Default for CaInjection {
@@ -55,6 +68,7 @@ impl Default for CaInjection {
             mutating: Vec::new(),
             crds: Vec::new(),
             every: Duration::from_secs(30),
+            keep_own: 3,
         }
     }
 }
@@ -89,6 +103,16 @@ impl CaInjection {
         self
     }
 
+    /// How many of ctrlkit's own CAs a bundle keeps at most (default 3): the served ones, then
+    /// the newest; expired ones are dropped whatever the number. With replicas that keep
+    /// their certificates in memory, at least 2 × replicas + 1 (see the module docs). The
+    /// served CAs stay even when they are more than `keep`.
+    #[must_use]
+    pub fn keep_own_cas(mut self, keep: usize) -> Self {
+        self.keep_own = keep;
+        self
+    }
+
     /// The time before the next pass after `failures` passes in a row that failed somewhere:
     /// the interval, doubled per failure, up to 5 minutes (or the interval, if longer).
     pub(crate) fn delay_after(&self, failures: u32) -> Duration {
@@ -106,24 +130,25 @@ impl CaInjection {
     /// One pass, as [`inject`](Self::inject): what it wrote and how many objects failed.
     pub(crate) async fn pass(&self, client: &Client, ca_pem: &str) -> Pass {
         let mut pass = Pass::default();
+        let ours = Served { pem: ca_pem, keep: self.keep_own, now: SystemTime::now() };
         let mut written = Outcomes(&mut pass);
         for name in &self.validating {
             let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-            written += write(&api, name, ca_pem, |c| {
+            written += write(&api, name, &ours, |c| {
                 hook_bundles(c.webhooks.iter().flatten().map(|w| &w.client_config))
             })
             .await;
         }
         for name in &self.mutating {
             let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-            written += write(&api, name, ca_pem, |c| {
+            written += write(&api, name, &ours, |c| {
                 hook_bundles(c.webhooks.iter().flatten().map(|w| &w.client_config))
             })
             .await;
         }
         for name in &self.crds {
             let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-            written += write(&api, name, ca_pem, |crd| {
+            written += write(&api, name, &ours, |crd| {
                 let webhook = crd.spec.conversion.as_ref().and_then(|c| c.webhook.as_ref());
                 let config = webhook.and_then(|w| w.client_config.as_ref());
                 let path = "/spec/conversion/webhook/clientConfig/caBundle".to_owned();
@@ -168,37 +193,6 @@ impl std::ops::AddAssign<Outcome> for Outcomes<'_> {
     }
 }
 
-/// `current` with the certificates of `ours` it lacks appended; `None` when it lacks none. A
-/// bundle that holds no certificate (empty, or garbage) is replaced by `ours`.
-fn merged(current: Option<&ByteString>, ours: &str) -> Option<ByteString> {
-    let text = current.map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default();
-    let held = ders(&text);
-    let missing: Vec<String> = tls::blocks(ours)
-        .into_iter()
-        .filter(|block| !ders(block).iter().all(|d| held.contains(d)))
-        .collect();
-    if missing.is_empty() && !held.is_empty() {
-        return None;
-    }
-    let mut bundle = match held.is_empty() {
-        true => String::new(),
-        false if text.ends_with('\n') => text,
-        false => text + "\n",
-    };
-    bundle.extend(missing);
-    Some(ByteString(bundle.into_bytes()))
-}
-
-/// The certificates of a PEM bundle, as DER (those that do not decode skipped).
-fn ders(pem: &str) -> Vec<Vec<u8>> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem.as_bytes())
-        .filter_map(Result::ok)
-        .map(|d| d.to_vec())
-        .collect()
-}
-
 /// The bundles of a configuration's webhooks, by their JSON pointers (validating and
 /// mutating webhooks share the `clientConfig` type).
 fn hook_bundles<'a>(
@@ -208,14 +202,21 @@ fn hook_bundles<'a>(
     bundles.map(|(i, b)| (format!("/webhooks/{i}/clientConfig/caBundle"), b)).collect()
 }
 
+/// The served CAs, and how a pass bounds ctrlkit's own beside them.
+struct Served<'a> {
+    pem: &'a str,
+    keep: usize,
+    now: SystemTime,
+}
+
 /// Reads `name` and, where a bundle of those `bundles` lists (its JSON pointer and value)
-/// lacks a CA of `ca_pem`, adds it with a JSON patch guarded by the `resourceVersion` read. A
-/// patch, not a replace, so that fields this client's types do not know (a newer server's)
-/// are kept.
+/// lacks a CA of `ours` or holds too many of ctrlkit's own ([`bundle::merged`]), writes it
+/// with a JSON patch guarded by the `resourceVersion` read. A patch, not a replace, so that
+/// fields this client's types do not know (a newer server's) are kept.
 async fn write<K>(
     api: &Api<K>,
     name: &str,
-    ca_pem: &str,
+    ours: &Served<'_>,
     bundles: impl FnOnce(&K) -> Vec<(String, Option<&ByteString>)>,
 ) -> Outcome
 where
@@ -239,7 +240,9 @@ where
     };
     let mut operations: Vec<serde_json::Value> = bundles(&object)
         .into_iter()
-        .filter_map(|(path, current)| Some((path, merged(current, ca_pem)?)))
+        .filter_map(|(path, current)| {
+            Some((path, bundle::merged(current, ours.pem, ours.keep, ours.now)?))
+        })
         .map(|(path, bundle)| json!({ "op": "add", "path": path, "value": bundle }))
         .collect();
     if operations.is_empty() {
@@ -272,24 +275,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::SelfSignedCa;
-
-    #[test]
-    fn a_bundle_gets_the_cas_it_lacks_appended_and_keeps_the_others() {
-        let ca =
-            |name: &str| SelfSignedCa::generate(name, Duration::from_secs(3600)).unwrap().pem();
-        let (ours, theirs, retired) = (ca("ours"), ca("theirs"), ca("retired"));
-        let bundle = |text: &str| ByteString(text.as_bytes().to_vec());
-        assert_eq!(merged(None, &ours), Some(bundle(&ours)), "none yet");
-        assert_eq!(merged(Some(&bundle("b3RoZXI=")), &ours), Some(bundle(&ours)), "garbage");
-        let held = format!("{theirs}{retired}");
-        let both = merged(Some(&bundle(&held)), &ours).unwrap();
-        assert_eq!(both, bundle(&format!("{held}{ours}")), "appended, the others kept");
-        assert_eq!(merged(Some(&both), &ours), None, "nothing lacking");
-        // Held in another order, or without the last newline: still nothing lacking.
-        let reordered = format!("{ours}{theirs}");
-        assert_eq!(merged(Some(&bundle(reordered.trim_end())), &ours), None);
-    }
 
     #[test]
     fn failing_passes_back_off_to_five_minutes_at_most() {

@@ -158,3 +158,36 @@ async fn fifty_restarts_of_one_replica_leave_three_of_its_cas_beside_another_wri
         replica.stop().await;
     }
 }
+
+#[tokio::test]
+async fn two_replicas_keeping_five_cas_restarting_in_turn_are_trusted_while_they_serve() {
+    let api = ApiServer::start().await.unwrap();
+    let other = SelfSignedCa::generate("another writer's CA", Duration::from_secs(3600)).unwrap();
+    let configs = configuration(&api, Some(&other.pem())).await;
+    let crds = converting_crd(&api, &other.pem()).await;
+    let keeping_five = || in_memory(&api, at_start().keep_own_cas(5));
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let replica = Replica::start(keeping_five()).await;
+        replica.injected(&configs, &crds).await;
+        replicas.push(replica);
+    }
+    // Each restart a rollout's: the new replica starts and injects, then the old one stops.
+    // Every replica serving is trusted by both bundles after each write.
+    for restart in 0..20 {
+        let new = Replica::start(keeping_five()).await;
+        let bundles = new.injected(&configs, &crds).await;
+        for bundle in &bundles {
+            let own = ctrlkits(bundle).len();
+            assert!(own <= 5, "after {restart} restarts, {own} of ctrlkit's CAs in a bundle");
+            assert!(holds(bundle, &other.pem()), "the other writer's CA dropped");
+            for (i, replica) in replicas.iter().chain([&new]).enumerate() {
+                if let Err(err) = replica.trusted_by(bundle).await {
+                    panic!("after {restart} restarts, replica {i}'s leaf is not trusted: {err}");
+                }
+            }
+        }
+        let old = std::mem::replace(&mut replicas[restart % 2], new);
+        old.stop().await;
+    }
+}
