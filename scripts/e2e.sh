@@ -12,7 +12,8 @@
 # With CTRLKIT_E2E_KUBECONFIG already set, it uses that cluster instead and starts nothing;
 # set CTRLKIT_E2E_ETCD too (an etcd client URL) for the cases that compact history, and
 # CTRLKIT_E2E_ETCDCTL if the etcdctl for it is not the one on the PATH.
-# Arguments are passed to the test runner, after the `real::` filter.
+# An argument is the test runner's one name filter (libtest-mimic takes one), run among the
+# real-server cases only (`--skip embedded::`); further arguments go to the runner as they are.
 set -euo pipefail
 if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
     KUBEBUILDER_ASSETS=$(cd "$KUBEBUILDER_ASSETS" && pwd)
@@ -40,7 +41,7 @@ version=$(kubectl --kubeconfig "$CTRLKIT_E2E_KUBECONFIG" version -o json 2>/dev/
     sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -n1 || true)
 echo "e2e: running the real-server cases on kube-apiserver ${version:-(version unknown)}"
 status=0
-cargo test --all-features --no-fail-fast --test apiserver --test e2e -- real:: "$@" 2>&1 | tee /tmp/ctrlkit-e2e.$$.log ||
+cargo test --all-features --no-fail-fast --test apiserver --test e2e -- --skip embedded:: "${@:-real::}" 2>&1 | tee /tmp/ctrlkit-e2e.$$.log ||
     status=$?
 # A user's crate outside the workspace (examples/operator-tests), on ctrlkit's harness: its
 # real-server cases on this server too (its own target folder: another lockfile, other features).
