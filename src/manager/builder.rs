@@ -108,7 +108,9 @@ impl ManagerBuilder {
     }
 
     /// Serves `/metrics`, `/healthz` and `/readyz` on `address` while the manager runs
-    /// (`/readyz`: the caches synced, and the election campaigning or leading).
+    /// (`/readyz`: the caches synced, the election campaigning or leading, and each
+    /// runnable's own check; `/readyz/<check>` asks one check alone, `?exclude=<check>`
+    /// leaves one out, as kube-apiserver's).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     #[must_use]

@@ -4,12 +4,18 @@
 //! - `GET /healthz`: `200 ok` while the process serves (a liveness probe).
 //! - `GET /readyz`: `200 ok` once every readiness check passes, else `503` naming the checks
 //!   that fail, one per line, in the style of kube-apiserver's `/readyz?verbose`
-//!   (`[-]caches-synced failed`).
+//!   (`[-]caches-synced failed`). As kube-apiserver's, readiness can be asked per check:
+//!   `GET /readyz/<check>` answers for that check alone (`404` for a check it does not have),
+//!   `GET /readyz?exclude=<check>` (repeatable) leaves checks out (one it does not have is
+//!   named in a `warn:` line, not an error), and `?verbose` lists every check even when all
+//!   pass. A webhook server's readiness probe points at its own check, so that its Service
+//!   has ready endpoints while the caches sync.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -72,25 +78,9 @@ impl Probes {
         }));
         results
     }
-
-    /// Whether every check passes.
-    pub fn is_ready(&self) -> bool {
-        self.results().values().all(|p| *p)
-    }
-
-    /// `[+]name ok` / `[-]name failed`, one line per check.
-    fn report(&self) -> String {
-        self.results()
-            .iter()
-            .map(|(name, passes)| match passes {
-                true => format!("[+]{name} ok\n"),
-                false => format!("[-]{name} failed\n"),
-            })
-            .collect()
-    }
 }
 
-/// `/metrics` (behind `gate`, if any), `/healthz`, `/readyz`.
+/// `/metrics` (behind `gate`, if any), `/healthz`, `/readyz` and `/readyz/<check>`.
 fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::Router {
     axum::Router::new()
         .route(
@@ -111,16 +101,77 @@ fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(move || {
+            get({
                 let probes = probes.clone();
-                async move {
-                    match probes.is_ready() {
-                        true => (StatusCode::OK, "ok".to_owned()).into_response(),
-                        false => (StatusCode::SERVICE_UNAVAILABLE, probes.report()).into_response(),
-                    }
+                move |RawQuery(query): RawQuery| {
+                    let probes = probes.clone();
+                    async move { readyz(&probes, None, query.as_deref()) }
                 }
             }),
         )
+        .route(
+            "/readyz/{check}",
+            get(move |Path(check): Path<String>, RawQuery(query): RawQuery| {
+                let probes = probes.clone();
+                async move { readyz(&probes, Some(&check), query.as_deref()) }
+            }),
+        )
+}
+
+/// The answer of `/readyz` (every check but those `query` excludes) or `/readyz/<only>`.
+fn readyz(probes: &Probes, only: Option<&str>, query: Option<&str>) -> axum::response::Response {
+    let (mut verbose, mut excluded) = (false, Vec::new());
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match &*key {
+            "verbose" => verbose = true,
+            "exclude" => excluded.push(value.into_owned()),
+            _ => {}
+        }
+    }
+    let mut results = probes.results();
+    if let Some(only) = only {
+        let Some(passes) = results.remove(only) else {
+            return (StatusCode::NOT_FOUND, format!("no readiness check named {only:?}\n"))
+                .into_response();
+        };
+        return match passes {
+            true => (StatusCode::OK, "ok".to_owned()).into_response(),
+            false => {
+                (StatusCode::SERVICE_UNAVAILABLE, format!("[-]{only} failed\n")).into_response()
+            }
+        };
+    }
+    let unknown: Vec<String> = excluded
+        .iter()
+        .filter(|name| !results.contains_key(*name))
+        .map(|n| format!("{n:?}"))
+        .collect();
+    results.retain(|name, _| !excluded.contains(name));
+    let ready = results.values().all(|passes| *passes);
+    let mut report = report(&results);
+    if !unknown.is_empty() {
+        report.push_str(&format!(
+            "warn: some readiness checks cannot be excluded: no matches for {}\n",
+            unknown.join(",")
+        ));
+    }
+    match (ready, verbose) {
+        (true, false) => (StatusCode::OK, "ok".to_owned()).into_response(),
+        (true, true) => (StatusCode::OK, format!("{report}readyz check passed\n")).into_response(),
+        (false, _) => (StatusCode::SERVICE_UNAVAILABLE, format!("{report}readyz check failed\n"))
+            .into_response(),
+    }
+}
+
+/// `[+]name ok` / `[-]name failed`, one line per check.
+fn report(results: &BTreeMap<String, bool>) -> String {
+    results
+        .iter()
+        .map(|(name, passes)| match passes {
+            true => format!("[+]{name} ok\n"),
+            false => format!("[-]{name} failed\n"),
+        })
+        .collect()
 }
 
 /// The endpoint, serving until [`shutdown`](Self::shutdown) or drop.
