@@ -1,7 +1,8 @@
 //! What every long-running part of ctrlkit shares, at the bottom of the crate so that any layer
 //! can be run by a [`Manager`](crate::manager::Manager) without knowing it: the [`Runnable`]
-//! trait (controller-runtime's `manager.Runnable`), the [`Stop`] signal a runnable gets, which
-//! also tells whether the Leases it runs under are still held, and readiness checks.
+//! trait (controller-runtime's `manager.Runnable`), the [`Phase`] it starts in, the [`Stop`]
+//! signal a runnable gets, which also tells whether the Leases it runs under are still held,
+//! and readiness checks.
 //!
 //! They live here, their one path, so that the webhook server, the sharder and the metrics
 //! endpoint, which the manager runs, need nothing of the manager's.
@@ -20,6 +21,31 @@ pub type ReadyCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The error a runnable ends with.
 pub type RunnableError = Box<dyn std::error::Error + Send + Sync>;
+
+/// When a [`Manager`](crate::manager::Manager) starts a runnable, relative to its caches
+/// (controller-runtime's runnable groups): phases start in this order, each runnable as its
+/// phase starts.
+///
+/// A runnable that serves what the caches need (a conversion webhook that a list of its
+/// CRD's other version calls) must not wait for them: [`Server`](Self::Server) starts it
+/// before any cache, so its readiness and its answers do not hang on a sync that needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Servers (webhooks, a runnable of the user's own that serves): started first, before
+    /// any informer, on every replica (under no Lease, whatever
+    /// [`needs_leader_election`](Runnable::needs_leader_election) says).
+    Server,
+    /// Caches (a runnable that fills a cache of its own): started with the informers, before
+    /// they synced, on every replica (under no Lease).
+    Cache,
+    /// The rest (controllers, the default): started once the caches synced, and, if it needs
+    /// a Lease ([`needs_leader_election`](Runnable::needs_leader_election),
+    /// [`needs_shard_membership`](Runnable::needs_shard_membership)), once this replica holds
+    /// it.
+    #[default]
+    AfterCacheSync,
+}
 
 /// Something a [`Manager`](crate::manager::Manager) runs: a [`Controller`](crate::controller::Controller)
 /// with its reconciler (see [`Manager::add_controller`](crate::manager::Manager::add_controller)), or
@@ -41,9 +67,15 @@ pub trait Runnable: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The phase it starts in (default [`Phase::AfterCacheSync`]: after the caches synced).
+    fn phase(&self) -> Phase {
+        Phase::AfterCacheSync
+    }
+
     /// Whether it may run only while its manager leads the election (default `true`, as
     /// controller-runtime's `LeaderElectionRunnable`); without leader election every runnable
-    /// runs.
+    /// runs. Asked only of a runnable of [`Phase::AfterCacheSync`]: servers and caches run on
+    /// every replica.
     fn needs_leader_election(&self) -> bool {
         true
     }
@@ -51,14 +83,15 @@ pub trait Runnable: Send + Sync + 'static {
     /// Whether it may run only while its manager is a member of its ring (a sharded
     /// controller: default `false`); see
     /// [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding). Such a runnable runs on
-    /// every member, leader or not.
+    /// every member, leader or not. Asked only of a runnable of [`Phase::AfterCacheSync`].
     fn needs_shard_membership(&self) -> bool {
         false
     }
 
     /// Its readiness check, if it has one: the Manager's `/readyz` (feature `metrics`) then
-    /// reports it under the runnable's name (a webhook server: serving with a valid
-    /// certificate). Default none.
+    /// reports it under the runnable's name, and `/readyz/<name>` answers for it alone (a
+    /// webhook server: serving with a valid certificate; its pod's readiness probe asks
+    /// that). Default none.
     fn ready_check(&self) -> Option<ReadyCheck> {
         None
     }

@@ -19,8 +19,9 @@ use crate::sharding::{Ring, ShardLease};
 /// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
 /// `Manager`).
 ///
-/// [`run`](Self::run) starts the informers of its [`factory`](Self::factory), waits for their
-/// caches, starts every runnable, and runs until SIGTERM or Ctrl-C (or, with
+/// [`run`](Self::run) starts its runnables in [phases](crate::runtime::Phase): servers
+/// (webhooks) first, then the informers of its [`factory`](Self::factory); once their caches
+/// synced, the rest (under their Lease, if they need one); and runs until SIGTERM or Ctrl-C (or, with
 /// [`run_until`](Self::run_until), a future of the caller's) or until a runnable fails. Then it
 /// stops: runnables stop taking new work and finish what they hold, for at most the
 /// graceful-shutdown timeout; what is still running then is abandoned and reported; the

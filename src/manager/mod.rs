@@ -6,7 +6,12 @@
 //! - **One set of caches**: every controller of [`Manager::controller`] (bound to
 //!   [`Manager::factory`]) shares its informers: one list and one watch per kind, namespace
 //!   and selector.
-//! - **Start in order**: the informers first; their caches synced; then every runnable.
+//! - **Start in phases** ([`Phase`](crate::runtime::Phase), controller-runtime's runnable
+//!   groups): the metrics and probe endpoint; then the servers (webhooks: a list of a CRD's
+//!   other version may need this process's conversion); then the informers and the cache
+//!   runnables; once the caches synced, the rest (controllers, user runnables by default),
+//!   those under a Lease once this replica holds it. A server is ready (its own
+//!   `/readyz/<name>` check) as soon as it serves, whatever the caches do.
 //! - **Stop on a signal** ([`Manager::run`]: SIGTERM or Ctrl-C) or a future
 //!   ([`Manager::run_until`]), or when a runnable fails: runnables stop taking new work and
 //!   finish what they hold, for at most the graceful-shutdown timeout (30 s by default); what

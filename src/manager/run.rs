@@ -1,6 +1,7 @@
-//! [`Manager::run`]: start the informers, wait for their caches, start the runnables (those
-//! under a Lease once this replica holds it: `leases.rs`), and stop them all gracefully on a
-//! signal or a failure, at once on a lost Lease.
+//! [`Manager::run`]: start the runnables phase by phase ([`Phase`]): servers, then the
+//! informers and cache runnables, then, once the caches synced, the rest (those under a Lease
+//! once this replica holds it: `leases.rs`); and stop them all gracefully on a signal or a
+//! failure, at once on a lost Lease.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -14,7 +15,7 @@ use super::leases::{self, Happened, LeaseGroup};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
 use crate::fence::Fence;
-use crate::runtime::{RunnableError, Stop};
+use crate::runtime::{Phase, RunnableError, Stop};
 
 impl Manager {
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
@@ -47,50 +48,71 @@ impl Manager {
         if shard.is_some() {
             self.telemetry.set_probe("shard-lease", false);
         }
-        // Informers run from the start, on followers too (warm replicas): a new leader
-        // reconciles at once instead of after a full list.
-        self.factory.start(std::future::pending());
-        if let Err(err) = self.factory.wait_for_cache_sync(&mut shutdown).await {
-            tracing::error!(error = %err, "caches did not sync; stopping");
-            self.factory.shutdown().await;
-            endpoint.stop().await;
-            return Err(err.into());
-        }
-        self.telemetry.set_probe("caches-synced", true);
-
-        // Which Lease each runnable runs under: a sharded one under the shard Lease (on every
-        // member of the ring), one that needs a leader under the leader Lease, the rest under
-        // none. The shard Lease comes first, so that a runnable asking for both runs on
-        // every member.
-        let mut groups = Vec::new();
-        let shard_group = shard.map(|shard| {
-            groups.push(LeaseGroup::shard(shard.elector().clone()));
-            groups.len() - 1
-        });
-        let leader_group = elector.map(|elector| {
-            groups.push(LeaseGroup::leader(elector, &self.telemetry));
-            groups.len() - 1
-        });
-        let under: Vec<Option<usize>> = self
-            .runnables
-            .iter()
-            .map(|r| {
-                let sharded = shard_group.filter(|_| r.needs_shard_membership());
-                sharded.or(leader_group.filter(|_| r.needs_leader_election()))
-            })
-            .collect();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut running = vec![false; self.runnables.len()];
-        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &Fence::default(), |i| {
-            under[i].is_none()
+        let phases: Vec<Phase> = self.runnables.iter().map(|r| r.phase()).collect();
+        let unfenced = Fence::default();
+        // Servers first: a cache whose list needs a webhook of this process (a conversion)
+        // syncs only once it serves, and a probe of the server must not wait on the caches.
+        // They are not waited for: an informer retries until what it needs serves.
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
+            phases[i] == Phase::Server
         });
-
+        // Informers run from the start, on followers too (warm replicas): a new leader
+        // reconciles at once instead of after a full list.
+        self.factory.start(std::future::pending());
+        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
+            phases[i] == Phase::Cache
+        });
         let mut failure: Option<ManagerError> = None;
+        let synced = tokio::select! {
+            synced = self.factory.wait_for_cache_sync(&mut shutdown) => synced.map_err(|err| {
+                tracing::error!(error = %err, "caches did not sync; stopping");
+                ManagerError::from(err)
+            }),
+            err = self.first_failure(&mut tasks, &mut running) => {
+                tracing::error!(error = %err, "a runnable failed before the caches synced; stopping");
+                Err(err)
+            }
+        };
+        if let Err(err) = synced {
+            failure = Some(err);
+        }
+
+        // Which Lease each runnable after the sync runs under: a sharded one under the shard
+        // Lease (on every member of the ring), one that needs a leader under the leader
+        // Lease, the rest under none. The shard Lease comes first, so that a runnable asking
+        // for both runs on every member. Elections start only once the caches synced.
+        let mut groups = Vec::new();
+        let mut under: Vec<Option<usize>> = vec![None; self.runnables.len()];
+        if failure.is_none() {
+            self.telemetry.set_probe("caches-synced", true);
+            let shard_group = shard.map(|shard| {
+                groups.push(LeaseGroup::shard(shard.elector().clone()));
+                groups.len() - 1
+            });
+            let leader_group = elector.map(|elector| {
+                groups.push(LeaseGroup::leader(elector, &self.telemetry));
+                groups.len() - 1
+            });
+            under = self
+                .runnables
+                .iter()
+                .map(|r| {
+                    let sharded = shard_group.filter(|_| r.needs_shard_membership());
+                    sharded.or(leader_group.filter(|_| r.needs_leader_election()))
+                })
+                .collect();
+            self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
+                phases[i] == Phase::AfterCacheSync && under[i].is_none()
+            });
+        }
+
         // A lost Lease (or a shard that fenced itself): what it fenced must stop at once.
         let mut fenced = false;
         // Run until the shutdown or the first failure.
-        loop {
+        while failure.is_none() {
             tokio::select! {
                 _ = &mut shutdown => break,
                 joined = tasks.join_next(), if !tasks.is_empty() => match joined {
@@ -112,7 +134,7 @@ impl Manager {
                         tracing::info!(lease, "holding the Lease: starting the runnables it fences");
                         let fence = groups[group].fence.clone();
                         self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &fence, |i| {
-                            under[i] == Some(group)
+                            phases[i] == Phase::AfterCacheSync && under[i] == Some(group)
                         });
                     }
                     Happened::Ended(None) => {}
@@ -193,6 +215,25 @@ impl Manager {
             };
             running[index] = true;
             tasks.spawn(run.instrument(span));
+        }
+    }
+
+    /// The first failure of a runnable in `tasks` (those that end well are recorded); never
+    /// completes while none fails.
+    async fn first_failure(
+        &self,
+        tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
+        running: &mut [bool],
+    ) -> ManagerError {
+        loop {
+            match tasks.join_next().await {
+                Some(joined) => {
+                    if let Some(err) = self.finished(joined, running) {
+                        return err;
+                    }
+                }
+                None => return std::future::pending().await,
+            }
         }
     }
 

@@ -7,8 +7,12 @@
 //!   handler or conversion; any other path is a 404, any other method a 405.
 //! - **Every replica serves**: it does not need leader election (the API server calls any
 //!   replica behind the Service).
+//! - **Served before the caches** ([`Phase::Server`]): a Manager starts it before its
+//!   informers, so a list that needs its conversion syncs, and it serves whatever the caches
+//!   do.
 //! - **Ready once serving with a valid certificate**: [`WebhookServer::is_ready`], and the
-//!   Manager's `/readyz` check named after the server.
+//!   Manager's `/readyz` check named after the server (`/readyz/<name>` asks it alone: point
+//!   the webhook's readiness probe there).
 //! - **Certificates** ([`CertificateSource`]): made here (a self-signed CA and a leaf for the
 //!   given hosts, renewed before they expire), read from files and read again when they change,
 //!   or given. A new certificate is served from the next connection on.
@@ -34,7 +38,7 @@ use super::{
     AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, Validator,
     WebhookStats, review,
 };
-use crate::runtime::{Runnable, RunnableError, Stop};
+use crate::runtime::{Phase, Runnable, RunnableError, Stop};
 use crate::tls::https::Https;
 use crate::tls::{CertificateBundle, CertificateSource, Certificates, ServingLimits};
 use axum::extract::DefaultBodyLimit;
@@ -291,6 +295,11 @@ impl Runnable for WebhookServer {
 
     async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
         self.run(stop.into_future()).await.map_err(Into::into)
+    }
+
+    /// A server: started before the caches, whose lists may need its conversion.
+    fn phase(&self) -> Phase {
+        Phase::Server
     }
 
     fn needs_leader_election(&self) -> bool {

@@ -21,6 +21,8 @@ mod lease_safety;
 mod manager;
 #[cfg(feature = "metrics")]
 mod metrics;
+#[cfg(feature = "metrics")]
+mod phases;
 mod priority;
 #[cfg(feature = "secure-metrics")]
 mod secure_metrics;

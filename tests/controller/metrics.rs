@@ -209,6 +209,23 @@ async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_regi
     run.await.unwrap().unwrap();
 }
 
+/// A manager with a pod controller (its informer backing off for milliseconds) and its endpoint
+/// on a free address, over `server` whose every request fails until a test lifts the fault.
+pub(super) fn pods_manager_while_lists_fail(
+    server: &ctrlkit_apiserver::ApiServer,
+) -> (Manager, std::net::SocketAddr) {
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let address = free_address();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let mut manager = Manager::builder(server.client()).metrics_address(address).build();
+    let controller = Controller::builder(pods)
+        .factory(manager.factory())
+        .informer(|b| b.backoff(fast_backoff()))
+        .build();
+    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    (manager, address)
+}
+
 /// `/readyz`'s first answer once the endpoint serves (it starts with the manager).
 async fn first_readyz(address: std::net::SocketAddr) -> (u16, String) {
     for _ in 0..100 {
@@ -223,15 +240,7 @@ async fn first_readyz(address: std::net::SocketAddr) -> (u16, String) {
 #[tokio::test]
 async fn readyz_turns_ready_only_once_the_caches_synced() {
     let server = server().await;
-    server.faults().fail_next(usize::MAX, Failure::InternalError);
-    let address = free_address();
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    let mut manager = Manager::builder(server.client()).metrics_address(address).build();
-    let controller = Controller::builder(pods)
-        .factory(manager.factory())
-        .informer(|b| b.backoff(fast_backoff()))
-        .build();
-    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    let (mut manager, address) = pods_manager_while_lists_fail(&server);
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     let (status, body) = first_readyz(address).await;

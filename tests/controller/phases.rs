@@ -1,0 +1,137 @@
+//! The manager's phases: servers before the caches, caches with the informers, the rest once
+//! they synced; readiness asked per check (`/readyz/<check>`, `?exclude=`, `?verbose`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::controller::Controller;
+use ctrlkit::manager::Manager;
+use ctrlkit::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
+use ctrlkit_apiserver::Failure;
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::Api;
+
+use super::common::*;
+use super::metrics::pods_manager_while_lists_fail;
+use crate::support::http::get;
+
+/// A runnable of `phase` that is ready from its start until its stop.
+struct Job {
+    name: &'static str,
+    phase: Phase,
+    started: Arc<AtomicBool>,
+}
+
+impl Job {
+    fn new(name: &'static str, phase: Phase) -> (Self, Arc<AtomicBool>) {
+        let started = Arc::new(AtomicBool::new(false));
+        (Self { name, phase, started: started.clone() }, started)
+    }
+}
+
+#[async_trait]
+impl Runnable for Job {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.started.store(true, Ordering::SeqCst);
+        stop.await;
+        self.started.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        let started = self.started.clone();
+        Some(Arc::new(move || started.load(Ordering::SeqCst)))
+    }
+}
+
+/// While every list fails, a server (and a cache runnable) runs and `/readyz/<its check>`
+/// answers 200 though `caches-synced` fails; the runnables after the sync wait. The lists
+/// back, the rest starts and `/readyz` is whole.
+#[tokio::test]
+async fn servers_run_and_answer_their_own_readiness_while_the_caches_cannot_sync() {
+    let server = server().await;
+    let (mut manager, address) = pods_manager_while_lists_fail(&server);
+    let (webhooks, serving) = Job::new("webhooks", Phase::Server);
+    let (warmer, warming) = Job::new("warmer", Phase::Cache);
+    let (job, after_sync) = Job::new("job", Phase::AfterCacheSync);
+    manager.add(job);
+    manager.add(warmer);
+    manager.add(webhooks);
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+
+    eventually_async_within(Duration::from_secs(10), "the server's own check passes", || async {
+        get(address, "/readyz/webhooks").await == Some((200, "ok".into()))
+    })
+    .await;
+    assert!(serving.load(Ordering::SeqCst) && warming.load(Ordering::SeqCst));
+    let synced = get(address, "/readyz/caches-synced").await;
+    assert_eq!(synced, Some((503, "[-]caches-synced failed\n".into())), "lists still fail");
+    assert!(!after_sync.load(Ordering::SeqCst), "started before the caches synced");
+    let (status, body) = get(address, "/readyz").await.expect("an answer");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]caches-synced failed\n[-]job failed\n"), "{body}");
+    assert!(body.contains("[+]webhooks ok\n"), "{body}");
+    let serving_part = "/readyz?exclude=caches-synced&exclude=job&exclude=gone";
+    let (status, body) = get(address, serving_part).await.expect("an answer");
+    assert_eq!(status, 200, "the checks left are the servers': {body}");
+    assert_eq!(get(address, "/readyz/nothing").await.map(|a| a.0), Some(404));
+
+    server.faults().fail_next(0, Failure::InternalError);
+    eventually_async_within(Duration::from_secs(10), "ready once the caches synced", || async {
+        get(address, "/readyz").await == Some((200, "ok".into()))
+    })
+    .await;
+    assert!(after_sync.load(Ordering::SeqCst));
+    let (status, body) = get(address, "/readyz?verbose").await.expect("an answer");
+    assert_eq!(status, 200);
+    assert!(body.contains("[+]caches-synced ok\n") && body.ends_with("readyz check passed\n"));
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+/// A server that fails before the caches synced stops the manager, named, instead of the
+/// manager waiting on caches for ever.
+#[tokio::test]
+async fn a_server_failing_before_the_caches_synced_stops_the_manager() {
+    struct Unbindable;
+    #[async_trait]
+    impl Runnable for Unbindable {
+        fn name(&self) -> String {
+            "unbindable".into()
+        }
+        async fn start(&self, _: Stop) -> Result<(), RunnableError> {
+            Err("address in use".into())
+        }
+        fn phase(&self) -> Phase {
+            Phase::Server
+        }
+    }
+    let server = server().await;
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let mut manager = Manager::new(server.client());
+    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    manager.add(Unbindable);
+    let result =
+        tokio::time::timeout(Duration::from_secs(10), manager.run_until(std::future::pending()))
+            .await
+            .expect("the manager stops on the failure");
+    match result {
+        Err(ctrlkit::manager::ManagerError::Runnable { runnable, source }) => {
+            assert_eq!(
+                (runnable.as_str(), source.to_string().as_str()),
+                ("unbindable", "address in use")
+            );
+        }
+        other => panic!("expected the server's failure, got {other:?}"),
+    }
+}
