@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::informer::{HasSynced, InformerHandle, RunState};
+use super::{Indexer, Informer, InformerObject};
 
 /// Waits until every informer has synced, as client-go's `WaitForCacheSync` (which answers
 /// `false` where this is an error); it wakes on the sync itself rather than polling. Fails
@@ -33,6 +34,33 @@ pub async fn wait_for_cache_sync(
     }
 }
 
+impl<K: InformerObject> Informer<K> {
+    /// The cache once it has synced, waiting for the sync up to `timeout`: for a reader that
+    /// may run before it (a webhook's handler, served before the caches: answer the error
+    /// with the `webhook` feature's `Denial::unavailable`, or `?` it into one, so that the
+    /// webhook configuration's `failurePolicy` decides). Fails with
+    /// [`CacheSyncError::NotSyncedWithin`] after `timeout`, or
+    /// [`CacheSyncError::Stopped`] if the informer's run ended before its first list was in.
+    pub async fn synced_indexer(&self, timeout: Duration) -> Result<Indexer<K>, CacheSyncError> {
+        let mut synced = HasSynced::synced_receiver(self);
+        let mut state = self.state_receiver();
+        let wait = async {
+            tokio::select! {
+                biased;
+                held = synced.wait_for(|synced| *synced) => held.is_ok(),
+                // The run may have synced just before it ended.
+                _ = state.wait_for(|s| *s == RunState::Stopped) => HasSynced::has_synced(self),
+            }
+        };
+        let name = || self.list_watch().to_string();
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(true) => Ok(self.indexer()),
+            Ok(false) => Err(CacheSyncError::Stopped(name())),
+            Err(_) => Err(CacheSyncError::NotSyncedWithin { informer: name(), timeout }),
+        }
+    }
+}
+
 /// Why caches did not sync: the one error of every wait for them (this module's
 /// [`wait_for_cache_sync`], [`SharedInformerFactory::wait_for_cache_sync`](super::SharedInformerFactory::wait_for_cache_sync),
 /// a controller's start, a manager's).
@@ -45,6 +73,15 @@ pub enum CacheSyncError {
     /// The run of the informer for this stopped before its first list was in.
     #[error("the informer for {0} stopped before its cache synced")]
     Stopped(String),
+    /// The informer's cache had not synced within the time a reader gave it
+    /// ([`Informer::synced_indexer`](super::Informer::synced_indexer)).
+    #[error("the cache of {informer} has not synced within {timeout:?}")]
+    NotSyncedWithin {
+        /// What the informer lists and watches.
+        informer: String,
+        /// The time given.
+        timeout: Duration,
+    },
 }
 
 /// How long a wait goes on before it logs which informers it still waits for, and whether

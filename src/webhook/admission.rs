@@ -42,6 +42,18 @@ impl Denial {
         }
     }
 
+    /// Not a decision: the webhook cannot answer now (a cache it reads has not synced). The
+    /// request is answered with an HTTP `503`, a failed call, so that the webhook
+    /// configuration's `failurePolicy` decides: `Fail` refuses the write, `Ignore` lets it
+    /// through. Any denial with code 503 is answered so, a raw handler's included.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            reason: "ServiceUnavailable".to_owned(),
+            code: StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
     /// Denied as invalid (422), for an object whose fields are wrong.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self {
@@ -49,6 +61,15 @@ impl Denial {
             reason: "Invalid".to_owned(),
             code: StatusCode::UNPROCESSABLE_ENTITY,
         }
+    }
+}
+
+/// A cache that has not synced in time: [`Denial::unavailable`], so that `?` on
+/// [`Informer::synced_indexer`](crate::cache::Informer::synced_indexer) in a validator
+/// leaves the answer to the `failurePolicy`.
+impl From<crate::cache::CacheSyncError> for Denial {
+    fn from(err: crate::cache::CacheSyncError) -> Self {
+        Self::unavailable(format!("the webhook cannot answer yet: {err}"))
     }
 }
 
@@ -104,7 +125,8 @@ pub enum Review<'a, K: Resource + Send + Sync> {
 /// The answer to one request: its HTTP status and JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
-    /// 200 with an `AdmissionReview` (allowed or denied), or 400 for a body that is not one.
+    /// 200 with an `AdmissionReview` (allowed or denied), 400 for a body that is not one, or
+    /// 503 for a webhook that cannot answer yet ([`Denial::unavailable`]).
     pub status: StatusCode,
     /// The `AdmissionReview` answer, or a `Status` naming what is wrong with the body.
     pub body: Vec<u8>,
@@ -158,6 +180,13 @@ where
     }
     .await;
     match outcome {
+        // Not a decision: a failed call, for the `failurePolicy` to decide.
+        Ok((response, _)) if unavailable(&response) => {
+            let status = response.result;
+            tracing::warn!(message = %status.message, "a webhook cannot answer yet; answering 503");
+            let body = serde_json::to_vec(&status).unwrap_or_default();
+            Reply { status: StatusCode::SERVICE_UNAVAILABLE, body }
+        }
         Ok((response, panicked)) => {
             stats.reviewed.fetch_add(1, Ordering::Relaxed);
             if !response.allowed {
@@ -175,6 +204,11 @@ where
             bad_request(&why)
         }
     }
+}
+
+/// Whether `response` is a [`Denial::unavailable`]'s.
+fn unavailable(response: &AdmissionResponse) -> bool {
+    !response.allowed && response.result.code == StatusCode::SERVICE_UNAVAILABLE.as_u16()
 }
 
 /// A 400 answer with a `Status` saying `why` (admission and conversion bodies alike).
@@ -356,6 +390,47 @@ mod tests {
         let review: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(review["kind"], "AdmissionReview");
         review["response"].clone()
+    }
+
+    /// Reads the cache of an informer nobody runs, waiting up to a second for its sync.
+    struct ReadsAnUnsyncedCache(crate::cache::Informer<ConfigMap>);
+
+    #[async_trait::async_trait]
+    impl Validator<ConfigMap> for ReadsAnUnsyncedCache {
+        async fn validate_create(
+            &self,
+            _: &ConfigMap,
+            _: &AdmissionRequest<ConfigMap>,
+        ) -> Validation {
+            let cache = self.0.synced_indexer(std::time::Duration::from_secs(1)).await?;
+            Ok(vec![format!("{} objects", cache.len())])
+        }
+    }
+
+    /// A validator whose cache has not synced waits its bound, then answers 503: a failed
+    /// call, which the configuration's `failurePolicy` decides, not a denial.
+    #[tokio::test(start_paused = true)]
+    async fn a_validator_whose_cache_has_not_synced_answers_503_after_its_bound() {
+        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube_client::Client::try_from(config).unwrap();
+        let api: kube_client::Api<ConfigMap> = kube_client::Api::namespaced(client, "default");
+        let validator = ReadsAnUnsyncedCache(crate::cache::Informer::new(api.into()));
+        let stats = WebhookStats::default();
+        let started = tokio::time::Instant::now();
+        let created = body("CREATE", Some(configmap(json!({}))), None, false);
+        let reply = review::<ConfigMap>(Review::Validate(&validator), &created, &stats).await;
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(1), "waited its bound");
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+        let status: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(status["reason"], "ServiceUnavailable");
+        assert_eq!(status["code"], 503);
+        let message = status["message"].as_str().unwrap();
+        assert!(
+            message
+                .contains("the cache of configmaps in namespace default has not synced within 1s"),
+            "{message}"
+        );
+        assert_eq!((stats.reviewed(), stats.denied()), (0, 0), "not a review's answer");
     }
 
     /// Allows at most three keys, warns about a key named `legacy`, and records `dry_run`.
