@@ -6,7 +6,9 @@
 //!   `configmap-sets-webhook` in `default`, port 443, in front of the replicas'
 //!   `--webhook-port`.
 //! - Run with `--webhook-port`, the example applies it with the conversion webhook at its own
-//!   URL (`https://HOST:PORT/convert-configmapsets`).
+//!   URL (`https://HOST:PORT/convert-configmapsets`), v1 stored unless `--storage-version v2`
+//!   (a migration under way: the controller still reads v1, so every list of its informer
+//!   is converted by this process's own webhook, which its Manager serves before the caches).
 //! - Run without, it creates the CRD with v1 alone when the cluster lacks it: v2 cannot be
 //!   served without the conversion webhook (a v2 read would fail).
 
@@ -31,9 +33,9 @@ pub enum ConvertAt {
     Url(String),
 }
 
-/// Both versions, v1 stored, converted by the webhook at `at`.
-pub fn both_versions(at: ConvertAt) -> CustomResourceDefinition {
-    let mut crd = merge_crds(vec![ConfigMapSet::crd(), v2::ConfigMapSet::crd()], "v1")
+/// Both versions, `stored` (`v1` or `v2`) stored, converted by the webhook at `at`.
+pub fn both_versions(at: ConvertAt, stored: &str) -> CustomResourceDefinition {
+    let mut crd = merge_crds(vec![ConfigMapSet::crd(), v2::ConfigMapSet::crd()], stored)
         .expect("two single-version CRDs of one kind merge");
     let client_config = match at {
         ConvertAt::Service => WebhookClientConfig {
@@ -59,7 +61,7 @@ pub fn both_versions(at: ConvertAt) -> CustomResourceDefinition {
 
 /// The CRD as YAML, as `examples/configmap_sets.crd.yaml` holds it.
 pub fn yaml() -> Result<String, String> {
-    let crd = both_versions(ConvertAt::Service);
+    let crd = both_versions(ConvertAt::Service, "v1");
     let yaml = serde_saphyr::to_string(&crd).map_err(|e| e.to_string())?;
     Ok(format!(
         "# The custom resource of examples/configmap_sets/, generated from its kube-derive types:\n\
@@ -71,19 +73,23 @@ pub fn yaml() -> Result<String, String> {
 }
 
 /// Makes the cluster serve the sets, and waits until the CRD is established: with
-/// `convert_at`, both versions converted there (applied whatever the cluster has); without,
-/// v1 alone, created only if the cluster has no such CRD.
-pub async fn ensure(client: &Client, convert_at: Option<String>) -> Result<(), String> {
+/// `convert_at`, both versions converted there, `stored` the storage version (applied
+/// whatever the cluster has); without, v1 alone, created only if the cluster has no such CRD.
+pub async fn ensure(
+    client: &Client,
+    convert_at: Option<String>,
+    stored: &str,
+) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = CRD_NAME;
     match convert_at {
         Some(url) => {
-            let crd = both_versions(ConvertAt::Url(url));
+            let crd = both_versions(ConvertAt::Url(url), stored);
             let params = PatchParams::apply(FIELD_MANAGER).force();
             crds.patch(name, &params, &Patch::Apply(&crd))
                 .await
                 .map_err(|e| format!("applying CRD {name}: {e}"))?;
-            println!("Applied the CustomResourceDefinition {name} (v1 and v2)");
+            println!("Applied the CustomResourceDefinition {name} (v1 and v2, {stored} stored)");
         }
         None => {
             let missing =

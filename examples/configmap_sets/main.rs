@@ -14,7 +14,9 @@
 //! reconciles; with `--shard`, replicas share the sets instead: each is a shard of the ring
 //! `configmap-sets` (its own Lease, id from hostname and a random mark), reconciling the sets the
 //! ring's sharder (run by the elected leader) labels to it, and their ConfigMaps; with
-//! `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz`.
+//! `--metrics-addr ADDR`, it serves `/metrics`, `/healthz` and `/readyz` (and `/readyz/<check>`:
+//! `/readyz/configmap-sets-webhooks` is the webhook server's own readiness, which its pod's
+//! readiness probe asks, `examples/configmap_sets.deploy.yaml`).
 //!
 //! It applies its CustomResourceDefinition (`examples/configmap_sets.crd.yaml`) when the
 //! cluster lacks it. It uses your cluster when one is configured (KUBECONFIG,
@@ -23,6 +25,7 @@
 //!
 //! ```text
 //! cargo run --example configmap_sets -- [--namespace NS] [--embedded] [--leader-elect] [--shard] [--metrics-addr ADDR]
+//!     [--webhook-port PORT [--webhook-host HOST] [--storage-version v1|v2]]
 //! kubectl apply -f - <<'EOF'
 //! apiVersion: ctrlkit.example.com/v1
 //! kind: ConfigMapSet
@@ -387,11 +390,13 @@ struct Args {
     metrics_addr: Option<std::net::SocketAddr>,
     webhook_port: Option<u16>,
     webhook_host: String,
+    storage_version: String,
 }
 
 const USAGE: &str = "usage: configmap_sets [--namespace NS] [--embedded] [--leader-elect] \
                      [--shard] [--metrics-addr ADDR] \
-                     [--webhook-port PORT [--webhook-host HOST]] | --print-crd";
+                     [--webhook-port PORT [--webhook-host HOST] [--storage-version v1|v2]] \
+                     | --print-crd";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -402,6 +407,7 @@ fn parse_args() -> Result<Args, String> {
         metrics_addr: None,
         webhook_port: None,
         webhook_host: "127.0.0.1".into(),
+        storage_version: "v1".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -424,6 +430,13 @@ fn parse_args() -> Result<Args, String> {
             }
             "--webhook-host" => {
                 args.webhook_host = it.next().ok_or("--webhook-host needs a host, as 127.0.0.1")?
+            }
+            "--storage-version" => {
+                let version = it.next().ok_or("--storage-version needs v1 or v2")?;
+                if !matches!(version.as_str(), "v1" | "v2") {
+                    return Err(format!("--storage-version {version}: v1 or v2"));
+                }
+                args.storage_version = version;
             }
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -468,7 +481,7 @@ async fn main() -> ExitCode {
         }
         None => None,
     };
-    if let Err(err) = crd::ensure(&client, convert_at).await {
+    if let Err(err) = crd::ensure(&client, convert_at, &args.storage_version).await {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }
