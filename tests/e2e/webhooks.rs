@@ -224,3 +224,138 @@ async fn put_back(t: &Target) {
     }));
     crds.patch(CRD, &PatchParams::default(), &v1_alone).await.expect("the CRD back to v1 alone");
 }
+
+/// The example restarted over sets stored as v2 while its informer lists v1 (a migration
+/// under way): each list of its cache is converted by its own webhook, which its Manager
+/// serves before the caches. The webhook's readiness answers 200 while `caches-synced` still
+/// fails (its new certificate not yet trusted by the server: the Secret that held the old one
+/// was deleted while the example was down), then the caches sync and it reconciles.
+async fn the_example_restarted_over_sets_stored_as_v2_serves_its_conversion_before_its_caches(
+    t: &Target,
+) {
+    then_clean_up(restarted_over_v2(t), async {
+        put_back_from_v2(t).await;
+        put_back(t).await;
+    })
+    .await;
+}
+case!(
+    Needs::Webhooks,
+    the_example_restarted_over_sets_stored_as_v2_serves_its_conversion_before_its_caches
+);
+
+/// The example with its webhooks on fresh ports, v2 stored, serving `/readyz` on the address
+/// it returns.
+fn start_stored_as_v2(t: &Target) -> (Example, std::net::SocketAddr) {
+    let port = free_address().port().to_string();
+    let metrics = free_address();
+    let args = [
+        "--namespace",
+        &t.ns,
+        "--webhook-port",
+        &port,
+        "--storage-version",
+        "v2",
+        "--metrics-addr",
+        &metrics.to_string(),
+    ];
+    (Example::start(t, "configmap_sets", &args), metrics)
+}
+
+async fn restarted_over_v2(t: &Target) {
+    use crate::support::http::get;
+    let (first, _) = start_stored_as_v2(t);
+    eventually("the controller started", || {
+        first.lines().iter().any(|l| l.starts_with("Starting ConfigMapSet controller"))
+    })
+    .await;
+    let sets = configmap_sets(t);
+    let set: kube_client::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ctrlkit.example.com/v1", "kind": "ConfigMapSet",
+        "metadata": { "name": "stored" }, "spec": { "replicas": 2, "data": { "greeting": "hi" } },
+    }))
+    .unwrap();
+    // Written at v1, stored at v2 through the webhooks, once their CA bundle is injected.
+    let pp = kube_client::api::PostParams::default();
+    let mut created = Err(String::new());
+    for _ in 0..300 {
+        created = sets.create(&pp, &set).await.map_err(|e| e.to_string());
+        if created.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    created.expect("the set is created once the webhooks are trusted");
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
+    eventually_async_within(Duration::from_secs(20), "stored-1 made", || async {
+        configmaps.get_opt("stored-1").await.unwrap().is_some()
+    })
+    .await;
+    first.terminate().await;
+
+    // While it is down: a ConfigMap of the set deleted (the restarted example must make it
+    // again), and the webhook's certificates (it makes a new CA, which the server does not
+    // trust until the restarted example injects it).
+    let dp = DeleteParams::default();
+    configmaps.delete("stored-1", &dp).await.unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    secrets.delete("configmap-sets-webhook-certs", &dp).await.unwrap();
+
+    let (second, metrics) = start_stored_as_v2(t);
+    let (mut served_before_synced, mut webhook_ready) = (false, false);
+    let mut last = (None, None);
+    for _ in 0..3000 {
+        let webhook = get(metrics, "/readyz/configmap-sets-webhooks").await.map(|a| a.0);
+        let synced = get(metrics, "/readyz/caches-synced").await.map(|a| a.0);
+        webhook_ready |= webhook == Some(200);
+        served_before_synced |= webhook == Some(200) && synced == Some(503);
+        last = (webhook, synced);
+        if synced == Some(200) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        webhook_ready && served_before_synced && last.1 == Some(200),
+        "the webhook's readiness answered 200: {webhook_ready}; while caches-synced failed: \
+         {served_before_synced}; last (webhook, caches-synced): {last:?}; the example printed \
+         {:#?}",
+        second.lines()
+    );
+    eventually_async_within(Duration::from_secs(30), "stored-1 made again", || async {
+        configmaps.get_opt("stored-1").await.unwrap().is_some()
+    })
+    .await;
+    // Gone while the example runs: its finalizer's cleanup reads the set through the webhook.
+    sets.delete("stored", &dp).await.unwrap();
+    eventually_async_within(Duration::from_secs(30), "the set gone", || async {
+        sets.get_opt("stored").await.unwrap().is_none()
+    })
+    .await;
+    second.terminate().await;
+}
+
+/// v1 stored again and no conversion (what a failed case left stored at v2 reads without the
+/// webhook), the sets gone, and v2 dropped from the CRD's stored versions, so that
+/// [`put_back`] can make the CRD serve v1 alone.
+async fn put_back_from_v2(t: &Target) {
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let Ok(crd) = crds.get(CRD).await else { return };
+    let mut versions = crd.spec.versions.clone();
+    for version in &mut versions {
+        version.storage = version.name == "v1";
+    }
+    let unconverted = Patch::Merge(json!({
+        "spec": { "versions": versions, "conversion": { "strategy": "None", "webhook": null } },
+    }));
+    crds.patch(CRD, &PatchParams::default(), &unconverted).await.expect("v1 stored again");
+    let sets = configmap_sets(t);
+    for set in sets.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
+        let name = set.name_any();
+        let unfinalized = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+        let _ = sets.patch(&name, &PatchParams::default(), &unfinalized).await;
+        let _ = sets.delete(&name, &DeleteParams::default()).await;
+    }
+    let v1_stored = Patch::Merge(json!({ "status": { "storedVersions": ["v1"] } }));
+    let _ = crds.patch_status(CRD, &PatchParams::default(), &v1_stored).await;
+}
