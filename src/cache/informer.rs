@@ -30,7 +30,7 @@ use super::handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, InlineHandler, Notification,
     ResourceEventHandler,
 };
-use super::informer_error::InformerError;
+use super::informer_error::{HandlerShutdownTimeout, InformerError};
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::prepare::{Prepare, Transform};
 use super::processor::Processor;
@@ -445,9 +445,37 @@ impl<K: InformerObject> Informer<K> {
     }
 
     /// Removes a handler (client-go's `RemoveEventHandler`): it receives nothing after the
-    /// notifications already queued for it. Returns whether it was registered here.
+    /// notifications already queued for it, which it may still be handling when this returns
+    /// ([`shut_down_event_handler`](Self::shut_down_event_handler) waits). Returns whether it
+    /// was registered here.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> bool {
         self.inner.processor.lock().remove(registration)
+    }
+
+    /// Removes a handler and waits until its calls in flight are done, for at most `timeout`
+    /// (client-go's `ShutDownEventHandler`): the notifications queued for it and not begun
+    /// are dropped, so once this returns `Ok(true)` the handler is not called again, and
+    /// whatever it holds may be torn down. `Ok(false)`: it was not registered here.
+    /// [`HandlerShutdownTimeout`]: a call was still running at `timeout` (the last one: none
+    /// follows it).
+    pub async fn shut_down_event_handler(
+        &self,
+        registration: &HandlerRegistration,
+        timeout: Duration,
+    ) -> Result<bool, HandlerShutdownTimeout> {
+        let Some(mut done) = self.inner.processor.lock().shut_down(registration) else {
+            return Ok(false);
+        };
+        // An error: the task is gone, and with it any call.
+        let ended = async {
+            let _ = done.wait_for(|done| *done).await;
+        };
+        match tokio::time::timeout(timeout, ended).await {
+            Ok(()) => Ok(true),
+            Err(_) => {
+                Err(HandlerShutdownTimeout { informer: self.list_watch().to_string(), timeout })
+            }
+        }
     }
 
     /// How many handlers are registered.

@@ -75,3 +75,16 @@ pub enum InformerError {
 pub(crate) fn describe_status(status: &Status) -> String {
     format!("{} {}: {}", status.code, status.reason, status.message)
 }
+
+/// A handler shut down with
+/// [`Informer::shut_down_event_handler`](super::Informer::shut_down_event_handler) was still in
+/// a call when the wait ran out; it receives nothing after that call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a handler of the informer for {informer} was still in a call after {timeout:?}")]
+#[non_exhaustive]
+pub struct HandlerShutdownTimeout {
+    /// What the informer lists and watches.
+    pub informer: String,
+    /// The time given.
+    pub timeout: Duration,
+}

@@ -87,7 +87,7 @@ pub(crate) use handler::{InlineHandler, Notification};
 pub use hot::DEFAULT_HOT_OBJECTS;
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig};
-pub use informer_error::InformerError;
+pub use informer_error::{HandlerShutdownTimeout, InformerError};
 pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,

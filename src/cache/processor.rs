@@ -7,16 +7,20 @@
 //! [`Listeners::add`] also takes: a handler added late is given the store's contents as adds
 //! and then every later change, none twice.
 //!
+//! A handler is removed two ways: [`Listeners::remove`] lets it hear what was already queued
+//! for it; [`Listeners::shut_down`] drops that and says when its task has ended, so that its
+//! remover can wait until no call of it is in flight (client-go's `ShutDownEventHandler`).
+//!
 //! A handler of the crate's own that only turns events into queue keys (a controller's,
 //! without user predicates or mappers) may instead run inline, on the informer's task, as it
 //! changes the store: it does not block, and a task of its own would cost a task wake-up per
 //! event for nothing (see the README's watch throughput figures). It sees the same
 //! notifications in the same order; a panic would still be caught and logged.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 use super::handler::{HandlerRegistration, InlineHandler, Notification, ResourceEventHandler};
@@ -28,13 +32,38 @@ struct Pending<K> {
     id: u64,
     handler: Arc<dyn ResourceEventHandler<K>>,
     rx: mpsc::UnboundedReceiver<Notification<K>>,
+    listener: Arc<Listener>,
+}
+
+/// A handler's task, as its remover sees it: told to drop what is queued, and telling when
+/// it has ended (no call of the handler in flight, none to come).
+struct Listener {
+    /// Set by a shut-down: the task delivers nothing more.
+    shut_down: AtomicBool,
+    /// `true` once the task has ended, however it ended.
+    done: watch::Sender<bool>,
+}
+
+impl Listener {
+    fn new() -> Arc<Self> {
+        Arc::new(Self { shut_down: AtomicBool::new(false), done: watch::Sender::new(false) })
+    }
+}
+
+/// Marks a listener's task ended when it returns, is dropped, or unwinds.
+struct Ended(Arc<Listener>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.done.send_replace(true);
+    }
 }
 
 /// The handlers of one informer.
 pub(crate) struct Listeners<K> {
     /// Invariant: one sender per registered handler; its receiver is in `pending` until the
-    /// informer first runs, in the handler's task after.
-    active: Vec<(u64, mpsc::UnboundedSender<Notification<K>>)>,
+    /// informer first runs, in the handler's task after (whose [`Listener`] is beside it).
+    active: Vec<(u64, mpsc::UnboundedSender<Notification<K>>, Arc<Listener>)>,
     /// Handlers that run on the informer's task (see the module docs).
     inline: Vec<(u64, Arc<dyn InlineHandler<K>>)>,
     pending: Vec<Pending<K>>,
@@ -73,7 +102,7 @@ impl<K: Send + Sync + 'static> Listeners<K> {
         for (_, handler) in &self.inline {
             deliver_inline(handler.as_ref(), &notification);
         }
-        self.active.retain(|(_, tx)| tx.send(notification.clone()).is_ok());
+        self.active.retain(|(_, tx, _)| tx.send(notification.clone()).is_ok());
     }
 
     /// Registers `handler`, first giving it `initial` as adds (in the initial list). Its task starts now if the
@@ -88,13 +117,15 @@ impl<K: Send + Sync + 'static> Listeners<K> {
         for object in initial {
             let _ = tx.send(Notification::Add(object, true));
         }
+        let listener = Listener::new();
         match &self.runtime {
             Some(runtime) => {
-                runtime.spawn(run_listener(handler, rx).instrument(self.span.clone()));
+                let run = run_listener(handler, rx, listener.clone());
+                runtime.spawn(run.instrument(self.span.clone()));
             }
-            None => self.pending.push(Pending { id, handler, rx }),
+            None => self.pending.push(Pending { id, handler, rx, listener: listener.clone() }),
         }
-        self.active.push((id, tx));
+        self.active.push((id, tx, listener));
         HandlerRegistration { id }
     }
 
@@ -120,10 +151,35 @@ impl<K: Send + Sync + 'static> Listeners<K> {
     /// it are delivered. Returns whether it was registered here.
     pub(crate) fn remove(&mut self, registration: &HandlerRegistration) -> bool {
         let before = self.len();
-        self.active.retain(|(id, _)| *id != registration.id);
+        self.active.retain(|(id, _, _)| *id != registration.id);
         self.inline.retain(|(id, _)| *id != registration.id);
         self.pending.retain(|p| p.id != registration.id);
         self.len() != before
+    }
+
+    /// Removes a handler and drops what is queued for it (client-go's
+    /// `ShutDownEventHandler`): the receiver it returns turns `true` once no call of the
+    /// handler is in flight (at once for an inline handler, whose calls run under this lock,
+    /// or one whose task never started). `None` if it was not registered here.
+    pub(crate) fn shut_down(
+        &mut self,
+        registration: &HandlerRegistration,
+    ) -> Option<watch::Receiver<bool>> {
+        let matches = |id: &u64| *id == registration.id;
+        if let Some(at) = self.active.iter().position(|(id, _, _)| matches(id)) {
+            let (_, _, listener) = self.active.remove(at);
+            listener.shut_down.store(true, Ordering::SeqCst);
+            // A task not started yet never will: it has nothing in flight.
+            if let Some(at) = self.pending.iter().position(|p| matches(&p.id)) {
+                self.pending.remove(at);
+                listener.done.send_replace(true);
+            }
+            // The sender dropped above closes the channel: an idle task wakes and ends.
+            return Some(listener.done.subscribe());
+        }
+        let at = self.inline.iter().position(|(id, _)| matches(id))?;
+        self.inline.remove(at);
+        Some(watch::Sender::new(true).subscribe())
     }
 
     /// How many handlers are registered.
@@ -133,8 +189,8 @@ impl<K: Send + Sync + 'static> Listeners<K> {
 
     /// Starts the tasks of the handlers registered before the informer first ran.
     pub(crate) fn start(&mut self, runtime: tokio::runtime::Handle) {
-        for Pending { handler, rx, .. } in self.pending.drain(..) {
-            runtime.spawn(run_listener(handler, rx).instrument(self.span.clone()));
+        for Pending { handler, rx, listener, .. } in self.pending.drain(..) {
+            runtime.spawn(run_listener(handler, rx, listener).instrument(self.span.clone()));
         }
         self.runtime = Some(runtime);
     }
@@ -147,12 +203,18 @@ fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Delivers notifications to one handler, on a task of its own.
+/// Delivers notifications to one handler, on a task of its own, until its channel closes or
+/// it is shut down.
 async fn run_listener<K: Send + Sync + 'static>(
     handler: Arc<dyn ResourceEventHandler<K>>,
     mut rx: mpsc::UnboundedReceiver<Notification<K>>,
+    listener: Arc<Listener>,
 ) {
+    let _ended = Ended(listener.clone());
     while let Some(notification) = rx.recv().await {
+        if listener.shut_down.load(Ordering::SeqCst) {
+            break;
+        }
         deliver(handler.as_ref(), &notification);
     }
 }

@@ -566,3 +566,122 @@ async fn metrics_hooks_that_panic_leave_the_informer_following_the_server() {
     assert!(inf.is_running());
     assert_eq!(inf.indexer().len(), 2);
 }
+
+/// A handler that blocks in its first add until released (the initial adds come in the
+/// store's order, which is no order), noting whether it is in that call, and records every
+/// add it hears.
+struct Blocking {
+    heard: Arc<std::sync::Mutex<Vec<String>>>,
+    in_call: Arc<std::sync::atomic::AtomicBool>,
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl ResourceEventHandler<Pod> for Blocking {
+    fn on_add(&self, pod: &Arc<Pod>, _: bool) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let first = {
+            let mut heard = self.heard.lock().unwrap();
+            heard.push(name);
+            heard.len() == 1
+        };
+        if first {
+            self.in_call.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.entered.lock().unwrap().send(());
+            let _ = self.release.lock().unwrap().recv_timeout(Duration::from_secs(20));
+            self.in_call.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn on_update(&self, _: &Arc<Pod>, _: &Arc<Pod>) {}
+    fn on_delete(&self, _: &ctrlkit::cache::Deleted<Pod>) {}
+}
+
+/// An informer whose handler is inside its first add, with the other add queued behind it;
+/// the handler's record, in-call flag and release.
+async fn handler_in_a_call(
+    server: &ctrlkit_apiserver::ApiServer,
+) -> (
+    Informer<Pod>,
+    ctrlkit::cache::HandlerRegistration,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    Arc<std::sync::atomic::AtomicBool>,
+    std::sync::mpsc::Sender<()>,
+    (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>),
+) {
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["one", "two"]).await;
+    let informer = informer(&pods);
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let (heard, in_call) = (Arc::default(), Arc::default());
+    let registration = informer.add_event_handler(Blocking {
+        heard: Arc::clone(&heard),
+        in_call: Arc::clone(&in_call),
+        entered: std::sync::Mutex::new(entered_tx),
+        release: std::sync::Mutex::new(release_rx),
+    });
+    let running = start(&informer);
+    tokio::task::spawn_blocking(move || entered.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the handler entered its call");
+    (informer, registration, heard, in_call, release, running)
+}
+
+/// Shutting a handler down returns once its call in flight is done, and what was queued for
+/// it is dropped: it is not called again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_down_a_handler_waits_for_its_call_in_flight_and_drops_what_is_queued() {
+    let server = server().await;
+    let (informer, registration, heard, in_call, release, _running) =
+        handler_in_a_call(&server).await;
+    let shutting = tokio::spawn({
+        let (informer, in_call) = (informer.clone(), in_call.clone());
+        async move {
+            let result = informer.shut_down_event_handler(&registration, Duration::from_secs(10));
+            let result = result.await;
+            (result, in_call.load(std::sync::atomic::Ordering::SeqCst))
+        }
+    });
+    eventually("the handler removed", || informer.handler_count() == 0).await;
+    release.send(()).unwrap();
+    let (result, in_call_at_return) = shutting.await.unwrap();
+    assert_eq!(result, Ok(true));
+    assert!(!in_call_at_return, "it returned while the handler was still in its call");
+    assert_eq!(heard.lock().unwrap().len(), 1, "the queued add was dropped: {heard:?}");
+    let nothing = registration_of_nothing();
+    let unknown = informer.shut_down_event_handler(&nothing, Duration::ZERO).await;
+    assert_eq!(unknown, Ok(false));
+}
+
+/// A registration no informer has.
+fn registration_of_nothing() -> ctrlkit::cache::HandlerRegistration {
+    let pods: Api<Pod> = Api::namespaced(
+        kube_client::Client::try_from(kube_client::Config::new(
+            "http://127.0.0.1:9".parse().unwrap(),
+        ))
+        .unwrap(),
+        "default",
+    );
+    let other = informer(&pods);
+    let registration = other.add_event_handler(ctrlkit::cache::ResourceEventHandlerFuncs::new());
+    assert!(other.remove_event_handler(&registration));
+    registration
+}
+
+/// A call still running at the timeout is an error naming the informer; the handler is
+/// called no more after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_still_in_its_call_at_the_timeout_is_reported() {
+    let server = server().await;
+    let (informer, registration, heard, in_call, release, _running) =
+        handler_in_a_call(&server).await;
+    let result = informer.shut_down_event_handler(&registration, Duration::from_millis(100)).await;
+    let err = result.expect_err("the call is still running");
+    assert_eq!(err.timeout, Duration::from_millis(100));
+    assert!(err.to_string().contains("pods in namespace default"), "{err}");
+    assert!(in_call.load(std::sync::atomic::Ordering::SeqCst));
+    release.send(()).unwrap();
+    eventually("the call done", || !in_call.load(std::sync::atomic::Ordering::SeqCst)).await;
+    assert_eq!(heard.lock().unwrap().len(), 1, "nothing after the shut-down: {heard:?}");
+}

@@ -240,7 +240,7 @@ async fn first_readyz(address: std::net::SocketAddr) -> (u16, String) {
 #[tokio::test]
 async fn readyz_turns_ready_only_once_the_caches_synced() {
     let server = server().await;
-    let (mut manager, address) = pods_manager_while_lists_fail(&server);
+    let (manager, address) = pods_manager_while_lists_fail(&server);
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     let (status, body) = first_readyz(address).await;
