@@ -126,7 +126,8 @@ pub enum Review<'a, K: Resource + Send + Sync> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     /// 200 with an `AdmissionReview` (allowed or denied), 400 for a body that is not one, or
-    /// 503 for a webhook that cannot answer yet ([`Denial::unavailable`]).
+    /// 413 for one larger than [`MAX_REVIEW_BYTES`], or 503 for a webhook that cannot answer yet
+    /// ([`Denial::unavailable`]).
     pub status: StatusCode,
     /// The `AdmissionReview` answer, or a `Status` naming what is wrong with the body.
     pub body: Vec<u8>,
@@ -152,7 +153,7 @@ impl WebhookStats {
         self.denied.load(Ordering::Relaxed)
     }
 
-    /// Bodies refused with a 400.
+    /// Bodies refused: a 400 (not a review) or a 413 (too large).
     pub fn malformed(&self) -> u64 {
         self.malformed.load(Ordering::Relaxed)
     }
@@ -168,6 +169,9 @@ pub async fn review<K>(what: Review<'_, K>, body: &[u8], stats: &WebhookStats) -
 where
     K: Resource + DeserializeOwned + Serialize + Clone + Send + Sync,
 {
+    if let Err(refused) = check_size(body, stats) {
+        return refused;
+    }
     let outcome = async {
         match what {
             Review::Handle(handler) => {
@@ -217,19 +221,40 @@ pub(super) fn bad_request(why: &str) -> Reply {
     Reply { status: StatusCode::BAD_REQUEST, body: serde_json::to_vec(&status).unwrap_or_default() }
 }
 
+/// The answer to a body larger than [`MAX_REVIEW_BYTES`], whichever part of the server met
+/// it: a 413 with a `Status` in controller-runtime's words (`request entity is too large;
+/// limit is 7340032 bytes`) and kube-apiserver's reason (`RequestEntityTooLarge`).
+pub(super) fn too_large() -> Reply {
+    // Whole, as kube-apiserver writes a `Status` (kube-core's type leaves out its kind).
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("request entity is too large; limit is {MAX_REVIEW_BYTES} bytes"),
+        "reason": "RequestEntityTooLarge",
+        "code": 413,
+    });
+    Reply { status: StatusCode::PAYLOAD_TOO_LARGE, body: status.to_string().into_bytes() }
+}
+
+/// [`too_large`], counted and logged.
+pub(super) fn refuse_too_large(stats: &WebhookStats) -> Reply {
+    stats.malformed.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(limit = MAX_REVIEW_BYTES, "refused a webhook request: its body is too large");
+    too_large()
+}
+
 /// Refuses a body larger than [`MAX_REVIEW_BYTES`] before it is parsed.
-pub(super) fn check_size(body: &[u8]) -> Result<(), String> {
-    match body.len() {
-        n if n > MAX_REVIEW_BYTES => Err(format!(
-            "the request body is {n} bytes, more than the {MAX_REVIEW_BYTES} a webhook takes"
-        )),
-        _ => Ok(()),
+fn check_size(body: &[u8], stats: &WebhookStats) -> Result<(), Reply> {
+    match body.len() > MAX_REVIEW_BYTES {
+        true => Err(refuse_too_large(stats)),
+        false => Ok(()),
     }
 }
 
 /// The request of an `AdmissionReview` body, or what is wrong with it.
 fn parse<K: Resource + DeserializeOwned>(body: &[u8]) -> Result<AdmissionRequest<K>, String> {
-    check_size(body)?;
     let review: AdmissionReview<K> = serde_json::from_slice(body)
         .map_err(|err| format!("the request body is not an AdmissionReview: {err}"))?;
     if review.types.kind != "AdmissionReview" {
@@ -643,15 +668,33 @@ mod tests {
             ),
             (body("CREATE", None, None, false), "CREATE request without an object"),
             (body("UPDATE", Some(configmap(json!({}))), None, false), "without an old object"),
-            (vec![b' '; MAX_REVIEW_BYTES + 1], "more than the"),
         ];
         for (bytes, want) in cases {
             let message =
                 refusal(&review::<ConfigMap>(Review::Validate(&validator), &bytes, &stats).await);
             assert!(message.contains(want), "{message:?} should say {want:?}");
         }
-        assert_eq!(stats.malformed(), 6);
+        assert_eq!(stats.malformed(), 5);
         assert_eq!(stats.reviewed(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_limit_is_a_413_in_controller_runtimes_words() {
+        let stats = WebhookStats::default();
+        let validator = AtMostThree::default();
+        let at_limit = vec![b' '; MAX_REVIEW_BYTES];
+        let reply = review::<ConfigMap>(Review::Validate(&validator), &at_limit, &stats).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "7 MiB is parsed (and is no review)");
+        for n in [MAX_REVIEW_BYTES + 1, MAX_REVIEW_BYTES + 2, 2 * MAX_REVIEW_BYTES] {
+            let reply =
+                review::<ConfigMap>(Review::Validate(&validator), &vec![b' '; n], &stats).await;
+            assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE, "{n} bytes");
+            let status: Value = serde_json::from_slice(&reply.body).unwrap();
+            assert_eq!(status["kind"], "Status");
+            assert_eq!(status["code"], 413);
+            assert_eq!(status["reason"], "RequestEntityTooLarge");
+            assert_eq!(status["message"], "request entity is too large; limit is 7340032 bytes");
+        }
     }
 
     proptest! {

@@ -31,8 +31,8 @@ use serde_json::Value;
 
 use axum::http::StatusCode;
 
-use super::Reply;
-use super::admission::{bad_request, check_size};
+use super::admission::{bad_request, too_large};
+use super::{MAX_REVIEW_BYTES, Reply};
 use crate::panic::panic_message;
 
 /// One version's way to the hub and back, on JSON objects: why not, if it fails.
@@ -264,8 +264,13 @@ impl<H> Conversion<H> {
     }
 
     /// Answers one `ConversionReview` body: 200 with the converted objects or a `Failed`
-    /// status, 400 for a body that is not a review. Never panics, whatever the body.
+    /// status, 400 for a body that is not a review, 413 for one larger than
+    /// [`MAX_REVIEW_BYTES`](super::MAX_REVIEW_BYTES). Never panics, whatever the body.
     pub fn review(&self, body: &[u8]) -> Reply {
+        if body.len() > MAX_REVIEW_BYTES {
+            tracing::warn!(bytes = body.len(), "refused a conversion request: too large");
+            return too_large();
+        }
         let request = match parse(body) {
             Ok(request) => request,
             Err(why) => {
@@ -305,7 +310,6 @@ impl<H> Conversion<H> {
 
 /// The request of a `ConversionReview` body, or what is wrong with it.
 fn parse(body: &[u8]) -> Result<ConversionRequest, String> {
-    check_size(body)?;
     let review: ConversionReview = serde_json::from_slice(body)
         .map_err(|err| format!("the request body is not a ConversionReview: {err}"))?;
     if review.types.kind != "ConversionReview" {

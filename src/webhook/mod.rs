@@ -11,10 +11,12 @@
 //! - An [`AdmissionHandler`] answers any request whole, for what neither covers.
 //!
 //! [`review`] turns one request body into the answer's status and body, whatever the body
-//! holds: one that is not an `AdmissionReview` of the kind, or larger than
-//! [`MAX_REVIEW_BYTES`], is a 400 naming the problem; a validator, defaulter or handler that
-//! panics is a denial saying so (counted in [`WebhookStats`]), never a dead server; a dry-run
-//! request reaches them with `request.dry_run` set, for them to skip side effects.
+//! holds: one that is not an `AdmissionReview` of the kind is a 400 naming the problem; one
+//! larger than [`MAX_REVIEW_BYTES`] is a 413 with a `Status` in controller-runtime's words
+//! (`request entity is too large; limit is 7340032 bytes`, reason `RequestEntityTooLarge`);
+//! a validator, defaulter or handler that panics is a denial saying so (counted in
+//! [`WebhookStats`]), never a dead server; a dry-run request reaches them with
+//! `request.dry_run` set, for them to skip side effects.
 //!
 //! Serve it from any HTTPS server (the API server calls webhooks over TLS only): a route per
 //! webhook that passes the request body to [`review`] and answers with what it returns.
@@ -55,7 +57,7 @@
 //!
 //! | | default |
 //! |---|---|
-//! | a request body (an `AdmissionReview` or `ConversionReview`) | [`MAX_REVIEW_BYTES`], 7 MiB, as controller-runtime's; more is a 413 |
+//! | a request body (an `AdmissionReview` or `ConversionReview`) | [`MAX_REVIEW_BYTES`], 7 MiB, as controller-runtime's; one byte more or any more is the same 413 with a `Status` (reason `RequestEntityTooLarge`) |
 //! | a value nested in what a handler decodes | serde_json's 128 levels; deeper is a 400 (kube-apiserver sends custom resources up to 10,000 levels deep, whose clones and drops in a handler could overflow a task's stack) |
 //! | the TLS handshake | 10 s, then the connection is closed |
 //! | a request's headers | 10 s to arrive, 64 KiB at most |

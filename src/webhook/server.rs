@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::admission::{bad_request, refuse_too_large};
 use super::inject::CaInjection;
 use super::{
     AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, Validator,
@@ -42,6 +43,7 @@ use crate::runtime::{Phase, Runnable, RunnableError, Stop};
 use crate::tls::https::Https;
 use crate::tls::{CertificateBundle, CertificateSource, Certificates, ServingLimits};
 use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 
 /// Builds a [`WebhookServer`].
 pub struct WebhookServerBuilder {
@@ -86,9 +88,22 @@ impl WebhookServerBuilder {
         F: Fn(Bytes) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Reply> + Send + 'static,
     {
-        let handler = move |body: Bytes| {
-            let answer_with = answer_with.clone();
-            async move { answer(answer_with(body).await) }
+        let stats = self.stats.clone();
+        let handler = move |body: Result<Bytes, BytesRejection>| {
+            let (answer_with, stats) = (answer_with.clone(), stats.clone());
+            async move {
+                match body {
+                    Ok(body) => answer(answer_with(body).await),
+                    // Past the limit, the answer is the one `review` gives a body too large.
+                    Err(BytesRejection::FailedToBufferBody(
+                        FailedToBufferBody::LengthLimitError(_),
+                    )) => answer(refuse_too_large(&stats)),
+                    Err(err) => {
+                        tracing::debug!(%err, "reading a webhook request's body failed");
+                        answer(bad_request(&format!("reading the request body failed: {err}")))
+                    }
+                }
+            }
         };
         self.router = self.router.route(path, post(handler));
         self
@@ -195,9 +210,9 @@ impl WebhookServerBuilder {
                 address: self.address,
                 limits: self.limits,
                 // A review holds the object and, for an update, the old one: up to the
-                // webhook's own limit, whose refusal (a 400) says why (axum's default would
-                // answer 413 past 2 MiB).
-                router: self.router.layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES + 1)),
+                // webhook's own limit (axum's default is 2 MiB); past it, the handler answers
+                // the 413 `Status` that `review` gives.
+                router: self.router.layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
                 source,
                 certificates: Certificates::default(),
                 stats: self.stats,

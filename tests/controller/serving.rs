@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlkit::tls::ServingLimits;
-use ctrlkit::webhook::WebhookServer;
+use ctrlkit::webhook::{
+    AdmissionHandler, AdmissionRequest, AdmissionResponse, MAX_REVIEW_BYTES, WebhookServer,
+};
+use kube_client::core::DynamicObject;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
@@ -167,5 +170,67 @@ async fn connections_past_the_cap_wait_until_one_closes() {
     let _third = tls(address, &ca).await;
     let waited = start.elapsed();
     assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(11), "{waited:?}");
+    stop.notify_one();
+}
+
+/// A webhook server with `limits`, validating at `/validate`, answering any request with a
+/// denial of `BIG_ANSWER` bytes at `/big` and allowing anything at `/any`.
+async fn serving_with(
+    limits: ServingLimits,
+) -> (WebhookServer, std::net::SocketAddr, Arc<tokio::sync::Notify>) {
+    let server = WebhookServer::builder()
+        .address("127.0.0.1:0".parse().unwrap())
+        .validator("/validate", Small)
+        .handler("/big", Big)
+        .handler("/any", Any)
+        .limits(limits)
+        .build();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (running, until) = (server.clone(), stop.clone());
+    tokio::spawn(async move { run_until(running, &until).await });
+    let address = server.serving().await;
+    (server, address, stop)
+}
+
+/// The size of `Big`'s answers: the 7 MiB a review may take.
+const BIG_ANSWER: usize = 7 << 20;
+
+/// Denies every request with a message of `BIG_ANSWER` bytes.
+struct Big;
+
+#[async_trait::async_trait]
+impl AdmissionHandler for Big {
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        AdmissionResponse::from(&request).deny("x".repeat(BIG_ANSWER))
+    }
+}
+
+/// Allows every request.
+struct Any;
+
+#[async_trait::async_trait]
+impl AdmissionHandler for Any {
+    async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        AdmissionResponse::from(&request)
+    }
+}
+
+#[tokio::test]
+async fn a_body_past_7_mib_is_one_413_status_whatever_its_size() {
+    let (server, address, stop) = serving_with(ServingLimits::default()).await;
+    let https = client(address, &server.certificate().unwrap().ca_pem);
+    for size in [MAX_REVIEW_BYTES + 1, MAX_REVIEW_BYTES + 2, 2 * MAX_REVIEW_BYTES] {
+        let request = http::Request::post("/validate")
+            .header("Content-Type", "application/json")
+            .body(vec![b' '; size])
+            .unwrap();
+        let refused = https.request_text(request).await.expect_err("refused");
+        let kube_client::Error::Api(status) = refused else {
+            panic!("{size} bytes: not a Status: {refused:?}");
+        };
+        assert_eq!(status.code, 413, "{size} bytes: {status:?}");
+        assert_eq!(status.reason, "RequestEntityTooLarge", "{size} bytes: {status:?}");
+        assert_eq!(status.message, "request entity is too large; limit is 7340032 bytes");
+    }
     stop.notify_one();
 }
