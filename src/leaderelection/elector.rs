@@ -590,4 +590,17 @@ mod tests {
         observed.record.as_mut().unwrap().lease_duration_seconds = 0;
         assert!(!observed.fresh(now + Duration::from_secs(15), own), "none said: our own");
     }
+
+    #[test]
+    fn the_default_identity_is_the_host_and_a_mark_drawn_once_per_process() {
+        let identity = default_identity();
+        let (host, mark) = identity.rsplit_once('_').expect("host_mark");
+        let expected_host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
+        assert_eq!(host, expected_host);
+        // Not the process id (1 in every container): 10 random lowercase letters and digits.
+        assert_eq!(mark.len(), 10, "{identity}");
+        assert!(mark.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{identity}");
+        assert_ne!(mark, std::process::id().to_string());
+        assert_eq!(default_identity(), identity, "the same at every call");
+    }
 }

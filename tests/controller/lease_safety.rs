@@ -149,13 +149,16 @@ async fn hand_over(
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_whose_renewal_reply_is_late_stops_before_a_follower_may_take_over() {
-    // a's last renewal reaches the server at once, but its reply comes 4 s later; nothing
+    // a's last renewal reaches the server at once, but its reply comes 6 s later; nothing
     // after it gets through. b saw that renewal when it was written, and may take over a
     // lease duration (15 s) after; a must have stopped by then, however late its reply was.
+    // 6 s is more than lease duration − renew deadline (5 s), so a hold counted from the
+    // reply (6 + 10 s) would run past b's take-over, and less than renew deadline − retry
+    // period (8 s), so the reply comes before the attempt is cut.
     let (a_stopped, b_started) = hand_over(
         LeaderElectionConfig::default(),
         timing(15, 10, 200),
-        Network::SlowReplyThenCut(Duration::from_secs(4)),
+        Network::SlowReplyThenCut(Duration::from_secs(6)),
     )
     .await;
     assert!(

@@ -234,3 +234,76 @@ async fn a_body_past_7_mib_is_one_413_status_whatever_its_size() {
     }
     stop.notify_one();
 }
+
+/// The head of a `POST path` of `length` bytes.
+fn head(path: &str, length: usize) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+#[tokio::test]
+async fn a_body_past_7_mib_is_refused_without_reading_the_rest() {
+    let (server, address, stop) = serving_with(ServingLimits::default()).await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let mut tls = tls(address, &ca).await;
+    // It says 1 GiB, and sends 1 MiB more than the limit: the answer comes without the rest.
+    tls.write_all(head("/validate", 1 << 30).as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    for _ in 0..8 {
+        if tls.write_all(&chunk).await.is_err() {
+            break; // refused already
+        }
+    }
+    let _ = tls.flush().await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+            if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                return;
+            }
+        }
+    });
+    let _ = read.await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
+    assert!(answer.contains("RequestEntityTooLarge"), "{answer:?}");
+    stop.notify_one();
+}
+
+/// An object nested `depth` levels deep.
+fn nested(depth: usize) -> serde_json::Value {
+    let mut value = json!("bottom");
+    for _ in 0..depth {
+        value = json!({ "a": value });
+    }
+    value
+}
+
+#[tokio::test]
+async fn a_review_nested_past_128_levels_is_a_400_and_one_within_is_answered() {
+    let (server, address, stop) = serving_with(ServingLimits::default()).await;
+    let https = client(address, &server.certificate().unwrap().ca_pem);
+    let object = |depth| {
+        json!({
+            "apiVersion": "example.com/v1", "kind": "Deep",
+            "metadata": { "name": "x", "namespace": "default" },
+            "spec": nested(depth),
+        })
+    };
+    let mut review = admission("CREATE", object(100));
+    review["request"]["kind"] = json!({ "group": "example.com", "version": "v1", "kind": "Deep" });
+    let answer = post(&https, "/any", &review).await.expect("100 levels are answered");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    review["request"]["object"] = object(1_000);
+    let refused = post(&https, "/any", &review).await.expect_err("1,000 levels are refused");
+    let kube_client::Error::Api(status) = refused else { panic!("not a Status: {refused:?}") };
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"), "{status:?}");
+    assert!(status.message.contains("recursion limit exceeded"), "{status:?}");
+    stop.notify_one();
+}
