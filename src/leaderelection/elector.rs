@@ -101,8 +101,12 @@ pub enum LeaderElectionError {
     /// The configuration breaks the rules of [`LeaderElectionConfig::validate`].
     #[error("invalid leader election configuration: {0}")]
     InvalidConfig(String),
-    /// The leader could not renew the lease within the renew deadline and stopped leading.
-    #[error("{identity} lost the lease {lease}: it could not renew it within the renew deadline")]
+    /// The leader could not renew the lease within the renew deadline, or read it deleted or
+    /// held by another, and stopped leading.
+    #[error(
+        "{identity} lost the lease {lease}: it could not renew it within the renew deadline, \
+         or found it deleted or held by another"
+    )]
     Lost {
         /// `namespace/name` of the Lease.
         lease: String,
@@ -137,9 +141,25 @@ pub trait LeaderMetrics: Send + Sync {
 struct Observed {
     record: Option<LeaderElectionRecord>,
     at: Option<Instant>,
+    /// Since when the Lease has been absent after this candidate saw it held, and the lease
+    /// duration it said then: its holder may lead until that much after, not knowing.
+    vanished: Option<(Instant, Duration)>,
 }
 
 impl Observed {
+    /// The Lease was read absent at `now`: whether this candidate may create it. One that
+    /// never saw it held may (a first install); one that saw it held waits the lease
+    /// duration the Lease last said from when it first read it absent, as it would have
+    /// waited for the holder's last renewal to expire.
+    fn may_create(&mut self, now: Instant, fallback: Duration) -> bool {
+        if let Some(record) = self.record.take().filter(|r| !r.holder_identity.is_empty()) {
+            let said = u64::try_from(record.lease_duration_seconds).ok().filter(|s| *s > 0);
+            self.vanished = Some((now, said.map_or(fallback, Duration::from_secs)));
+        }
+        self.at = None;
+        self.vanished.is_none_or(|(since, duration)| since + duration <= now)
+    }
+
     /// Whether the lease as observed has not yet expired at `now`: it changed less than its
     /// own `leaseDurationSeconds` ago (the holder's promise), or `fallback` where it says none.
     fn fresh(&self, now: Instant, fallback: Duration) -> bool {
@@ -184,7 +204,11 @@ struct Inner {
 ///   take over only a lease duration (as the Lease says) after they saw that write, which
 ///   the server committed after it was sent, and [`LeaderElectionConfig::validate`] keeps a
 ///   jittered retry period between the two: at no instant do two candidates lead, however
-///   late a reply is processed.
+///   late a reply is processed. A renewal that reads the Lease absent or held by another
+///   ends the hold at once.
+/// - **Deleted**: a candidate that saw the Lease held and then reads it absent waits the
+///   lease duration the Lease last said before it creates it; one that never saw it held
+///   creates it at once.
 /// - **Release**: a leader that stops on shutdown writes an empty holder (with
 ///   `release_on_cancel`), so a follower takes over at its next attempt.
 ///
@@ -397,9 +421,26 @@ impl LeaderElector {
             leader_transitions: 0,
         };
         let lock = &self.inner.lock;
+        // A renewal: this candidate leads, and must stop at once if the Lease says otherwise.
+        let renewing = self.inner.hold.until().is_some();
         let old = match lock.get().await {
             Ok(Some(old)) => old,
             Ok(None) => {
+                let may_create = self.observed().may_create(Instant::now(), config.lease_duration);
+                self.report_leader();
+                if renewing {
+                    // Deleted under the leader (a GitOps prune, say): a candidate that never
+                    // saw it may create it at once, so this one stops leading now.
+                    tracing::warn!("the lease was deleted while leading: stopping at once");
+                    self.inner.hold.set(None);
+                    return false;
+                }
+                if !may_create {
+                    tracing::debug!(
+                        "the lease was deleted: waiting out its holder's lease duration"
+                    );
+                    return false;
+                }
                 return match lock.create(&record).await {
                     Ok(()) => {
                         self.observe(record);
@@ -419,6 +460,13 @@ impl LeaderElector {
         };
         self.saw(old.clone());
         let held_by_other = !old.holder_identity.is_empty() && !self.holds_lease();
+        if renewing && !self.holds_lease() {
+            // Taken over (after a delete, or by a candidate that judged it expired) or
+            // released by someone else: whoever holds it may lead now.
+            tracing::warn!(holder = %old.holder_identity, "the lease is no longer ours: stopping at once");
+            self.inner.hold.set(None);
+            return false;
+        }
         let fresh = self.observed().fresh(Instant::now(), config.lease_duration);
         if held_by_other && fresh {
             tracing::trace!(holder = %old.holder_identity, "the lease is held and has not expired");
@@ -448,6 +496,7 @@ impl LeaderElector {
     fn saw(&self, record: LeaderElectionRecord) {
         {
             let mut observed = self.observed();
+            observed.vanished = None;
             if observed.record.as_ref() != Some(&record) {
                 observed.record = Some(record);
                 observed.at = Some(Instant::now());
@@ -462,6 +511,7 @@ impl LeaderElector {
             let mut observed = self.observed();
             observed.record = Some(record);
             observed.at = Some(Instant::now());
+            observed.vanished = None;
         }
         self.report_leader();
     }

@@ -10,6 +10,14 @@
 //!   period between the two (stricter than client-go), so the old leader has stopped first
 //!   however late the reply to its renewal came. Writes carry the Lease's resourceVersion
 //!   (optimistic concurrency): of two candidates that read one version, one wins.
+//! - **A Lease deleted or taken ends the hold at once.** A renewal that reads the Lease absent
+//!   (`kubectl delete lease`, a GitOps prune) or held by another identity ends leadership
+//!   there. A candidate that has seen the Lease held waits the lease duration it last said
+//!   after it first reads it absent before it creates it, as it would have waited for the
+//!   holder's last renewal; one that never saw it (a first install) creates it at once. That
+//!   one may lead beside the old leader until the old leader's next renewal reads the Lease:
+//!   up to a retry period and one request, as with client-go; candidates that ran all along
+//!   never overlap. Shard Leases use the same elector.
 //! - **Unique identities**: [`default_identity`] is the host's name and a random mark of the
 //!   process (`web-0_k3x9q2m7zp`): replicas that share a host name and a process id (pid 1 in
 //!   every container) are still told apart.

@@ -16,6 +16,7 @@ use ctrlkit::controller::Config;
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaderElector, LeaderMetrics, LeaseLock};
 use ctrlkit::manager::{Manager, ManagerError};
 use ctrlkit::sharding::{Assignment, HashRing, Ring, fnv1a64};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Patch, PatchParams};
 use kube_client::client::Body;
@@ -166,6 +167,33 @@ async fn a_leader_whose_renewal_reply_is_late_stops_before_a_follower_may_take_o
         "a led until {:?} after b started leading",
         a_stopped - b_started
     );
+}
+
+/// The Lease deleted under its leader (`kubectl delete lease`, a GitOps prune): the leader
+/// stops at its next renewal, which reads it absent, and the follower that saw it held waits
+/// a lease duration before it creates it. Before, the follower created it and led at once
+/// while the leader led on until its renew deadline.
+#[tokio::test(start_paused = true)]
+async fn a_lease_deleted_under_its_leader_never_makes_two_leaders() {
+    let server = server().await;
+    let a = Candidate::start(server.in_process_client(), "a", timing(15, 10, 2000));
+    eventually_within(Duration::from_secs(60), "a leads", || a.elector.is_leader()).await;
+    // b tries every 200 ms, so that after the delete it reads the Lease before a renews.
+    let b = Candidate::start(server.in_process_client(), "b", timing(15, 10, 200));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!b.elector.is_leader());
+    let leases: kube_client::Api<Lease> = kube_client::Api::namespaced(server.client(), "default");
+    let renewed = |lease: &Lease| lease.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let before = renewed(&leases.get("election").await.unwrap());
+    while renewed(&leases.get("election").await.unwrap()) == before {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Just after a renewal: a's next one is 2 s away.
+    leases.delete("election", &Default::default()).await.unwrap();
+    eventually_within(Duration::from_secs(60), "b leads", || b.elector.is_leader()).await;
+    let b_started = b.started_leading().expect("b leads");
+    let a_stopped = a.stopped_leading();
+    assert!(a_stopped.is_some_and(|a| a <= b_started), "a still led when b started leading");
 }
 
 /// Leadership hooks that panic.

@@ -1,8 +1,10 @@
 //! Leader election on a Lease: three candidates, one leader at every instant; failover when
 //! the leader dies and when it stops gracefully; a leader cut off from the server steps down
 //! before anyone takes over; two replicas with one hostname, each pid 1 of its own PID
-//! namespace, elect one leader. Timings are scaled down from client-go's defaults (lease 1.2 s,
-//! renew deadline 0.8 s, retry 0.2 s) so the cases stay short; the algorithm is the same.
+//! namespace, elect one leader; the Lease deleted under the example's leader never makes
+//! two leaders. Timings are scaled down from client-go's defaults (lease 1.2 s, renew
+//! deadline 0.8 s, retry 0.2 s) so the cases stay short, but for the example's replicas,
+//! which run with the defaults; the algorithm is the same.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -261,3 +263,65 @@ async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Target) {
     second.terminate().await;
 }
 case!(Needs::Protocol, two_replicas_with_one_hostname_and_pid_1_elect_one_leader);
+
+/// Whether the example at `address` reports that it leads (`leader_election_master_status`
+/// 1); a replica that stopped serving does not.
+async fn reports_leading(address: std::net::SocketAddr) -> bool {
+    let metrics = crate::support::http::get(address, "/metrics").await;
+    metrics.is_some_and(|(_, text)| {
+        text.contains("leader_election_master_status{name=\"configmap-sets\"} 1")
+    })
+}
+
+/// The Lease deleted under the leader (`kubectl delete lease`, as a GitOps prune does), with
+/// two replicas of the example: at no instant do both report that they lead. The leader
+/// stops at its next renewal, which reads the Lease absent; the follower, which saw it held,
+/// creates it a lease duration later and leads.
+async fn a_lease_deleted_under_the_leader_never_makes_two_leaders(t: &Target) {
+    use crate::support::http::free_address;
+    let addresses = [free_address(), free_address()];
+    let replicas: Vec<Example> = addresses
+        .iter()
+        .map(|addr| {
+            let args =
+                ["--namespace", &t.ns, "--leader-elect", "--metrics-addr", &addr.to_string()];
+            Example::start(t, "configmap_sets", &args)
+        })
+        .collect();
+    eventually_within(Duration::from_secs(60), "a leader", || replicas.iter().any(Example::leads))
+        .await;
+    let leader = replicas.iter().position(Example::leads).unwrap();
+    let follower = 1 - leader;
+    eventually_within(Duration::from_secs(30), "the follower serves its metrics", || {
+        std::net::TcpStream::connect(addresses[follower]).is_ok()
+    })
+    .await;
+    // The follower reads the Lease at once, then every 2 to 4.4 s: it has seen it held.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    leases.delete("configmap-sets", &Default::default()).await.unwrap();
+    let deleted = Instant::now();
+    // Both replicas' metrics, every 100 ms, until the follower leads (a lease duration, 15 s,
+    // and a jittered retry period after it read the Lease absent), 60 s at most.
+    let mut both = Vec::new();
+    loop {
+        let (a, b) = tokio::join!(reports_leading(addresses[0]), reports_leading(addresses[1]));
+        if a && b {
+            both.push(deleted.elapsed());
+        }
+        if [a, b][follower] {
+            break;
+        }
+        assert!(deleted.elapsed() < Duration::from_secs(60), "nobody led again within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(both.is_empty(), "both replicas led at once, at {both:?} after the delete");
+    let took_over = deleted.elapsed();
+    // It waited out the lease duration the Lease said (15 s) before it created it.
+    assert!(
+        took_over >= Duration::from_secs(15),
+        "the follower led {took_over:?} after the delete"
+    );
+    drop(replicas);
+}
+case!(Needs::Protocol, a_lease_deleted_under_the_leader_never_makes_two_leaders);
