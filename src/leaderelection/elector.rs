@@ -56,8 +56,10 @@ impl Default for LeaderElectionConfig {
 }
 
 impl LeaderElectionConfig {
-    /// Checks the rules: every duration positive, renew deadline > 1.2 × retry period (as
-    /// client-go), and renew deadline + 1.2 × retry period < lease duration.
+    /// Checks the rules: every duration positive, the lease duration at most 2^31 − 1 s (what
+    /// a Lease's `leaseDurationSeconds` holds), renew deadline > 1.2 × retry period (as
+    /// client-go), and renew deadline + 1.2 × retry period < lease duration. Any durations,
+    /// up to `Duration::MAX`, get an answer: an error, never a panic.
     ///
     /// The last rule is deliberately stricter than client-go's (lease duration > renew
     /// deadline): a leader leads until the instant it sent its last successful renewal plus
@@ -76,14 +78,24 @@ impl LeaderElectionConfig {
                 "lease duration, renew deadline and retry period must be greater than zero",
             );
         }
+        // A longer one would be written on the Lease shorter than meant (its
+        // `leaseDurationSeconds` is an int32), and followers would take over too early.
+        if self.lease_duration > MAX_LEASE_DURATION {
+            return invalid(
+                "the lease duration must be at most 2^31 - 1 seconds (an int32 on the Lease)",
+            );
+        }
         if self.lease_duration <= self.renew_deadline {
             return invalid("the lease duration must be greater than the renew deadline");
         }
-        let jittered_retry = self.retry_period.mul_f64(JITTER_FACTOR);
+        // Checked: a retry period near `Duration::MAX` overflows when jittered.
+        let jittered_retry =
+            Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * JITTER_FACTOR)
+                .unwrap_or(Duration::MAX);
         if self.renew_deadline <= jittered_retry {
             return invalid("the renew deadline must be greater than retry period × 1.2");
         }
-        if self.renew_deadline + jittered_retry >= self.lease_duration {
+        if self.renew_deadline.saturating_add(jittered_retry) >= self.lease_duration {
             return invalid(
                 "the renew deadline plus retry period × 1.2 must be shorter than the lease \
                  duration, so that a leader that cannot renew has stopped before a follower \
@@ -93,6 +105,9 @@ impl LeaderElectionConfig {
         Ok(())
     }
 }
+
+/// The longest lease duration a Lease can say: `leaseDurationSeconds` is an int32.
+const MAX_LEASE_DURATION: Duration = Duration::from_secs(i32::MAX as u64);
 
 /// Why an election could not run or ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -208,7 +223,7 @@ struct Inner {
 ///   ends the hold at once.
 /// - **Deleted**: a candidate that saw the Lease held and then reads it absent waits the
 ///   lease duration the Lease last said before it creates it; one that never saw it held
-///   creates it at once.
+///   creates it at once. Attempts to acquire are cut at the renew deadline.
 /// - **Release**: a leader that stops on shutdown writes an empty holder (with
 ///   `release_on_cancel`), so a follower takes over at its next attempt.
 ///
@@ -365,11 +380,15 @@ impl LeaderElector {
         }
     }
 
-    /// Tries every jittered retry period until it holds the lease.
+    /// Tries every jittered retry period until it holds the lease; an attempt is cut after
+    /// the renew deadline (as client-go's), so a hung request does not stop the campaign.
     async fn acquire(&self) {
+        let deadline = self.inner.config.renew_deadline;
         loop {
-            if self.try_acquire_or_renew().await {
-                return;
+            match tokio::time::timeout(deadline, self.try_acquire_or_renew()).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(_) => tracing::warn!(?deadline, "an attempt to acquire the lease timed out"),
             }
             tokio::time::sleep(self.jittered(self.inner.config.retry_period)).await;
         }
@@ -591,7 +610,75 @@ pub fn default_identity() -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Durations from zero to `Duration::MAX`, the extremes often.
+    fn any_duration() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            Just(Duration::ZERO),
+            Just(Duration::MAX),
+            (0..u64::MAX, 0..1_000_000_000u32).prop_map(|(s, n)| Duration::new(s, n)),
+            (u64::MAX - 10..=u64::MAX, 0..1_000_000_000u32).prop_map(|(s, n)| Duration::new(s, n)),
+            (0..100_000u64).prop_map(Duration::from_millis),
+        ]
+    }
+
+    proptest! {
+        /// Any durations get an answer, never a panic; and those taken fit what the elector
+        /// computes from them (deadlines on the clock, the Lease's whole seconds).
+        #[test]
+        fn any_durations_are_answered_and_the_ones_taken_fit_the_clock(
+            lease_duration in any_duration(),
+            renew_deadline in any_duration(),
+            retry_period in any_duration(),
+        ) {
+            let config = LeaderElectionConfig {
+                lease_duration,
+                renew_deadline,
+                retry_period,
+                release_on_cancel: true,
+            };
+            if config.validate().is_ok() {
+                let now = Instant::now();
+                let _ = now + lease_duration + renew_deadline + retry_period.mul_f64(2.2);
+                let written = u64::try_from(whole_seconds(lease_duration)).unwrap();
+                prop_assert!(Duration::from_secs(written) >= lease_duration);
+            }
+        }
+    }
+
+    #[test]
+    fn durations_near_the_maximum_are_invalid_not_a_panic() {
+        let max = LeaderElectionConfig {
+            lease_duration: Duration::MAX,
+            renew_deadline: Duration::MAX - Duration::from_secs(1),
+            retry_period: Duration::MAX / 2,
+            release_on_cancel: true,
+        };
+        assert!(matches!(max.validate(), Err(LeaderElectionError::InvalidConfig(_))));
+        let long = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(1 << 40),
+            renew_deadline: Duration::from_secs(1 << 39),
+            ..LeaderElectionConfig::default()
+        };
+        let err = long.validate().unwrap_err();
+        assert!(err.to_string().contains("2^31 - 1 seconds"), "{err}");
+    }
+
+    #[test]
+    fn the_default_identity_is_the_host_and_a_mark_drawn_once_per_process() {
+        let identity = default_identity();
+        let (host, mark) = identity.rsplit_once('_').expect("host_mark");
+        let expected_host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
+        assert_eq!(host, expected_host);
+        // Not the process id (1 in every container): 10 random lowercase letters and digits.
+        assert_eq!(mark.len(), 10, "{identity}");
+        assert!(mark.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{identity}");
+        assert_ne!(mark, std::process::id().to_string());
+        assert_eq!(default_identity(), identity, "the same at every call");
+    }
 
     fn config(lease: u64, renew: u64, retry_millis: u64) -> LeaderElectionConfig {
         LeaderElectionConfig {
@@ -639,18 +726,5 @@ mod tests {
         assert!(!observed.fresh(now + Duration::from_secs(30), own));
         observed.record.as_mut().unwrap().lease_duration_seconds = 0;
         assert!(!observed.fresh(now + Duration::from_secs(15), own), "none said: our own");
-    }
-
-    #[test]
-    fn the_default_identity_is_the_host_and_a_mark_drawn_once_per_process() {
-        let identity = default_identity();
-        let (host, mark) = identity.rsplit_once('_').expect("host_mark");
-        let expected_host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
-        assert_eq!(host, expected_host);
-        // Not the process id (1 in every container): 10 random lowercase letters and digits.
-        assert_eq!(mark.len(), 10, "{identity}");
-        assert!(mark.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{identity}");
-        assert_ne!(mark, std::process::id().to_string());
-        assert_eq!(default_identity(), identity, "the same at every call");
     }
 }

@@ -35,6 +35,8 @@ enum Network {
     SlowReplyThenCut(Duration),
     /// Every request is refused, as by a partition.
     Cut,
+    /// The next request never gets a reply; those after it pass.
+    HangNext,
 }
 
 /// A client of `server` in process, whose network the test sets.
@@ -47,9 +49,10 @@ fn client_behind(server: &ctrlkit_apiserver::ApiServer) -> (Client, Arc<Mutex<Ne
         async move {
             let lease_write =
                 request.method() == http::Method::PUT && request.uri().path().contains("/leases/");
-            let delay = {
+            let (delay, hang) = {
                 let mut network = network.lock().unwrap();
-                match *network {
+                let state = *network;
+                let delay = match state {
                     Network::Open => None,
                     Network::Cut => {
                         return Err(kube_client::Error::Service("cut off from the server".into()));
@@ -59,8 +62,16 @@ fn client_behind(server: &ctrlkit_apiserver::ApiServer) -> (Client, Arc<Mutex<Ne
                         Some(delay)
                     }
                     Network::SlowReplyThenCut(_) => None,
-                }
+                    Network::HangNext => {
+                        *network = Network::Open;
+                        None
+                    }
+                };
+                (delay, state == Network::HangNext)
             };
+            if hang {
+                return std::future::pending().await;
+            }
             let response = inner.send(request).await?;
             if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
@@ -194,6 +205,21 @@ async fn a_lease_deleted_under_its_leader_never_makes_two_leaders() {
     let b_started = b.started_leading().expect("b leads");
     let a_stopped = a.stopped_leading();
     assert!(a_stopped.is_some_and(|a| a <= b_started), "a still led when b started leading");
+}
+
+/// An attempt to acquire whose request hangs is cut at the renew deadline, and the next one
+/// acquires; before, the candidate waited on it for ever.
+#[tokio::test(start_paused = true)]
+async fn an_acquire_attempt_that_hangs_is_cut_at_the_renew_deadline() {
+    let server = server().await;
+    let (client, network) = client_behind(&server);
+    *network.lock().unwrap() = Network::HangNext;
+    let start = Instant::now();
+    let a = Candidate::start(client, "a", LeaderElectionConfig::default());
+    eventually_within(Duration::from_secs(60), "a leads", || a.elector.is_leader()).await;
+    // Cut at 10 s, then one jittered retry period (2 to 4.4 s).
+    let led = start.elapsed();
+    assert!(led >= Duration::from_secs(10) && led <= Duration::from_secs(15), "{led:?}");
 }
 
 /// Leadership hooks that panic.
