@@ -41,11 +41,29 @@ impl Hold {
     }
 }
 
+/// A mark of work under a Lease still alive: carried by every task that may reconcile under
+/// it (inside the [`Fence`] its runnables get), so that whoever releases the Lease can wait
+/// until the last of them is gone (the channel's receiver sees its end once every mark is
+/// dropped).
+#[derive(Debug, Clone)]
+// Held, never read: its drop is the signal.
+pub(crate) struct Working(#[allow(dead_code)] tokio::sync::mpsc::Sender<()>);
+
+impl Working {
+    /// A mark, and what resolves once it and every clone of it are dropped.
+    pub(crate) fn new() -> (Self, impl Future<Output = ()> + Send) {
+        let (mark, mut gone) = tokio::sync::mpsc::channel(1);
+        (Self(mark), async move { while gone.recv().await.is_some() {} })
+    }
+}
+
 /// Every Lease a runnable runs under, each with what it is (`leader Lease`, `shard Lease`):
 /// the runnable may start work only while all of them are held. A fence of none always holds.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Fence {
     holds: Vec<(&'static str, Hold)>,
+    /// The marks of the work under those Leases, which every clone carries.
+    working: Vec<Working>,
 }
 
 impl Fence {
@@ -54,6 +72,20 @@ impl Fence {
     pub(crate) fn with(mut self, what: &'static str, hold: Hold) -> Self {
         self.holds.push((what, hold));
         self
+    }
+
+    /// This fence, its clones marked as work under its Leases by `working`.
+    #[must_use]
+    pub(crate) fn marked(mut self, working: Working) -> Self {
+        self.working.push(working);
+        self
+    }
+
+    /// The same Leases, without the marks: for what outlives the work (a controller's
+    /// shared state), so that it does not hold a release back.
+    #[must_use]
+    pub(crate) fn unmarked(&self) -> Self {
+        Self { holds: self.holds.clone(), working: Vec::new() }
     }
 
     /// The first Lease no longer held now, if any.

@@ -62,6 +62,10 @@ impl<K> Drop for Cleanup<'_, K> {
         // Reconciles still in flight here are dropped with the run (a Manager's timeout).
         self.0.abandon_in_flight("the controller's run was dropped");
         self.0.queue.shut_down();
+        // The workers carry the fence's marks; the controller's own copy must not outlive them.
+        let mut fence = self.0.shared.fence.lock().unwrap_or_else(PoisonError::into_inner);
+        *fence = fence.unmarked();
+        drop(fence);
         let sources = std::mem::take(
             &mut *self.0.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
         );
@@ -163,8 +167,16 @@ impl<K: InformerObject> Controller<K> {
                 for _ in 0..self.config.workers {
                     let (this, reconciler, rx) =
                         (self.clone(), reconciler.clone(), stop_rx.clone());
+                    // Each worker carries the fence's marks until it is gone (aborted ones
+                    // too), so that a Manager dropped releases its Lease only after.
+                    let working =
+                        self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner).clone();
                     tasks.spawn(
-                        async move { this.run_worker(reconciler, rx).await }.in_current_span(),
+                        async move {
+                            let _working = working;
+                            this.run_worker(reconciler, rx).await
+                        }
+                        .in_current_span(),
                     );
                 }
                 tokio::select! {

@@ -9,14 +9,16 @@
 //! - The Lease lost (a renewal past its deadline, or the election failing) is the manager's
 //!   failure, and a fencing one: every runnable is aborted at once, not drained.
 //! - The Lease is released only by [`release`](LeaseGroup::release), which the manager calls
-//!   once every runnable has stopped, so no successor starts while one of them still works.
+//!   once every runnable has stopped, so no successor starts while one of them still works;
+//!   or, when the manager's run future is dropped, once every task that carries the group's
+//!   fence (the runnables, a controller's workers) is gone, however long their abort takes.
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::ManagerError;
 use super::telemetry::Telemetry;
-use crate::fence::Fence;
+use crate::fence::{Fence, Working};
 use crate::leaderelection::{LeaderElectionError, LeaderElector, LeaderStatus};
 
 /// One Lease and the runnables that run under it.
@@ -64,12 +66,18 @@ impl LeaseGroup {
         error: fn(LeaderElectionError) -> ManagerError,
     ) -> Self {
         let (release, released) = oneshot::channel::<()>();
-        let fence = Fence::default().with(lease, elector.hold());
+        let (working, gone) = Working::new();
+        let fence = Fence::default().with(lease, elector.hold()).marked(working);
         let status = elector.status();
         let election = tokio::spawn(async move {
             elector
                 .run(async {
-                    let _ = released.await;
+                    if released.await.is_err() {
+                        // The manager's run was dropped, its runnables aborted: they stop at
+                        // their next await, on other threads maybe. The Lease is held (and
+                        // renewed) until the last task that carries the fence is gone.
+                        gone.await;
+                    }
                 })
                 .await
         });

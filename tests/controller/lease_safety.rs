@@ -222,6 +222,77 @@ async fn an_acquire_attempt_that_hangs_is_cut_at_the_renew_deadline() {
     assert!(led >= Duration::from_secs(10) && led <= Duration::from_secs(15), "{led:?}");
 }
 
+/// A blocking reconcile: says when it blocks its thread, then blocks it for `block`.
+struct Blocking {
+    block: Duration,
+    blocking: tokio::sync::mpsc::UnboundedSender<()>,
+    ended: Arc<Mutex<Option<Instant>>>,
+}
+
+/// Records when a reconcile ended (finished, or dropped after its abort).
+struct EndsAt(Arc<Mutex<Option<Instant>>>);
+
+impl Drop for EndsAt {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(Instant::now());
+    }
+}
+
+#[async_trait::async_trait]
+impl ctrlkit::controller::Reconciler for Blocking {
+    type Object = ConfigMap;
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        _: &ctrlkit::cache::ObjectKey,
+        _: Option<Arc<Self::Object>>,
+    ) -> Result<ctrlkit::controller::Action, Self::Error> {
+        let _ends = EndsAt(self.ended.clone());
+        let _ = self.blocking.send(());
+        std::thread::sleep(self.block);
+        tokio::task::yield_now().await;
+        Ok(ctrlkit::controller::Action::done())
+    }
+}
+
+/// The run future of an elected manager dropped while a reconcile blocks its thread: the
+/// Lease is released only once that reconcile is gone. Before, the release went out at
+/// once, and a successor could lead while the reconcile still ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_manager_dropped_releases_its_lease_only_after_its_reconciles_stopped() {
+    let server = server().await;
+    let client = server.client();
+    let lock = LeaseLock::new(client.clone(), "default", "election", "a");
+    let mut manager = ctrlkit::manager::Manager::builder(client.clone())
+        .leader_election(lock, LeaderElectionConfig::default())
+        .build();
+    let controller =
+        manager.controller(kube_client::Api::<ConfigMap>::namespaced(client, "default")).build();
+    let (blocking, mut blocks) = tokio::sync::mpsc::unbounded_channel();
+    let ended = Arc::new(Mutex::new(None));
+    let block = Duration::from_secs(2);
+    manager.add_controller(controller, Blocking { block, blocking, ended: ended.clone() });
+    let run = tokio::spawn(manager.run_until(std::future::pending()));
+    create_configmap(&server, "x").await;
+    tokio::time::timeout(Duration::from_secs(30), blocks.recv()).await.expect("a reconcile");
+    run.abort();
+    let leases: kube_client::Api<Lease> = kube_client::Api::namespaced(server.client(), "default");
+    let released = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let lease = leases.get("election").await.unwrap();
+            if lease.spec.and_then(|s| s.holder_identity).unwrap_or_default().is_empty() {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the Lease is released");
+    let ended = ended.lock().unwrap().expect("the Lease was released while the reconcile ran");
+    assert!(ended <= released, "released {:?} before the reconcile ended", ended - released);
+}
+
 /// Leadership hooks that panic.
 struct PanickingLeaderMetrics;
 
