@@ -5,28 +5,34 @@
 //! Contract:
 //! - A certificate is there before the first connection ([`Https::bind`] fails without one);
 //!   a renewed or re-read one is served from the next handshake, no restart.
-//! - [`ServingLimits`] hold: a TLS handshake within 10 s, a request's headers within 10 s,
-//!   a kept-alive connection idle for 90 s at most, 1,024 connections at once (more wait in
-//!   the listen backlog), and a pause of 100 ms after an accept fails (no descriptors left)
-//!   rather than a loop that spins a core.
+//! - [`ServingLimits`] hold: a TLS handshake within 10 s, a request's headers within 10 s
+//!   and the whole request within 30 s, an answer written within 30 s, a kept-alive
+//!   connection idle for 90 s at most, 1,024 connections at once (past them, the connection
+//!   that has sent least for longest among those still sending a request is shed; with none,
+//!   the newcomer waits in the listen backlog), and after an accept fails for want of
+//!   descriptors, a pause (10 ms doubling to 1 s) during which certificates are still kept,
+//!   rather than a loop that spins a core. Other accept errors are retried at once.
 //! - Renewals, Secret reads and the caller's own periodic work run beside the accept loop,
 //!   never in it; a failed renewal is logged and the served certificate stays.
 //! - On stop: no new connections; each open one answers the request in flight and closes
-//!   (an API server or a scraper keeps idle ones open), within 10 s.
+//!   (an API server or a scraper keeps idle ones open), within 10 s. A connection closed
+//!   gracefully (idle past its timeout) gets the write timeout to do so, then is dropped.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::certs::{self, CertError, CertificateBundle, Certificates, Lifetimes};
-use super::limits::{Activity, Phase, ServingLimits, Watched};
+use super::connections::{Admission, Connections};
+use super::limits::{Activity, Marked, Phase, ServingLimits, Watched};
 use super::rotation::{self, Kept};
 use super::secret::SecretCertificates;
 
@@ -155,9 +161,8 @@ impl Https {
         beside: impl Future<Output = ()>,
     ) {
         let Self { listener, acceptor, mut keeper, certificates, .. } = self;
-        let mut connections = tokio::task::JoinSet::new();
-        // A connection is accepted only with a permit, held until it closes.
-        let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let mut tasks = tokio::task::JoinSet::new();
+        let connections = Connections::new(limits.max_connections);
         // Connections end gracefully on the stop: the request in flight is answered, then the
         // connection closes.
         let (closing, closed) = tokio::sync::watch::channel(false);
@@ -172,26 +177,41 @@ impl Https {
             std::future::pending::<()>().await
         };
         tokio::pin!(stop, beside, maintain);
+        let mut pause = AcceptPause::new(&limits);
         loop {
+            let admission = connections.admission(Instant::now());
+            let admit = pause.until.is_none() && matches!(admission, Admission::Now);
             tokio::select! {
                 () = &mut stop => break,
                 () = &mut beside => {}
                 () = &mut maintain => {}
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                accepted = accept(&listener, &permits) => {
-                    let (stream, peer, permit) = match accepted {
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                // At the cap with none to shed: until a connection closes, goes idle or passes
+                // its grace.
+                () = connections.room(), if !admit => {}
+                () = sleep_until(pause.until.or(match admission {
+                    Admission::Wait(until) => until,
+                    Admission::Now => None,
+                })), if !admit => pause.until = None,
+                accepted = listener.accept(), if admit => {
+                    let (stream, peer) = match accepted {
                         Ok(accepted) => accepted,
                         Err(err) => {
-                            // Out of descriptors, say: the error would come back at once.
-                            tracing::warn!(%err, pause = ?limits.accept_error_pause, "accepting a connection failed");
-                            tokio::time::sleep(limits.accept_error_pause).await;
+                            pause.failed(&err);
                             continue;
                         }
                     };
+                    pause.succeeded();
+                    let (place, activity) = connections.hold();
+                    let id = place.id();
+                    if connections.shed_one(Instant::now()) {
+                        tracing::debug!(%peer, held = connections.len(), "at the connection cap: shed the connection that sent least for longest");
+                    }
                     let (acceptor, router) = (acceptor.clone(), router.clone());
                     let closed = closed.clone();
-                    connections.spawn(async move {
-                        let _permit = permit;
+                    let task = tasks.spawn(async move {
+                        let _place = place;
+                        let stream = Watched::network(stream, activity.clone());
                         let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream));
                         let tls = match handshake.await {
                             Ok(Ok(tls)) => tls,
@@ -204,18 +224,70 @@ impl Https {
                                 return;
                             }
                         };
-                        serve_connection(tls, peer, router, limits, closed).await;
+                        activity.handshaken();
+                        serve_connection(tls, peer, router, limits, activity, closed).await;
                     });
+                    connections.serving(id, task);
                 }
             }
         }
         drop(listener);
         closing.send_replace(true);
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while connections.join_next().await.is_some() {}
+            while tasks.join_next().await.is_some() {}
         })
         .await;
-        connections.abort_all();
+        tasks.abort_all();
+    }
+}
+
+/// The pause after accepts that fail for want of descriptors: `accept_error_pause`,
+/// doubling while they keep failing, up to `max_accept_error_pause`. The accept loop does not
+/// sleep: it stops accepting until `until`, while the certificate keeper goes on.
+struct AcceptPause {
+    first: Duration,
+    max: Duration,
+    next: Duration,
+    until: Option<Instant>,
+}
+
+impl AcceptPause {
+    fn new(limits: &ServingLimits) -> Self {
+        let first = limits.accept_error_pause.max(Duration::from_millis(1));
+        let max = limits.max_accept_error_pause.max(first);
+        Self { first, max, next: first, until: None }
+    }
+
+    fn failed(&mut self, err: &std::io::Error) {
+        if !out_of_descriptors(err) {
+            // A connection reset in the backlog, say: the next accept is another's.
+            tracing::debug!(%err, "accepting a connection failed");
+            return;
+        }
+        tracing::warn!(%err, pause = ?self.next, "accepting a connection failed: out of descriptors");
+        self.until = Some(Instant::now() + self.next);
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    fn succeeded(&mut self) {
+        self.next = self.first;
+    }
+}
+
+/// Whether an accept failed because the process or the system is out of descriptors, buffers
+/// or memory: the same error would come back at once.
+fn out_of_descriptors(err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::OutOfMemory
+        || err.raw_os_error().is_some_and(|code| {
+            [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM].contains(&code)
+        })
+}
+
+/// Sleeps until `at`, or for ever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -223,70 +295,86 @@ impl Https {
 /// sends more, and a buffer of this size bounds what a hostile one makes the server hold.
 const MAX_HEADER_BYTES: usize = 64 << 10;
 
-/// Accepts a connection once a permit is free.
-async fn accept(
-    listener: &TcpListener,
-    permits: &Arc<Semaphore>,
-) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit)> {
-    let permit = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
-    let (stream, peer) = listener.accept().await?;
-    Ok((stream, peer, permit))
-}
-
 /// Serves HTTP/1.1 on one TLS connection until it ends, breaks a limit, or the server stops
 /// (`closed`: the request in flight is answered, then the connection closes).
-async fn serve_connection(
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+async fn serve_connection<S>(
+    tls: S,
     peer: SocketAddr,
     router: axum::Router,
     limits: ServingLimits,
+    activity: Activity,
     mut closed: tokio::sync::watch::Receiver<bool>,
-) {
-    let activity = Activity::new();
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let marks = activity.clone();
-    let service = hyper::service::service_fn(move |request| {
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (mut router, marks) = (router.clone(), marks.clone());
-        marks.busy();
+        marks.headers_read(request.body().is_end_stream());
+        let request =
+            request.map(|body| axum::body::Body::new(Marked::request(body, marks.clone())));
         async move {
-            let response = router.call(request.map(axum::body::Body::new)).await;
-            marks.idle();
-            response
+            let response = router.call(request).await;
+            response.map(|response| {
+                marks.answered(response.body().is_end_stream());
+                response.map(|body| axum::body::Body::new(Marked::answer(body, marks)))
+            })
         }
     });
     // Headers of 64 KiB at most (hyper's default buffer takes about 400 KiB of them).
     let connection = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEADER_BYTES)
-        .serve_connection(TokioIo::new(Watched::new(tls, activity.clone())), service);
+        .serve_connection(TokioIo::new(Watched::plain(tls, activity.clone())), service);
     tokio::pin!(connection);
+    // Once a graceful shutdown began: until when the connection may take to close.
+    let mut closing_by: Option<Instant> = None;
     let served = loop {
         let (phase, deadline) = activity.deadline(&limits);
+        let wake = match (deadline, closing_by) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         tokio::select! {
-            served = connection.as_mut() => break served,
-            () = async { let _ = closed.wait_for(|closed| *closed).await; } => {
+            served = connection.as_mut() => break Some(served),
+            () = async { let _ = closed.wait_for(|closed| *closed).await; }, if closing_by.is_none() => {
                 connection.as_mut().graceful_shutdown();
-                break connection.await;
+                closing_by = Some(Instant::now() + limits.write_timeout);
             }
             () = activity.changed() => {}
-            () = async {
-                match deadline {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+            () = sleep_until(wake) => {
+                if closing_by.is_some_and(|by| Instant::now() >= by) {
+                    tracing::debug!(%peer, "a connection did not close within the write timeout of its graceful shutdown");
+                    break None;
                 }
-            } => {
-                if activity.deadline(&limits) != (phase, deadline) {
+                if activity.deadline(&limits) != (phase, deadline)
+                    || deadline.is_none_or(|at| Instant::now() < at)
+                {
                     continue; // it moved on meanwhile
                 }
-                if phase == Phase::Idle {
-                    tracing::debug!(%peer, "closing a connection idle past the idle timeout");
-                    connection.as_mut().graceful_shutdown();
-                    break connection.await;
+                match phase {
+                    Phase::Idle => {
+                        tracing::debug!(%peer, "closing a connection idle past the idle timeout");
+                        connection.as_mut().graceful_shutdown();
+                        closing_by = Some(Instant::now() + limits.write_timeout);
+                    }
+                    Phase::Headers | Phase::Handshake => {
+                        tracing::debug!(%peer, "a client did not send its headers within the header timeout");
+                        break None;
+                    }
+                    Phase::Body => {
+                        tracing::debug!(%peer, "a client did not send its whole request within the read timeout");
+                        break None;
+                    }
+                    Phase::Writing => {
+                        tracing::debug!(%peer, "a client did not take its answer within the write timeout");
+                        break None;
+                    }
+                    Phase::Handling => {}
                 }
-                tracing::debug!(%peer, "a client did not send its headers within the header timeout");
-                return;
             }
         }
     };
-    if let Err(err) = served {
+    if let Some(Err(err)) = served {
         tracing::debug!(%peer, %err, "an HTTPS connection ended");
     }
 }

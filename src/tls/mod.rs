@@ -20,6 +20,7 @@
 )]
 
 mod certs;
+mod connections;
 pub(crate) mod https;
 mod limits;
 mod rotation;

@@ -61,9 +61,11 @@
 //! | a value nested in what a handler decodes | serde_json's 128 levels; deeper is a 400 (kube-apiserver sends custom resources up to 10,000 levels deep, whose clones and drops in a handler could overflow a task's stack) |
 //! | the TLS handshake | 10 s, then the connection is closed |
 //! | a request's headers | 10 s to arrive, 64 KiB at most |
+//! | a whole request, headers and body | 30 s from its first byte (Go's `ReadTimeout`), then the connection is cut |
+//! | writing an answer | 30 s (Go's `WriteTimeout`): a client that does not read is cut |
 //! | an idle keep-alive connection | closed after 90 s |
-//! | connections served at once | 1,024; more wait in the listen queue |
-//! | after an accept error (out of descriptors) | a 100 ms pause, not a spinning loop |
+//! | connections served at once | 1,024; past them, the one that has sent least for longest among those still sending a request (or idle) is shed, never one whose whole request arrived; with none, more wait in the listen queue |
+//! | after an accept error for want of descriptors | a pause of 10 ms doubling to 1 s (certificates still kept meanwhile), not a spinning loop; other accept errors are retried at once |
 //!
 //! Certificates ([`CertificateSource`](crate::tls::CertificateSource)): a self-signed CA lives
 //! 10 years and a serving certificate 1 year, each renewed with a third of its lifetime left,

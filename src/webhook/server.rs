@@ -172,7 +172,8 @@ impl WebhookServerBuilder {
     }
 
     /// The server's timeouts and connection cap (default [`ServingLimits::default`]:
-    /// handshake and headers 10 s, idle 90 s, 1,024 connections).
+    /// handshake and headers 10 s, whole request and answer 30 s, idle 90 s, 1,024
+    /// connections).
     pub fn limits(mut self, limits: ServingLimits) -> Self {
         self.limits = limits;
         self

@@ -1,9 +1,12 @@
 //! Serving safely over HTTPS (the webhook server's, shared by secure metrics): reviews of
-//! several mebibytes are answered, and a client that stalls in the TLS handshake, in its
-//! headers, or idles on a kept-alive connection is cut off after the server's timeouts.
+//! several mebibytes are answered, one past 7 MiB is one 413 `Status`, one nested past 128
+//! levels a 400; a client that stalls in the TLS handshake, in its headers, trickles its
+//! body, does not read its answer, or idles on a kept-alive connection is cut off after the
+//! server's timeouts; and slow clients at the connection cap are shed for a review.
 //!
 //! The timeout cases run on tokio's paused clock: the server's own timers decide, and the
-//! clock jumps to them while the stalled client waits.
+//! clock jumps to them while the stalled client waits. The slow clients' cases run on the
+//! real clock (1,100 real sockets; their trickle a byte a second), their waits bounded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::common::eventually_within;
 use super::webhook::{Small, admission, client, post, run_until};
 
 /// A webhook server validating at `/validate`, serving until the returned `Notify` is told.
@@ -149,27 +153,20 @@ async fn a_kept_alive_connection_is_closed_after_90_s_idle_and_not_before() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn connections_past_the_cap_wait_until_one_closes() {
+async fn a_connection_past_the_cap_sheds_one_stalled_in_its_handshake() {
     let mut limits = ServingLimits::default();
     limits.max_connections = 2;
-    let server = WebhookServer::builder()
-        .address("127.0.0.1:0".parse().unwrap())
-        .validator("/validate", Small)
-        .limits(limits)
-        .build();
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let (running, until) = (server.clone(), stop.clone());
-    tokio::spawn(async move { run_until(running, &until).await });
-    let address = server.serving().await;
+    let (server, address, stop) = serving_with(limits).await;
     let ca = server.certificate().unwrap().ca_pem;
     // Two clients that never shake hands hold both connections...
     let _stalled =
         [TcpStream::connect(address).await.unwrap(), TcpStream::connect(address).await.unwrap()];
-    // ...so a third is served only once the handshake timeout (10 s) cut them off.
+    // ...and a third sheds one of them once they are past their grace (1 s), not at the
+    // handshake timeout (10 s).
     let start = Instant::now();
     let _third = tls(address, &ca).await;
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(11), "{waited:?}");
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(2), "{waited:?}");
     stop.notify_one();
 }
 
@@ -215,6 +212,194 @@ impl AdmissionHandler for Any {
     }
 }
 
+/// A TLS connection to `address` from `local` trusting `ca_pem`, receiving into a buffer of
+/// `receive` bytes if given; `None` if the server closed it before the handshake ended.
+async fn tls_from(
+    local: std::net::IpAddr,
+    address: std::net::SocketAddr,
+    ca_pem: &str,
+    receive: Option<u32>,
+) -> Option<tokio_rustls::client::TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(der.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(local, 0)).unwrap();
+    if let Some(bytes) = receive {
+        socket.set_recv_buffer_size(bytes).unwrap();
+    }
+    let tcp = socket.connect(address).await.ok()?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    connector.connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.ok()
+}
+
+/// The head of a `POST path` of `length` bytes.
+fn head(path: &str, length: usize) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+/// Slow clients: their connections, how many sent their headers, and how many connections
+/// the server cut.
+#[derive(Default)]
+struct Slow {
+    sent_headers: std::sync::atomic::AtomicUsize,
+    cut: std::sync::atomic::AtomicUsize,
+}
+
+/// `count` clients from 127.0.0.2 to 127.0.0.9, each sending a review's headers and then
+/// trickling its body a byte a second; cut, each connects again up to `reconnects` times.
+/// Every loop is bounded: a client ends after 120 bytes of body, and once `stop` is set.
+fn trickle(
+    count: usize,
+    reconnects: usize,
+    address: std::net::SocketAddr,
+    ca: &str,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> (Arc<Slow>, tokio::task::JoinSet<()>) {
+    use std::sync::atomic::Ordering;
+    let slow = Arc::new(Slow::default());
+    let mut clients = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let local = std::net::IpAddr::from([127, 0, 0, 2 + (i % 8) as u8]);
+        let (ca, slow, stop) = (ca.to_owned(), slow.clone(), stop.clone());
+        clients.spawn(async move {
+            for _ in 0..=reconnects {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Some(mut tls) = tls_from(local, address, &ca, None).await else {
+                    slow.cut.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                if tls.write_all(head("/validate", 4096).as_bytes()).await.is_err() {
+                    slow.cut.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                slow.sent_headers.fetch_add(1, Ordering::Relaxed);
+                let mut cut = false;
+                for _ in 0..120 {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if tls.write_all(b" ").await.is_err() || tls.flush().await.is_err() {
+                        cut = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                if !cut {
+                    return;
+                }
+                slow.cut.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    (slow, clients)
+}
+
+/// 1,100 slow clients against a cap of 1,024, reconnecting `reconnects` times once cut: a
+/// review from another address is answered within 10 s.
+async fn a_review_gets_through_slow_clients(reconnects: usize) {
+    use std::sync::atomic::Ordering;
+    let (server, address, stop_server) = serving_with(ServingLimits::default()).await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (slow, mut clients) = trickle(1_100, reconnects, address, &ca, &stop);
+    eventually_within(Duration::from_secs(120), "1,024 slow clients hold the server", || {
+        slow.sent_headers.load(Ordering::Relaxed) >= 1_024
+    })
+    .await;
+    let https = client(address, &ca);
+    let review = admission("CREATE", json!({"metadata": {"name": "x"}}));
+    let answered =
+        tokio::time::timeout(Duration::from_secs(10), post(&https, "/validate", &review));
+    let answered = answered.await;
+    stop.store(true, Ordering::Relaxed);
+    let answer = answered
+        .expect("a review is answered within 10 s while slow clients hold the connections")
+        .expect("answered");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(slow.cut.load(Ordering::Relaxed) > 0, "slow clients were shed");
+    while clients.join_next().await.is_some() {}
+    stop_server.notify_one();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_holding_every_connection_do_not_keep_a_review_out() {
+    a_review_gets_through_slow_clients(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_reconnecting_as_fast_as_they_are_cut_do_not_keep_a_review_out() {
+    a_review_gets_through_slow_clients(50).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_trickles_its_body_is_cut_at_the_read_timeout() {
+    let (server, address, stop) = serving_with(ServingLimits::default()).await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let tls = tls(address, &ca).await;
+    let (mut reader, mut writer) = tokio::io::split(tls);
+    writer.write_all(head("/validate", 4096).as_bytes()).await.unwrap();
+    // A byte every 3 s, for 150 s at most.
+    let trickling = tokio::spawn(async move {
+        for _ in 0..50 {
+            if writer.write_all(b" ").await.is_err() || writer.flush().await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+    });
+    let closed = closed_after(&mut reader, Duration::from_secs(60)).await;
+    let closed = closed.expect("the server cuts a request whose body trickles");
+    assert!(closed >= Duration::from_secs(30) && closed < Duration::from_secs(31), "{closed:?}");
+    trickling.abort();
+    stop.notify_one();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_never_reads_a_7_mib_answer_is_cut_at_the_write_timeout() {
+    let (server, address, stop) = serving_with(ServingLimits::default()).await;
+    let ca = server.certificate().unwrap().ca_pem;
+    let local = std::net::IpAddr::from([127, 0, 0, 1]);
+    // A small receive buffer: the answer cannot all wait in the kernel's buffers.
+    let mut tls = tls_from(local, address, &ca, Some(4096)).await.expect("connected");
+    let body =
+        serde_json::to_vec(&admission("CREATE", json!({"metadata": {"name": "x"}}))).unwrap();
+    tls.write_all(head("/big", body.len()).as_bytes()).await.unwrap();
+    tls.write_all(&body).await.unwrap();
+    tls.flush().await.unwrap();
+    // Not reading for longer than the write timeout (30 s)...
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    // ...then reading: what the server wrote before it cut the connection, not the answer.
+    let mut received = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    let read_all = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received += n,
+            }
+            if received > BIG_ANSWER {
+                return;
+            }
+        }
+    });
+    let _ = read_all.await;
+    assert!(received < BIG_ANSWER, "the whole answer ({received} bytes) waited for the client");
+    stop.notify_one();
+}
+
 #[tokio::test]
 async fn a_body_past_7_mib_is_one_413_status_whatever_its_size() {
     let (server, address, stop) = serving_with(ServingLimits::default()).await;
@@ -233,13 +418,6 @@ async fn a_body_past_7_mib_is_one_413_status_whatever_its_size() {
         assert_eq!(status.message, "request entity is too large; limit is 7340032 bytes");
     }
     stop.notify_one();
-}
-
-/// The head of a `POST path` of `length` bytes.
-fn head(path: &str, length: usize) -> String {
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
-    )
 }
 
 #[tokio::test]
