@@ -125,7 +125,7 @@ pub enum Review<'a, K: Resource + Send + Sync> {
 /// The answer to one request: its HTTP status and JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
-    /// 200 with an `AdmissionReview` (allowed or denied), 400 for a body that is not one, or
+    /// 200 with an `AdmissionReview` (allowed or denied), 400 for a body that is not one,
     /// 413 for one larger than [`MAX_REVIEW_BYTES`], or 503 for a webhook that cannot answer yet
     /// ([`Denial::unavailable`]).
     pub status: StatusCode,
