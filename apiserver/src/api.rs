@@ -68,6 +68,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             count(&shared, &parts.method, &route, &options);
             watch = parts.method == Method::GET && route.target.name.is_none() && options.watch;
             let (method, headers) = (&parts.method, &parts.headers);
+            if shared.faults.take_panic() {
+                panic!("a panic injected by Faults::panic_next");
+            }
             match shared.faults.take_failure(watch) {
                 Some(err) => Err(err),
                 None => views::serve_view(&shared, method, headers, route, &options, body).await,

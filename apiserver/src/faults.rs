@@ -32,6 +32,8 @@ pub(crate) struct FaultState {
     pub(crate) watch_failure: Mutex<Failure>,
     pub(crate) latency: Mutex<Duration>,
     pub(crate) watch_lifetime: Mutex<Option<Duration>>,
+    /// Requests whose handler is to panic (see `Faults::panic_next`).
+    pub(crate) panic_remaining: AtomicUsize,
 }
 
 impl Default for FaultState {
@@ -43,11 +45,18 @@ impl Default for FaultState {
             watch_failure: Mutex::new(Failure::InternalError),
             latency: Mutex::new(Duration::ZERO),
             watch_lifetime: Mutex::new(None),
+            panic_remaining: AtomicUsize::new(0),
         }
     }
 }
 
 impl FaultState {
+    /// Whether this request's handler is to panic (and counts it down).
+    pub(crate) fn take_panic(&self) -> bool {
+        let remaining = &self.panic_remaining;
+        remaining.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    }
+
     /// The error for this request, if a failure is armed (and counts it down).
     pub(crate) fn take_failure(&self, watch: bool) -> Option<ApiError> {
         let take = |remaining: &AtomicUsize| {

@@ -34,6 +34,15 @@ impl Faults {
         self.shared.faults.fail_remaining.store(n, Ordering::SeqCst);
     }
 
+    /// Makes the handler of each of the next `n` API requests (discovery and health checks
+    /// excepted) panic, as a bug in the server would: each is answered 500 with
+    /// kube-apiserver's words for a panic, counted in
+    /// [`ApiServer::handler_panics`](super::ApiServer::handler_panics), and the server serves
+    /// on.
+    pub fn panic_next(&self, n: usize) {
+        self.shared.faults.panic_remaining.store(n, Ordering::SeqCst);
+    }
+
     /// Fails the next `n` watch requests with `failure`; other requests are served. Zero
     /// disarms it. With [`close_watches`](Self::close_watches), this keeps clients
     /// disconnected while the test changes objects behind their back.

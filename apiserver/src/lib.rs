@@ -234,6 +234,7 @@ mod list;
 mod negotiate;
 mod openapi;
 mod options;
+mod panics;
 mod patch;
 mod protobuf;
 mod registry;

@@ -219,6 +219,7 @@ impl ApiServerBuilder {
         let collector = self.garbage_collector.then(|| super::gc::spawn(&shared.registry));
         let router = axum::Router::new()
             .fallback(super::api::handle)
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), super::panics::catch_panic))
             .layer(axum::middleware::from_fn(super::layers::body_limit))
             .layer(axum::middleware::from_fn_with_state(shared.clone(), super::layers::latency))
             .with_state(shared.clone());
@@ -377,6 +378,12 @@ impl ApiServer {
             patch: get(&s.patch),
             delete: get(&s.delete),
         }
+    }
+
+    /// Requests whose handler panicked: each answered with a 500 (see
+    /// [`Faults::panic_next`](super::Faults::panic_next)), logged, and counted here.
+    pub fn handler_panics(&self) -> u64 {
+        self.shared.stats.panics.load(Ordering::SeqCst)
     }
 
     /// The newest resourceVersion of the store.

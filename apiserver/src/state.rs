@@ -22,6 +22,8 @@ pub(crate) struct Stats {
     pub(crate) update: AtomicU64,
     pub(crate) patch: AtomicU64,
     pub(crate) delete: AtomicU64,
+    /// Handlers that panicked (see the `panics` module).
+    pub(crate) panics: AtomicU64,
 }
 
 /// State shared by every request handler.

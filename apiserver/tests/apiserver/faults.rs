@@ -39,6 +39,25 @@ async fn fail_next_fails_that_many_requests_with_500_or_429(t: &Target) {
 }
 case!(Needs::Embedded, fail_next_fails_that_many_requests_with_500_or_429);
 
+async fn a_handler_that_panics_answers_500_and_the_server_serves_on(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    t.embedded().faults().panic_next(1);
+    let panicked = t.raw_get(&format!("/api/v1/namespaces/{}/pods", t.ns)).await;
+    assert_eq!(panicked.status, 500, "{}", panicked.body);
+    let status: serde_json::Value = serde_json::from_str(&panicked.body).unwrap();
+    assert_eq!(status["reason"], "InternalError");
+    assert_eq!(
+        status["message"],
+        "This request caused apiserver to panic. Look in the logs for details."
+    );
+    assert_eq!(t.embedded().handler_panics(), 1);
+    // The same client, the next request: served.
+    assert!(pods.list(&ListParams::default()).await.is_ok(), "the server serves on");
+    assert_eq!(api_error(pods.get("x").await), (404, "NotFound".into()));
+    assert_eq!(t.embedded().handler_panics(), 1);
+}
+case!(Needs::Embedded, a_handler_that_panics_answers_500_and_the_server_serves_on);
+
 async fn latency_delays_responses(t: &Target) {
     let client = t.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, &t.ns);
