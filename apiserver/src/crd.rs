@@ -10,8 +10,11 @@
 //! - Delete removes every object of the kind (watchers see them `DELETED`) and stops serving
 //!   it. (The real server holds the CRD `Terminating` while its instances go.)
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
+use super::custom_resources::Schemas;
 use super::ids::now;
 use super::registry::Strategy;
 use super::resources::{PrinterColumn, ResourceType};
@@ -171,8 +174,11 @@ pub(crate) fn unserve(store: &Store, crd: &Value) {
 }
 
 /// The registry's rules for CRDs: validated on create and on every update but of `/status`;
-/// served once stored, unserved once removed.
-pub(crate) struct DefinitionStrategy;
+/// served once stored (their schemas kept in `schemas`, for the custom resources' strategy),
+/// unserved once removed.
+pub(crate) struct DefinitionStrategy {
+    pub(crate) schemas: Arc<Schemas>,
+}
 
 impl Strategy for DefinitionStrategy {
     fn validate_create(&self, _: &ResourceType, crd: &mut Value) -> ApiResult<()> {
@@ -182,9 +188,11 @@ impl Strategy for DefinitionStrategy {
         if status { Ok(()) } else { validate(crd) }
     }
     fn stored(&self, store: &Store, definitions: usize, crd: &Value) {
+        self.schemas.define(crd);
         serve(store, definitions, crd);
     }
     fn removed(&self, store: &Store, crd: &Value) {
+        self.schemas.forget(crd);
         unserve(store, crd);
     }
 }

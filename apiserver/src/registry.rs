@@ -16,6 +16,7 @@ use super::resources::ResourceType;
 use super::shapes::{self, Malformed};
 use super::status::{ApiError, ApiResult};
 use super::store::{Store, StoredObject, Txn, object_key};
+use super::typed_fields::{self, TypedField};
 
 pub(crate) mod stages;
 pub(crate) mod writes;
@@ -183,6 +184,16 @@ fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
     None
 }
 
+/// The 422 for an object of `rt` named `name`, as the real server words it: the kind
+/// qualified by its group unless core (`Deployment.apps "web" is invalid: …`).
+fn invalid_object(rt: &ResourceType, name: &str, cause: &str) -> ApiError {
+    let mut err = ApiError::invalid(&rt.kind, name, cause);
+    if !rt.group.is_empty() {
+        err.message = format!("{}.{} \"{name}\" is invalid: {cause}", rt.kind, rt.group);
+    }
+    err
+}
+
 /// The body of a create or update of `kind`: a JSON object nested within the limits of the
 /// `shapes` module.
 pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
@@ -198,10 +209,11 @@ pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
     Ok(value)
 }
 
-/// Sets kind and apiVersion, refusing a body that names another type; folds a Secret's
+/// Sets kind and apiVersion, refusing a body that names another type or holds one of
+/// `fields` (the kind's structs, maps and lists) with another JSON type; folds a Secret's
 /// `stringData` into `data` and gives it the default type `Opaque`, and refuses a ConfigMap
 /// over its size limit, as the real server.
-fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
+fn check_type(rt: &ResourceType, fields: &[TypedField], value: &mut Value) -> ApiResult<()> {
     if !value.is_object() {
         return Err(ApiError::bad_request("the body of the request must be a JSON object"));
     }
@@ -221,7 +233,7 @@ fn check_type(rt: &ResourceType, value: &mut Value) -> ApiResult<()> {
             rt.kind
         )));
     }
-    if let Some(error) = shapes::unmarshal_error(value, &rt.kind, &api_version, rt.is_builtin()) {
+    if let Some(error) = typed_fields::decode_error(value, fields) {
         return Err(shapes::cannot_be_handled(&rt.kind, &api_version, &error));
     }
     shapes::check_depth(value)?;
@@ -324,6 +336,8 @@ pub(crate) struct Registry {
     pub(crate) store: Store,
     /// What a kind adds to the generic semantics, by group and plural.
     strategies: HashMap<(String, String), Arc<dyn Strategy>>,
+    /// What every kind a CustomResourceDefinition defines adds, if anything.
+    custom_resources: Option<Arc<dyn Strategy>>,
     /// What admits writes, if anything does.
     admission: Option<Arc<dyn Admission>>,
 }
@@ -354,6 +368,17 @@ pub(crate) trait Strategy: Send + Sync {
     ) -> ApiResult<()> {
         Ok(())
     }
+    /// The fields of this kind's Go type that are structs, maps or lists, beyond metadata's
+    /// and a built-in kind's `spec` and `status` (see the `typed_fields` module): a write
+    /// that gives one another JSON type is refused as Go's decoder refuses it.
+    fn typed_fields(&self, _rt: &ResourceType) -> Vec<TypedField> {
+        Vec::new()
+    }
+    /// The fields server-side apply reads as maps and lists beyond metadata's: by default
+    /// [`typed_fields`](Self::typed_fields)'; a custom resource's come from its schema.
+    fn applied_fields(&self, rt: &ResourceType) -> Vec<TypedField> {
+        self.typed_fields(rt)
+    }
     /// The object was stored (created or updated) under `resource`.
     fn stored(&self, _store: &Store, _resource: usize, _object: &Value) {}
     /// The object was removed.
@@ -363,7 +388,7 @@ pub(crate) trait Strategy: Send + Sync {
 impl Registry {
     /// A registry over `store`, with no kind of special rules yet.
     pub(crate) fn new(store: Store) -> Self {
-        Self { store, strategies: HashMap::new(), admission: None }
+        Self { store, strategies: HashMap::new(), custom_resources: None, admission: None }
     }
 
     /// Sends writes through `admission` before they are stored.
@@ -388,8 +413,39 @@ impl Registry {
         self
     }
 
+    /// Gives every kind a CustomResourceDefinition defines the rules of `strategy`.
+    pub(crate) fn with_custom_resource_strategy(mut self, strategy: Arc<dyn Strategy>) -> Self {
+        self.custom_resources = Some(strategy);
+        self
+    }
+
     fn strategy(&self, rt: &ResourceType) -> Option<&Arc<dyn Strategy>> {
-        self.strategies.get(&(rt.group.clone(), rt.plural.clone()))
+        let custom = || self.custom_resources.as_ref().filter(|_| rt.from_definition);
+        self.strategies.get(&(rt.group.clone(), rt.plural.clone())).or_else(custom)
+    }
+
+    /// The fields of `rt`'s objects that Go holds as structs, maps or lists.
+    fn typed_fields(&self, rt: &ResourceType) -> Vec<TypedField> {
+        self.fields_with(rt, |strategy| strategy.typed_fields(rt))
+    }
+
+    /// The fields of `rt`'s objects that server-side apply reads as maps and lists.
+    fn applied_fields(&self, rt: &ResourceType) -> Vec<TypedField> {
+        self.fields_with(rt, |strategy| strategy.applied_fields(rt))
+    }
+
+    /// Metadata's fields, a built-in kind's `spec` and `status`, and `own` of its strategy.
+    fn fields_with(
+        &self,
+        rt: &ResourceType,
+        own: impl FnOnce(&dyn Strategy) -> Vec<TypedField>,
+    ) -> Vec<TypedField> {
+        let mut fields = typed_fields::metadata_fields(&rt.kind, rt.is_builtin());
+        if rt.is_builtin() {
+            fields.extend(typed_fields::spec_and_status(&rt.kind, &rt.api_version()));
+        }
+        fields.extend(self.strategy(rt).map(|s| own(s.as_ref())).unwrap_or_default());
+        fields
     }
 
     pub(crate) fn rt(&self, target: &Target) -> Arc<ResourceType> {
@@ -413,7 +469,7 @@ impl Registry {
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
-        check_type(&rt, &mut value)?;
+        check_type(&rt, &self.typed_fields(&rt), &mut value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
             (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
@@ -433,16 +489,22 @@ impl Registry {
             let prefix = meta["generateName"].as_str().unwrap_or_default();
             if prefix.is_empty() {
                 let why = "Required value: name or generateName is required";
-                return Err(ApiError::invalid(&rt.kind, "", &format!("metadata.name: {why}"))
-                    .with_cause("FieldValueRequired", why, "metadata.name"));
+                return Err(invalid_object(&rt, "", &format!("metadata.name: {why}")).with_cause(
+                    "FieldValueRequired",
+                    why,
+                    "metadata.name",
+                ));
             }
             name = format!("{prefix}{}", name_suffix());
             meta["name"] = json!(name);
         }
         if let Some(why) = invalid_name(&rt, &name) {
             let why = format!("Invalid value: \"{name}\": {why}");
-            return Err(ApiError::invalid(&rt.kind, &name, &format!("metadata.name: {why}"))
-                .with_cause("FieldValueInvalid", &why, "metadata.name"));
+            return Err(invalid_object(&rt, &name, &format!("metadata.name: {why}")).with_cause(
+                "FieldValueInvalid",
+                &why,
+                "metadata.name",
+            ));
         }
         let meta = meta.as_object_mut().expect("metadata is an object");
         for field in
@@ -519,14 +581,20 @@ impl Registry {
         if kind == PatchType::Strategic && !rt.is_builtin() {
             return Err(patch::strategic_refused());
         }
+        let fields = self.typed_fields(&rt);
+        if kind == PatchType::Strategic
+            && let Ok(patch) = shapes::from_slice::<Value>(body)
+            && let Some(err) = typed_fields::strategic_error(&patch, &fields)
+        {
+            return Err(err);
+        }
         self.modify(target, status, dry_run, |current| {
             let mut value = current.clone();
             patch::apply(&mut value, kind, body)?;
             if !value.is_object() {
                 return Err(ApiError::bad_request("a patch must leave an object"));
             }
-            let (kind, version) = (&rt.kind, rt.api_version());
-            if let Some(error) = shapes::unmarshal_error(&value, kind, &version, rt.is_builtin()) {
+            if let Some(error) = typed_fields::decode_error(&value, &fields) {
                 return Err(shapes::invalid_patch(&value, &error));
             }
             Ok(value)
@@ -545,6 +613,10 @@ impl Registry {
     ) -> ApiResult<(Value, bool)> {
         let rt = self.rt(target);
         let applied = apply::parse_body(body)?;
+        let gvk = format!("{}/{}, Kind={}", rt.group, rt.version, rt.kind);
+        if let Some(err) = typed_fields::apply_error(&applied, &self.applied_fields(&rt), &gvk) {
+            return Err(err);
+        }
         let name = target.name.as_deref().unwrap_or_default();
         if let Some(body_name) = applied["metadata"]["name"].as_str()
             && body_name != name
@@ -633,18 +705,24 @@ impl Registry {
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
         let strategy = self.strategy(&rt);
+        let fields = self.typed_fields(&rt);
         let name = target.name.clone().unwrap_or_default();
         let key = Self::key(target, &name);
         let modified = self.store.write_as(dry_run, |txn| {
             let current = txn.get(target.resource, &key).ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
             let old = current.value();
             let mut new = change(&old)?;
-            check_type(&rt, &mut new)?;
+            check_type(&rt, &fields, &mut new)?;
             if let Some(strategy) = strategy {
                 strategy.prepare_update(&rt, &mut new)?;
             }
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
-            if !body_name.is_empty() && body_name != name {
+            if body_name.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+                )));
+            }
+            if body_name != name {
                 return Err(ApiError::bad_request(format!(
                     "the name of the object ({body_name}) does not match the name on the URL ({name})"
                 )));

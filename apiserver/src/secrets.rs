@@ -1,16 +1,26 @@
-//! The strategy of core/v1 Secrets on update, as kube-apiserver v1.36.2 validates it (read
-//! off it): `type` never changes, and a Secret with `immutable: true` keeps its `data` and
-//! `stringData`, and stays immutable.
+//! The strategy of core/v1 Secrets, as kube-apiserver v1.36.2 decodes and validates them (read
+//! off it): `data` is a `map[string][]byte` and `stringData` a `map[string]string` in Go (a
+//! write that makes either anything but an object is refused as its decoder refuses it: see
+//! the `typed_fields` module); on update, `type` never changes, and a Secret with
+//! `immutable: true` keeps its `data` and `stringData`, and stays immutable.
 
 use serde_json::Value;
 
 use super::registry::Strategy;
+use super::resources::ResourceType;
 use super::status::{ApiError, ApiResult};
+use super::typed_fields::TypedField;
 
 /// The rules of Secrets, registered for core/v1 `secrets` by the server.
 pub(crate) struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
+    fn typed_fields(&self, _: &ResourceType) -> Vec<TypedField> {
+        vec![
+            TypedField::map("Secret", "data", "map[string][]uint8"),
+            TypedField::map("Secret", "stringData", "map[string]string"),
+        ]
+    }
     fn validate_update(&self, name: &str, old: &Value, new: &Value, _: bool) -> ApiResult<()> {
         validate_update(name, old, new)
     }

@@ -179,16 +179,21 @@ impl ApiServerBuilder {
             .local_addr()
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
+        let schemas = Arc::new(crate::custom_resources::Schemas::default());
         let shared = Arc::new(Shared {
             registry: Arc::new(
                 Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
                     .with_admission(Arc::new(crate::admission::WebhookAdmission))
                     .with_strategy("", "secrets", Arc::new(crate::secrets::SecretStrategy))
+                    .with_strategy("", "configmaps", Arc::new(crate::configmaps::ConfigMapStrategy))
                     .with_strategy(
                         "apiextensions.k8s.io",
                         "customresourcedefinitions",
-                        Arc::new(crate::crd::DefinitionStrategy),
+                        Arc::new(crate::crd::DefinitionStrategy { schemas: schemas.clone() }),
                     )
+                    .with_custom_resource_strategy(Arc::new(
+                        crate::custom_resources::CustomResourceStrategy { schemas },
+                    ))
                     .with_strategy(
                         "admissionregistration.k8s.io",
                         "validatingwebhookconfigurations",

@@ -18,13 +18,15 @@
 //! one of them is a string or a list does not decode. Created or replaced, that is a 400 (`Kind
 //! in version "v1" cannot be handled as a Kind: json: cannot unmarshal string into Go struct
 //! field Kind.spec of type v1.KindSpec`); patched, a 422 quoting the patched object; left by
-//! a mutating webhook's patch, a 500. A custom resource's `metadata` is checked alike.
+//! a mutating webhook's patch, a 500. A custom resource's `metadata` is checked alike, and
+//! `metadata`'s maps and lists in every kind (see the `typed_fields` module).
 
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::status::ApiError;
+use crate::typed_fields;
 
 /// The deepest nesting of objects and arrays the embedded server decodes and stores.
 pub(crate) const MAX_DEPTH: usize = 512;
@@ -129,41 +131,21 @@ pub(crate) fn check_depth(value: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// Go's name of the JSON type of `value`, as its decoder's errors say it.
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// Go's decoder's error for a field of `object` (of `kind` at API version `version`) that is
-/// not the struct it must be: `metadata` for every kind; `spec` and `status` too where
-/// `typed` (built-in kinds, and `Scale`).
+/// Go's decoder's error for a field of `object` (of `kind` at API version `api_version`)
+/// that is not the struct, map or list it must be: `metadata` and its maps and lists for
+/// every kind; `spec` and `status` too where `typed` (built-in kinds, and `Scale`). A kind's
+/// own fields are its strategy's (see the `typed_fields` module).
 pub(crate) fn unmarshal_error(
     object: &Value,
     kind: &str,
     api_version: &str,
     typed: bool,
 ) -> Option<String> {
-    let version = api_version.rsplit('/').next().unwrap_or(api_version);
-    let fields: &[(&str, String)] = &[
-        ("metadata", "v1.ObjectMeta".to_owned()),
-        ("spec", format!("{version}.{kind}Spec")),
-        ("status", format!("{version}.{kind}Status")),
-    ];
-    let checked = if typed { fields } else { &fields[..1] };
-    checked.iter().find_map(|(field, go)| match object.get(*field) {
-        None | Some(Value::Null | Value::Object(_)) => None,
-        Some(other) => Some(format!(
-            "json: cannot unmarshal {} into Go struct field {kind}.{field} of type {go}",
-            go_type(other)
-        )),
-    })
+    let mut fields = typed_fields::metadata_fields(kind, typed);
+    if typed {
+        fields.extend(typed_fields::spec_and_status(kind, api_version));
+    }
+    typed_fields::decode_error(object, &fields)
 }
 
 /// The 400 for a created or replaced body that does not decode as its kind.
@@ -192,7 +174,7 @@ pub(crate) fn not_an_object(value: &Value) -> String {
         "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value \
          of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \
          \"json:\\\"kind,omitempty\\\"\" }}",
-        go_type(value)
+        typed_fields::json_type(value)
     )
 }
 
@@ -228,9 +210,7 @@ mod tests {
         let metadata = json!({ "metadata": [1] });
         assert_eq!(
             unmarshal_error(&metadata, "Widget", "example.com/v1", false).as_deref(),
-            Some(
-                "json: cannot unmarshal array into Go struct field Widget.metadata of type v1.ObjectMeta"
-            )
+            Some("json: cannot unmarshal array into Go value of type v1.ObjectMeta")
         );
         assert_eq!(unmarshal_error(&json!({ "spec": null }), "Pod", "v1", true), None);
     }

@@ -15,6 +15,7 @@ mod faults;
 mod kubectl;
 mod list;
 mod metadata;
+mod misshapen;
 mod protobuf;
 mod shapes;
 mod tables;
