@@ -1,27 +1,35 @@
-//! Objects as deep as the API server serves them.
+//! How deep the objects an informer caches may nest.
 //!
 //! kube-apiserver's JSON decoder (Go's `encoding/json`) takes values nested up to 10,000
-//! levels; serde_json stops at 128 by default, so one such object in a list page would make
-//! the page, and the informer's sync, fail every time. The informer decodes as usual, and a
-//! page or an event that meets serde_json's limit is decoded again object by object: with the
-//! recursion limit off and the stack grown as the decoder needs (`serde_stacker`), up to Go's
-//! [`MAX_DEPTH`]. An object deeper than that is skipped: named in an error log, counted
-//! (`InformerMetrics::object_skipped`), and the informer syncs the others. A store that keeps
-//! objects as JSON decodes them back the same way ([`from_own_str`]), so an object cached is
-//! never read as absent for its depth.
+//! levels, and anyone who may write a watched object with `x-kubernetes-preserve-unknown-fields`
+//! can write one that deep. But `serde_json::Value` clones, compares, serializes and drops
+//! itself recursively: a user's `clone`, `==`, serialization or drop of such an object
+//! overflows a tokio worker's 2 MiB stack, which aborts the process (no `catch_unwind` stops
+//! a stack overflow). So the informer caches objects nested up to a limit,
+//! `InformerConfig::max_depth`, by default [`DEFAULT_MAX_DEPTH`]: the embedded API server's own
+//! limit (`ctrlkit-apiserver`'s `shapes::MAX_DEPTH`), which a test here shows a debug build
+//! clones, compares, serializes and drops on a 2 MiB worker stack.
 //!
-//! A limit to know: `serde_json::Value` drops, clones and compares itself recursively. On a
-//! thread of tokio's default 2 MiB stack, measured on this project's machine, a value 10,000
-//! levels deep drops and serializes in a release build but overflows the stack when cloned;
-//! in a debug build a drop overflows past about 2,000 levels. Controllers that expect objects
-//! that deep run their runtime with a larger stack (`thread_stack_size`).
+//! The informer decodes as usual, and a page or an event that meets serde_json's default
+//! limit (128) is decoded again object by object: with the recursion limit off and the stack
+//! grown as the decoder needs (`serde_stacker`), up to the limit. An object deeper than that
+//! is skipped: named in an error log, counted (`InformerMetrics::object_skipped`), and the
+//! informer syncs the others. A skipped object the cache holds an older copy of keeps that
+//! copy, on a watch event and on a relist alike: the cache never reports it deleted for its
+//! depth (see the `reflector` module). A store that keeps objects as JSON decodes them back
+//! the same way ([`from_own_str`]), so an object cached is never read as absent for its depth.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-/// The deepest nesting decoded: Go's `encoding/json` limit, which kube-apiserver's decoder
-/// keeps, so no object it serves is deeper.
-pub(crate) const MAX_DEPTH: usize = 10_000;
+/// The deepest nesting an informer caches unless configured otherwise: the embedded API
+/// server's own limit, within which a debug build's 2 MiB worker stack clones, compares,
+/// serializes and drops an object (see the module docs).
+pub const DEFAULT_MAX_DEPTH: usize = 512;
+
+/// serde_json's own recursion limit: shallower objects are decoded without being measured,
+/// so no limit lower than this is kept.
+pub(crate) const SERDE_DEPTH: usize = 128;
 
 /// Whether a decoding failed on serde_json's recursion limit.
 pub(crate) fn is_too_deep(err: &serde_json::Error) -> bool {
@@ -64,7 +72,7 @@ fn from_str_unbounded<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> 
 }
 
 /// Decodes `text`, an object this crate encoded from one it decoded (so no deeper than
-/// [`MAX_DEPTH`]): at serde_json's usual speed, and again without its recursion limit if the
+/// the informer's limit): at serde_json's usual speed, and again without its recursion limit if the
 /// object is deeper than 128 levels, so that a store never reads an object it cached as absent.
 pub(crate) fn from_own_str<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {
     match serde_json::from_str(text) {
@@ -73,20 +81,21 @@ pub(crate) fn from_own_str<T: DeserializeOwned>(text: &str) -> serde_json::Resul
     }
 }
 
-/// An object skipped for its depth: its `namespace/name`, version and depth.
+/// An object skipped for its depth: its `namespace/name`, version, depth and the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TooDeep {
     pub(crate) object: String,
     pub(crate) resource_version: Option<String>,
     pub(crate) depth: usize,
+    pub(crate) limit: usize,
 }
 
 impl std::fmt::Display for TooDeep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} is nested {} levels deep, more than the {MAX_DEPTH} the API server's decoder takes",
-            self.object, self.depth
+            "{} is nested {} levels deep, more than the {} the informer caches (max_depth)",
+            self.object, self.depth, self.limit
         )
     }
 }
@@ -106,10 +115,15 @@ struct NamedMeta {
     resource_version: Option<String>,
 }
 
-/// Decodes one object of any depth up to [`MAX_DEPTH`]; a deeper one is named instead.
-pub(crate) fn object<T: DeserializeOwned>(text: &str) -> serde_json::Result<Result<T, TooDeep>> {
+/// Decodes one object nested up to `max_depth` levels (at least [`SERDE_DEPTH`]); a deeper
+/// one is named instead.
+pub(crate) fn object<T: DeserializeOwned>(
+    text: &str,
+    max_depth: usize,
+) -> serde_json::Result<Result<T, TooDeep>> {
     let depth = depth(text.as_bytes());
-    if depth <= MAX_DEPTH {
+    let limit = max_depth.max(SERDE_DEPTH);
+    if depth <= limit {
         return from_str_unbounded(text).map(Ok);
     }
     let named: Named = serde_json::from_str(text).unwrap_or_default();
@@ -119,7 +133,7 @@ pub(crate) fn object<T: DeserializeOwned>(text: &str) -> serde_json::Result<Resu
         Some(namespace) => format!("{namespace}/{name}"),
         None => name,
     };
-    Ok(Err(TooDeep { object, resource_version: meta.resource_version, depth }))
+    Ok(Err(TooDeep { object, resource_version: meta.resource_version, depth, limit }))
 }
 
 /// A list page's items, each as its raw text (borrowed, skipped over without recursion).
@@ -167,22 +181,25 @@ mod tests {
 
     #[test]
     fn objects_decode_up_to_the_api_servers_depth_and_deeper_ones_are_named() {
-        let shallow: serde_json::Value = object(&nested(300)).unwrap().unwrap();
+        let shallow: serde_json::Value = object(&nested(300), 512).unwrap().unwrap();
         assert_eq!(shallow["metadata"]["name"], "x");
         assert!(
             serde_json::from_str::<serde_json::Value>(&nested(300)).is_err_and(|e| is_too_deep(&e))
         );
-        let deep = object::<serde_json::Value>(&nested(MAX_DEPTH)).unwrap().unwrap_err();
+        let deep = object::<serde_json::Value>(&nested(512), 512).unwrap().unwrap_err();
         assert_eq!(
             deep,
             TooDeep {
                 object: "ns/x".into(),
                 resource_version: Some("7".into()),
-                depth: MAX_DEPTH + 1
+                depth: 513,
+                limit: 512,
             }
         );
-        assert!(deep.to_string().contains("10000"), "{deep}");
-        let list = format!(r#"{{"items":[{},{}]}}"#, nested(10), nested(MAX_DEPTH));
+        assert!(deep.to_string().contains("more than the 512"), "{deep}");
+        // No limit below serde_json's own: shallower objects are never measured.
+        assert!(object::<serde_json::Value>(&nested(127), 10).unwrap().is_ok());
+        let list = format!(r#"{{"items":[{},{}]}}"#, nested(10), nested(DEFAULT_MAX_DEPTH));
         let raw: RawItems<'_> = serde_json::from_str(&list).unwrap();
         assert_eq!(raw.items.len(), 2);
     }

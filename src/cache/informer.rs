@@ -58,6 +58,9 @@ pub struct InformerConfig {
     /// Keeps `metadata.managedFields` in cached objects. Default: dropped; see
     /// [`InformerBuilder::keep_managed_fields`].
     pub keep_managed_fields: bool,
+    /// The deepest nesting of objects and arrays an object may have to be cached. Default:
+    /// [`DEFAULT_MAX_DEPTH`](super::DEFAULT_MAX_DEPTH); see [`InformerBuilder::max_depth`].
+    pub max_depth: usize,
 }
 
 impl Default for InformerConfig {
@@ -67,6 +70,7 @@ impl Default for InformerConfig {
             backoff: BackoffConfig::default(),
             streaming_list: true,
             keep_managed_fields: false,
+            max_depth: super::DEFAULT_MAX_DEPTH,
         }
     }
 }
@@ -153,6 +157,7 @@ struct Overrides {
     backoff: Option<BackoffConfig>,
     streaming_list: Option<bool>,
     keep_managed_fields: Option<bool>,
+    max_depth: Option<usize>,
 }
 
 impl Overrides {
@@ -168,6 +173,9 @@ impl Overrides {
         }
         if let Some(keep) = self.keep_managed_fields {
             config.keep_managed_fields = keep;
+        }
+        if let Some(levels) = self.max_depth {
+            config.max_depth = levels;
         }
         config
     }
@@ -208,6 +216,21 @@ impl<K: InformerObject> InformerBuilder<K> {
     #[must_use]
     pub fn keep_managed_fields(mut self, keep: bool) -> Self {
         self.overrides.keep_managed_fields = Some(keep);
+        self
+    }
+
+    /// Caches objects nested up to `levels` deep (objects and arrays; default
+    /// [`DEFAULT_MAX_DEPTH`](super::DEFAULT_MAX_DEPTH), 512, at least 128). kube-apiserver
+    /// serves objects up to 10,000 levels deep, but a `clone`, `==`, serialization or drop
+    /// of one that deep overflows a tokio worker's 2 MiB stack and aborts the process. A
+    /// deeper object is skipped, named in an error log and counted
+    /// (`InformerMetrics::object_skipped`); an object the cache holds keeps its last copy
+    /// within the limit, on a watch event and on a relist alike, and is never reported
+    /// deleted for its depth. Raise it only with the runtime's stack
+    /// (`thread_stack_size`).
+    #[must_use]
+    pub fn max_depth(mut self, levels: usize) -> Self {
+        self.overrides.max_depth = Some(levels);
         self
     }
 
@@ -284,6 +307,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                     keep_managed_fields: config.keep_managed_fields,
                     transform: self.transform,
                     codec: indexer.codec(),
+                    max_depth: config.max_depth,
                 },
                 backoff: config.backoff,
                 streaming_list: config.streaming_list,
@@ -615,6 +639,10 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
         listeners.distribute(Notification::Delete(Deleted::Object(object)));
         drop(listeners);
         self.set_last_sync_resource_version(rv);
+    }
+
+    fn cached(&self, key: &ObjectKey) -> Option<Stored<K>> {
+        self.indexer.peek(key)
     }
 
     fn bookmark(&self, rv: &str) {

@@ -153,7 +153,7 @@ fn decode<K: InformerObject>(text: &[u8], prepare: &Prepare<K>) -> Vec<Initial<K
     let strip = !prepare.keep_managed_fields;
     let mut events = Vec::new();
     for line in text.split_inclusive(|&b| b == b'\n') {
-        let event = match decode_line::<K>(line, strip) {
+        let event = match decode_line::<K>(line, strip, prepare.max_depth) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => match prepare.store(o) {
                 Ok(Some((key, stored))) => Initial::Upsert(key, stored),
                 Ok(None) => continue,
@@ -183,7 +183,12 @@ mod tests {
     use super::*;
 
     fn prepare() -> Prepare<ConfigMap> {
-        Prepare { keep_managed_fields: false, transform: None, codec: None }
+        Prepare {
+            keep_managed_fields: false,
+            transform: None,
+            codec: None,
+            max_depth: crate::cache::deep::DEFAULT_MAX_DEPTH,
+        }
     }
 
     fn added(name: &str) -> String {

@@ -48,8 +48,9 @@ pub trait InformerMetrics: Send + Sync {
     fn objects(&self, count: usize);
     /// The cache is now at `resource_version` (a list's, an event's or a bookmark's).
     fn resource_version(&self, resource_version: &str);
-    /// An object was skipped: nested deeper than the API server's decoder takes (10,000
-    /// levels), it cannot be decoded; the informer keeps the others.
+    /// An object was skipped: nested deeper than the informer's `max_depth` (512 levels by
+    /// default), it is not cached; the informer keeps the others, and an older copy of it
+    /// that the cache holds stays as it was.
     fn object_skipped(&self) {}
 }
 

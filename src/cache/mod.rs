@@ -78,6 +78,7 @@ mod sync;
 mod watch_stream;
 
 pub use backoff::BackoffConfig;
+pub use deep::DEFAULT_MAX_DEPTH;
 pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
 pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,

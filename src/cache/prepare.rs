@@ -1,7 +1,8 @@
 //! What happens to each object between the server and the store, on every path it comes by
 //! (a list page, a streaming list's batch, a watch event): `managedFields` dropped unless
 //! kept, the user's transform (its panic caught and reported as the failure of the list or
-//! watch the object came in), and, for a store that keeps JSON, the encoding.
+//! watch the object came in), and, for a store that keeps JSON, the encoding; objects nested
+//! past `max_depth` never get here (see the `deep` module).
 
 use std::sync::Arc;
 
@@ -21,6 +22,8 @@ pub(crate) struct Prepare<K> {
     /// The store's codec, if it is compact: a list's objects are encoded as soon as they are
     /// decoded, so a large list is never held decoded whole.
     pub(crate) codec: Option<Codec<K>>,
+    /// The deepest nesting cached (see the `deep` module): deeper objects are skipped.
+    pub(crate) max_depth: usize,
 }
 
 impl<K> Clone for Prepare<K> {
@@ -29,6 +32,7 @@ impl<K> Clone for Prepare<K> {
             keep_managed_fields: self.keep_managed_fields,
             transform: self.transform.clone(),
             codec: self.codec.clone(),
+            max_depth: self.max_depth,
         }
     }
 }

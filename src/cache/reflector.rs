@@ -32,6 +32,14 @@
 //! failure: logged with the object's key, backed off, retried (a watch resumes from the
 //! version before the object, a list starts over), on the list, watch and streaming-list
 //! paths alike. Nothing is skipped, so the cache never silently lacks an object.
+//!
+//! But for depth: an object nested deeper than the informer's `max_depth` (see the `deep`
+//! module) is skipped, named in an error log and counted (`object_skipped`). Where the cache
+//! holds an older copy of it, that copy stays, and the log says so: a watch event that makes
+//! a cached object too deep changes nothing, and a relist (a list, or a streaming list, after
+//! a 410 say) that finds it too deep keeps the copy rather than reporting it deleted. A
+//! controller sees the object as it last was within the limit, never a deletion it could act
+//! on destructively; its `resourceVersion` says which version that was.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -50,7 +58,7 @@ use super::initial_events::{Batches, Initial};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::stored::Stored;
 use super::strip::strip_managed_fields;
-use super::watch_stream::{Body, Line, SKIPPED, events};
+use super::watch_stream::{Body, Line, SKIPPED, SKIPPED_OBJECT, events};
 use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::{catch, observe};
 
@@ -67,6 +75,8 @@ pub(crate) trait Sink<K>: Send + Sync {
     fn delete(&self, object: Arc<K>, rv: &str);
     /// A bookmark: the cache is current up to `rv`.
     fn bookmark(&self, rv: &str);
+    /// The object cached under `key`, as the store keeps it, if any.
+    fn cached(&self, key: &ObjectKey) -> Option<Stored<K>>;
 }
 
 /// The reflector's settings.
@@ -262,11 +272,13 @@ impl<K: InformerObject> Reflector<K> {
         }
     }
 
-    /// A decoded page's objects; those skipped for their depth are logged and counted.
-    fn decoded<T>(&self, (items, skipped): (Vec<T>, Vec<TooDeep>)) -> Vec<T> {
-        for too_deep in skipped {
-            self.skipped(&too_deep.to_string());
-        }
+    /// A decoded page's objects; those skipped for their depth go to `skipped`.
+    fn decoded<T>(
+        &self,
+        (items, mut page_skipped): (Vec<T>, Vec<TooDeep>),
+        skipped: &mut Vec<TooDeep>,
+    ) -> Vec<T> {
+        skipped.append(&mut page_skipped);
         items
     }
 
@@ -275,12 +287,37 @@ impl<K: InformerObject> Reflector<K> {
         &self,
         body: Body,
     ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K> {
-        events(body, !self.config.prepare.keep_managed_fields)
+        let prepare = &self.config.prepare;
+        events(body, !prepare.keep_managed_fields, prepare.max_depth)
     }
 
-    /// Reports an object skipped for its depth: an error naming it, and the metric.
-    fn skipped(&self, what: &str) {
-        tracing::error!(resource = self.list_watch.url(), "skipped an object: {what}");
+    /// Reports an object skipped for its depth (`what`: which and why; `object`: its key):
+    /// an error naming it, and the metric. Where the cache holds an older copy of it, the
+    /// error says the copy is kept, and a relist (`relisted`: the objects it will replace the
+    /// cache with) keeps it too, so that the object is not reported deleted.
+    fn skipped(
+        &self,
+        sink: &impl Sink<K>,
+        what: &str,
+        object: Option<&str>,
+        relisted: Option<&mut HashMap<ObjectKey, Stored<K>>>,
+    ) {
+        let resource = self.list_watch.url();
+        let key = object.and_then(|o| o.parse::<ObjectKey>().ok());
+        match key.and_then(|key| sink.cached(&key).map(|copy| (key, copy))) {
+            Some((key, copy)) => {
+                let version = copy.resource_version().unwrap_or_default().to_owned();
+                tracing::error!(
+                    resource,
+                    kept_resource_version = %version,
+                    "skipped an object: {what}; the cache keeps its last copy, at resourceVersion {version}"
+                );
+                if let Some(relisted) = relisted {
+                    relisted.entry(key).or_insert(copy);
+                }
+            }
+            None => tracing::error!(resource, "skipped an object: {what}"),
+        }
         if let Some(metrics) = &self.config.metrics {
             observe("object_skipped", || metrics.object_skipped());
         }
@@ -358,6 +395,7 @@ impl<K: InformerObject> Reflector<K> {
     async fn list(&self, sink: &impl Sink<K>) -> Result<String, InformerError> {
         let mut decoding: VecDeque<JoinHandle<DecodedPage<K>>> = VecDeque::new();
         let mut items = HashMap::new();
+        let mut skipped = Vec::new();
         let mut token: Option<String> = None;
         let mut paginate = true;
         let rv = loop {
@@ -371,6 +409,7 @@ impl<K: InformerObject> Reflector<K> {
                         task.abort();
                     }
                     items.clear();
+                    skipped.clear();
                     token = None;
                     paginate = false;
                     continue;
@@ -381,7 +420,7 @@ impl<K: InformerObject> Reflector<K> {
             let head: ListHead = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
             if decoding.len() >= 2 {
                 let oldest = decoding.pop_front().expect("two in flight");
-                items.extend(self.decoded(join_decode(oldest).await?));
+                items.extend(self.decoded(join_decode(oldest).await?, &mut skipped));
             }
             let prepare = self.config.prepare.clone();
             decoding.push_back(tokio::task::spawn_blocking(move || decode_page(text, &prepare)));
@@ -391,7 +430,10 @@ impl<K: InformerObject> Reflector<K> {
             }
         };
         for task in decoding {
-            items.extend(self.decoded(join_decode(task).await?));
+            items.extend(self.decoded(join_decode(task).await?, &mut skipped));
+        }
+        for too_deep in skipped {
+            self.skipped(sink, &too_deep.to_string(), Some(&too_deep.object), Some(&mut items));
         }
         tracing::debug!(objects = items.len(), %rv, "listed");
         sink.replace(items, &rv);
@@ -446,7 +488,7 @@ impl<K: InformerObject> Reflector<K> {
                 batches.dispatch();
             }
             while let Some(decoded) = batches.decoded(ended.is_some()).await {
-                if let Some(rv) = self.apply_initial(decoded, &mut items)? {
+                if let Some(rv) = self.apply_initial(decoded, &mut items, sink)? {
                     sink.replace(items, &rv);
                     return Ok((rv, body, give_up));
                 }
@@ -463,6 +505,7 @@ impl<K: InformerObject> Reflector<K> {
         &self,
         decoded: Vec<Initial<K>>,
         items: &mut HashMap<ObjectKey, Stored<K>>,
+        sink: &impl Sink<K>,
     ) -> Result<Option<String>, StreamingError> {
         for event in decoded {
             match event {
@@ -474,7 +517,8 @@ impl<K: InformerObject> Reflector<K> {
                 }
                 Initial::Bookmark(bookmark) => {
                     if let Some(what) = bookmark.annotations.get(SKIPPED) {
-                        self.skipped(what);
+                        let object = bookmark.annotations.get(SKIPPED_OBJECT);
+                        self.skipped(sink, what, object.map(String::as_str), Some(items));
                     }
                     if bookmark.annotations.get("k8s.io/initial-events-end").map(String::as_str)
                         == Some("true")
@@ -551,7 +595,8 @@ impl<K: InformerObject> Reflector<K> {
                 Ok(WatchEvent::Deleted(o)) => (o, true),
                 Ok(WatchEvent::Bookmark(b)) => {
                     if let Some(what) = b.metadata.annotations.get(SKIPPED) {
-                        self.skipped(what);
+                        let object = b.metadata.annotations.get(SKIPPED_OBJECT);
+                        self.skipped(sink, what, object.map(String::as_str), None);
                     }
                     rv = b.metadata.resource_version;
                     sink.bookmark(&rv);
@@ -629,7 +674,8 @@ fn decode_deep_page<K: InformerObject>(text: &str, prepare: &Prepare<K>) -> Deco
     let mut items = Vec::with_capacity(raw.items.len());
     let mut skipped = Vec::new();
     for item in raw.items {
-        match deep::object::<K>(item.get()).map_err(|e| undecodable(e, item.get()))? {
+        let decoded = deep::object::<K>(item.get(), prepare.max_depth);
+        match decoded.map_err(|e| undecodable(e, item.get()))? {
             Ok(object) => items.extend(prepare.store(object)?),
             Err(too_deep) => skipped.push(too_deep),
         }

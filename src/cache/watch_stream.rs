@@ -68,6 +68,7 @@ pub(crate) async fn read_line(body: &mut Body, into: &mut Vec<u8>) -> Line {
 pub(crate) fn events<K: DeserializeOwned + Send>(
     body: Body,
     strip: bool,
+    max_depth: usize,
 ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send {
     stream::unfold((body, Vec::new(), false), move |(mut body, mut line, failed)| async move {
         if failed {
@@ -75,24 +76,26 @@ pub(crate) fn events<K: DeserializeOwned + Send>(
         }
         line.clear();
         match read_line(&mut body, &mut line).await {
-            Line::Read => Some((decode_line(&line, strip), (body, line, false))),
+            Line::Read => Some((decode_line(&line, strip, max_depth), (body, line, false))),
             Line::End => None,
             Line::Failed(e) => Some((Err(kube_client::Error::ReadEvents(e)), (body, line, true))),
         }
     })
 }
 
-/// One line as an event (see [`events`]).
+/// One line as an event (see [`events`]); an object nested deeper than `max_depth` stands
+/// as a bookmark annotated [`SKIPPED`].
 pub(crate) fn decode_line<K: DeserializeOwned>(
     line: &[u8],
     strip: bool,
+    max_depth: usize,
 ) -> kube_client::Result<WatchEvent<K>> {
     let line = line.trim_ascii();
     let stripped = match strip {
         true => std::str::from_utf8(line).ok().and_then(strip_managed_fields),
         false => None,
     };
-    decode(stripped.as_ref().map_or(line, |s| s.as_bytes()))
+    decode(stripped.as_ref().map_or(line, |s| s.as_bytes()), max_depth)
 }
 
 /// Whether a read error is the connection ending (an unexpected EOF, however nested).
@@ -128,11 +131,18 @@ struct Head {
 /// informer reports it.
 pub(crate) const SKIPPED: &str = "ctrlkit.dev/skipped";
 
+/// The annotation beside [`SKIPPED`] naming the object's key (`namespace/name`), so that the
+/// informer can say whether it keeps an older copy.
+pub(crate) const SKIPPED_OBJECT: &str = "ctrlkit.dev/skipped-object";
+
 /// One line as an event, or an error that says what the line was.
-fn decode<K: DeserializeOwned>(line: &[u8]) -> kube_client::Result<WatchEvent<K>> {
+fn decode<K: DeserializeOwned>(
+    line: &[u8],
+    max_depth: usize,
+) -> kube_client::Result<WatchEvent<K>> {
     let err = match serde_json::from_slice::<WatchEvent<K>>(line) {
         Ok(event) => return Ok(event),
-        Err(err) if super::deep::is_too_deep(&err) => match deep_event(line) {
+        Err(err) if super::deep::is_too_deep(&err) => match deep_event(line, max_depth) {
             Some(event) => return event,
             None => err,
         },
@@ -162,13 +172,16 @@ fn decode<K: DeserializeOwned>(line: &[u8]) -> kube_client::Result<WatchEvent<K>
     ))))
 }
 
-/// An event whose object is nested deeper than serde_json's default limit, decoded as deep as
-/// the API server serves; deeper, a bookmark at its version annotated [`SKIPPED`]. `None`
-/// if the line is not an event at all.
-fn deep_event<K: DeserializeOwned>(line: &[u8]) -> Option<kube_client::Result<WatchEvent<K>>> {
+/// An event whose object is nested deeper than serde_json's default limit, decoded up to
+/// `max_depth` levels; deeper, a bookmark at its version annotated [`SKIPPED`] and
+/// [`SKIPPED_OBJECT`]. `None` if the line is not an event at all.
+fn deep_event<K: DeserializeOwned>(
+    line: &[u8],
+    max_depth: usize,
+) -> Option<kube_client::Result<WatchEvent<K>>> {
     let text = std::str::from_utf8(line).ok()?;
     let raw: super::deep::RawEvent<'_> = serde_json::from_str(text).ok()?;
-    let decoded = match super::deep::object::<K>(raw.object.get()) {
+    let decoded = match super::deep::object::<K>(raw.object.get(), max_depth) {
         Ok(decoded) => decoded,
         Err(err) => return Some(Err(kube_client::Error::SerdeError(err))),
     };
@@ -181,7 +194,11 @@ fn deep_event<K: DeserializeOwned>(line: &[u8]) -> Option<kube_client::Result<Wa
             types: Default::default(),
             metadata: kube_client::core::watch::BookmarkMeta {
                 resource_version: too_deep.resource_version.clone().unwrap_or_default(),
-                annotations: [(SKIPPED.to_owned(), too_deep.to_string())].into(),
+                annotations: [
+                    (SKIPPED.to_owned(), too_deep.to_string()),
+                    (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
+                ]
+                .into(),
             },
         }),
     }))
@@ -196,7 +213,7 @@ mod tests {
 
     async fn read(body: &'static str) -> Vec<Result<String, String>> {
         let body: Body = Box::pin(futures::io::Cursor::new(body.as_bytes()));
-        events::<ConfigMap>(body, true)
+        events::<ConfigMap>(body, true, super::super::deep::DEFAULT_MAX_DEPTH)
             .map(|e| match e {
                 Ok(WatchEvent::Added(cm)) => Ok(format!("ADDED {}", cm.metadata.name.unwrap())),
                 Ok(other) => Ok(format!("{other:?}").chars().take(12).collect()),

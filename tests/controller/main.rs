@@ -13,6 +13,7 @@ mod ca_rotation;
 mod common;
 mod compact;
 mod controller;
+mod depth;
 mod events;
 mod factory;
 mod indexer;
