@@ -127,7 +127,9 @@
 //!   [`ApiServerBuilder::user`], decided by RBAC over stored ClusterRoles, Roles and their
 //!   bindings (see the `auth` module); the server itself authenticates no request.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
-//!   history, add latency, corrupt watch streams.
+//!   history, add latency, corrupt watch streams, make a handler panic.
+//! - A handler's panic is answered 500 in kube-apiserver's words, logged and counted
+//!   ([`ApiServer::handler_panics`]); the server serves on.
 //!
 //! ## Known gaps, against a real kube-apiserver
 //! The protocol suite (this crate's `tests/apiserver`) runs against this server and two real
@@ -166,9 +168,11 @@
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
 //! - Objects are taken nested up to 512 levels (the real server: 10,000, Go's decoder's
 //!   limit), so that `serde_json::Value`'s recursion stays within a 2 MiB thread stack; deeper
-//!   ones are refused as the real server refuses those past 10,000. Of a built-in kind's
-//!   fields only `metadata`, `spec` and `status` are checked to be objects (the real server
-//!   decodes each field into its Go type).
+//!   ones are refused as the real server refuses those past 10,000. Of an object's fields,
+//!   `metadata` and its maps and lists, a built-in kind's `spec` and `status`, and a
+//!   ConfigMap's and a Secret's data are checked to be of their Go types, by every write verb,
+//!   with the real server's answers; the others are not (the real server decodes each field
+//!   into its Go type).
 //! - Built-in workload kinds get no defaults (the real server fills in `strategy`,
 //!   `revisionHistoryLimit`, the pod template's defaults) and no validation of their spec;
 //!   custom resources' `/scale` subresource is not served.
@@ -179,8 +183,7 @@
 //! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.36.2, answered only
 //!   to clients that accept nothing else (the real server answers protobuf whenever a client
 //!   lists it first). `/openapi/v2` is JSON only (the real server also answers its protobuf
-//!   form). Field validation reads field names, not types or values (a CRD schema's types,
-//!   enums and patterns are not checked), and not JSON patches; a duplicate key in a JSON
+//!   form). Field validation reads field names, not types or values, and not JSON patches; a duplicate key in a JSON
 //!   body keeps its last value, where the real server merges two objects under one key.
 //!   Tables' column descriptions are
 //!   short, not the OpenAPI documentation; printer columns take simple JSONPaths only
@@ -188,8 +191,9 @@
 //!   waiting and terminated reasons and `Terminating`, not every case kubectl's printer knows.
 //! - `events.k8s.io/v1` and `core/v1` Events are two stores (the real server keeps one and
 //!   serves it through both), so `kubectl get events` lists only core/v1 ones here.
-//! - A CRD's schema is not validated against, nor its defaults applied; its delete is
-//!   immediate (the real server keeps it `Terminating` while it deletes the objects).
+//! - Of a CRD's schema only the types of values are checked (a `spec` that is a string is
+//!   a 422, as on the real server), not formats, patterns, enums, bounds or CEL rules, and
+//!   its defaults are not applied; its delete is immediate (the real server keeps it `Terminating` while it deletes the objects).
 //! - A bookmark carries the store's newest resourceVersion, of any kind; the real server's
 //!   carries the newest it has seen of the watched resource. Both are valid resume points.
 //! - A watch from resourceVersion `0` sends the current objects ordered by namespace and
