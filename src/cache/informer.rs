@@ -226,7 +226,8 @@ impl<K: InformerObject> InformerBuilder<K> {
     /// deeper object is skipped, named in an error log and counted
     /// (`InformerMetrics::object_skipped`); an object the cache holds keeps its last copy
     /// within the limit, on a watch event and on a relist alike, and is never reported
-    /// deleted for its depth. Raise it only with the runtime's stack
+    /// deleted for its depth; a delete whose final state is too deep removes it and tells
+    /// handlers of the delete with that last copy. Raise it only with the runtime's stack
     /// (`thread_stack_size`).
     #[must_use]
     pub fn max_depth(mut self, levels: usize) -> Self {

@@ -50,7 +50,7 @@ pub trait InformerMetrics: Send + Sync {
     fn resource_version(&self, resource_version: &str);
     /// An object was skipped: nested deeper than the informer's `max_depth` (512 levels by
     /// default), it is not cached; the informer keeps the others, and an older copy of it
-    /// that the cache holds stays as it was.
+    /// that the cache holds stays as it was (or, on a delete, is removed and told).
     fn object_skipped(&self) {}
 }
 

@@ -39,7 +39,9 @@
 //! a cached object too deep changes nothing, and a relist (a list, or a streaming list, after
 //! a 410 say) that finds it too deep keeps the copy rather than reporting it deleted. A
 //! controller sees the object as it last was within the limit, never a deletion it could act
-//! on destructively; its `resourceVersion` says which version that was.
+//! on destructively; its `resourceVersion` says which version that was. A DELETED event whose
+//! final state is too deep is still a delete: the cache drops its copy and handlers are told
+//! of the delete with that last copy (as client-go tells the last state known), with a warning.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -58,7 +60,7 @@ use super::initial_events::{Batches, Initial};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::stored::Stored;
 use super::strip::strip_managed_fields;
-use super::watch_stream::{Body, Line, SKIPPED, SKIPPED_OBJECT, events};
+use super::watch_stream::{Body, Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, events};
 use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::{catch, observe};
 
@@ -321,6 +323,36 @@ impl<K: InformerObject> Reflector<K> {
         if let Some(metrics) = &self.config.metrics {
             observe("object_skipped", || metrics.object_skipped());
         }
+    }
+
+    /// A DELETED event whose final state is too deep (`what`) for an object (`object`, its
+    /// key) the cache holds: the copy is removed and handlers are told of the delete with it,
+    /// the last state known (as client-go does), so the delete is not lost until a relist.
+    /// Whether the cache held it; if not, the skip is reported as any other.
+    fn deleted_too_deep(
+        &self,
+        sink: &impl Sink<K>,
+        what: &str,
+        object: Option<&str>,
+        rv: &str,
+    ) -> bool {
+        let key = object.and_then(|o| o.parse::<ObjectKey>().ok());
+        let Some(copy) = key.and_then(|key| sink.cached(&key)).and_then(|c| c.load_transient())
+        else {
+            return false;
+        };
+        let version = copy.meta().resource_version.clone().unwrap_or_default();
+        tracing::warn!(
+            resource = self.list_watch.url(),
+            kept_resource_version = %version,
+            "deleted an object whose final state was too deep: {what}; handlers are told \
+             its last copy, at resourceVersion {version}"
+        );
+        if let Some(metrics) = &self.config.metrics {
+            observe("object_skipped", || metrics.object_skipped());
+        }
+        sink.delete(copy, rv);
+        true
     }
 
     /// Reports a failure of the list or watch: to the watch error handler if one is set (a
@@ -594,9 +626,14 @@ impl<K: InformerObject> Reflector<K> {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),
                 Ok(WatchEvent::Deleted(o)) => (o, true),
                 Ok(WatchEvent::Bookmark(b)) => {
-                    if let Some(what) = b.metadata.annotations.get(SKIPPED) {
-                        let object = b.metadata.annotations.get(SKIPPED_OBJECT);
-                        self.skipped(sink, what, object.map(String::as_str), None);
+                    let annotations = &b.metadata.annotations;
+                    if let Some(what) = annotations.get(SKIPPED) {
+                        let object = annotations.get(SKIPPED_OBJECT).map(String::as_str);
+                        let deleted = annotations.contains_key(SKIPPED_DELETED);
+                        let rv = &b.metadata.resource_version;
+                        if !(deleted && self.deleted_too_deep(sink, what, object, rv)) {
+                            self.skipped(sink, what, object, None);
+                        }
                     }
                     rv = b.metadata.resource_version;
                     sink.bookmark(&rv);

@@ -135,6 +135,10 @@ pub(crate) const SKIPPED: &str = "ctrlkit.dev/skipped";
 /// informer can say whether it keeps an older copy.
 pub(crate) const SKIPPED_OBJECT: &str = "ctrlkit.dev/skipped-object";
 
+/// The annotation beside [`SKIPPED`] on the skip of a DELETED event: the object is gone, so
+/// the informer removes a copy it holds rather than keep it.
+pub(crate) const SKIPPED_DELETED: &str = "ctrlkit.dev/skipped-deleted";
+
 /// One line as an event, or an error that says what the line was.
 fn decode<K: DeserializeOwned>(
     line: &[u8],
@@ -174,7 +178,8 @@ fn decode<K: DeserializeOwned>(
 
 /// An event whose object is nested deeper than serde_json's default limit, decoded up to
 /// `max_depth` levels; deeper, a bookmark at its version annotated [`SKIPPED`] and
-/// [`SKIPPED_OBJECT`]. `None` if the line is not an event at all.
+/// [`SKIPPED_OBJECT`] (and [`SKIPPED_DELETED`] for a delete). `None` if the line is not an
+/// event at all.
 fn deep_event<K: DeserializeOwned>(
     line: &[u8],
     max_depth: usize,
@@ -190,17 +195,23 @@ fn deep_event<K: DeserializeOwned>(
         ("MODIFIED", Ok(object)) => WatchEvent::Modified(object),
         ("DELETED", Ok(object)) => WatchEvent::Deleted(object),
         (_, Ok(_)) => return None,
-        (_, Err(too_deep)) => WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
-            types: Default::default(),
-            metadata: kube_client::core::watch::BookmarkMeta {
-                resource_version: too_deep.resource_version.clone().unwrap_or_default(),
-                annotations: [
-                    (SKIPPED.to_owned(), too_deep.to_string()),
-                    (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
-                ]
-                .into(),
-            },
-        }),
+        (kind, Err(too_deep)) => {
+            let mut annotations: std::collections::BTreeMap<_, _> = [
+                (SKIPPED.to_owned(), too_deep.to_string()),
+                (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
+            ]
+            .into();
+            if kind == "DELETED" {
+                annotations.insert(SKIPPED_DELETED.to_owned(), "true".to_owned());
+            }
+            WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
+                types: Default::default(),
+                metadata: kube_client::core::watch::BookmarkMeta {
+                    resource_version: too_deep.resource_version.clone().unwrap_or_default(),
+                    annotations,
+                },
+            })
+        }
     }))
 }
 

@@ -269,6 +269,48 @@ async fn a_streaming_relist_that_finds_a_cached_object_too_deep_keeps_its_last_c
     a_keeps_its_last_copy(deep_informer(&server).streaming_list(true), &logs).await;
 }
 
+/// A delete of a cached object whose final state is too deep is not lost: the cache drops
+/// the object and handlers are told of its delete with the last copy the cache held (as
+/// client-go delivers the last known state), and a warning says the final state was too
+/// deep. Before, the event was skipped, the object stayed cached until the next relist and
+/// the controller never saw the delete.
+#[tokio::test]
+async fn a_delete_whose_final_state_is_too_deep_removes_the_cached_copy_and_is_told() {
+    use ctrlkit::cache::{Deleted, ResourceEventHandlerFuncs};
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let lines = vec![
+        line("MODIFIED", &deep_configmap("a", 11, DEFAULT_MAX_DEPTH)),
+        line("DELETED", &deep_configmap("a", 12, DEFAULT_MAX_DEPTH)),
+        event("ADDED", configmap("b", 13)),
+    ];
+    let server = deep_server(&[deep_configmap("a", 5, 10)], lines).await;
+    let inf = deep_informer(&server).build();
+    let recorder = Recorder::default();
+    inf.add_event_handler(recorder.clone());
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let told_to = told.clone();
+    inf.add_event_handler(ResourceEventHandlerFuncs::new().on_delete(
+        move |d: &Deleted<DynamicObject>| {
+            if let Deleted::Object(o) = d {
+                told_to.lock().unwrap().push(o.metadata.resource_version.clone());
+            }
+        },
+    ));
+    let _running = start(&inf);
+    eventually("b is told", || recorder.saw(&Seen::Add("b".into()))).await;
+    assert_eq!(
+        recorder.seen(),
+        [Seen::Add("a".into()), Seen::Delete("a".into()), Seen::Add("b".into())],
+        "a's delete is told"
+    );
+    assert_eq!(*told.lock().unwrap(), [Some("5".to_owned())], "with a's last copy");
+    let a = inf.indexer().get(&ObjectKey::namespaced("default", "a"));
+    assert!(a.is_none(), "a is no longer cached");
+    let text = logs.text();
+    assert!(text.contains("default/a") && text.contains("final state was too deep"), "{text}");
+}
+
 /// An object at the default limit, as the informer caches it, is cloned, compared,
 /// serialized and dropped on a tokio worker's 2 MiB stack (the limit's premise; in a debug
 /// build, where frames are largest, as `cargo test` builds it).
