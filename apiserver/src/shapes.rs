@@ -6,9 +6,8 @@
 //! stops at 128 by default. The embedded server decodes past 128, up to [`MAX_DEPTH`] (512)
 //! levels: `serde_json::Value` decodes, drops, clones, compares and serializes itself
 //! recursively, and a much deeper object would overflow a 2 MiB thread stack, aborting the
-//! whole test binary (measured in a debug build on tokio's worker threads: a create, read,
-//! list, replace and watch of an object 850 levels deep passed, one of 990 overflowed; the
-//! limit keeps a margin for the frames of the caller's own code). Past it the server answers
+//! whole test binary; the limit keeps a margin for the frames of the caller's own code
+//! (`docs/design/depth.md` in the repository has the measurements). Past it the server answers
 //! what kube-apiserver answers past 10,000: a body is a 400 (`… exceeded max depth …`), a
 //! patch that would store such an object a 422 (`the server rejected our request due to an
 //! error in our request`). This is the one place where the embedded server is deliberately
