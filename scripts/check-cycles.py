@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Finds import cycles between the modules of a Rust crate.
 
-    scripts/check-cycles.py SRC_DIR [--top-level]
+    scripts/check-cycles.py SRC_DIR [--top-level] [--print-edges]
 
 Reads every `.rs` file under SRC_DIR (the crate's `src/`), one module per file (`lib.rs` is the
 crate root, `a/mod.rs` and `a.rs` are `a`, `a/b.rs` is `a::b`), and draws an edge from a
@@ -14,6 +14,9 @@ left out, as the layering is about the code that ships.
 
 With `--top-level`, modules are grouped by their first segment (`cache::informer` is `cache`)
 and only edges between groups count.
+
+With `--print-edges`, first prints every edge (`a -> b  (the path that draws it)`), sorted, so
+a layer table can be checked against the code.
 
 Prints each cycle (a strongly connected component of more than one module) with the edges
 that close it, and exits 1 if there is one; 0 otherwise.
@@ -268,6 +271,10 @@ def main():
                 if ga != gb and ga and gb:
                     grouped.setdefault(ga, {}).setdefault(gb, f"{name(a)} uses {via}")
         edges = grouped
+    if "--print-edges" in sys.argv:
+        for a in sorted(edges):
+            for b, via in sorted(edges[a].items()):
+                print(f"{name(a)} -> {name(b)}  ({via})")
     found = cycles(edges)
     what = "top-level modules" if "--top-level" in sys.argv else "modules"
     for component in found:
