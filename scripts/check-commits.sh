@@ -10,7 +10,8 @@
 # The first commit is found by history (the one that adds this file), not by hash, so the
 # check still works after the branch is rebased or cherry-picked. A shallow clone cannot show
 # that commit or those after it whole: the check then fails, saying so, rather than passing on
-# what it cannot see.
+# what it cannot see. Subjects are read with --no-show-signature, so a `log.showSignature`
+# setting does not mix signature checks into them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C.UTF-8 # count a subject's characters, not its bytes
@@ -26,12 +27,16 @@ fail() {
     exit 1
 }
 
+if [[ $(git rev-parse --is-inside-work-tree 2>/dev/null) != true ]]; then
+    fail "$PWD is not inside a git work tree: run it in a clone of the repository" \
+        "(a source archive has no history to check)."
+fi
 git rev-parse --verify --quiet "$rev^{commit}" >/dev/null || fail "no such revision: $rev"
 if [[ $(git rev-parse --is-shallow-repository) == true ]]; then
     fail "this is a shallow clone: the commits to check may be cut off." \
         "Fetch the whole history (git fetch --unshallow) and run it again."
 fi
-first=$(git log --format=%H --diff-filter=A "$rev" -- "$self" | tail -n 1)
+first=$(git log --no-show-signature --format=%H --diff-filter=A "$rev" -- "$self" | tail -n 1)
 [[ -n $first ]] || fail "$self is not added by any commit in $rev's history"
 
 area_re=$(
@@ -42,7 +47,7 @@ bad=0
 count=0
 while read -r hash parents; do
     count=$((count + 1))
-    subject=$(git log -1 --format=%s "$hash")
+    subject=$(git log -1 --no-show-signature --format=%s "$hash")
     short=$(git rev-parse --short "$hash")
     problems=()
     if [[ $parents == *" "* ]]; then
@@ -52,7 +57,15 @@ while read -r hash parents; do
         problems+=("subject is ${#subject} characters, more than $max")
     fi
     if [[ ! $subject =~ ^($area_re):\ [^[:space:]] ]]; then
-        if [[ $subject =~ ^([^:]*): ]]; then
+        if [[ $subject =~ ^($area_re):[[:space:]]*$ ]]; then
+            problems+=("no description after '${BASH_REMATCH[1]}:' (say what changed)")
+        elif [[ $subject =~ ^($area_re):[^[:space:]] ]]; then
+            problems+=("no space after '${BASH_REMATCH[1]}:' (write '${BASH_REMATCH[1]}: what changed')")
+        elif [[ $subject =~ ^($area_re):[[:space:]] ]]; then
+            problems+=("one space after '${BASH_REMATCH[1]}:', then what changed")
+        elif [[ $subject == 'Revert "'* ]]; then
+            problems+=("a revert is titled 'area: revert \"...\"', not git's 'Revert \"...\"'")
+        elif [[ $subject =~ ^([^:]*): ]]; then
             problems+=("unknown area '${BASH_REMATCH[1]}'")
         else
             problems+=("no 'area: ' prefix")
