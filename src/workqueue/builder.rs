@@ -80,8 +80,9 @@ where
     /// the items that became ready before it. Shorter periods bound the wait more tightly and
     /// let old low-priority items interleave sooner with new high-priority ones;
     /// `Duration::MAX` turns aging off (strict priorities, as controller-runtime's); then a
-    /// `get` reads no clock to compare ages, the whole of what serving several priorities adds
-    /// to a `get` (`docs/design/workqueue.md`).
+    /// `get` reads no clock to compare ages, most of what serving several priorities adds to
+    /// a `get`.
+    // The cost of that clock read is measured in the repository's docs/design/workqueue.md.
     #[must_use]
     pub fn aging(mut self, period: Duration) -> Self {
         self.aging = period;
