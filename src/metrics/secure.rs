@@ -278,24 +278,35 @@ pub(crate) struct Gate {
 struct Turn<'a> {
     gate: &'a Gate,
     key: TokenHash,
-    lock: Arc<tokio::sync::Mutex<()>>,
+    /// The token's lock; `None` only once dropped, so that its count is given back under
+    /// the map's lock (after `drop` returns would be too late for the last two to see it).
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl<'a> Turn<'a> {
     fn join(gate: &'a Gate, key: TokenHash) -> Self {
         let lock = gate.reviewing.lock().entry(key).or_default().clone();
-        Self { gate, key, lock }
+        Self { gate, key, lock: Some(lock) }
+    }
+
+    /// Waits for the token's review to be this request's to make.
+    async fn take(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        match &self.lock {
+            Some(lock) => lock.lock().await,
+            None => unreachable!("a turn's lock is taken only when it is dropped"),
+        }
     }
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         let mut reviewing = self.gate.reviewing.lock();
-        // The map's and this one: nobody else waits for this token. Checked under the map's
-        // lock, which every new turn takes to join.
-        if Arc::strong_count(&self.lock) <= 2
-            && reviewing.get(&self.key).is_some_and(|lock| Arc::ptr_eq(lock, &self.lock))
-        {
+        let Some(lock) = self.lock.take() else { return };
+        let ours = reviewing.get(&self.key).is_some_and(|entry| Arc::ptr_eq(entry, &lock));
+        // Given back under the map's lock, which every turn takes to join and to go: the
+        // count left is the map's and the other turns' still held.
+        drop(lock);
+        if ours && reviewing.get(&self.key).is_some_and(|entry| Arc::strong_count(entry) == 1) {
             reviewing.remove(&self.key);
         }
     }
@@ -361,7 +372,7 @@ impl Gate {
             return Ok(user);
         }
         let turn = Turn::join(self, key);
-        let _held = turn.lock.lock().await;
+        let _held = turn.take().await;
         // Another request may have reviewed it meanwhile.
         if let Some(user) = self.cached(&key) {
             return Ok(user);
@@ -513,14 +524,69 @@ mod tests {
             })
             .collect();
         // Every token under review: one review each (the shared tokens' others wait).
-        while received.load(SeqCst) < 8 {
+        for _ in 0..10_000 {
+            if received.load(SeqCst) >= 8 {
+                break;
+            }
             tokio::task::yield_now().await;
         }
+        assert_eq!(received.load(SeqCst), 8, "the reviews were never all sent");
         assert_eq!(gate.reviewing.lock().len(), 8);
         for request in requests {
             request.abort();
             assert!(request.await.is_err_and(|err| err.is_cancelled()));
         }
         assert_eq!(gate.reviewing.lock().len(), 0, "reviews left behind by dropped requests");
+    }
+
+    /// Two requests for one token that go together (their clients disconnect at once), on
+    /// threads of their own, leave nothing behind: whichever goes last removes the entry.
+    #[test]
+    fn pairs_of_requests_for_one_token_dropped_together_leave_no_review_behind() {
+        const ROUNDS: usize = 1_000;
+        const TOKENS: usize = 64;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let client = unanswered(Arc::new(AtomicUsize::new(0)));
+            let serving = SecureServing::new().unknown_token_reviews(u32::MAX, u32::MAX);
+            let gate = Arc::new(Gate::new(client, serving, &Registry::default()));
+            for round in 0..ROUNDS {
+                let requests: Vec<_> = (0..TOKENS)
+                    .flat_map(|i| {
+                        let token = format!("round-{round}-token-{i}");
+                        [token.clone(), token]
+                    })
+                    .map(|token| {
+                        let gate = gate.clone();
+                        tokio::spawn(async move { gate.admit(&bearer(&token)).await })
+                    })
+                    .collect();
+                // Both requests of every pair hold their turn: the map's Arc and theirs.
+                let joined = || {
+                    let reviewing = gate.reviewing.lock();
+                    reviewing.len() == TOKENS
+                        && reviewing.values().all(|lock| Arc::strong_count(lock) == 3)
+                };
+                for _ in 0..1_000_000 {
+                    if joined() {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                assert!(joined(), "round {round}: the requests never all joined");
+                for request in &requests {
+                    request.abort();
+                }
+                for request in requests {
+                    assert!(request.await.is_err_and(|err| err.is_cancelled()));
+                }
+                let left = gate.reviewing.lock().len();
+                assert_eq!(left, 0, "round {round}: reviews left behind by pairs dropped together");
+            }
+        });
     }
 }
