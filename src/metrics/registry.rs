@@ -68,6 +68,8 @@ struct Families {
     sharding_members: Family<Labels<2>, Gauge>,
     sharding_assignments: Family<Labels<2>, Counter>,
     sharding_drains: Family<Labels<1>, Counter>,
+    /// Secure serving's token reviews by result: one family however many servers share it.
+    secure_token_reviews: Family<Labels<1>, Counter>,
     /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
     sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
 }
@@ -258,6 +260,11 @@ impl Registry {
                 "ctrlkit_sharding_drains",
                 "Objects the sharder marked for draining on their live shard"
             ),
+            secure_token_reviews: register!(
+                r,
+                "ctrlkit_secure_metrics_token_reviews",
+                "TokenReviews of metrics scrapes by result: authenticated, unauthenticated, failed, or throttled (refused unsent, over the rate of unknown tokens' reviews)"
+            ),
             sharding_shards: Mutex::default(),
         };
         Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
@@ -271,6 +278,13 @@ impl Registry {
         metric: impl prometheus_client::registry::Metric,
     ) {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner).register(name, help, metric);
+    }
+
+    /// Secure serving's count of token reviews by `result`, shared by every server on this
+    /// registry.
+    #[cfg(feature = "secure-metrics")]
+    pub(crate) fn token_reviews(&self) -> Family<Labels<1>, Counter> {
+        self.families.secure_token_reviews.clone()
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.

@@ -246,7 +246,7 @@ impl Bucket {
 }
 
 /// The outcomes of token reviews, counted by `result`.
-type Reviews = Family<[(&'static str, &'static str); 1], Counter>;
+type Reviews = Family<[(&'static str, String); 1], Counter>;
 
 /// What lets a scrape of `/metrics` in: reviews asked of the API server, cached.
 pub(crate) struct Gate {
@@ -316,15 +316,10 @@ impl Drop for Turn<'_> {
 pub(crate) type Refusal = (StatusCode, String);
 
 impl Gate {
-    /// A gate reviewing through `client`, its reviews counted in `registry`.
+    /// A gate reviewing through `client`, its reviews counted in `registry` (beside those
+    /// of other gates on it).
     pub(crate) fn new(client: Client, serving: SecureServing, registry: &Registry) -> Self {
-        let reviews = Reviews::default();
-        registry.register(
-            "ctrlkit_secure_metrics_token_reviews",
-            "TokenReviews of metrics scrapes by result: authenticated, unauthenticated, failed, \
-             or throttled (refused unsent, over the rate of unknown tokens' reviews)",
-            reviews.clone(),
-        );
+        let reviews = registry.token_reviews();
         Self {
             client,
             unknown_rate: Mutex::new(Bucket::new(
@@ -417,7 +412,7 @@ impl Gate {
     }
 
     fn count(&self, result: &'static str) {
-        self.reviews.get_or_create(&[("result", result)]).inc();
+        self.reviews.get_or_create(&[("result", result.to_owned())]).inc();
     }
 
     async fn review_token(

@@ -117,11 +117,20 @@ struct Endpoint {
 
 /// A Manager on `client` serving `/metrics` over HTTPS, with a certificate of a CA of its own.
 async fn secure_endpoint(client: kube_client::Client) -> Endpoint {
+    secure_endpoint_of(client, ctrlkit::metrics::Registry::new()).await
+}
+
+/// [`secure_endpoint`], serving `registry`.
+async fn secure_endpoint_of(
+    client: kube_client::Client,
+    registry: ctrlkit::metrics::Registry,
+) -> Endpoint {
     let ca = SelfSignedCa::generate("metrics-ca", Duration::from_secs(3600)).unwrap();
     let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
     let ca_pem = bundle.ca_pem.clone();
     let address = free_address();
     let manager = Manager::builder(client)
+        .metrics(registry)
         .metrics_address(address)
         .metrics_secure_serving(
             SecureServing::new().certificates(CertificateSource::Bundle(bundle)),
@@ -289,4 +298,24 @@ async fn a_known_token_is_answered_within_a_second_during_a_flood_of_slow_review
     assert_eq!(reviews.reviews_of("good"), 2, "reviewed again once its cache expired");
     let codes = flooding.await.unwrap();
     assert!(codes.iter().all(|code| [401, 429].contains(code)), "{codes:?}");
+}
+
+#[tokio::test]
+async fn two_secure_endpoints_on_one_registry_serve_each_metric_family_once() {
+    let reviews = std::sync::Arc::new(Reviews::default());
+    let registry = ctrlkit::metrics::Registry::new();
+    let first = secure_endpoint_of(reviews.client(), registry.clone()).await;
+    let second = secure_endpoint_of(reviews.client(), registry).await;
+
+    // Each endpoint reviews the scraper's token once.
+    assert_eq!(scrape(second.address, &second.ca_pem, "Bearer good").await, 200);
+    let request = http::Request::get("/metrics").header("Authorization", "Bearer good");
+    let text = scraper(first.address, &first.ca_pem)
+        .request_text(request.body(Vec::new()).unwrap())
+        .await
+        .expect("a scrape of the first endpoint");
+    let family = "# TYPE ctrlkit_secure_metrics_token_reviews_total counter";
+    assert_eq!(text.matches(family).count(), 1, "{family} in the scrape:\n{text}");
+    let series = "ctrlkit_secure_metrics_token_reviews_total{result=\"authenticated\"} 2";
+    assert!(text.contains(series), "{series} not in the scrape:\n{text}");
 }
