@@ -14,8 +14,9 @@
 //! denied one 30 seconds, 1,024 entries each (least recently used evicted first, tokens that
 //! authenticated apart from those that did not, tokens kept as their SHA-256); a token over
 //! 16 KiB is a 401 without a review; one review per token at a time; reviews of unknown
-//! tokens at 10 a second (bursts of 40; over it a 429 without a review) and 8 in flight at
-//! most, those of tokens known in the last 10 minutes beside them, never behind; the HTTPS
+//! tokens at 10 a second (bursts of 40; over it a 429 with `Retry-After: 1` without a review,
+//! a scraper's new or rotated token too while a flood lasts) and 8 in flight at most, those
+//! of tokens known in the last 10 minutes beside them, never behind; the HTTPS
 //! server's handshake and headers within 10 s
 //! (headers of 64 KiB at most), idle connections closed after 90 s, 1,024 connections at once
 //! (the webhook server's `ServingLimits`).

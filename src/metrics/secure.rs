@@ -25,9 +25,12 @@
 //!   however the request ends: answered, failed, or dropped when its client goes). Reviews of
 //!   unknown tokens are rate limited (10 a second, bursts of 40 by default,
 //!   [`SecureServing::unknown_token_reviews`]): a scrape over the rate is a 429 `Too Many
-//!   Requests` without a review, counted in `ctrlkit_secure_metrics_token_reviews_total`
-//!   (`result="throttled"`), so an unauthenticated flood cannot turn into unbounded
-//!   `TokenReview`s; at most 8 of them are in flight at once. A token that authenticated in
+//!   Requests` with `Retry-After: 1`, without a review, counted in
+//!   `ctrlkit_secure_metrics_token_reviews_total` (`result="throttled"`), so an
+//!   unauthenticated flood cannot turn into unbounded `TokenReview`s; at most 8 of them are
+//!   in flight at once. During a flood that keeps the rate used up, a token that has not
+//!   authenticated in the last 10 minutes (a restarted Prometheus's, a rotated token) is
+//!   unknown too: its scrapes may be 429s until the flood ends. A token that authenticated in
 //!   the last 10 minutes is known: when its cached review expires it is reviewed beside the
 //!   unknown ones, never behind them (8 more in flight, shared with the access reviews of
 //!   authenticated users), so a flood does not hold up the scraper. The `Bearer` scheme
@@ -135,8 +138,9 @@ impl SecureServing {
 
     /// How many reviews of unknown tokens (none that authenticated in the last 10 minutes)
     /// may be sent: `per_second` on average, `burst` at once (default 10 and 40). A scrape
-    /// with an unknown token over the rate is a 429 without a review. Zero `burst` sends
-    /// none: only tokens already known are let in.
+    /// with an unknown token over the rate is a 429 (`Retry-After: 1`) without a review, and
+    /// so, while a flood keeps the rate used up, is a new or rotated scraper token's. Zero
+    /// `burst` sends none: only tokens already known are let in.
     #[must_use]
     pub fn unknown_token_reviews(mut self, per_second: u32, burst: u32) -> Self {
         self.unknown_per_second = per_second;

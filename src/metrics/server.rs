@@ -91,7 +91,10 @@ fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::
                     if let Some(gate) = gate
                         && let Err((status, message)) = gate.admit(&headers).await
                     {
-                        return (status, message).into_response();
+                        // A scrape refused over the review rate may come back in a second.
+                        let retry = (status == StatusCode::TOO_MANY_REQUESTS)
+                            .then_some([(header::RETRY_AFTER, "1")]);
+                        return (status, retry, message).into_response();
                     }
                     let content_type = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
                     ([(header::CONTENT_TYPE, content_type)], registry.encode()).into_response()

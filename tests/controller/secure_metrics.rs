@@ -324,3 +324,21 @@ async fn two_secure_endpoints_on_one_registry_serve_each_metric_family_once() {
     let series = "ctrlkit_secure_metrics_token_reviews_total{result=\"authenticated\"} 2";
     assert!(text.contains(series), "{series} not in the scrape:\n{text}");
 }
+
+#[tokio::test]
+async fn a_scrape_refused_over_the_review_rate_is_told_to_retry_after_a_second() {
+    let reviews = std::sync::Arc::new(Reviews::default());
+    // No review of an unknown token is ever sent: every one is refused over the rate.
+    let serving = SecureServing::new().unknown_token_reviews(0, 0);
+    let registry = ctrlkit::metrics::Registry::new();
+    let endpoint = secure_endpoint_of(reviews.client(), registry, serving).await;
+    let request = http::Request::get("/metrics").header("Authorization", "Bearer unknown");
+    let response = scraper(endpoint.address, &endpoint.ca_pem)
+        .send(request.body(Vec::new().into()).unwrap())
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), http::StatusCode::TOO_MANY_REQUESTS);
+    let retry_after = response.headers().get(http::header::RETRY_AFTER);
+    assert_eq!(retry_after.and_then(|v| v.to_str().ok()), Some("1"), "Retry-After of a 429");
+    assert_eq!(reviews.reviews_of("unknown"), 0);
+}
