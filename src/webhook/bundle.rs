@@ -4,7 +4,9 @@
 //! Contract ([`merged`]):
 //! - The served CAs (`ours`) are always in the result: appended when missing.
 //! - A certificate ctrlkit did not make (any but a CA named "ctrlkit webhook CA" with a random
-//!   unit, [`tls::made_here`]) is never removed, nor is text that does not decode.
+//!   unit, [`tls::made_here`]) is never removed, nor is any text that is not a certificate
+//!   (other PEM blocks, comments): a CA dropped is cut out of the bundle, the rest kept as
+//!   it was.
 //! - ctrlkit's own CAs other than the served ones: an expired one goes at once; of the rest,
 //!   the newest are kept, so that with the served ones at most `keep` of ctrlkit's CAs stay.
 //!   Newest is the latest `notBefore`, ties broken by place in the bundle (injection appends,
@@ -50,15 +52,36 @@ pub(crate) fn merged(
         // Nothing taken out: the bundle as it was, every byte kept.
         true if text.ends_with('\n') => text,
         true => text + "\n",
-        false => held
-            .into_iter()
-            .enumerate()
-            .filter(|(at, _)| !dropped.contains(at))
-            .map(|(_, block)| block)
-            .collect(),
+        false => cut(&text, &held, &dropped),
     };
     bundle.extend(missing);
     Some(ByteString(bundle.into_bytes()))
+}
+
+/// `text` with the certificates of `held` (its blocks, in order) at the places `dropped`
+/// cut out, each with the line break after it: every other byte kept, so text that is not
+/// a certificate (another writer's) stays.
+fn cut(text: &str, held: &[String], dropped: &[usize]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    for (at, block) in held.iter().enumerate() {
+        let block = block.trim_end_matches('\n');
+        let Some(start) = rest.find(block) else { break };
+        let end = start + block.len();
+        if dropped.contains(&at) {
+            out.push_str(&rest[..start]);
+            rest = &rest[end..];
+            rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
+        } else {
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }
 
 /// The places in `held` (a bundle's certificates) of ctrlkit's own CAs that go: those
@@ -159,5 +182,18 @@ mod tests {
         let renewal = format!("{d}{a}");
         let kept = text(merged(Some(&bundle(&held)), &renewal, 1, now).unwrap());
         assert_eq!(kept, format!("{a}{theirs}{lookalike}{d}"));
+    }
+
+    #[test]
+    fn text_that_is_not_a_certificate_is_kept_when_a_ca_is_dropped() {
+        let theirs = SelfSignedCa::generate("theirs", HOUR).unwrap().pem();
+        let expired = SelfSignedCa::generate(tls::CA_NAME, Duration::ZERO).unwrap().pem();
+        let ours = SelfSignedCa::generate(tls::CA_NAME, HOUR).unwrap().pem();
+        let other =
+            "# another writer's note\n-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n";
+        let held = format!("{theirs}{other}{expired}");
+        let kept = merged(Some(&bundle(&held)), &ours, 3, SystemTime::now()).unwrap();
+        let kept = String::from_utf8(kept.0).unwrap();
+        assert_eq!(kept, format!("{theirs}{other}{ours}"), "only the expired CA taken out");
     }
 }
