@@ -14,7 +14,8 @@
 //!   the newest are those of the replicas started last: a live replica's CA goes only once
 //!   `keep` of ctrlkit's CAs newer than it are in the bundle, which takes more CAs than live
 //!   replicas hold (two each at most, during a CA's renewal) when `keep` is at least
-//!   2 × replicas + 1 and replicas restart one after another.
+//!   2 × (replicas + maxSurge) + 1 (a rollout's most live at once) and replicas restart one
+//!   after another.
 //! - Nothing to add and nothing to drop: no write (`None`), so writers settle.
 
 use std::time::SystemTime;

@@ -8,16 +8,20 @@
 //!   `spec.conversion.webhook.clientConfig.caBundle` (a CRD without a webhook conversion is
 //!   left alone).
 //! - The served CAs are added to a bundle that lacks one; a CA another writer put there
-//!   (another deployment's, cert-manager's cainjector's) is never removed, so writers that
-//!   each add their own settle. A bundle that holds no certificate at all is replaced.
+//!   (cert-manager's cainjector's, a deployment's own that ctrlkit did not make) is never
+//!   removed, so writers that each add their own settle. A bundle that holds no certificate
+//!   at all is replaced. Every CA ctrlkit made counts toward the bound below, wherever it
+//!   comes from: another ctrlkit deployment injecting into the same object shares its `keep`.
 //! - ctrlkit's own CAs (named "ctrlkit webhook CA", with a random unit) stay bounded: an
 //!   expired one is dropped at once, and of the others at most [`keep_own_cas`] (3 by
 //!   default) stay, the served ones always and then the newest (latest `notBefore`). So a
 //!   replica whose certificates live in memory, which makes a CA at every start, does not
 //!   grow the bundle until the object is too large to write. Replicas that keep their
-//!   certificates in memory each serve a CA of their own (two during its renewal): keep at
-//!   least 2 × replicas + 1, so that no live replica's CA is pushed out by those of replicas
-//!   started after it; with several replicas, prefer a Secret
+//!   certificates in memory each serve a CA of their own (two during its renewal), and a
+//!   rollout runs up to replicas + maxSurge at once: keep at least
+//!   2 × (replicas + maxSurge) + 1, so that no live replica's CA is pushed out by those of
+//!   replicas started after it (counting those of any other ctrlkit deployment injecting
+//!   into the same objects); with several replicas, prefer a Secret
 //!   ([`SecretCertificates`](crate::tls::SecretCertificates)), where they share one CA.
 //!   A replica that restarts again and again beside one that does not can push the other's
 //!   CA out after `keep` − replicas + 1 restarts; that replica puts it back at its next
@@ -105,8 +109,9 @@ impl CaInjection {
 
     /// How many of ctrlkit's own CAs a bundle keeps at most (default 3): the served ones, then
     /// the newest; expired ones are dropped whatever the number. With replicas that keep
-    /// their certificates in memory, at least 2 × replicas + 1 (see the module docs). The
-    /// served CAs stay even when they are more than `keep`.
+    /// their certificates in memory, at least 2 × (replicas + maxSurge) + 1, the most live
+    /// during a rollout (see the module docs). The served CAs stay even when they are more
+    /// than `keep`.
     #[must_use]
     pub fn keep_own_cas(mut self, keep: usize) -> Self {
         self.keep_own = keep;

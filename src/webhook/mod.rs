@@ -75,9 +75,9 @@
 //! Secret ([`SecretCertificates`](crate::tls::SecretCertificates)): every replica serves and
 //! injects the Secret's bundle, and a Secret deleted or corrupted is written back with what is
 //! served. Injection ([`CaInjection`], every 30 s) adds the CAs a bundle lacks, never removes
-//! another writer's, keeps at most 3 of ctrlkit's own (the served ones and the newest;
-//! expired ones dropped at once; [`CaInjection::keep_own_cas`], at least 2 × replicas + 1 for
-//! replicas with in-memory certificates), and backs off to 5 minutes while it fails; beside
+//! one ctrlkit did not make, keeps at most 3 of ctrlkit's own, any deployment's (the served
+//! ones and the newest; expired ones dropped at once; [`CaInjection::keep_own_cas`], at least
+//! 2 × (replicas + maxSurge) + 1 for replicas with in-memory certificates), and backs off to 5 minutes while it fails; beside
 //! cert-manager's cainjector, leave it off for the objects cainjector manages.
 
 mod admission;
