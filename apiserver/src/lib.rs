@@ -258,6 +258,7 @@ mod status;
 mod store;
 mod table;
 mod typed_fields;
+mod vendored;
 mod views;
 mod wait;
 mod watch;

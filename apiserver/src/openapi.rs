@@ -22,39 +22,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::store::Store;
-
-/// The vendored v3 documents: (group version path, document).
-const BUILT_IN: [(&str, &str); 11] = [
-    ("api/v1", include_str!("../openapi/v3/api__v1.json")),
-    ("apis/apps/v1", include_str!("../openapi/v3/apis__apps__v1.json")),
-    ("apis/batch/v1", include_str!("../openapi/v3/apis__batch__v1.json")),
-    ("apis/autoscaling/v1", include_str!("../openapi/v3/apis__autoscaling__v1.json")),
-    (
-        "apis/coordination.k8s.io/v1",
-        include_str!("../openapi/v3/apis__coordination.k8s.io__v1.json"),
-    ),
-    ("apis/events.k8s.io/v1", include_str!("../openapi/v3/apis__events.k8s.io__v1.json")),
-    (
-        "apis/apiextensions.k8s.io/v1",
-        include_str!("../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
-    ),
-    (
-        "apis/admissionregistration.k8s.io/v1",
-        include_str!("../openapi/v3/apis__admissionregistration.k8s.io__v1.json"),
-    ),
-    (
-        "apis/rbac.authorization.k8s.io/v1",
-        include_str!("../openapi/v3/apis__rbac.authorization.k8s.io__v1.json"),
-    ),
-    (
-        "apis/authentication.k8s.io/v1",
-        include_str!("../openapi/v3/apis__authentication.k8s.io__v1.json"),
-    ),
-    (
-        "apis/authorization.k8s.io/v1",
-        include_str!("../openapi/v3/apis__authorization.k8s.io__v1.json"),
-    ),
-];
+use super::vendored::{BUILT_IN, is_kind, parsed};
 
 const V2: &str = include_str!("../openapi/v2.json");
 
@@ -62,18 +30,6 @@ fn hash(text: &str) -> String {
     let mut hasher = DefaultHasher::new();
     text.hash(&mut hasher);
     format!("{:016X}", hasher.finish())
-}
-
-/// A built-in document's JSON tree, parsed when first asked for (a ConfigMap's write reads
-/// `api/v1` alone).
-fn parsed(path: &str) -> Option<&'static Value> {
-    static PARSED: [OnceLock<Value>; BUILT_IN.len()] = [const { OnceLock::new() }; BUILT_IN.len()];
-    let i = BUILT_IN.iter().position(|(p, _)| *p == path)?;
-    Some(
-        PARSED[i].get_or_init(|| {
-            serde_json::from_str(BUILT_IN[i].1).expect("a vendored OpenAPI document")
-        }),
-    )
 }
 
 /// One served version of a CRD: what its documents need.
@@ -276,13 +232,6 @@ fn documents(store: &Store) -> Vec<(String, Bytes)> {
         out.push((format!("apis/{group}/{version}"), Bytes::from(text)));
     }
     out
-}
-
-/// Whether a schema is the one of `group`/`version`/`kind`.
-fn is_kind(schema: &Value, group: &str, version: &str, kind: &str) -> bool {
-    schema["x-kubernetes-group-version-kind"].as_array().is_some_and(|gvks| {
-        gvks.iter().any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
-    })
 }
 
 /// Runs `f` on the v3 schemas of `group`/`version` and the schema of `kind` among them, if

@@ -9,13 +9,14 @@
 //! - applied: a 500, structured-merge-diff's `expected map, got &{x}`.
 //!
 //! Every kind has `metadata` and its maps and lists ([`metadata_fields`]); a built-in kind's
-//! `spec` and `status` are structs ([`spec_and_status`]); a kind's own (a ConfigMap's `data`)
+//! `spec` and `status`, where its schema has them, are structs ([`spec_and_status`]); a kind's own (a ConfigMap's `data`)
 //! come from its strategy. A `null` is no value, as Go decodes it.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::status::ApiError;
+use crate::vendored;
 
 /// What Go holds a field as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,11 +111,14 @@ pub(crate) fn metadata_fields(kind: &str, builtin: bool) -> Vec<TypedField> {
     ]
 }
 
-/// A built-in kind's `spec` and `status`, structs of its version's package (`v1.DeploymentSpec`).
+/// A built-in kind's `spec` and `status`, structs of its version's package (`v1.DeploymentSpec`),
+/// those of the two its published schema has: a ConfigMap's, a Secret's or a Role's `spec` is
+/// an unknown field, dropped or refused by field validation, not a struct.
 pub(crate) fn spec_and_status(kind: &str, api_version: &str) -> Vec<TypedField> {
-    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     ["spec", "status"]
         .into_iter()
+        .filter(|field| vendored::builtin_kind_has(group, version, kind, field).unwrap_or(false))
         .map(|field| {
             let suffix = if field == "spec" { "Spec" } else { "Status" };
             let go_type = format!("{version}.{kind}{suffix}");
@@ -256,5 +260,24 @@ mod tests {
             err.message,
             "failed to create typed patch object (/c; /v1, Kind=ConfigMap): .metadata.labels: expected map, got &{1}"
         );
+    }
+
+    #[test]
+    fn spec_and_status_are_typed_only_where_the_kind_has_them() {
+        let paths = |kind, api_version| -> Vec<String> {
+            spec_and_status(kind, api_version).into_iter().map(|f| f.path.join(".")).collect()
+        };
+        assert_eq!(paths("Deployment", "apps/v1"), ["spec", "status"]);
+        assert_eq!(paths("Scale", "autoscaling/v1"), ["spec", "status"]);
+        assert_eq!(paths("Lease", "coordination.k8s.io/v1"), ["spec"]);
+        for (kind, api_version) in [
+            ("ConfigMap", "v1"),
+            ("Secret", "v1"),
+            ("ServiceAccount", "v1"),
+            ("Role", "rbac.authorization.k8s.io/v1"),
+            ("Event", "events.k8s.io/v1"),
+        ] {
+            assert!(paths(kind, api_version).is_empty(), "{kind} has no spec or status");
+        }
     }
 }
