@@ -18,6 +18,7 @@ use super::discovery;
 use super::negotiate::{self};
 use super::openapi;
 use super::options::Options;
+use super::panics;
 use super::resources::ResourceType;
 use super::state::Shared;
 use super::status::ApiError;
@@ -80,7 +81,12 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     };
     let response = result.unwrap_or_else(|err| error_response(&err));
     if negotiate::protobuf_only(&parts.headers) {
-        return protobuf_response(response, watch).await;
+        let response = protobuf_response(response, watch).await;
+        // The frames are encoded as hyper polls them: a panic there is caught here.
+        return match watch {
+            true => panics::guard_protobuf_watch(shared, response),
+            false => response,
+        };
     }
     response
 }

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use super::status::ApiError;
 
+/// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
+pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";
+
 /// How an injected failure answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {

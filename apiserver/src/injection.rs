@@ -78,6 +78,15 @@ impl Faults {
             lifetime;
     }
 
+    /// Makes every open watch panic, as a bug in the code writing its events would: a JSON
+    /// watch in the task that makes its events, a protobuf watch in the encoder of its
+    /// frames. Each watch ends with an `ERROR` event carrying a 500 `Status`, each panic is
+    /// counted in [`ApiServer::handler_panics`](super::ApiServer::handler_panics), and the
+    /// server serves on.
+    pub fn panic_watches(&self) {
+        self.shared.signal(WatchSignal::Panic);
+    }
+
     /// Writes a line that is not JSON into every open watch.
     pub fn send_malformed_line(&self) {
         self.shared.signal(WatchSignal::Malformed);

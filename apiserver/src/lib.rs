@@ -127,9 +127,11 @@
 //!   [`ApiServerBuilder::user`], decided by RBAC over stored ClusterRoles, Roles and their
 //!   bindings (see the `auth` module); the server itself authenticates no request.
 //! - [`Faults`]: close watches, fail requests (500 or 429 with `Retry-After`), compact the
-//!   history, add latency, corrupt watch streams, make a handler panic.
+//!   history, add latency, corrupt watch streams, make a handler or a watch panic.
 //! - A handler's panic is answered 500 in kube-apiserver's words, logged and counted
-//!   ([`ApiServer::handler_panics`]); the server serves on.
+//!   ([`ApiServer::handler_panics`]); a panic in a watch's events (JSON or protobuf) is
+//!   counted and logged alike and ends that watch with an `ERROR` event carrying a 500
+//!   `Status`; the server serves on.
 //!
 //! ## Known gaps, against a real kube-apiserver
 //! The protocol suite (this crate's `tests/apiserver`) runs against this server and two real

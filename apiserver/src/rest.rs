@@ -83,7 +83,10 @@ pub(crate) async fn serve(
     )?;
     let policy = options.propagation_policy.as_deref();
     let answered = match (method.as_str(), target.name.is_some()) {
-        ("GET", false) if options.watch => start_watch(shared, target, options, form),
+        ("GET", false) if options.watch => {
+            let protobuf = super::negotiate::protobuf_only(headers);
+            start_watch(shared, target, options, form, protobuf)
+        }
         ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
         ("GET", true) => registry.get(&target).map(|o| match table {
             Some(version) => {
@@ -245,6 +248,7 @@ fn start_watch(
     target: Target,
     options: &Options,
     form: Form,
+    protobuf: bool,
 ) -> ApiResult<Response> {
     let (labels, fields) = selectors(shared, &target, options)?;
     let bookmarks = options.allow_watch_bookmarks;
@@ -277,6 +281,7 @@ fn start_watch(
         bookmarks,
         timeout,
         form,
+        protobuf,
     };
     Ok(watch::serve(shared.clone(), request))
 }

@@ -51,6 +51,8 @@ impl Shared {
 pub(crate) enum WatchSignal {
     Close,
     Malformed,
+    /// A bug in the watch's events (see `Faults::panic_watches`).
+    Panic,
     Error(SharedStatus),
 }
 

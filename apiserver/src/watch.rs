@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
+use super::faults::PANIC_LINE;
 use super::negotiate::Form;
+use super::panics;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::shards::{ShardSelector, selected};
 use super::state::{Shared, WatchSignal};
@@ -54,6 +56,8 @@ pub(crate) struct WatchRequest {
     pub(crate) form: Form,
     /// For tables: what each row carries of its object.
     pub(crate) include: Include,
+    /// Whether the events are re-encoded as protobuf frames on their way out.
+    pub(crate) protobuf: bool,
 }
 
 impl WatchRequest {
@@ -166,8 +170,9 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                 .unwrap_or_else(|_| Response::new(Body::empty()));
         }
     };
+    let guard = (shared.clone(), tx.clone(), error_line(&panics::panicked().to_status()));
     let shared2 = shared.clone();
-    tokio::spawn(async move {
+    let events = async move {
         let shared = shared2;
         let deadline = req.timeout.map(|t| Instant::now() + t);
         if req.timeout.is_some_and(|t| t.is_zero()) {
@@ -257,6 +262,9 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                 signal = control.recv() => match signal {
                     Ok(WatchSignal::Close) | Err(_) => return,
                     Ok(WatchSignal::Malformed) => Bytes::from_static(b"{this is not json\n"),
+                    // The injected bug: in this task, or in the protobuf encoder it feeds.
+                    Ok(WatchSignal::Panic) if req.protobuf => Bytes::from_static(PANIC_LINE),
+                    Ok(WatchSignal::Panic) => panic!("a panic injected by Faults::panic_watches"),
                     Ok(WatchSignal::Error(status)) => {
                         let _ = tx.send(Ok(error_line(&status))).await;
                         return;
@@ -268,7 +276,8 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                 return;
             }
         }
-    });
+    };
+    tokio::spawn(panics::guard_watch(guard.0, events, guard.1, guard.2));
     response.body(Body::from_stream(rx)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 

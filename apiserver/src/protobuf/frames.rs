@@ -21,6 +21,9 @@ where
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let line = &line[..end];
+            if line == &crate::faults::PANIC_LINE[..crate::faults::PANIC_LINE.len() - 1] {
+                panic!("a panic injected by Faults::panic_watches");
+            }
             let frame = serde_json::from_slice::<Value>(line)
                 .map_err(|e| e.to_string())
                 .and_then(|event| watch_frame(&event));
