@@ -1,9 +1,13 @@
 //! The strategy of core/v1 ConfigMaps: `data` is a `map[string]string` and `binaryData` a
 //! `map[string][]byte` in Go, so a write that makes either anything but an object is refused
-//! as kube-apiserver's decoder refuses it (see the `typed_fields` module).
+//! as kube-apiserver's decoder refuses it (see the `typed_fields` module); one whose data is
+//! over the real server's 1 MiB limit is refused with its 422.
+
+use serde_json::Value;
 
 use super::registry::Strategy;
 use super::resources::ResourceType;
+use super::status::{ApiError, ApiResult};
 use super::typed_fields::TypedField;
 
 /// The rules of ConfigMaps, registered for core/v1 `configmaps` by the server.
@@ -16,4 +20,27 @@ impl Strategy for ConfigMapStrategy {
             TypedField::map("ConfigMap", "binaryData", "map[string][]uint8"),
         ]
     }
+    fn decode(&self, object: &mut Value) -> ApiResult<()> {
+        check_size(object)
+    }
+}
+
+/// The real server's 1 MiB limit on a ConfigMap's data (its values, and binaryData's).
+fn check_size(value: &Value) -> ApiResult<()> {
+    const MAX: usize = 1 << 20;
+    let data = value["data"].as_object().into_iter().flatten();
+    let text: usize = data.filter_map(|(_, v)| v.as_str()).map(str::len).sum();
+    let binary = value["binaryData"].as_object().into_iter().flatten();
+    // base64 in JSON: the decoded size, three bytes for every four characters.
+    let bytes: usize = binary.filter_map(|(_, v)| v.as_str()).map(|v| v.len() / 4 * 3).sum();
+    if text + bytes <= MAX {
+        return Ok(());
+    }
+    let name = value["metadata"]["name"].as_str().unwrap_or_default();
+    let why = format!("Too long: must have at most {MAX} bytes");
+    Err(ApiError::invalid("ConfigMap", name, &format!("[]: {why}")).with_cause(
+        "FieldValueTooLong",
+        &why,
+        "[]",
+    ))
 }

@@ -210,10 +210,14 @@ pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
 }
 
 /// Sets kind and apiVersion, refusing a body that names another type or holds one of
-/// `fields` (the kind's structs, maps and lists) with another JSON type; folds a Secret's
-/// `stringData` into `data` and gives it the default type `Opaque`, and refuses a ConfigMap
-/// over its size limit, as the real server.
-fn check_type(rt: &ResourceType, fields: &[TypedField], value: &mut Value) -> ApiResult<()> {
+/// `fields` (the kind's structs, maps and lists) with another JSON type; then the kind's
+/// `strategy` decodes it (`Strategy::decode`).
+fn check_type(
+    rt: &ResourceType,
+    fields: &[TypedField],
+    strategy: Option<&Arc<dyn Strategy>>,
+    value: &mut Value,
+) -> ApiResult<()> {
     if !value.is_object() {
         return Err(ApiError::bad_request("the body of the request must be a JSON object"));
     }
@@ -243,54 +247,7 @@ fn check_type(rt: &ResourceType, fields: &[TypedField], value: &mut Value) -> Ap
         value["metadata"] = json!({});
     }
     drop_empty_metadata(&mut value["metadata"]);
-    if rt.group.is_empty() && rt.plural == "secrets" {
-        fold_string_data(value);
-        // The real server's defaulting: a Secret without a type is Opaque.
-        if value["type"].as_str().is_none_or(str::is_empty) {
-            value["type"] = json!("Opaque");
-        }
-    }
-    check_size(rt, value)
-}
-
-/// The real server's 1 MiB limit on a ConfigMap's data (its values, and binaryData's).
-fn check_size(rt: &ResourceType, value: &Value) -> ApiResult<()> {
-    const MAX: usize = 1 << 20;
-    if !(rt.group.is_empty() && rt.plural == "configmaps") {
-        return Ok(());
-    }
-    let data = value["data"].as_object().into_iter().flatten();
-    let text: usize = data.filter_map(|(_, v)| v.as_str()).map(str::len).sum();
-    let binary = value["binaryData"].as_object().into_iter().flatten();
-    // base64 in JSON: the decoded size, three bytes for every four characters.
-    let bytes: usize = binary.filter_map(|(_, v)| v.as_str()).map(|v| v.len() / 4 * 3).sum();
-    if text + bytes <= MAX {
-        return Ok(());
-    }
-    let name = value["metadata"]["name"].as_str().unwrap_or_default();
-    let why = format!("Too long: must have at most {MAX} bytes");
-    Err(ApiError::invalid("ConfigMap", name, &format!("[]: {why}")).with_cause(
-        "FieldValueTooLong",
-        &why,
-        "[]",
-    ))
-}
-
-/// A Secret's `stringData` written into `data`, base64-encoded, as the real server stores
-/// Secrets (a `stringData` key wins over the same key of `data`).
-fn fold_string_data(secret: &mut Value) {
-    use base64::Engine;
-    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|s| s.remove("stringData"))
-    else {
-        return;
-    };
-    if !secret["data"].is_object() {
-        secret["data"] = json!({});
-    }
-    for (key, value) in strings {
-        let text = value.as_str().unwrap_or_default();
-        secret["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
-    }
+    strategy.map_or(Ok(()), |strategy| strategy.decode(value))
 }
 
 /// Drops the metadata lists and maps that are empty (or null), as the real server's typed
@@ -344,11 +301,18 @@ pub(crate) struct Registry {
 
 /// What a kind adds to the registry's generic REST semantics (kube-apiserver's per-kind
 /// create and update strategies and their hooks after a write): the server registers one
-/// for the kinds that have rules of their own (CRDs, webhook configurations, Secrets). Each hook is
+/// for the kinds that have rules of their own (CRDs, webhook configurations, Secrets,
+/// ConfigMaps). Each hook is
 /// called at the point kube-apiserver calls its own: validation before the write, what
 /// follows it (a CRD starting to serve its kind) only once the write is stored, never in a
 /// dry run.
 pub(crate) trait Strategy: Send + Sync {
+    /// Reads a created or updated object as the kind's decoder and defaulting do (a
+    /// Secret's `stringData` folded into `data`), refusing what they refuse (a ConfigMap
+    /// over its size limit); after the generic checks of its type and shape.
+    fn decode(&self, _object: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
     /// Defaults and validates an object about to be created.
     fn validate_create(&self, _rt: &ResourceType, _object: &mut Value) -> ApiResult<()> {
         Ok(())
@@ -469,7 +433,7 @@ impl Registry {
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
-        check_type(&rt, &self.typed_fields(&rt), &mut value)?;
+        check_type(&rt, &self.typed_fields(&rt), self.strategy(&rt), &mut value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
             (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
@@ -712,7 +676,7 @@ impl Registry {
             let current = txn.get(target.resource, &key).ok_or_else(|| ApiError::not_found(&rt.plural, &name))?;
             let old = current.value();
             let mut new = change(&old)?;
-            check_type(&rt, &fields, &mut new)?;
+            check_type(&rt, &fields, strategy, &mut new)?;
             if let Some(strategy) = strategy {
                 strategy.prepare_update(&rt, &mut new)?;
             }

@@ -1,10 +1,11 @@
 //! The strategy of core/v1 Secrets, as kube-apiserver v1.36.2 decodes and validates them (read
 //! off it): `data` is a `map[string][]byte` and `stringData` a `map[string]string` in Go (a
 //! write that makes either anything but an object is refused as its decoder refuses it: see
-//! the `typed_fields` module); on update, `type` never changes, and a Secret with
-//! `immutable: true` keeps its `data` and `stringData`, and stays immutable.
+//! the `typed_fields` module); `stringData` is folded into `data` and an untyped Secret is
+//! `Opaque`, as its decoder and defaulting store it; on update, `type` never changes, and a
+//! Secret with `immutable: true` keeps its `data` and `stringData`, and stays immutable.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::registry::Strategy;
 use super::resources::ResourceType;
@@ -21,8 +22,33 @@ impl Strategy for SecretStrategy {
             TypedField::map("Secret", "stringData", "map[string]string"),
         ]
     }
+    fn decode(&self, object: &mut Value) -> ApiResult<()> {
+        fold_string_data(object);
+        // The real server's defaulting: a Secret without a type is Opaque.
+        if object["type"].as_str().is_none_or(str::is_empty) {
+            object["type"] = json!("Opaque");
+        }
+        Ok(())
+    }
     fn validate_update(&self, name: &str, old: &Value, new: &Value, _: bool) -> ApiResult<()> {
         validate_update(name, old, new)
+    }
+}
+
+/// A Secret's `stringData` written into `data`, base64-encoded, as the real server stores
+/// Secrets (a `stringData` key wins over the same key of `data`).
+fn fold_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|s| s.remove("stringData"))
+    else {
+        return;
+    };
+    if !secret["data"].is_object() {
+        secret["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        secret["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
     }
 }
 
