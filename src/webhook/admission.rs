@@ -30,6 +30,10 @@ pub struct Denial {
     pub reason: String,
     /// The HTTP status the API server answers the client with.
     pub code: StatusCode,
+    /// Not a decision but a webhook that cannot answer now (set by [`Denial::unavailable`]):
+    /// answered with an HTTP `503`, a failed call. `false` for every denial, whatever its
+    /// `code`: a denial with code 503 is still a denial.
+    pub cannot_answer: bool,
 }
 
 impl Denial {
@@ -39,18 +43,22 @@ impl Denial {
             message: message.into(),
             reason: "Forbidden".to_owned(),
             code: StatusCode::FORBIDDEN,
+            cannot_answer: false,
         }
     }
 
     /// Not a decision: the webhook cannot answer now (a cache it reads has not synced). The
     /// request is answered with an HTTP `503`, a failed call, so that the webhook
     /// configuration's `failurePolicy` decides: `Fail` refuses the write, `Ignore` lets it
-    /// through. Any denial with code 503 is answered so, a raw handler's included.
+    /// through. Only its `cannot_answer` marks a failed call: a denial built by hand with
+    /// code 503, or a raw handler's, stays a denial.
+    /// Counted in [`WebhookStats::unavailable`].
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             reason: "ServiceUnavailable".to_owned(),
             code: StatusCode::SERVICE_UNAVAILABLE,
+            cannot_answer: true,
         }
     }
 
@@ -60,6 +68,7 @@ impl Denial {
             message: message.into(),
             reason: "Invalid".to_owned(),
             code: StatusCode::UNPROCESSABLE_ENTITY,
+            cannot_answer: false,
         }
     }
 }
@@ -127,7 +136,7 @@ pub enum Review<'a, K: Resource + Send + Sync> {
 pub struct Reply {
     /// 200 with an `AdmissionReview` (allowed or denied), 400 for a body that is not one,
     /// 413 for one larger than [`MAX_REVIEW_BYTES`], or 503 for a webhook that cannot answer yet
-    /// ([`Denial::unavailable`]).
+    /// ([`Denial::unavailable`]; a denial with code 503 is a 200 review like any denial).
     pub status: StatusCode,
     /// The `AdmissionReview` answer, or a `Status` naming what is wrong with the body.
     pub body: Vec<u8>,
@@ -140,6 +149,7 @@ pub struct WebhookStats {
     denied: AtomicU64,
     malformed: AtomicU64,
     panicked: AtomicU64,
+    unavailable: AtomicU64,
 }
 
 impl WebhookStats {
@@ -162,6 +172,12 @@ impl WebhookStats {
     pub fn panicked(&self) -> u64 {
         self.panicked.load(Ordering::Relaxed)
     }
+
+    /// Requests answered with a `503` because the webhook could not answer
+    /// ([`Denial::unavailable`]): failed calls, left to the `failurePolicy`, not reviews.
+    pub fn unavailable(&self) -> u64 {
+        self.unavailable.load(Ordering::Relaxed)
+    }
 }
 
 /// Answers one request body; see the module docs. Never panics, whatever the body.
@@ -176,7 +192,7 @@ where
         match what {
             Review::Handle(handler) => {
                 let request = parse::<DynamicObject>(body)?;
-                run(handler.handle(request.clone()), &request).await
+                run(handler.handle(request.clone()).map(decided), &request).await
             }
             Review::Validate(validator) => validate(validator, &parse::<K>(body)?).await,
             Review::Default(defaulter) => default(defaulter, &parse::<K>(body)?).await,
@@ -185,13 +201,14 @@ where
     .await;
     match outcome {
         // Not a decision: a failed call, for the `failurePolicy` to decide.
-        Ok((response, _)) if unavailable(&response) => {
+        Ok(Answer { response, cannot_answer: true, .. }) => {
+            stats.unavailable.fetch_add(1, Ordering::Relaxed);
             let status = response.result;
             tracing::warn!(message = %status.message, "a webhook cannot answer yet; answering 503");
             let body = serde_json::to_vec(&status).unwrap_or_default();
             Reply { status: StatusCode::SERVICE_UNAVAILABLE, body }
         }
-        Ok((response, panicked)) => {
+        Ok(Answer { response, panicked, .. }) => {
             stats.reviewed.fetch_add(1, Ordering::Relaxed);
             if !response.allowed {
                 stats.denied.fetch_add(1, Ordering::Relaxed);
@@ -210,9 +227,19 @@ where
     }
 }
 
-/// Whether `response` is a [`Denial::unavailable`]'s.
-fn unavailable(response: &AdmissionResponse) -> bool {
-    !response.allowed && response.result.code == StatusCode::SERVICE_UNAVAILABLE.as_u16()
+/// A webhook's answer to one request.
+struct Answer {
+    response: AdmissionResponse,
+    /// The webhook panicked; `response` denies saying so.
+    panicked: bool,
+    /// A [`Denial::unavailable`]: answered as a failed call, not with `response`.
+    cannot_answer: bool,
+}
+
+/// A response that is a decision (never [`Denial::unavailable`]'s): a raw handler's or a
+/// defaulter's.
+fn decided(response: AdmissionResponse) -> (AdmissionResponse, bool) {
+    (response, false)
 }
 
 /// A 400 answer with a `Status` saying `why` (admission and conversion bodies alike).
@@ -268,20 +295,20 @@ fn parse<K: Resource + DeserializeOwned>(body: &[u8]) -> Result<AdmissionRequest
     review.try_into().map_err(|_| "the AdmissionReview has no request".to_owned())
 }
 
-/// Runs `answer`, a panic in it a denial saying so; returns the response and whether it
-/// panicked.
+/// Runs `answer` (a response and whether the webhook cannot answer), a panic in it a
+/// denial saying so.
 async fn run<T: Resource>(
-    answer: impl Future<Output = AdmissionResponse>,
+    answer: impl Future<Output = (AdmissionResponse, bool)>,
     request: &AdmissionRequest<T>,
-) -> Result<(AdmissionResponse, bool), String> {
+) -> Result<Answer, String> {
     match AssertUnwindSafe(answer).catch_unwind().await {
-        Ok(response) => Ok((response, false)),
+        Ok((response, cannot_answer)) => Ok(Answer { response, panicked: false, cannot_answer }),
         Err(panic) => {
             let message = panic_message(&*panic);
             tracing::error!(panic = %message, uid = %request.uid, "a webhook panicked");
             let response = AdmissionResponse::from(request)
                 .deny(format!("the webhook failed: it panicked: {message}"));
-            Ok((response, true))
+            Ok(Answer { response, panicked: true, cannot_answer: false })
         }
     }
 }
@@ -313,7 +340,7 @@ fn old_object_of<K: Resource>(request: &AdmissionRequest<K>) -> Result<&K, Strin
 async fn validate<K: Resource + Send + Sync>(
     validator: &dyn Validator<K>,
     request: &AdmissionRequest<K>,
-) -> Result<(AdmissionResponse, bool), String> {
+) -> Result<Answer, String> {
     let validation: BoxFuture<'_, Validation> = match request.operation {
         Operation::Create => validator.validate_create(object_of(request)?, request),
         Operation::Update => {
@@ -326,31 +353,34 @@ async fn validate<K: Resource + Send + Sync>(
     run(async { respond(request, validation.await) }, request).await
 }
 
-/// The response for a validation: allowed with its warnings, or denied as it says.
+/// The response for a validation: allowed with its warnings, or denied as it says; and
+/// whether it is a [`Denial::unavailable`].
 fn respond<K: Resource>(
     request: &AdmissionRequest<K>,
     validation: Validation,
-) -> AdmissionResponse {
+) -> (AdmissionResponse, bool) {
     let mut response = AdmissionResponse::from(request);
     match validation {
         Ok(warnings) => {
             response.warnings = Some(warnings).filter(|w| !w.is_empty());
+            (response, false)
         }
         Err(denial) => {
             response.allowed = false;
             response.result =
                 Status::failure(&denial.message, &denial.reason).with_code(denial.code.as_u16());
+            (response, denial.cannot_answer)
         }
     }
-    response
 }
 
 async fn default<K: Resource + Serialize + Clone + Send + Sync>(
     defaulter: &dyn Defaulter<K>,
     request: &AdmissionRequest<K>,
-) -> Result<(AdmissionResponse, bool), String> {
+) -> Result<Answer, String> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
-        return Ok((AdmissionResponse::from(request), false));
+        let response = AdmissionResponse::from(request);
+        return Ok(Answer { response, panicked: false, cannot_answer: false });
     }
     let received = object_of(request)?.clone();
     let before = serde_json::to_value(&received).map_err(|e| format!("the object: {e}"))?;
@@ -373,7 +403,7 @@ async fn default<K: Resource + Serialize + Clone + Send + Sync>(
             Err(err) => response.deny(format!("the patch does not encode: {err}")),
         }
     };
-    run(answer, request).await
+    run(answer.map(decided), request).await
 }
 
 #[cfg(test)]
@@ -456,6 +486,7 @@ mod tests {
             "{message}"
         );
         assert_eq!((stats.reviewed(), stats.denied()), (0, 0), "not a review's answer");
+        assert_eq!(stats.unavailable(), 1, "counted as unavailable");
     }
 
     /// Allows at most three keys, warns about a key named `legacy`, and records `dry_run`.
@@ -615,6 +646,52 @@ mod tests {
         let message = answer["status"]["message"].as_str().unwrap();
         assert!(message.contains("panicked: no validation today"), "{message}");
         assert_eq!((stats.panicked(), stats.denied()), (1, 1));
+    }
+
+    /// Denies with a 503 of its own making: a decision, not [`Denial::unavailable`].
+    struct DeniesWith503;
+
+    #[async_trait::async_trait]
+    impl Validator<ConfigMap> for DeniesWith503 {
+        async fn validate_create(
+            &self,
+            _: &ConfigMap,
+            _: &AdmissionRequest<ConfigMap>,
+        ) -> Validation {
+            Err(Denial {
+                message: "closed for maintenance".to_owned(),
+                reason: "ServiceUnavailable".to_owned(),
+                code: StatusCode::SERVICE_UNAVAILABLE,
+                cannot_answer: false,
+            })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl AdmissionHandler for DeniesWith503 {
+        async fn handle(&self, request: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+            let mut response = AdmissionResponse::from(&request).deny("closed for maintenance");
+            response.result.code = 503;
+            response
+        }
+    }
+
+    /// A denial with code 503, hand-built or a raw handler's, stays a denial (a 200 review
+    /// with `allowed: false`): only [`Denial::unavailable`] is a failed call, which a
+    /// `failurePolicy: Ignore` would let through.
+    #[tokio::test]
+    async fn a_hand_built_503_denial_is_still_a_denial() {
+        let stats = WebhookStats::default();
+        let created = body("CREATE", Some(configmap(json!({}))), None, false);
+        let validated = review::<ConfigMap>(Review::Validate(&DeniesWith503), &created, &stats);
+        let handled = review::<ConfigMap>(Review::Handle(&DeniesWith503), &created, &stats);
+        for reply in [validated.await, handled.await] {
+            let answer = response(&reply);
+            assert_eq!(answer["allowed"], false);
+            assert_eq!(answer["status"]["code"], 503);
+            assert_eq!(answer["status"]["message"], "closed for maintenance");
+        }
+        assert_eq!((stats.reviewed(), stats.denied(), stats.unavailable()), (2, 2, 0));
     }
 
     struct LabelsOnly;
