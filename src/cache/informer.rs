@@ -480,9 +480,12 @@ impl<K: InformerObject> Informer<K> {
     /// Removes a handler and waits until its calls in flight are done, for at most `timeout`
     /// (client-go's `ShutDownEventHandler`): the notifications queued for it and not begun
     /// are dropped, so once this returns `Ok(true)` the handler is not called again, and
-    /// whatever it holds may be torn down. `Ok(false)`: it was not registered here.
-    /// [`HandlerShutdownTimeout`]: a call was still running at `timeout` (the last one: none
-    /// follows it).
+    /// whatever it holds may be torn down. Every caller waits for the same end: a second
+    /// concurrent caller, and one after [`remove_event_handler`](Self::remove_event_handler)
+    /// (whose queued notifications are then dropped too). `Ok(false)`: it was never
+    /// registered here, or its task already ended. [`HandlerShutdownTimeout`]: a call was
+    /// still running at `timeout` (the last one: none follows it); call this again with the
+    /// same registration to wait on, until `Ok(true)` (or `Ok(false)` once it has ended).
     pub async fn shut_down_event_handler(
         &self,
         registration: &HandlerRegistration,

@@ -78,7 +78,8 @@ pub(crate) fn describe_status(status: &Status) -> String {
 
 /// A handler shut down with
 /// [`Informer::shut_down_event_handler`](super::Informer::shut_down_event_handler) was still in
-/// a call when the wait ran out; it receives nothing after that call.
+/// a call when the wait ran out; it receives nothing after that call. Call it again with the
+/// same registration to wait on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a handler of the informer for {informer} was still in a call after {timeout:?}")]
 #[non_exhaustive]

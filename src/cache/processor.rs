@@ -10,6 +10,9 @@
 //! A handler is removed two ways: [`Listeners::remove`] lets it hear what was already queued
 //! for it; [`Listeners::shut_down`] drops that and says when its task has ended, so that its
 //! remover can wait until no call of it is in flight (client-go's `ShutDownEventHandler`).
+//! A removed handler stays known (in `stopping`) until its task ended, so that every caller
+//! of `shut_down`, a second one, one after `remove`, or one waiting again after a timeout,
+//! waits for the same end.
 //!
 //! A handler of the crate's own that only turns events into queue keys (a controller's,
 //! without user predicates or mappers) may instead run inline, on the informer's task, as it
@@ -64,6 +67,8 @@ pub(crate) struct Listeners<K> {
     /// Invariant: one sender per registered handler; its receiver is in `pending` until the
     /// informer first runs, in the handler's task after (whose [`Listener`] is beside it).
     active: Vec<(u64, mpsc::UnboundedSender<Notification<K>>, Arc<Listener>)>,
+    /// Handlers removed whose task may not have ended yet; pruned as they end.
+    stopping: Vec<(u64, Arc<Listener>)>,
     /// Handlers that run on the informer's task (see the module docs).
     inline: Vec<(u64, Arc<dyn InlineHandler<K>>)>,
     pending: Vec<Pending<K>>,
@@ -82,6 +87,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         Self {
             listeners: Mutex::new(Listeners {
                 active: Vec::new(),
+                stopping: Vec::new(),
                 inline: Vec::new(),
                 pending: Vec::new(),
                 runtime: None,
@@ -151,35 +157,54 @@ impl<K: Send + Sync + 'static> Listeners<K> {
     /// it are delivered. Returns whether it was registered here.
     pub(crate) fn remove(&mut self, registration: &HandlerRegistration) -> bool {
         let before = self.len();
-        self.active.retain(|(id, _, _)| *id != registration.id);
+        if let Some(listener) = self.take_active(registration.id) {
+            self.stopping.push((registration.id, listener));
+        }
         self.inline.retain(|(id, _)| *id != registration.id);
-        self.pending.retain(|p| p.id != registration.id);
         self.len() != before
+    }
+
+    /// Takes a handler out of `active`, its task too if it never started (marked ended: it
+    /// has nothing in flight), and forgets the removed handlers whose task ended.
+    fn take_active(&mut self, id: u64) -> Option<Arc<Listener>> {
+        self.stopping.retain(|(_, listener)| !*listener.done.borrow());
+        let at = self.active.iter().position(|(active, _, _)| *active == id)?;
+        // The sender dropped here closes the channel: an idle task wakes and ends.
+        let (_, _, listener) = self.active.remove(at);
+        if let Some(at) = self.pending.iter().position(|p| p.id == id) {
+            self.pending.remove(at);
+            listener.done.send_replace(true);
+        }
+        Some(listener)
     }
 
     /// Removes a handler and drops what is queued for it (client-go's
     /// `ShutDownEventHandler`): the receiver it returns turns `true` once no call of the
     /// handler is in flight (at once for an inline handler, whose calls run under this lock,
-    /// or one whose task never started). `None` if it was not registered here.
+    /// or one whose task never started). A handler already removed or shut down whose task
+    /// has not ended is shut down (if it was only removed) and waited for the same way.
+    /// `None` if it was not registered here or its task already ended.
     pub(crate) fn shut_down(
         &mut self,
         registration: &HandlerRegistration,
     ) -> Option<watch::Receiver<bool>> {
-        let matches = |id: &u64| *id == registration.id;
-        if let Some(at) = self.active.iter().position(|(id, _, _)| matches(id)) {
-            let (_, _, listener) = self.active.remove(at);
-            listener.shut_down.store(true, Ordering::SeqCst);
-            // A task not started yet never will: it has nothing in flight.
-            if let Some(at) = self.pending.iter().position(|p| matches(&p.id)) {
-                self.pending.remove(at);
-                listener.done.send_replace(true);
+        let id = registration.id;
+        let listener = match self.take_active(id) {
+            Some(listener) => {
+                self.stopping.push((id, listener.clone()));
+                listener
             }
-            // The sender dropped above closes the channel: an idle task wakes and ends.
-            return Some(listener.done.subscribe());
-        }
-        let at = self.inline.iter().position(|(id, _)| matches(id))?;
-        self.inline.remove(at);
-        Some(watch::Sender::new(true).subscribe())
+            None => match self.stopping.iter().find(|(stopping, _)| *stopping == id) {
+                Some((_, listener)) => listener.clone(),
+                None => {
+                    let at = self.inline.iter().position(|(inline, _)| *inline == id)?;
+                    self.inline.remove(at);
+                    return Some(watch::Sender::new(true).subscribe());
+                }
+            },
+        };
+        listener.shut_down.store(true, Ordering::SeqCst);
+        Some(listener.done.subscribe())
     }
 
     /// How many handlers are registered.

@@ -682,6 +682,50 @@ async fn a_handler_still_in_its_call_at_the_timeout_is_reported() {
     assert!(err.to_string().contains("pods in namespace default"), "{err}");
     assert!(in_call.load(std::sync::atomic::Ordering::SeqCst));
     release.send(()).unwrap();
-    eventually("the call done", || !in_call.load(std::sync::atomic::Ordering::SeqCst)).await;
+    // Waiting again, past the timeout, returns once the handler's task ended: no delivery
+    // can come after that.
+    let again = informer.shut_down_event_handler(&registration, Duration::from_secs(10)).await;
+    assert_eq!(again, Ok(true), "the second wait waits for the task's end");
+    assert!(!in_call.load(std::sync::atomic::Ordering::SeqCst));
     assert_eq!(heard.lock().unwrap().len(), 1, "nothing after the shut-down: {heard:?}");
+    let ended = informer.shut_down_event_handler(&registration, Duration::ZERO).await;
+    assert_eq!(ended, Ok(false), "a handler whose task ended is not waited for");
+}
+
+/// Two callers shutting one handler down both wait for its call in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_shutting_a_handler_down_both_wait_for_its_call_in_flight() {
+    let server = server().await;
+    let (informer, registration, heard, in_call, release, _running) =
+        handler_in_a_call(&server).await;
+    let mut first =
+        Box::pin(informer.shut_down_event_handler(&registration, Duration::from_secs(10)));
+    let mut second =
+        Box::pin(informer.shut_down_event_handler(&registration, Duration::from_secs(10)));
+    assert!(futures::poll!(&mut first).is_pending(), "the first caller waits");
+    let polled = futures::poll!(&mut second);
+    assert!(polled.is_pending(), "the second caller waits too, not {polled:?}");
+    release.send(()).unwrap();
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!((first, second), (Ok(true), Ok(true)));
+    assert!(!in_call.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(heard.lock().unwrap().len(), 1, "the queued add was dropped: {heard:?}");
+}
+
+/// A handler removed with `remove_event_handler` can still be shut down and waited for:
+/// the wait returns once its call in flight is done, and what was queued is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_handler_can_be_shut_down_and_waited_for() {
+    let server = server().await;
+    let (informer, registration, heard, in_call, release, _running) =
+        handler_in_a_call(&server).await;
+    assert!(informer.remove_event_handler(&registration));
+    let mut shutting =
+        Box::pin(informer.shut_down_event_handler(&registration, Duration::from_secs(10)));
+    let polled = futures::poll!(&mut shutting);
+    assert!(polled.is_pending(), "waits for the call in flight, not {polled:?}");
+    release.send(()).unwrap();
+    assert_eq!(shutting.await, Ok(true));
+    assert!(!in_call.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(heard.lock().unwrap().len(), 1, "the queued add was dropped: {heard:?}");
 }
