@@ -32,9 +32,11 @@ pub type RunnableError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[non_exhaustive]
 pub enum Phase {
-    /// Servers (webhooks, a runnable of the user's own that serves): started first, before
-    /// any informer, on every replica (under no Lease, whatever
-    /// [`needs_leader_election`](Runnable::needs_leader_election) says).
+    /// Servers (webhooks, a runnable of the user's own that serves): started first, on
+    /// every replica (under no Lease, whatever
+    /// [`needs_leader_election`](Runnable::needs_leader_election) says). The informers start
+    /// once their [ready checks](Runnable::ready_check) passed, or after the manager's
+    /// [`server_ready_timeout`](crate::manager::ManagerBuilder::server_ready_timeout).
     Server,
     /// Caches (a runnable that fills a cache of its own): started with the informers, before
     /// they synced, on every replica (under no Lease).

@@ -17,6 +17,7 @@ pub struct ManagerBuilder {
     namespace: Option<String>,
     informer_config: InformerConfig,
     graceful_shutdown_timeout: Duration,
+    server_ready_timeout: Duration,
     election: Option<(LeaseLock, LeaderElectionConfig)>,
     sharding: Option<(Ring, String)>,
     telemetry: Telemetry,
@@ -41,6 +42,7 @@ impl ManagerBuilder {
             namespace: None,
             informer_config: InformerConfig::default(),
             graceful_shutdown_timeout: Duration::from_secs(30),
+            server_ready_timeout: Duration::from_secs(30),
             election: None,
             sharding: None,
             telemetry: Telemetry::default(),
@@ -67,6 +69,18 @@ impl ManagerBuilder {
     #[must_use]
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long [`run`](Manager::run) waits for the servers ([`Phase::Server`] runnables) to
+    /// pass their [ready checks](crate::runtime::Runnable::ready_check) before it starts the
+    /// caches (default 30 s; controller-runtime waits for its webhook servers to have
+    /// started too). At the timeout it logs which did not pass and starts the caches anyway.
+    ///
+    /// [`Phase::Server`]: crate::runtime::Phase::Server
+    #[must_use]
+    pub fn server_ready_timeout(mut self, timeout: Duration) -> Self {
+        self.server_ready_timeout = timeout;
         self
     }
 
@@ -160,6 +174,7 @@ impl ManagerBuilder {
             self.telemetry,
         );
         manager.shard = shard;
+        manager.server_ready_timeout = self.server_ready_timeout;
         manager.sharding = self.sharding;
         manager
     }

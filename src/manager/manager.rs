@@ -57,6 +57,8 @@ pub struct Manager {
     pub(super) factory: SharedInformerFactory,
     pub(super) runnables: Vec<Arc<dyn Runnable>>,
     pub(super) graceful_shutdown_timeout: Duration,
+    /// How long `run` waits for the servers' ready checks before starting the caches.
+    pub(super) server_ready_timeout: Duration,
     /// The election, or why its configuration is refused (reported by `run`).
     pub(super) elector: Result<Option<LeaderElector>, LeaderElectionError>,
     /// This replica's shard Lease, or why the ring's timing is refused (reported by `run`).
@@ -91,6 +93,7 @@ impl Manager {
             factory,
             runnables: Vec::new(),
             graceful_shutdown_timeout,
+            server_ready_timeout: Duration::from_secs(30),
             elector,
             shard: Ok(None),
             sharding: None,

@@ -1,7 +1,8 @@
-//! [`Manager::run`]: start the runnables phase by phase ([`Phase`]): servers, then the
-//! informers and cache runnables, then, once the caches synced, the rest (those under a Lease
-//! once this replica holds it: `leases.rs`); and stop them all gracefully on a signal or a
-//! failure, at once on a lost Lease.
+//! [`Manager::run`]: start the runnables phase by phase ([`Phase`]): servers (waited for,
+//! bounded, until their ready checks pass), then the informers and cache runnables, then,
+//! once the caches synced, the rest (those under a Lease once this replica holds it:
+//! `leases.rs`); and stop them all gracefully on a signal or a failure, at once on a lost
+//! Lease.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -15,7 +16,10 @@ use super::leases::{self, Happened, LeaseGroup};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
 use crate::fence::Fence;
-use crate::runtime::{Phase, RunnableError, Stop};
+use crate::runtime::{Phase, ReadyCheck, RunnableError, Stop};
+
+/// How often the servers' ready checks are asked while the manager waits for them.
+const SERVER_READY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Manager {
     /// Runs until SIGTERM or Ctrl-C, or until a runnable fails; see the type's docs.
@@ -55,29 +59,30 @@ impl Manager {
         let unfenced = Fence::default();
         // Servers first: a cache whose list needs a webhook of this process (a conversion)
         // syncs only once it serves, and a probe of the server must not wait on the caches.
-        // They are not waited for: an informer retries until what it needs serves.
+        // Their ready checks are waited for, bounded (as controller-runtime waits for its
+        // webhook servers): past the bound an informer retries until what it needs serves.
         self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
             phases[i] == Phase::Server
         });
-        // Informers run from the start, on followers too (warm replicas): a new leader
-        // reconciles at once instead of after a full list.
-        self.factory.start(std::future::pending());
-        self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
-            phases[i] == Phase::Cache
-        });
-        let mut failure: Option<ManagerError> = None;
-        let synced = tokio::select! {
-            synced = self.factory.wait_for_cache_sync(&mut shutdown) => synced.map_err(|err| {
-                tracing::error!(error = %err, "caches did not sync; stopping");
-                ManagerError::from(err)
-            }),
-            err = self.first_failure(&mut tasks, &mut running) => {
-                tracing::error!(error = %err, "a runnable failed before the caches synced; stopping");
-                Err(err)
-            }
-        };
-        if let Err(err) = synced {
-            failure = Some(err);
+        let mut failure = self.wait_for_servers(&mut tasks, &mut running, &phases).await.err();
+        if failure.is_none() {
+            // Informers run from the start, on followers too (warm replicas): a new leader
+            // reconciles at once instead of after a full list.
+            self.factory.start(std::future::pending());
+            self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
+                phases[i] == Phase::Cache
+            });
+            let synced = tokio::select! {
+                synced = self.factory.wait_for_cache_sync(&mut shutdown) => synced.map_err(|err| {
+                    tracing::error!(error = %err, "caches did not sync; stopping");
+                    ManagerError::from(err)
+                }),
+                err = self.first_failure(&mut tasks, &mut running) => {
+                    tracing::error!(error = %err, "a runnable failed before the caches synced; stopping");
+                    Err(err)
+                }
+            };
+            failure = synced.err();
         }
 
         // Which Lease each runnable after the sync runs under: a sharded one under the shard
@@ -193,6 +198,49 @@ impl Manager {
         endpoint.stop().await;
         tracing::info!("manager stopped");
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Waits until the ready check of every server ([`Phase::Server`]) passes, for at most
+    /// the manager's `server_ready_timeout` (then logs and goes on), or until a runnable fails.
+    async fn wait_for_servers(
+        &self,
+        tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
+        running: &mut [bool],
+        phases: &[Phase],
+    ) -> Result<(), ManagerError> {
+        let checks: Vec<(String, ReadyCheck)> = (self.runnables.iter().zip(phases))
+            .filter(|(_, phase)| **phase == Phase::Server)
+            .filter_map(|(r, _)| Some((r.name(), r.ready_check()?)))
+            .collect();
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let ready = async {
+            while !checks.iter().all(|(_, check)| check()) {
+                tokio::time::sleep(SERVER_READY_POLL).await;
+            }
+        };
+        tokio::select! {
+            ready = tokio::time::timeout(self.server_ready_timeout, ready) => {
+                if ready.is_err() {
+                    let waiting: Vec<&str> = checks
+                        .iter()
+                        .filter(|(_, check)| !check())
+                        .map(|(name, _)| name.as_str())
+                        .collect();
+                    tracing::warn!(
+                        ?waiting,
+                        timeout = ?self.server_ready_timeout,
+                        "servers not ready in time; starting the caches anyway"
+                    );
+                }
+                Ok(())
+            }
+            err = self.first_failure(tasks, running) => {
+                tracing::error!(error = %err, "a server failed before it was ready; stopping");
+                Err(err)
+            }
+        }
     }
 
     /// Starts the runnables `pick` chooses by index, under `fence`.

@@ -71,7 +71,10 @@ async fn servers_run_and_answer_their_own_readiness_while_the_caches_cannot_sync
         get(address, "/readyz/webhooks").await == Some((200, "ok".into()))
     })
     .await;
-    assert!(serving.load(Ordering::SeqCst) && warming.load(Ordering::SeqCst));
+    eventually("the server and the cache runnable run", || {
+        serving.load(Ordering::SeqCst) && warming.load(Ordering::SeqCst)
+    })
+    .await;
     let synced = get(address, "/readyz/caches-synced").await;
     assert_eq!(synced, Some((503, "[-]caches-synced failed\n".into())), "lists still fail");
     assert!(!after_sync.load(Ordering::SeqCst), "started before the caches synced");
@@ -134,4 +137,88 @@ async fn a_server_failing_before_the_caches_synced_stops_the_manager() {
         }
         other => panic!("expected the server's failure, got {other:?}"),
     }
+}
+
+/// A server whose ready check passes once its gate opens, counting how often it was asked.
+struct Gated {
+    open: Arc<AtomicBool>,
+    asked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl Runnable for Gated {
+    fn name(&self) -> String {
+        "gated".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        Ok(())
+    }
+    fn phase(&self) -> Phase {
+        Phase::Server
+    }
+    fn ready_check(&self) -> Option<ReadyCheck> {
+        let (open, asked) = (self.open.clone(), self.asked.clone());
+        Some(Arc::new(move || {
+            asked.fetch_add(1, Ordering::SeqCst);
+            open.load(Ordering::SeqCst)
+        }))
+    }
+}
+
+/// A manager of one pods controller and a [`Gated`] server; its gate and ask count.
+fn manager_with_a_gated_server(
+    client: kube_client::Client,
+    timeout: Duration,
+) -> (Manager, Arc<AtomicBool>, Arc<std::sync::atomic::AtomicUsize>) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut manager = Manager::builder(client).server_ready_timeout(timeout).build();
+    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    let (open, asked) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    manager.add(Gated { open: open.clone(), asked: Arc::clone(&asked) });
+    (manager, open, asked)
+}
+
+/// The lists and watches (a watch-list is the informer's first list) the server answered.
+fn lists(server: &ctrlkit_apiserver::ApiServer) -> u64 {
+    let requests = server.requests();
+    requests.list + requests.watch
+}
+
+/// The informers' first list comes only after the servers' ready checks passed (as
+/// controller-runtime waits for its webhook servers before the caches).
+#[tokio::test]
+async fn the_first_list_waits_for_the_servers_ready_checks() {
+    let server = server().await;
+    let (manager, open, asked) =
+        manager_with_a_gated_server(server.client(), Duration::from_secs(60));
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("the check asked thrice, or a list made", || {
+        asked.load(Ordering::SeqCst) >= 3 || lists(&server) > 0
+    })
+    .await;
+    assert_eq!(lists(&server), 0, "listed before the server's check passed");
+    open.store(true, Ordering::SeqCst);
+    eventually("listed once the server is ready", || lists(&server) > 0).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+}
+
+/// A server never ready holds the caches back only for the manager's `server_ready_timeout`:
+/// then they start and sync anyway.
+#[tokio::test(start_paused = true)]
+async fn a_server_never_ready_holds_the_caches_back_only_for_its_timeout() {
+    let server = server().await;
+    let (manager, _open, asked) =
+        manager_with_a_gated_server(server.in_process_client(), Duration::from_secs(2));
+    let (stop, stopped) = shutdown();
+    let started = tokio::time::Instant::now();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("listed after the timeout", || lists(&server) > 0).await;
+    assert!(started.elapsed() >= Duration::from_secs(2), "listed before the timeout");
+    assert!(asked.load(Ordering::SeqCst) > 1, "the check was asked until the timeout");
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
 }
