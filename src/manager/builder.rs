@@ -124,7 +124,8 @@ impl ManagerBuilder {
     /// Serves `/metrics`, `/healthz` and `/readyz` on `address` while the manager runs
     /// (`/readyz`: the caches synced, the election campaigning or leading, and each
     /// runnable's own check; `/readyz/<check>` asks one check alone, `?exclude=<check>`
-    /// leaves one out, as kube-apiserver's).
+    /// leaves one out, as in kube-apiserver, but a failing check answers `503` where
+    /// kube-apiserver answers `500`).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     #[must_use]

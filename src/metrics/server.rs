@@ -4,11 +4,13 @@
 //! - `GET /healthz`: `200 ok` while the process serves (a liveness probe).
 //! - `GET /readyz`: `200 ok` once every readiness check passes, else `503` naming the checks
 //!   that fail, one per line, in the style of kube-apiserver's `/readyz?verbose`
-//!   (`[-]caches-synced failed`). As kube-apiserver's, readiness can be asked per check:
-//!   `GET /readyz/<check>` answers for that check alone (`404` for a check it does not have),
-//!   `GET /readyz?exclude=<check>` (repeatable) leaves checks out (one it does not have is
-//!   named in a `warn:` line, not an error), and `?verbose` lists every check even when all
-//!   pass. A webhook server's readiness probe points at its own check, so that its Service
+//!   (`[-]caches-synced failed`). Unlike kube-apiserver, which answers `500` for a failing
+//!   check, the code is `503` (probes take any code from 400 as a failure). As in
+//!   kube-apiserver, readiness can be asked per check: `GET /readyz/<check>` answers for
+//!   that check alone (`404` for a check it does not have; a name may hold a `/`:
+//!   `/readyz/webhooks/tls`), `GET /readyz?exclude=<check>` (repeatable) leaves checks out
+//!   (listed as `[+]<check> excluded: ok`; one it does not have is named in a `warn:` line,
+//!   not an error), and `?verbose` lists every check even when all pass. A webhook server's readiness probe points at its own check, so that its Service
 //!   has ready endpoints while the caches sync.
 
 use std::collections::BTreeMap;
@@ -113,7 +115,8 @@ fn router(registry: Registry, probes: Probes, gate: Option<Arc<Gate>>) -> axum::
             }),
         )
         .route(
-            "/readyz/{check}",
+            // A wildcard: a check's name may hold a `/` (`webhooks/tls`).
+            "/readyz/{*check}",
             get(move |Path(check): Path<String>, RawQuery(query): RawQuery| {
                 let probes = probes.clone();
                 async move { readyz(&probes, Some(&check), query.as_deref()) }
@@ -149,9 +152,10 @@ fn readyz(probes: &Probes, only: Option<&str>, query: Option<&str>) -> axum::res
         .filter(|name| !results.contains_key(*name))
         .map(|n| format!("{n:?}"))
         .collect();
-    results.retain(|name, _| !excluded.contains(name));
+    let excluded: Vec<String> =
+        excluded.into_iter().filter(|name| results.remove(name).is_some()).collect();
     let ready = results.values().all(|passes| *passes);
-    let mut report = report(&results);
+    let mut report = report(&results, &excluded);
     if !unknown.is_empty() {
         report.push_str(&format!(
             "warn: some readiness checks cannot be excluded: no matches for {}\n",
@@ -166,13 +170,20 @@ fn readyz(probes: &Probes, only: Option<&str>, query: Option<&str>) -> axum::res
     }
 }
 
-/// `[+]name ok` / `[-]name failed`, one line per check.
-fn report(results: &BTreeMap<String, bool>) -> String {
-    results
-        .iter()
+/// `[+]name ok` / `[-]name failed`, one line per check, and `[+]name excluded: ok` for
+/// each excluded one (as kube-apiserver prints it), in the order of the names.
+fn report(results: &BTreeMap<String, bool>, excluded: &[String]) -> String {
+    let excluded = excluded.iter().map(|name| (name.as_str(), None));
+    let checked = results.iter().map(|(name, passes)| (name.as_str(), Some(*passes)));
+    let mut lines: Vec<(&str, Option<bool>)> = checked.chain(excluded).collect();
+    lines.sort_by_key(|(name, _)| *name);
+    lines.dedup_by_key(|(name, _)| *name);
+    lines
+        .into_iter()
         .map(|(name, passes)| match passes {
-            true => format!("[+]{name} ok\n"),
-            false => format!("[-]{name} failed\n"),
+            Some(true) => format!("[+]{name} ok\n"),
+            Some(false) => format!("[-]{name} failed\n"),
+            None => format!("[+]{name} excluded: ok\n"),
         })
         .collect()
 }
