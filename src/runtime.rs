@@ -36,10 +36,13 @@ pub enum Phase {
     /// every replica (under no Lease, whatever
     /// [`needs_leader_election`](Runnable::needs_leader_election) says). The informers start
     /// once their [ready checks](Runnable::ready_check) passed, or after the manager's
-    /// [`server_ready_timeout`](crate::manager::ManagerBuilder::server_ready_timeout).
+    /// [`server_ready_timeout`](crate::manager::ManagerBuilder::server_ready_timeout). A
+    /// lost Lease stops the whole manager and aborts it with everything else.
     Server,
     /// Caches (a runnable that fills a cache of its own): started with the informers, before
-    /// they synced, on every replica (under no Lease).
+    /// they synced, on every replica (under no Lease). The controllers wait for the
+    /// factory's informers only, not for such a runnable's own cache. A lost Lease aborts it
+    /// with everything else, as it does a server.
     Cache,
     /// The rest (controllers, the default): started once the caches synced, and, if it needs
     /// a Lease ([`needs_leader_election`](Runnable::needs_leader_election),
