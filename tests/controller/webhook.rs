@@ -258,8 +258,13 @@ async fn the_webhook_server_validates_defaults_and_converts_over_https_and_is_re
     );
     assert_eq!(failed["response"]["convertedObjects"], json!([]), "nothing half-converted");
 
-    let (status, body) = get(metrics, "/readyz").await.expect("the probe answers");
-    assert_eq!((status, body.as_str()), (200, "ok"), "ready once serving");
+    // The caches start once the server's check passed: ready once they synced too.
+    super::common::eventually_async_within(
+        Duration::from_secs(10),
+        "ready once serving",
+        || async { get(metrics, "/readyz").await == Some((200, "ok".into())) },
+    )
+    .await;
     assert_eq!(server.stats().denied(), 1);
     assert_eq!(server.stats().malformed(), 1);
     running.abort();
