@@ -33,6 +33,9 @@ struct Held {
     activity: Activity,
     /// Its task, once spawned.
     task: Option<AbortHandle>,
+    /// Shed already: its task is aborted but may not have stopped yet. Never chosen again,
+    /// nor counted toward the cap.
+    shed: bool,
 }
 
 /// The connections a server holds: see the module docs.
@@ -88,7 +91,7 @@ impl Connections {
         let mut held = self.held.lock();
         let id = held.0;
         held.0 += 1;
-        held.1.insert(id, Held { activity: activity.clone(), task: None });
+        held.1.insert(id, Held { activity: activity.clone(), task: None, shed: false });
         (Place { connections: self.clone(), id }, activity)
     }
 
@@ -100,20 +103,25 @@ impl Connections {
         }
     }
 
-    /// How many connections are held.
+    /// How many connections are held (those shed, whose tasks may still be stopping, aside).
     pub(crate) fn len(&self) -> usize {
-        self.held.lock().1.len()
+        Self::counted(&self.held.lock().1)
+    }
+
+    /// How many of `held` count toward the cap: all but those shed.
+    fn counted(held: &HashMap<u64, Held>) -> usize {
+        held.values().filter(|h| !h.shed).count()
     }
 
     /// Whether a new connection may be accepted now.
     pub(crate) fn admission(&self, now: Instant) -> Admission {
         let held = self.held.lock();
-        if held.1.len() < self.cap {
+        if Self::counted(&held.1) < self.cap {
             return Admission::Now;
         }
         let mut spared_until: Option<Instant> = None;
         for held in held.1.values() {
-            if !held.activity.phase().sheddable() {
+            if held.shed || !held.activity.phase().sheddable() {
                 continue;
             }
             let until = held.activity.sent().0 + SHED_GRACE;
@@ -129,15 +137,19 @@ impl Connections {
     /// returns whether one was.
     pub(crate) fn shed_one(&self, now: Instant) -> bool {
         let task = {
-            let held = self.held.lock();
-            if held.1.len() <= self.cap {
+            let mut held = self.held.lock();
+            if Self::counted(&held.1) <= self.cap {
                 return false;
             }
             let victim = held
                 .1
-                .values()
-                .filter(|h| h.activity.phase().sheddable() && h.task.is_some())
-                .map(|h| (h, h.activity.sent()))
+                .iter_mut()
+                .map(|(_, h)| h)
+                .filter(|h| !h.shed && h.activity.phase().sheddable() && h.task.is_some())
+                .map(|h| {
+                    let sent = h.activity.sent();
+                    (h, sent)
+                })
                 .filter(|(_, (accepted, _))| *accepted + SHED_GRACE <= now)
                 // Bytes per second, compared as `bytes_a × age_b < bytes_b × age_a`.
                 .min_by(|(_, (at_a, sent_a)), (_, (at_b, sent_b))| {
@@ -145,7 +157,11 @@ impl Connections {
                     let rate_b = u128::from(*sent_b) * (now - *at_a).as_nanos();
                     rate_a.cmp(&rate_b).then(at_a.cmp(at_b))
                 });
-            victim.and_then(|(held, _)| held.task.clone())
+            victim.and_then(|(held, _)| {
+                // Its task stops at its next poll, which may come after the next admission.
+                held.shed = true;
+                held.task.clone()
+            })
         };
         match task {
             Some(task) => {
@@ -195,6 +211,40 @@ mod tests {
         drop(trickling);
         assert_eq!(connections.len(), 3);
         assert!(!connections.shed_one(Instant::now()), "back at the cap: none to shed");
+    }
+
+    /// A burst of admissions at the cap: each shed picks a new victim, and those shed (whose
+    /// tasks have not stopped yet) no longer count. Before, the second shed picked the first
+    /// victim again, and the server held cap + 1 connections.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_at_the_cap_sheds_distinct_connections_and_holds_at_most_the_cap() {
+        let cap = 3;
+        let connections = Connections::new(cap);
+        let mut tasks = tokio::task::JoinSet::new();
+        for bytes in [10, 20, 30] {
+            let (place, activity) = connections.hold();
+            activity.handshaken();
+            activity.received(bytes);
+            let id = place.id();
+            // Its place goes with its task, as the server's does.
+            let task = tasks.spawn(async move {
+                let _place = place;
+                std::future::pending::<()>().await
+            });
+            connections.serving(id, task);
+        }
+        tokio::time::advance(SHED_GRACE * 2).await;
+        let mut newcomers = Vec::new();
+        for _ in 0..2 {
+            assert!(matches!(connections.admission(Instant::now()), Admission::Now));
+            newcomers.push(connections.hold());
+            assert!(connections.shed_one(Instant::now()), "one to shed for the newcomer");
+            assert!(connections.len() <= cap, "{} held, cap {cap}", connections.len());
+        }
+        let first = tasks.join_next().await.unwrap().unwrap_err().id();
+        let second = tasks.join_next().await.unwrap().unwrap_err().id();
+        assert_ne!(first, second, "the same connection was shed twice");
+        assert_eq!(connections.len(), cap);
     }
 
     #[tokio::test(start_paused = true)]
