@@ -8,10 +8,20 @@
 //!   lapsed by this replica's own clock.
 //! - The Lease lost (a renewal past its deadline, or the election failing) is the manager's
 //!   failure, and a fencing one: every runnable is aborted at once, not drained.
-//! - The Lease is released only by [`release`](LeaseGroup::release), which the manager calls
-//!   once every runnable has stopped, so no successor starts while one of them still works;
-//!   or, when the manager's run future is dropped, once every task that carries the group's
-//!   fence (the runnables, a controller's workers) is gone, however long their abort takes.
+//! - The Lease is released by [`release`](LeaseGroup::release), which the manager calls once
+//!   every runnable has stopped or was aborted, or when the manager's run future is dropped:
+//!   on every path, only once every task that carries the group's fence (the runnables, a
+//!   controller's workers, aborted ones that still block a thread) is gone, so no successor
+//!   starts while one of them still works. That wait is logged (naming the reconciles still
+//!   running) and capped at the lease duration: a mark that never goes (a reconcile blocked
+//!   forever, a `Stop` moved into a detached task) would otherwise hold the Lease forever,
+//!   and a reconcile still running after the cap is past what the Lease protects anyway (it
+//!   is logged here and counted as
+//!   [`ControllerStats::outlived_lease`](crate::controller::ControllerStats::outlived_lease)
+//!   when it ends).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -38,6 +48,12 @@ pub(super) struct LeaseGroup {
     error: fn(LeaderElectionError) -> ManagerError,
 }
 
+/// The reconciles still running under a group's Lease, named for the logs of its release.
+pub(super) type InFlight = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// How often the wait for a group's work to be gone is logged while it lasts.
+const WAIT_LOG_EVERY: Duration = Duration::from_secs(1);
+
 /// What a group's Lease did.
 pub(super) enum Happened {
     /// The Lease is held: start the group's runnables.
@@ -49,14 +65,24 @@ pub(super) enum Happened {
 impl LeaseGroup {
     /// The group of the leader Lease; the replica is ready while it campaigns (a follower
     /// serves, with warm caches).
-    pub(super) fn leader(elector: LeaderElector, telemetry: &Telemetry) -> Self {
+    pub(super) fn leader(
+        elector: LeaderElector,
+        telemetry: &Telemetry,
+        in_flight: InFlight,
+    ) -> Self {
         telemetry.set_probe("leader-election", true);
-        Self::start(elector, "leader Lease", "leader-election", ManagerError::LeaderElection)
+        Self::start(
+            elector,
+            "leader Lease",
+            "leader-election",
+            ManagerError::LeaderElection,
+            in_flight,
+        )
     }
 
     /// The group of this replica's shard Lease; the replica is ready once it holds it.
-    pub(super) fn shard(elector: LeaderElector) -> Self {
-        Self::start(elector, "shard Lease", "shard-lease", ManagerError::ShardLease)
+    pub(super) fn shard(elector: LeaderElector, in_flight: InFlight) -> Self {
+        Self::start(elector, "shard Lease", "shard-lease", ManagerError::ShardLease, in_flight)
     }
 
     fn start(
@@ -64,20 +90,22 @@ impl LeaseGroup {
         lease: &'static str,
         probe: &'static str,
         error: fn(LeaderElectionError) -> ManagerError,
+        in_flight: InFlight,
     ) -> Self {
         let (release, released) = oneshot::channel::<()>();
         let (working, gone) = Working::new();
         let fence = Fence::default().with(lease, elector.hold()).marked(working);
         let status = elector.status();
+        let cap = elector.config().lease_duration;
         let election = tokio::spawn(async move {
             elector
                 .run(async {
-                    if released.await.is_err() {
-                        // The manager's run was dropped, its runnables aborted: they stop at
-                        // their next await, on other threads maybe. The Lease is held (and
-                        // renewed) until the last task that carries the fence is gone.
-                        gone.await;
-                    }
+                    // Released, or the manager's run dropped: either way the runnables may
+                    // have been aborted, and an aborted task stops only at its next await,
+                    // on another thread maybe. The Lease is held (and renewed) until the
+                    // last task that carries the fence is gone, for at most a lease duration.
+                    let _ = released.await;
+                    wait_gone(gone, lease, cap, &*in_flight).await;
                 })
                 .await
         });
@@ -120,14 +148,53 @@ impl LeaseGroup {
         }
     }
 
-    /// Releases the Lease (a graceful end of its election) and waits for its election to end.
+    /// Releases the Lease (a graceful end of its election), once the work under it is gone
+    /// (at most a lease duration), and waits for its election to end.
     pub(super) async fn release(&mut self) {
+        // The group's own mark must not hold its release back.
+        self.fence = self.fence.unmarked();
         if let Some(release) = self.release.take() {
             let _ = release.send(());
         }
         if let Some(election) = self.election.take() {
             let _ = election.await;
         }
+    }
+}
+
+/// Waits until `gone` (every mark of the work under `lease`) resolves, logging what still
+/// runs every [`WAIT_LOG_EVERY`], for at most `cap`.
+async fn wait_gone(
+    gone: impl Future<Output = ()> + Send,
+    lease: &'static str,
+    cap: Duration,
+    in_flight: &(dyn Fn() -> Vec<String> + Send + Sync),
+) {
+    let deadline = tokio::time::Instant::now() + cap;
+    tokio::pin!(gone);
+    loop {
+        let next = deadline.min(tokio::time::Instant::now() + WAIT_LOG_EVERY);
+        if tokio::time::timeout_at(next, &mut gone).await.is_ok() {
+            return;
+        }
+        let running = in_flight();
+        if tokio::time::Instant::now() >= deadline {
+            tracing::error!(
+                lease,
+                ?cap,
+                running = %running.join(", "),
+                "work under the {lease} still runs a lease duration after its runnables \
+                 stopped: releasing it anyway (what still runs is past what the Lease \
+                 protects, and is counted as having outlived it when it ends)"
+            );
+            return;
+        }
+        tracing::warn!(
+            lease,
+            running = %running.join(", "),
+            "waiting for the work under the {lease} to be gone before releasing it (an \
+             aborted reconcile blocking its thread, or a task that kept its Stop)"
+        );
     }
 }
 

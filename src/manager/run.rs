@@ -6,17 +6,18 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::leases::{self, Happened, LeaseGroup};
+use super::leases::{self, Happened, InFlight, LeaseGroup};
 use super::signal::shutdown_signal;
 use super::{Abandoned, Manager, ManagerError};
 use crate::fence::Fence;
-use crate::runtime::{Phase, ReadyCheck, RunnableError, Stop};
+use crate::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
 
 /// How often the servers' ready checks are asked while the manager waits for them.
 const SERVER_READY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
@@ -93,12 +94,17 @@ impl Manager {
         let mut under: Vec<Option<usize>> = vec![None; self.runnables.len()];
         if failure.is_none() {
             self.telemetry.set_probe("caches-synced", true);
+            let sharded = shard.is_some();
             let shard_group = shard.map(|shard| {
-                groups.push(LeaseGroup::shard(shard.elector().clone()));
+                let in_flight = self.in_flight(|r| r.needs_shard_membership());
+                groups.push(LeaseGroup::shard(shard.elector().clone(), in_flight));
                 groups.len() - 1
             });
             let leader_group = elector.map(|elector| {
-                groups.push(LeaseGroup::leader(elector, &self.telemetry));
+                let in_flight = self.in_flight(move |r| {
+                    r.needs_leader_election() && !(sharded && r.needs_shard_membership())
+                });
+                groups.push(LeaseGroup::leader(elector, &self.telemetry, in_flight));
                 groups.len() - 1
             });
             under = self
@@ -241,6 +247,22 @@ impl Manager {
                 Err(err)
             }
         }
+    }
+
+    /// The reconciles in flight of the runnables `under` picks, each named by its runnable:
+    /// what holds a Lease's release back.
+    fn in_flight(&self, under: impl Fn(&dyn Runnable) -> bool + Send + Sync + 'static) -> InFlight {
+        let runnables = self.runnables.clone();
+        Arc::new(move || {
+            runnables
+                .iter()
+                .filter(|r| under(r.as_ref()))
+                .flat_map(|r| {
+                    let name = r.name();
+                    r.in_flight().into_iter().map(move |key| format!("{name}: {key}"))
+                })
+                .collect()
+        })
     }
 
     /// Starts the runnables `pick` chooses by index, under `fence`.

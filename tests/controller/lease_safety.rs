@@ -256,16 +256,21 @@ impl ctrlkit::controller::Reconciler for Blocking {
     }
 }
 
-/// The run future of an elected manager dropped while a reconcile blocks its thread: the
-/// Lease is released only once that reconcile is gone. Before, the release went out at
-/// once, and a successor could lead while the reconcile still ran.
-#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
-async fn a_manager_dropped_releases_its_lease_only_after_its_reconciles_stopped() {
-    let server = server().await;
+/// An elected manager (graceful shutdown timeout `graceful`) running until its stop is sent,
+/// once its reconcile blocks its thread; and when that reconcile ended.
+async fn blocking_a_reconcile(
+    server: &ctrlkit_apiserver::ApiServer,
+    graceful: Duration,
+) -> (
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+    tokio::sync::oneshot::Sender<()>,
+    Arc<Mutex<Option<Instant>>>,
+) {
     let client = server.client();
     let lock = LeaseLock::new(client.clone(), "default", "election", "a");
     let mut manager = ctrlkit::manager::Manager::builder(client.clone())
         .leader_election(lock, LeaderElectionConfig::default())
+        .graceful_shutdown_timeout(graceful)
         .build();
     let controller =
         manager.controller(kube_client::Api::<ConfigMap>::namespaced(client, "default")).build();
@@ -273,12 +278,30 @@ async fn a_manager_dropped_releases_its_lease_only_after_its_reconciles_stopped(
     let ended = Arc::new(Mutex::new(None));
     let block = Duration::from_secs(2);
     manager.add_controller(controller, Blocking { block, blocking, ended: ended.clone() });
-    let run = tokio::spawn(manager.run_until(std::future::pending()));
-    create_configmap(&server, "x").await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    create_configmap(server, "x").await;
     tokio::time::timeout(Duration::from_secs(30), blocks.recv()).await.expect("a reconcile");
-    run.abort();
+    (run, stop, ended)
+}
+
+/// Asserts that the Lease `election` is released, and not before `ended` says the reconcile
+/// ended.
+async fn assert_released_after(
+    server: &ctrlkit_apiserver::ApiServer,
+    ended: &Mutex<Option<Instant>>,
+) {
     let leases: kube_client::Api<Lease> = kube_client::Api::namespaced(server.client(), "default");
-    let released = tokio::time::timeout(Duration::from_secs(30), async {
+    let released = released_within(leases, Duration::from_secs(30)).await;
+    let ended = ended.lock().unwrap().expect("the Lease was released while the reconcile ran");
+    assert!(ended <= released, "released {:?} before the reconcile ended", ended - released);
+}
+
+/// The time the Lease `election` is seen released, polled every 10 ms for at most `within`.
+async fn released_within(leases: kube_client::Api<Lease>, within: Duration) -> Instant {
+    tokio::time::timeout(within, async {
         loop {
             let lease = leases.get("election").await.unwrap();
             if lease.spec.and_then(|s| s.holder_identity).unwrap_or_default().is_empty() {
@@ -288,9 +311,83 @@ async fn a_manager_dropped_releases_its_lease_only_after_its_reconciles_stopped(
         }
     })
     .await
-    .expect("the Lease is released");
-    let ended = ended.lock().unwrap().expect("the Lease was released while the reconcile ran");
-    assert!(ended <= released, "released {:?} before the reconcile ended", ended - released);
+    .expect("the Lease is released")
+}
+
+/// The run future of an elected manager dropped while a reconcile blocks its thread: the
+/// Lease is released only once that reconcile is gone. Before, the release went out at
+/// once, and a successor could lead while the reconcile still ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_manager_dropped_releases_its_lease_only_after_its_reconciles_stopped() {
+    let server = server().await;
+    let (run, _stop, ended) = blocking_a_reconcile(&server, Duration::from_secs(30)).await;
+    run.abort();
+    assert_released_after(&server, &ended).await;
+}
+
+/// An elected manager stopped while a reconcile blocks its thread past the graceful shutdown
+/// timeout: the manager aborts the controller, whose workers are dropped without being
+/// waited for, and the Lease is released only once that reconcile is gone. Before, the
+/// release went out as soon as the controller's task was aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_manager_past_its_shutdown_timeout_releases_its_lease_after_its_reconciles() {
+    let server = server().await;
+    let (run, stop, ended) = blocking_a_reconcile(&server, Duration::from_millis(100)).await;
+    stop.send(()).unwrap();
+    assert_released_after(&server, &ended).await;
+    let result = run.await.unwrap();
+    assert!(matches!(result, Err(ManagerError::ShutdownTimeout { .. })), "{result:?}");
+}
+
+/// A runnable under the leader Lease that moves its `Stop` into a task of its own, which
+/// never ends: the mark of work under the Lease never goes.
+struct KeepsItsStop;
+
+#[async_trait::async_trait]
+impl ctrlkit::runtime::Runnable for KeepsItsStop {
+    fn name(&self) -> String {
+        "keeps its stop".into()
+    }
+
+    async fn start(
+        &self,
+        stop: ctrlkit::runtime::Stop,
+    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        tokio::spawn(async move {
+            let _stop = stop;
+            std::future::pending::<()>().await
+        });
+        std::future::pending().await
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        true
+    }
+}
+
+/// A dropped run whose work under the Lease never goes (a `Stop` kept by a detached task)
+/// holds the Lease one lease duration at most, then releases it. Before, it held (and
+/// renewed) the Lease for ever, and no other replica could ever lead.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_run_whose_work_never_goes_releases_its_lease_after_a_lease_duration() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let config = LeaderElectionConfig::default();
+    let lock = LeaseLock::new(client.clone(), "default", "election", "a");
+    let mut manager = Manager::builder(client).leader_election(lock, config).build();
+    manager.add(KeepsItsStop);
+    let elector = manager.leader_elector().unwrap().clone();
+    let run = tokio::spawn(manager.run_until(std::future::pending()));
+    eventually_within(Duration::from_secs(60), "a leads", || elector.is_leader()).await;
+    run.abort();
+    let dropped = Instant::now();
+    let leases = kube_client::Api::namespaced(server.in_process_client(), "default");
+    let released = released_within(leases, config.lease_duration * 4).await;
+    let held = released - dropped;
+    assert!(
+        held >= config.lease_duration && held <= config.lease_duration + Duration::from_secs(1),
+        "released {held:?} after the run was dropped"
+    );
 }
 
 /// Leadership hooks that panic.
