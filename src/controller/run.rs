@@ -19,6 +19,7 @@ use super::controller::{Controller, Informers};
 use super::error::ControllerError;
 use super::reconciler::Reconciler;
 use crate::cache::{InformerHandle, InformerObject, ObjectKey, RunState, wait_for_informers};
+use crate::fence::Fence;
 use crate::panic::observe;
 use crate::sharding::range_member::HandOffStalled;
 use crate::workqueue::WorkQueue;
@@ -102,8 +103,26 @@ impl<K: InformerObject> Controller<K> {
     where
         R: Reconciler<Object = K>,
     {
+        self.run_fenced(reconciler, shutdown, None).await
+    }
+
+    /// [`run`](Self::run), its workers checking `fence` before each reconcile (a Manager's
+    /// Leases). The fence is taken only once the run is known to be the first: a second run
+    /// must not keep the fence's marks (they would hold the Lease's release back).
+    pub(crate) async fn run_fenced<R>(
+        self,
+        reconciler: R,
+        shutdown: impl Future<Output = ()> + Send,
+        fence: Option<Fence>,
+    ) -> Result<(), ControllerError>
+    where
+        R: Reconciler<Object = K>,
+    {
         if self.shared.ran.swap(true, Ordering::SeqCst) {
             return Err(ControllerError::AlreadyRun);
+        }
+        if let Some(fence) = fence {
+            self.fence_with(fence);
         }
         let span = tracing::info_span!("controller", name = %self.name);
         self.run_inner(Arc::new(reconciler), shutdown).instrument(span).await

@@ -41,10 +41,11 @@ where
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or("the controller was started already")?;
-        // Before each reconcile its workers check the Leases it runs under.
-        self.controller.fence_with(stop.fence().clone());
-        // Clones share the run; this one is taken by it.
-        self.controller.clone().run(reconciler, stop.into_future()).await.map_err(Into::into)
+        // Before each reconcile its workers check the Leases it runs under. Clones share the
+        // run; this one is taken by it.
+        let fence = stop.fence().clone();
+        let run = self.controller.clone().run_fenced(reconciler, stop.into_future(), Some(fence));
+        run.await.map_err(Into::into)
     }
 
     fn in_flight(&self) -> Vec<String> {
