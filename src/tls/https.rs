@@ -330,7 +330,10 @@ async fn serve_connection<S>(
     let mut closing_by: Option<Instant> = None;
     let served = loop {
         let (phase, deadline) = activity.deadline(&limits);
-        let wake = match (deadline, closing_by) {
+        // Once closing, an idle connection's deadline has passed already: only the close's
+        // own bound wakes it (else this loop would spin, pushing that bound back each turn).
+        let due = deadline.filter(|_| closing_by.is_none() || phase != Phase::Idle);
+        let wake = match (due, closing_by) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -352,7 +355,7 @@ async fn serve_connection<S>(
                     continue; // it moved on meanwhile
                 }
                 match phase {
-                    Phase::Idle => {
+                    Phase::Idle if closing_by.is_none() => {
                         tracing::debug!(%peer, "closing a connection idle past the idle timeout");
                         connection.as_mut().graceful_shutdown();
                         closing_by = Some(Instant::now() + limits.write_timeout);
@@ -369,7 +372,7 @@ async fn serve_connection<S>(
                         tracing::debug!(%peer, "a client did not take its answer within the write timeout");
                         break None;
                     }
-                    Phase::Handling => {}
+                    Phase::Idle | Phase::Handling => {}
                 }
             }
         }
@@ -455,5 +458,76 @@ impl CertificateKeeper {
             CertificateSource::Bundle(_) => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+    use super::*;
+
+    /// A client that sends one request, takes its answer, then neither reads nor lets the
+    /// connection's close finish (its shutdown stays pending, as a peer that never acks).
+    struct Stuck {
+        request: &'static [u8],
+    }
+
+    impl AsyncRead for Stuck {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if self.request.is_empty() {
+                return Poll::Pending;
+            }
+            let n = self.request.len().min(buf.remaining());
+            buf.put_slice(&self.request[..n]);
+            self.request = &self.request[n..];
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Stuck {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    /// A connection closed for idling whose close never completes is dropped once the write
+    /// timeout of that close has passed. Before, the idle deadline (passed already) fired
+    /// again at every turn and pushed the close's bound back: the loop spun for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_closed_for_idling_is_dropped_within_the_write_timeout() {
+        let limits = ServingLimits::default();
+        let activity = Activity::new(Arc::new(tokio::sync::Notify::new()));
+        activity.handshaken();
+        let router = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let (_open, closed) = tokio::sync::watch::channel(false);
+        let client = Stuck { request: b"GET / HTTP/1.1\r\nhost: x\r\n\r\n" };
+        let start = Instant::now();
+        let serving =
+            serve_connection(client, ([127, 0, 0, 1], 1).into(), router, limits, activity, closed);
+        let bound = limits.idle_timeout + limits.write_timeout;
+        tokio::time::timeout(bound + Duration::from_secs(1), serving)
+            .await
+            .expect("the connection ends within the idle and write timeouts");
+        assert!(start.elapsed() >= bound, "dropped after {:?}, before its bound", start.elapsed());
     }
 }
