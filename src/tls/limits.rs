@@ -15,7 +15,14 @@
 //! hyper's own header-read timeout would also cut the idle time between requests to the
 //! header timeout, so the watch here tells the phases apart. At the connection cap, the
 //! connections still sending a request (or idle) that have sent least for longest are shed
-//! first (see `connections.rs`); never one whose whole request has arrived.
+//! first (see `connections.rs`); never one whose whole request has arrived. "Least for
+//! longest" is bytes per second over the connection's whole life: an old keep-alive
+//! connection that sat idle may be shed before a fresh one that is still sending its request.
+//! That is the intended trade: an idle connection is cheap for its client to reopen, while a
+//! request cut halfway is a failed call.
+//!
+//! Once an idle connection's graceful shutdown began (its idle timeout passed, or the server
+//! stops), it has `write_timeout` to close, and is dropped after that.
 
 use std::pin::Pin;
 use std::sync::Arc;
