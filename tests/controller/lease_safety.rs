@@ -193,18 +193,82 @@ async fn a_lease_deleted_under_its_leader_never_makes_two_leaders() {
     let b = Candidate::start(server.in_process_client(), "b", timing(15, 10, 200));
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!b.elector.is_leader());
-    let leases: kube_client::Api<Lease> = kube_client::Api::namespaced(server.client(), "default");
-    let renewed = |lease: &Lease| lease.spec.as_ref().and_then(|s| s.renew_time.clone());
-    let before = renewed(&leases.get("election").await.unwrap());
-    while renewed(&leases.get("election").await.unwrap()) == before {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let leases = just_renewed(&server).await;
     // Just after a renewal: a's next one is 2 s away.
     leases.delete("election", &Default::default()).await.unwrap();
     eventually_within(Duration::from_secs(60), "b leads", || b.elector.is_leader()).await;
     let b_started = b.started_leading().expect("b leads");
     let a_stopped = a.stopped_leading();
     assert!(a_stopped.is_some_and(|a| a <= b_started), "a still led when b started leading");
+}
+
+/// The Leases of `default`, once the Lease `election` was just renewed.
+async fn just_renewed(server: &ctrlkit_apiserver::ApiServer) -> kube_client::Api<Lease> {
+    let leases: kube_client::Api<Lease> = kube_client::Api::namespaced(server.client(), "default");
+    let renewed = |lease: &Lease| lease.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let before = renewed(&leases.get("election").await.unwrap());
+    while renewed(&leases.get("election").await.unwrap()) == before {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    leases
+}
+
+/// A leader (renew deadline 10 s, retries every 2 s) whose Lease `change` changes just after
+/// a renewal: asserts it stops leading at its next renewal, long before its renew deadline.
+async fn a_leader_stops_at_its_next_renewal_once(
+    change: impl AsyncFnOnce(&kube_client::Api<Lease>),
+) {
+    let server = server().await;
+    let config = timing(15, 10, 2000);
+    let a = Candidate::start(server.in_process_client(), "a", config);
+    eventually_within(Duration::from_secs(60), "a leads", || a.elector.is_leader()).await;
+    let leases = just_renewed(&server).await;
+    change(&leases).await;
+    let changed = Instant::now();
+    eventually_within(Duration::from_secs(60), "a stops", || !a.elector.is_leader()).await;
+    let led = a.stopped_leading().expect("a stopped leading") - changed;
+    // Its next renewal is a jittered retry period away (2 to 2.4 s); its deadline is 10 s.
+    assert!(led <= config.retry_period.mul_f64(1.2), "a led on for {led:?}");
+}
+
+/// The Lease deleted under its leader, and a candidate that never saw it held (a new
+/// install's replica) may create it at once: the leader stops at its next renewal, which
+/// reads it absent, not at its renew deadline. Mutation: a renewal that reads the Lease
+/// absent returns false without ending the hold (elector.rs, the `if renewing` block of
+/// the absent Lease) makes a lead on for about 10 s.
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_lease_was_deleted_stops_at_its_next_renewal() {
+    a_leader_stops_at_its_next_renewal_once(async |leases| {
+        leases.delete("election", &Default::default()).await.unwrap();
+    })
+    .await;
+}
+
+/// The Lease deleted and created again by another holder (a candidate that never saw it
+/// held): the leader stops at its next renewal, which reads it held by another, not at its
+/// renew deadline. Mutation: without the `renewing && !self.holds_lease()` block
+/// (elector.rs), the renewal sees a fresh Lease of another and returns false keeping its
+/// hold: a leads on for about 10 s beside c.
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_lease_another_created_again_stops_at_its_next_renewal() {
+    a_leader_stops_at_its_next_renewal_once(async |leases| {
+        leases.delete("election", &Default::default()).await.unwrap();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "election", "namespace": "default"},
+            "spec": {
+                "holderIdentity": "c",
+                "leaseDurationSeconds": 15,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        }))
+        .unwrap();
+        leases.create(&Default::default(), &lease).await.unwrap();
+    })
+    .await;
 }
 
 /// An attempt to acquire whose request hangs is cut at the renew deadline, and the next one
