@@ -681,10 +681,14 @@ async fn a_handler_still_in_its_call_at_the_timeout_is_reported() {
     assert_eq!(err.timeout, Duration::from_millis(100));
     assert!(err.to_string().contains("pods in namespace default"), "{err}");
     assert!(in_call.load(std::sync::atomic::Ordering::SeqCst));
-    release.send(()).unwrap();
     // Waiting again, past the timeout, returns once the handler's task ended: no delivery
-    // can come after that.
-    let again = informer.shut_down_event_handler(&registration, Duration::from_secs(10)).await;
+    // can come after that. Its first poll finds the handler while it is still in its call
+    // (released after it, or the task could end first and the wait find nothing to wait for).
+    let mut again =
+        std::pin::pin!(informer.shut_down_event_handler(&registration, Duration::from_secs(10)));
+    assert!(futures::poll!(&mut again).is_pending(), "the call is still running");
+    release.send(()).unwrap();
+    let again = again.await;
     assert_eq!(again, Ok(true), "the second wait waits for the task's end");
     assert!(!in_call.load(std::sync::atomic::Ordering::SeqCst));
     assert_eq!(heard.lock().unwrap().len(), 1, "nothing after the shut-down: {heard:?}");
