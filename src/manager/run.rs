@@ -65,8 +65,13 @@ impl Manager {
         self.spawn_runnables(&mut tasks, &mut running, &stop_rx, &unfenced, |i| {
             phases[i] == Phase::Server
         });
-        let mut failure = self.wait_for_servers(&mut tasks, &mut running, &phases).await.err();
-        if failure.is_none() {
+        // A shutdown while the servers come up ends the run cleanly, before any cache starts.
+        let (mut failure, mut stopped) = (None, false);
+        match self.wait_for_servers(&mut tasks, &mut running, &phases, &mut shutdown).await {
+            Ok(ready) => stopped = !ready,
+            Err(err) => failure = Some(err),
+        }
+        if failure.is_none() && !stopped {
             // Informers run from the start, on followers too (warm replicas): a new leader
             // reconciles at once instead of after a full list.
             self.factory.start(std::future::pending());
@@ -92,7 +97,7 @@ impl Manager {
         // for both runs on every member. Elections start only once the caches synced.
         let mut groups = Vec::new();
         let mut under: Vec<Option<usize>> = vec![None; self.runnables.len()];
-        if failure.is_none() {
+        if failure.is_none() && !stopped {
             self.telemetry.set_probe("caches-synced", true);
             let sharded = shard.is_some();
             let shard_group = shard.map(|shard| {
@@ -123,7 +128,7 @@ impl Manager {
         // A lost Lease (or a shard that fenced itself): what it fenced must stop at once.
         let mut fenced = false;
         // Run until the shutdown or the first failure.
-        while failure.is_none() {
+        while failure.is_none() && !stopped {
             tokio::select! {
                 _ = &mut shutdown => break,
                 joined = tasks.join_next(), if !tasks.is_empty() => match joined {
@@ -207,19 +212,21 @@ impl Manager {
     }
 
     /// Waits until the ready check of every server ([`Phase::Server`]) passes, for at most
-    /// the manager's `server_ready_timeout` (then logs and goes on), or until a runnable fails.
+    /// the manager's `server_ready_timeout` (then logs and goes on), until a runnable fails,
+    /// or until `shutdown` completes: `Ok(false)` then, and `shutdown` is not polled again.
     async fn wait_for_servers(
         &self,
         tasks: &mut JoinSet<(usize, Result<(), RunnableError>)>,
         running: &mut [bool],
         phases: &[Phase],
-    ) -> Result<(), ManagerError> {
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<bool, ManagerError> {
         let checks: Vec<(String, ReadyCheck)> = (self.runnables.iter().zip(phases))
             .filter(|(_, phase)| **phase == Phase::Server)
             .filter_map(|(r, _)| Some((r.name(), r.ready_check()?)))
             .collect();
         if checks.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let ready = async {
             while !checks.iter().all(|(_, check)| check()) {
@@ -240,7 +247,11 @@ impl Manager {
                         "servers not ready in time; starting the caches anyway"
                     );
                 }
-                Ok(())
+                Ok(true)
+            }
+            () = shutdown.as_mut() => {
+                tracing::info!("shutdown while the servers came up; stopping");
+                Ok(false)
             }
             err = self.first_failure(tasks, running) => {
                 tracing::error!(error = %err, "a server failed before it was ready; stopping");

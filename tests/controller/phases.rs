@@ -224,6 +224,23 @@ async fn a_server_never_ready_holds_the_caches_back_only_for_its_timeout() {
     run.await.unwrap().unwrap();
 }
 
+/// A shutdown while the manager waits for a server that is never ready stops it at once,
+/// cleanly, before any cache starts: not after `server_ready_timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_while_the_servers_come_up_stops_the_manager_at_once() {
+    let server = server().await;
+    let (manager, _open, asked) =
+        manager_with_a_gated_server(server.in_process_client(), Duration::from_secs(600));
+    let (stop, stopped) = shutdown();
+    let started = tokio::time::Instant::now();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("the check asked", || asked.load(Ordering::SeqCst) > 0).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+    assert!(started.elapsed() < Duration::from_secs(600), "stopped only at the timeout");
+    assert_eq!(lists(&server), 0, "no cache started");
+}
+
 /// `?exclude=` and `?verbose` print an excluded check as kube-apiserver does
 /// (`[+]name excluded: ok`), and a check whose name has a `/` is asked at its whole path.
 #[tokio::test]
@@ -248,7 +265,9 @@ async fn readyz_prints_excluded_checks_and_answers_names_with_slashes() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("[+]caches-synced excluded: ok\n"), "{body}");
     assert!(body.contains("[+]webhooks/tls ok\n"), "{body}");
+    // Stopped once the caches started (a stop while the servers come up is a clean one):
+    // the lists still fail, and the manager stops with the caches unsynced.
+    eventually("a list tried", || lists(&server) > 0).await;
     stop.send(()).unwrap();
-    // The lists still fail: the manager stops with the caches unsynced.
     assert!(run.await.unwrap().is_err());
 }
