@@ -69,6 +69,7 @@ struct Families {
     sharding_assignments: Family<Labels<2>, Counter>,
     sharding_drains: Family<Labels<1>, Counter>,
     /// Secure serving's token reviews by result: one family however many servers share it.
+    #[cfg(feature = "secure-metrics")]
     secure_token_reviews: Family<Labels<1>, Counter>,
     /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
     sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
@@ -260,6 +261,7 @@ impl Registry {
                 "ctrlkit_sharding_drains",
                 "Objects the sharder marked for draining on their live shard"
             ),
+            #[cfg(feature = "secure-metrics")]
             secure_token_reviews: register!(
                 r,
                 "ctrlkit_secure_metrics_token_reviews",
