@@ -329,7 +329,11 @@ fn check_patched(attributes: &Attributes, patched: &Value) -> ApiResult<()> {
         None => (attributes.group.as_str(), attributes.version.as_str()),
     };
     let typed = is_builtin_group(group);
-    match shapes::unmarshal_error(patched, &attributes.kind, version, typed) {
+    // The whole API version: which of `spec` and `status` a kind has is read off its group's
+    // schema.
+    let api_version =
+        if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    match shapes::unmarshal_error(patched, &attributes.kind, &api_version, typed) {
         Some(error) => Err(internal(error)),
         None => Ok(()),
     }
