@@ -39,11 +39,8 @@ async fn serving() -> (WebhookServer, std::net::SocketAddr, Arc<tokio::sync::Not
     (server, address, stop)
 }
 
-/// A TLS connection to `address` trusting `ca_pem`, its handshake done.
-async fn tls(
-    address: std::net::SocketAddr,
-    ca_pem: &str,
-) -> tokio_rustls::client::TlsStream<TcpStream> {
+/// A TLS client configuration trusting `ca_pem` alone.
+fn client_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(der.unwrap()).unwrap();
@@ -55,7 +52,16 @@ async fn tls(
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    Arc::new(config)
+}
+
+/// A TLS connection to `address` trusting `ca_pem`, its handshake done.
+async fn tls(
+    address: std::net::SocketAddr,
+    ca_pem: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let config = client_config(ca_pem);
+    let connector = tokio_rustls::TlsConnector::from(config);
     let tcp = TcpStream::connect(address).await.unwrap();
     connector.connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.unwrap()
 }
@@ -220,24 +226,14 @@ async fn tls_from(
     ca_pem: &str,
     receive: Option<u32>,
 ) -> Option<tokio_rustls::client::TlsStream<TcpStream>> {
-    let mut roots = rustls::RootCertStore::empty();
-    for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(der.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config = client_config(ca_pem);
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(std::net::SocketAddr::new(local, 0)).unwrap();
     if let Some(bytes) = receive {
         socket.set_recv_buffer_size(bytes).unwrap();
     }
     let tcp = socket.connect(address).await.ok()?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let connector = tokio_rustls::TlsConnector::from(config);
     connector.connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.ok()
 }
 
