@@ -240,6 +240,7 @@ mod json;
 mod layers;
 mod list;
 mod negotiate;
+mod open_watches;
 mod openapi;
 mod options;
 mod panics;

@@ -385,6 +385,26 @@ impl ApiServer {
         }
     }
 
+    /// The watches open now, over every resource: a gauge that falls as watches end or their
+    /// clients go away (kube-apiserver's `apiserver_longrunning_requests{verb="WATCH"}`),
+    /// where [`requests`](Self::requests)`().watch` counts every watch ever asked.
+    pub fn open_watches(&self) -> u64 {
+        self.shared.stats.open_watches.all().values().sum()
+    }
+
+    /// The watches of `resource` open now, the resource named as kubectl names it: its plural
+    /// for the core group (`configmaps`), `plural.group` otherwise
+    /// (`configmapsets.ctrlkit.example.com`). Streaming lists count: they are watches.
+    pub fn open_watches_of(&self, resource: &str) -> u64 {
+        self.shared.stats.open_watches.of(resource)
+    }
+
+    /// Every resource with a watch open now, and how many (see
+    /// [`open_watches_of`](Self::open_watches_of)).
+    pub fn open_watches_by_resource(&self) -> std::collections::BTreeMap<String, u64> {
+        self.shared.stats.open_watches.all()
+    }
+
     /// Requests whose handler panicked: each answered with a 500 (see
     /// [`Faults::panic_next`](super::Faults::panic_next)), logged, and counted here.
     pub fn handler_panics(&self) -> u64 {

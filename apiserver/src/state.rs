@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::faults::FaultState;
+use super::open_watches::OpenWatches;
 use super::registry::Registry;
 
 /// Counters behind [`RequestCounts`](crate::RequestCounts).
@@ -24,6 +25,8 @@ pub(crate) struct Stats {
     pub(crate) delete: AtomicU64,
     /// Handlers that panicked (see the `panics` module).
     pub(crate) panics: AtomicU64,
+    /// Watches open now, by resource (the counts above only grow).
+    pub(crate) open_watches: Arc<OpenWatches>,
 }
 
 /// State shared by every request handler.

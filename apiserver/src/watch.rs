@@ -14,8 +14,8 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::response::Response;
-use futures::SinkExt;
 use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
@@ -170,6 +170,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                 .unwrap_or_else(|_| Response::new(Body::empty()));
         }
     };
+    let open = shared.stats.open_watches.open(&store.resource_type(req.resource));
     let guard = (shared.clone(), tx.clone(), error_line(&panics::panicked().to_status()));
     let shared2 = shared.clone();
     let events = async move {
@@ -278,7 +279,13 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
         }
     };
     tokio::spawn(panics::guard_watch(guard.0, events, guard.1, guard.2));
-    response.body(Body::from_stream(rx)).unwrap_or_else(|_| Response::new(Body::empty()))
+    // The body holds the gauge's count: it is dropped when the stream ends or the client
+    // goes away, whichever the events task notices last.
+    let body = rx.map(move |chunk| {
+        let _open = &open;
+        chunk
+    });
+    response.body(Body::from_stream(body)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
 /// Checks the parameters of a streaming list, as kube-apiserver 1.36 does: `sendInitialEvents`
