@@ -352,6 +352,12 @@ impl ApiServer {
         kube_client::Client::new(self.router.clone(), "default")
     }
 
+    /// The router every request goes through, for in-process clients.
+    #[cfg_attr(not(feature = "harness"), allow(dead_code))]
+    pub(crate) fn router(&self) -> axum::Router {
+        self.router.clone()
+    }
+
     /// A kubeconfig for this server, usable with `Config::from_custom_kubeconfig`.
     pub fn kubeconfig(&self) -> Kubeconfig {
         Kubeconfig::from_yaml(&self.kubeconfig).expect("the server's own kubeconfig parses")

@@ -58,7 +58,7 @@ pub use inventory;
 
 pub use proxy::Proxy;
 pub use raw::RawResponse;
-pub use requests::{RequestLog, recording_client};
+pub use requests::{RequestLog, in_process_recording_client, recording_client};
 pub use run::{Case, CaseFn, Needs, main, main_with};
 pub use target::{
     AUDIT_LOG_ENV, ETCD_ENV, ETCDCTL_ENV, KUBECONFIG_ENV, KUBECTL_POD, ServerVersion, TOKENS_ENV,

@@ -52,11 +52,9 @@ impl RequestLog {
     }
 }
 
-/// A client for `config` whose requests land in the returned log.
-pub fn recording_client(config: Config) -> (Client, RequestLog) {
-    let log = RequestLog::default();
-    let entries = log.0.clone();
-    let layer = MapRequestLayer::new(move |request: http::Request<Body>| {
+impl RequestLog {
+    /// Records `request`'s line and `Accept` header.
+    fn record(&self, request: &http::Request<Body>) {
         let target = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
         let accept = request
             .headers()
@@ -64,10 +62,33 @@ pub fn recording_client(config: Config) -> (Client, RequestLog) {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        entries.lock().unwrap().push((format!("{} {target}", request.method()), accept));
-        request
-    });
+        self.0.lock().unwrap().push((format!("{} {target}", request.method()), accept));
+    }
+
+    /// A layer that records each request into this log.
+    fn layer(
+        &self,
+    ) -> MapRequestLayer<impl Fn(http::Request<Body>) -> http::Request<Body> + Clone + use<>> {
+        let log = self.clone();
+        MapRequestLayer::new(move |request: http::Request<Body>| {
+            log.record(&request);
+            request
+        })
+    }
+}
+
+/// A client for `config` whose requests land in the returned log.
+pub fn recording_client(config: Config) -> (Client, RequestLog) {
+    let log = RequestLog::default();
     let client =
-        ClientBuilder::try_from(config).expect("a client builder").with_layer(&layer).build();
+        ClientBuilder::try_from(config).expect("a client builder").with_layer(&log.layer()).build();
     (client, log)
+}
+
+/// [`ApiServer::in_process_client`](crate::ApiServer::in_process_client) whose requests land
+/// in the returned log: for cases on a paused clock that read what was asked.
+pub fn in_process_recording_client(server: &crate::ApiServer) -> (Client, RequestLog) {
+    let log = RequestLog::default();
+    let service = tower::Layer::layer(&log.layer(), server.router());
+    (Client::new(service, "default"), log)
 }
