@@ -10,15 +10,27 @@
 //!   runs every informer asked for so far; informers asked for after `start` run at once (as
 //!   controller-runtime's cache does; client-go waits for another `Start`). They all stop when
 //!   the `shutdown` given to `start` completes or [`shutdown`](SharedInformerFactory::shutdown)
-//!   is called, never because a controller using them stopped.
+//!   is called; their stores keep what they held.
+//! - **Counted by their users**: the `guarded_*` asks
+//!   ([`guarded_informer_for`](SharedInformerFactory::guarded_informer_for) and its kin)
+//!   hand each user an [`InformerGuard`]. The factory counts guards, not clones of the
+//!   [`Informer`] handle. When the last guard of an informer is dropped (a controller dropped
+//!   with its run, a handler's owner gone), the factory forgets the informer, stops its list
+//!   and watch (its task ends, its watch connection closes) and empties its store, which is
+//!   then marked [stale](crate::cache::Indexer::is_stale): a reader that kept its
+//!   [`Indexer`](crate::cache::Indexer) reads an empty store marked stale, never an
+//!   old copy. Asked for again, the informer is made afresh and lists anew.
+//! - **Pinned**: an informer asked for without a guard ([`informer`](SharedInformerFactory::informer),
+//!   [`informer_for`](SharedInformerFactory::informer_for) and their kin, as before guards
+//!   existed) has a user that never leaves: it runs until the factory stops, whatever its
+//!   guards do.
 //! - **Synced**: [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) waits for
 //!   every started informer's first list and names those that did not make it.
 //! - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
-
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures::FutureExt;
 use kube_client::Client;
@@ -28,7 +40,8 @@ use kube_client::core::discovery::Scope;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::informer::InformerHandle;
+use super::guard::{GuardedInformer, InformerGuard, ReleaseInformer};
+use super::informer::{InformerHandle, RunState};
 use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{CacheSyncError, wait_for_informers};
@@ -64,6 +77,25 @@ struct Entry {
     typed: Box<dyn Any + Send + Sync>,
     handle: Arc<dyn InformerHandle>,
     started: bool,
+    /// What its guards name it by: an informer made afresh after a release is another entry,
+    /// which the old one's guards never count down.
+    id: u64,
+    /// Guards handed out and not dropped yet.
+    guards: usize,
+    /// Asked for without a guard: it runs until the factory stops.
+    pinned: bool,
+    /// `true` once its last user went: ends its run.
+    released: watch::Sender<bool>,
+}
+
+impl Entry {
+    /// Counts one more user of it.
+    fn add_user(&mut self, guarded: bool) {
+        match guarded {
+            true => self.guards += 1,
+            false => self.pinned = true,
+        }
+    }
 }
 
 struct State {
@@ -73,6 +105,8 @@ struct State {
     started: bool,
     shut_down: bool,
     tasks: Vec<JoinHandle<()>>,
+    /// The next entry's id.
+    next_id: u64,
 }
 
 struct Inner {
@@ -86,19 +120,42 @@ struct Inner {
     stop: watch::Sender<bool>,
 }
 
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ReleaseInformer for Inner {
+    fn release(&self, id: u64) {
+        let mut state = self.state();
+        let Some(key) = state.informers.iter().find(|(_, e)| e.id == id).map(|(k, _)| k.clone())
+        else {
+            return;
+        };
+        let Some(entry) = state.informers.get_mut(&key) else { return };
+        entry.guards = entry.guards.saturating_sub(1);
+        if entry.guards > 0 || entry.pinned {
+            return;
+        }
+        let Some(entry) = state.informers.remove(&key) else { return };
+        state.order.retain(|k| *k != key);
+        drop(state);
+        tracing::debug!(informer = %entry.handle.describe(), "last guard dropped: informer stopped");
+        // Sent before the run state is read: a run that is still going sees it and empties
+        // the store once ended (see `spawn`); one that is not is emptied here.
+        entry.released.send_replace(true);
+        if *entry.handle.state_receiver().borrow() != RunState::Running {
+            entry.handle.release_cache();
+        }
+    }
+}
+
 /// Shared informers and their lifetime (client-go's `SharedInformerFactory`, for any kind).
 ///
-/// - **Shared**: asking twice for the same kind (the same Rust type), collection (namespace)
-///   and selectors returns the same [`Informer`]: one cache, one list and one watch, however
-///   many controllers and handlers use it. Page size and settings come from the first ask.
-/// - **One owner**: only the factory runs its informers. [`start`](Self::start) runs every
-///   informer asked for so far; informers asked for after `start` run at once (as
-///   controller-runtime's cache does; client-go waits for another `Start`). They all stop
-///   when the `shutdown` given to `start` completes or [`shutdown`](Self::shutdown) is called,
-///   never because a controller using them stopped.
-/// - **Synced**: [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for every started
-///   informer's first list and names those that did not make it.
-/// - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
+/// One informer per kind, namespace and selectors, handed to every user that asks; run while
+/// it has users, until the factory stops. See the [module docs](self) for the contract:
+/// shared, one owner, counted by their users' [`InformerGuard`]s or pinned, synced.
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::cache::CacheSyncError> {
@@ -197,6 +254,7 @@ impl SharedInformerFactoryBuilder {
                     started: false,
                     shut_down: false,
                     tasks: Vec::new(),
+                    next_id: 0,
                 }),
                 stop: watch::channel(false).0,
             }),
@@ -222,7 +280,7 @@ impl SharedInformerFactory {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.state()
     }
 
     /// The client the informers list and watch with.
@@ -241,17 +299,22 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer of `K`: in the factory's namespace if `K` is namespaced and the
-    /// factory has one, everywhere otherwise.
+    /// factory has one, everywhere otherwise. Pinned: it runs until the factory stops (see
+    /// [`guarded_informer`](Self::guarded_informer) for one that stops with its users).
     pub fn informer<K>(&self) -> Informer<K>
     where
         K: InformerObject<DynamicType = ()>,
     {
-        self.informer_for(ListWatch::for_client(
-            self.inner.client.clone(),
-            &(),
-            self.namespace(),
-            K::Scope::NAMESPACED,
-        ))
+        self.informer_for(self.typed_list_watch::<K>())
+    }
+
+    /// What [`informer`](Self::informer) lists and watches.
+    fn typed_list_watch<K>(&self) -> ListWatch<K>
+    where
+        K: InformerObject<DynamicType = ()>,
+    {
+        let client = self.inner.client.clone();
+        ListWatch::for_client(client, &(), self.namespace(), K::Scope::NAMESPACED)
     }
 
     /// The shared metadata-only informer of `K`: it caches `PartialObjectMeta<K>`, each
@@ -279,7 +342,8 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer of whatever `list_watch` names (any namespace and selectors),
-    /// made with the factory's settings if it is new.
+    /// made with the factory's settings if it is new. Pinned: it runs until the factory stops
+    /// (see [`guarded_informer_for`](Self::guarded_informer_for)).
     pub fn informer_for<K: InformerObject>(
         &self,
         list_watch: impl Into<ListWatch<K>>,
@@ -289,21 +353,65 @@ impl SharedInformerFactory {
 
     /// As [`informer_for`](Self::informer_for), with `build` shaping the informer (a
     /// transform, an indexer, its own resync) if it is new: client-go's `InformerFor`. An
-    /// informer asked for before keeps the shape it was made with.
+    /// informer asked for before keeps the shape it was made with. Pinned: it runs until the
+    /// factory stops (see [`guarded_informer_with`](Self::guarded_informer_with)).
     pub fn informer_with<K: InformerObject>(
         &self,
         list_watch: impl Into<ListWatch<K>>,
         build: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K>,
     ) -> Informer<K> {
-        let list_watch = list_watch.into();
+        self.ask(list_watch.into(), build, false).0
+    }
+
+    /// The shared informer of `K` (as [`informer`](Self::informer)) with a guard of its own:
+    /// the informer runs while its guards live, and stops and empties its store when the last
+    /// one is dropped, unless someone asked for it without a guard.
+    pub fn guarded_informer<K>(&self) -> GuardedInformer<K>
+    where
+        K: InformerObject<DynamicType = ()>,
+    {
+        self.guarded_informer_for(self.typed_list_watch::<K>())
+    }
+
+    /// The shared informer of whatever `list_watch` names (as
+    /// [`informer_for`](Self::informer_for)) with a guard of its own; see
+    /// [`guarded_informer`](Self::guarded_informer).
+    pub fn guarded_informer_for<K: InformerObject>(
+        &self,
+        list_watch: impl Into<ListWatch<K>>,
+    ) -> GuardedInformer<K> {
+        self.guarded_informer_with(list_watch, |builder| builder)
+    }
+
+    /// As [`informer_with`](Self::informer_with), with a guard of its own; see
+    /// [`guarded_informer`](Self::guarded_informer). This is how a
+    /// [`Controller`](crate::controller::Controller) takes each informer it reads: dropping
+    /// the controller (and its run) releases them.
+    pub fn guarded_informer_with<K: InformerObject>(
+        &self,
+        list_watch: impl Into<ListWatch<K>>,
+        build: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K>,
+    ) -> GuardedInformer<K> {
+        let (informer, id) = self.ask(list_watch.into(), build, true);
+        let owner: Weak<dyn ReleaseInformer> = Arc::downgrade(&self.inner) as Weak<Inner>;
+        let guard = InformerGuard::new(owner, id, informer.list_watch().to_string());
+        GuardedInformer::new(informer, guard)
+    }
+
+    /// The informer of `list_watch`, made if new, counted one more user (a guard's, or one
+    /// that pins it); with its entry's id.
+    fn ask<K: InformerObject>(
+        &self,
+        list_watch: ListWatch<K>,
+        build: impl FnOnce(InformerBuilder<K>) -> InformerBuilder<K>,
+        guarded: bool,
+    ) -> (Informer<K>, u64) {
         let key = InformerKey::of(&list_watch);
         let mut state = self.state();
-        if let Some(entry) = state.informers.get(&key) {
-            return entry
-                .typed
-                .downcast_ref::<Informer<K>>()
-                .expect("the key holds the object type")
-                .clone();
+        if let Some(entry) = state.informers.get_mut(&key) {
+            entry.add_user(guarded);
+            let informer = entry.typed.downcast_ref::<Informer<K>>();
+            return (informer.expect("the key holds the object type").clone(), entry.id);
         }
         let mut builder = Informer::builder(list_watch).config(self.inner.config.clone());
         if let Some(metrics) = &self.inner.informer_metrics {
@@ -311,22 +419,50 @@ impl SharedInformerFactory {
         }
         let informer = build(builder).build();
         tracing::debug!(informer = %informer.list_watch(), "new shared informer");
-        let handle: Arc<dyn InformerHandle> = Arc::new(informer.clone());
-        let mut entry = Entry { typed: Box::new(informer.clone()), handle, started: false };
+        let id = state.next_id;
+        state.next_id += 1;
+        let mut entry = Entry {
+            typed: Box::new(informer.clone()),
+            handle: Arc::new(informer.clone()),
+            started: false,
+            id,
+            guards: 0,
+            pinned: false,
+            released: watch::channel(false).0,
+        };
+        entry.add_user(guarded);
         if state.started && !state.shut_down {
             self.spawn(&mut state.tasks, &mut entry);
         }
         state.order.push(key.clone());
         state.informers.insert(key, entry);
-        informer
+        (informer, id)
     }
 
+    /// Runs `entry`'s informer on a task until the factory stops or its last user goes; in
+    /// the latter case the task empties its store once the run has ended, so that no write
+    /// of the run lands after.
     fn spawn(&self, tasks: &mut Vec<JoinHandle<()>>, entry: &mut Entry) {
         let mut stop = self.inner.stop.subscribe();
+        let mut released = entry.released.subscribe();
+        let was_released = entry.released.subscribe();
+        let handle = entry.handle.clone();
         let stopped = async move {
-            let _ = stop.wait_for(|s| *s).await;
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => {}
+                _ = released.wait_for(|r| *r) => {}
+            }
         };
-        tasks.push(tokio::spawn(entry.handle.run_until(stopped.boxed())));
+        // Tasks of informers released meanwhile ended: forget them, or churn grows the list.
+        tasks.retain(|task| !task.is_finished());
+        tasks.push(tokio::spawn(async move {
+            if !*was_released.borrow() {
+                handle.run_until(stopped.boxed()).await;
+            }
+            if *was_released.borrow() {
+                handle.release_cache();
+            }
+        }));
         entry.started = true;
     }
 
@@ -392,7 +528,8 @@ impl SharedInformerFactory {
     }
 
     /// Stops every informer and waits for them to end (client-go's `Shutdown`). Their stores
-    /// keep what they held. The factory starts nothing afterwards.
+    /// keep what they held (until their last guard is dropped). The factory starts nothing
+    /// afterwards.
     pub async fn shutdown(&self) {
         let tasks = {
             let mut state = self.state();

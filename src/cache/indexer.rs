@@ -47,6 +47,9 @@ struct State<K> {
     /// index name → index value → keys. Invariant: a key is under a value exactly when that
     /// index's function returns the value for the key's object.
     indices: HashMap<String, HashMap<String, HashSet<ObjectKey>>>,
+    /// Set when the informer that filled the store was released: `items` and `indices` are
+    /// empty, and stay so until a list fills the store again.
+    stale: bool,
 }
 
 /// The cache; see the module docs.
@@ -187,6 +190,15 @@ impl<K> Indexer<K> {
         Ok(())
     }
 
+    /// Whether the informer that kept this store current was released by its last user (see
+    /// [`SharedInformerFactory`](super::SharedInformerFactory)): the store is then empty and
+    /// stays so, whatever the server holds. A reader that kept the indexer past its informer's
+    /// last [`InformerGuard`](super::InformerGuard) reads an empty store marked stale, never
+    /// a copy that silently ages; it asks the factory again for a live one.
+    pub fn is_stale(&self) -> bool {
+        self.read().stale
+    }
+
     /// Whether `self` and `other` are handles on the same store.
     pub fn same_store(&self, other: &Indexer<K>) -> bool {
         Arc::ptr_eq(&self.state, &other.state)
@@ -234,6 +246,20 @@ impl<K> Indexer<K> {
         Some(old)
     }
 
+    /// Empties the store, its indexes' entries too (their functions stay), and marks it
+    /// stale: its informer was released and nothing keeps it current any more.
+    pub(crate) fn release(&self) {
+        let mut state = self.write();
+        let items = std::mem::take(&mut state.items);
+        for index in state.indices.values_mut() {
+            *index = HashMap::new();
+        }
+        state.stale = true;
+        // The objects are freed after the lock, so readers wait only for the swap.
+        drop(state);
+        drop(items);
+    }
+
     /// Replaces the whole content with `items` in one step; returns the entries whose keys
     /// `items` does not have.
     pub(crate) fn replace(
@@ -249,6 +275,7 @@ impl<K> Indexer<K> {
             indices = build_indices(&state.indexers, &items);
         }
         state.indices = indices;
+        state.stale = false;
         let old = std::mem::replace(&mut state.items, items);
         drop(state);
         let state = self.read();
@@ -304,6 +331,7 @@ impl<K: kube_client::Resource + Send + Sync + 'static> Indexer<K> {
                 items: HashMap::new(),
                 indexers: HashMap::new(),
                 indices: HashMap::new(),
+                stale: false,
             })),
             codec,
         };

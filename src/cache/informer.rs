@@ -665,6 +665,8 @@ pub(crate) trait InformerHandle: Send + Sync + 'static {
     fn state_receiver(&self) -> watch::Receiver<RunState>;
     /// Runs it until `stop` completes.
     fn run_until(&self, stop: BoxFuture<'static, ()>) -> BoxFuture<'static, ()>;
+    /// Empties its store and marks it stale: its last user let it go.
+    fn release_cache(&self);
 }
 
 impl<K: InformerObject> InformerHandle for Informer<K> {
@@ -680,6 +682,9 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
     fn run_until(&self, stop: BoxFuture<'static, ()>) -> BoxFuture<'static, ()> {
         let informer = self.clone();
         async move { informer.run(stop).await }.boxed()
+    }
+    fn release_cache(&self) {
+        self.inner.indexer.release();
     }
 }
 

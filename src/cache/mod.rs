@@ -35,7 +35,8 @@
 //!   the API server and tells [`ResourceEventHandler`]s what changed, tombstones
 //!   ([`DeletedFinalStateUnknown`]) included for deletes missed while disconnected.
 //! - [`SharedInformerFactory`] hands out one informer per kind, namespace and selector to
-//!   everyone who asks, and owns their lifetime.
+//!   everyone who asks, and owns their lifetime: with an [`InformerGuard`] per user
+//!   ([`GuardedInformer`]), an informer stops and frees its cache when its last user goes.
 //! - Metadata-only informers cache
 //!   [`PartialObjectMeta<K>`](kube_client::core::PartialObjectMeta): see
 //!   [`SharedInformerFactory::metadata_informer`].
@@ -60,6 +61,7 @@
 mod backoff;
 mod deep;
 mod factory;
+mod guard;
 mod handler;
 mod hot;
 mod indexer;
@@ -80,6 +82,7 @@ mod watch_stream;
 pub use backoff::BackoffConfig;
 pub use deep::DEFAULT_MAX_DEPTH;
 pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
+pub use guard::{GuardedInformer, InformerGuard};
 pub use handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, ResourceEventHandler,
     ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
