@@ -19,15 +19,18 @@ use super::metrics::ControllerMetricsProvider;
 use super::predicate::Predicate;
 use super::shard::ShardMember;
 use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
-use crate::cache::{InformerBuilder, InformerObject, ListWatch, ObjectKey, SharedInformerFactory};
+use crate::cache::{
+    InformerBuilder, InformerGuard, InformerObject, ListWatch, ObjectKey, SharedInformerFactory,
+};
 use crate::sharding::range_member::RangeMember;
 use crate::sharding::{Assignment, Ring, drain_label};
 use crate::workqueue::{WorkQueue, WorkQueueBuilder};
 
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
 
-/// Registers one secondary source on the factory's informer, once the queue exists.
-type AddSource = Box<dyn FnOnce(&Wiring) -> Source + Send>;
+/// Registers one secondary source on the factory's informer, once the queue exists; with the
+/// controller's guard on that informer.
+type AddSource = Box<dyn FnOnce(&Wiring) -> (Source, InformerGuard) + Send>;
 
 /// What a secondary source is wired with when the controller is built.
 struct Wiring {
@@ -131,7 +134,8 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     }
 
     /// Takes informers from `factory`, shared with every other user of it; the factory's
-    /// owner starts and stops them. Without it, the controller makes a factory of its own and
+    /// owner starts them, and stops them when it stops or when their last user (this
+    /// controller among them: it holds an [`InformerGuard`] on each) is dropped. Without it, the controller makes a factory of its own and
     /// runs it for as long as it runs.
     #[must_use]
     pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
@@ -231,9 +235,11 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     ///
     /// The owned objects are cached by the factory's informer for `owned`, so a reconciler
     /// reads them from there, not from the server: hand it
-    /// `factory.informer_for(owned.clone()).indexer()` (the same informer, whichever asks
-    /// first), and add an index by owner to find an owner's objects without a scan, as
-    /// `examples/configmap_sets/` does.
+    /// `factory.guarded_informer_for(owned.clone())` (the same informer, whichever asks
+    /// first; its guard keeps it running for the reconciler, and dropped with it lets the
+    /// informer stop once the controller is gone too), and add an index by owner to find an
+    /// owner's objects without a scan, as `examples/configmap_sets/` does. The controller
+    /// holds a guard on every informer it reads; dropping it (and its run) drops them.
     #[must_use]
     pub fn owns<S: InformerObject>(self, owned: impl Into<ListWatch<S>>) -> Self {
         self.add_source(owned.into(), None, None)
@@ -305,14 +311,15 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
                 }
                 _ => list_watch,
             };
-            let informer = wiring.factory.informer_for(list_watch);
+            let (informer, guard) = wiring.factory.guarded_informer_for(list_watch).into_parts();
             let mapper = match map {
                 Some(map) => Mapper::Map(map),
                 None => Mapper::Owner(wiring.owner.clone()),
             };
             let queue = wiring.queue.clone();
             let prioritize = wiring.prioritize;
-            Source::register(&informer, EnqueueHandler { queue, predicate, mapper, prioritize })
+            let handler = EnqueueHandler { queue, predicate, mapper, prioritize };
+            (Source::register(&informer, handler), guard)
         }));
         self
     }
@@ -364,7 +371,9 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         }
         let queue = queue.build();
         let shape = self.spec.informer.unwrap_or_else(|| Box::new(|b| b));
-        let informer = factory.informer_with(self.spec.primary, shape);
+        let (informer, guard) =
+            factory.guarded_informer_with(self.spec.primary, shape).into_parts();
+        let mut guards = vec![guard];
         if let Some(ranges) = shard.as_ref().and_then(|s| s.ranges()) {
             ranges.watch_deletes(&informer);
             ranges.queue_taken(informer.indexer(), queue.clone());
@@ -383,7 +392,11 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             prioritize: self.spec.prioritize,
             shard: shard.clone(),
         };
-        sources.extend(self.spec.sources.into_iter().map(|add| add(&wiring)));
+        for add in self.spec.sources {
+            let (source, guard) = add(&wiring);
+            sources.push(source);
+            guards.push(guard);
+        }
         let secondary = sources[1..].iter().map(|s| s.informer.clone()).collect();
         let mut controller = Controller::from_parts(Parts {
             name,
@@ -395,6 +408,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             triggers: self.spec.triggers,
             config: self.spec.config,
             shard,
+            guards,
         });
         if let Some(provider) = self.spec.metrics {
             controller.report_to_if_unset(provider.as_ref());

@@ -16,8 +16,8 @@ use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
 use super::writes::PendingWrites;
 use crate::cache::{
-    HandlerRegistration, Indexer, Informer, InformerHandle, InformerObject, ObjectKey,
-    SharedInformerFactory,
+    HandlerRegistration, Indexer, Informer, InformerGuard, InformerHandle, InformerObject,
+    ObjectKey, SharedInformerFactory,
 };
 use crate::fence::Fence;
 use crate::workqueue::WorkQueue;
@@ -73,6 +73,8 @@ pub(crate) struct Parts<K> {
     pub(crate) config: Config,
     /// The shard of a ring it is, if sharded.
     pub(crate) shard: Option<Arc<ShardMember>>,
+    /// Its hold on each factory informer it reads.
+    pub(crate) guards: Vec<InformerGuard>,
 }
 
 /// What the clones of one controller share.
@@ -89,6 +91,9 @@ pub(super) struct Shared {
     pub(super) ran: AtomicBool,
     /// The Leases it runs under (a Manager's), checked before each reconcile.
     pub(super) fence: Mutex<Fence>,
+    /// Its hold on each factory informer it reads: dropped with the last clone of the
+    /// controller (and its run), which lets the factory stop those no one else uses.
+    pub(super) _guards: Vec<InformerGuard>,
 }
 
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
@@ -193,12 +198,23 @@ impl<K: InformerObject> Controller<K> {
             triggers: Vec::new(),
             config,
             shard: None,
+            guards: Vec::new(),
         })
     }
 
     pub(crate) fn from_parts(parts: Parts<K>) -> Self {
-        let Parts { name, queue, informer, secondary, informers, sources, triggers, config, shard } =
-            parts;
+        let Parts {
+            name,
+            queue,
+            informer,
+            secondary,
+            informers,
+            sources,
+            triggers,
+            config,
+            shard,
+            guards,
+        } = parts;
         Self {
             name,
             queue,
@@ -216,6 +232,7 @@ impl<K: InformerObject> Controller<K> {
                 triggers: Mutex::new(triggers),
                 ran: AtomicBool::new(false),
                 fence: Mutex::new(Fence::default()),
+                _guards: guards,
             }),
         }
     }

@@ -45,7 +45,7 @@ use super::ring::{HashRing, fnv1a64};
 use super::sharder::wake_on_change;
 use crate::cache::list_watch::shard_selector_param;
 use crate::cache::{
-    Deleted, HasSynced, Indexer, Informer, InformerObject, ListWatch, ObjectKey,
+    Deleted, HasSynced, Indexer, Informer, InformerGuard, InformerObject, ListWatch, ObjectKey,
     ResourceEventHandlerFuncs, SharedInformerFactory, meta_namespace_key_func,
 };
 use crate::workqueue::WorkQueue;
@@ -69,6 +69,8 @@ pub(crate) struct RangeMember {
     annotation: String,
     client: Client,
     leases: Informer<Lease>,
+    /// Its hold on the Lease informer: dropped with the controller.
+    _leases_guard: InformerGuard,
     changed: Arc<Notify>,
     /// The ranges reconciled now. Changed only with `in_flight` locked, so that a reconcile
     /// is admitted under the set that is current when it starts.
@@ -128,7 +130,8 @@ impl RangeMember {
         primary_url: &str,
     ) -> Self {
         let api: Api<Lease> = Api::namespaced(client.clone(), ring.lease_namespace());
-        let leases = factory.informer_for(ListWatch::new(api).labels(&ring.lease_selector()));
+        let selected = ListWatch::new(api).labels(&ring.lease_selector());
+        let (leases, leases_guard) = factory.guarded_informer_for(selected).into_parts();
         let changed = Arc::new(Notify::new());
         wake_on_change(&leases, &changed);
         Self {
@@ -138,6 +141,7 @@ impl RangeMember {
             annotation: view_annotation(controller),
             client,
             leases,
+            _leases_guard: leases_guard,
             changed,
             active: watch::Sender::new(HashRanges::empty()),
             selector: watch::Sender::new(None),
