@@ -16,6 +16,7 @@ mod controller;
 mod depth;
 mod events;
 mod factory;
+mod guards;
 mod indexer;
 mod informer;
 mod lease_safety;
