@@ -171,6 +171,9 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
         }
     };
     let open = shared.stats.open_watches.open(&store.resource_type(req.resource));
+    // Dropped with the response body: a client gone ends the task at once, not at the next
+    // event it would have been sent (a quiet watch may see none before its timeout).
+    let (client_here, mut client_gone) = tokio::sync::oneshot::channel::<()>();
     let guard = (shared.clone(), tx.clone(), error_line(&panics::panicked().to_status()));
     let shared2 = shared.clone();
     let events = async move {
@@ -272,6 +275,7 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                     }
                 },
                 _ = timeout => return,
+                _ = &mut client_gone => return,
             };
             if tx.send(Ok(line)).await.is_err() {
                 return;
@@ -279,10 +283,10 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
         }
     };
     tokio::spawn(panics::guard_watch(guard.0, events, guard.1, guard.2));
-    // The body holds the gauge's count: it is dropped when the stream ends or the client
-    // goes away, whichever the events task notices last.
+    // The body holds the gauge's count and the task's sign that the client is here: both go
+    // when the stream ends or the client goes away.
     let body = rx.map(move |chunk| {
-        let _open = &open;
+        let _held = (&open, &client_here);
         chunk
     });
     response.body(Body::from_stream(body)).unwrap_or_else(|_| Response::new(Body::empty()))
