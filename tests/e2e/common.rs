@@ -20,13 +20,14 @@ pub const USERS: [&str; 2] = ["ctrlkit-e2e-reader", "ctrlkit-e2e-stranger"];
 
 /// The suite's embedded servers: bookmarks every 5 s rather than the real server's minute,
 /// to keep the suite short; Secrets without the watch cache, as scripts/kube-apiserver.sh
-/// starts the real one; the Widget kind; the [`USERS`].
+/// starts the real one; the Widget and Tracker kinds; the [`USERS`].
 pub fn server(builder: ApiServerBuilder) -> ApiServerBuilder {
     USERS.into_iter().fold(
         builder
             .bookmark_interval(Duration::from_secs(5))
             .without_watch_cache("", "secrets")
-            .resource(widget()),
+            .resource(widget())
+            .resource(crate::guards::tracker()),
         |builder, user| builder.user(&embedded_token(user), user, &[]),
     )
 }

@@ -15,6 +15,7 @@ mod events;
 mod example;
 mod factory;
 mod finalizer;
+mod guards;
 mod informer;
 mod leaderelection;
 #[cfg(feature = "secure-metrics")]
