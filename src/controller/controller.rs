@@ -103,6 +103,10 @@ pub(super) struct Shared {
 /// reports. A clone is the same controller: clones share its queue, its informers, its
 /// [`stats`](Self::stats) and [`in_flight`](Self::in_flight), and its one run (so a clone kept
 /// before [`run`](Self::run) takes the controller reads the run's figures).
+///
+/// A controller built on a [`SharedInformerFactory`] holds an
+/// [`InformerGuard`](crate::cache::InformerGuard) on each informer it reads: dropping its last
+/// clone and its run lets the factory stop and free the informers no other user holds.
 pub struct Controller<K> {
     pub(super) name: String,
     pub(super) queue: WorkQueue<ObjectKey>,
