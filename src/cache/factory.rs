@@ -153,9 +153,30 @@ impl ReleaseInformer for Inner {
 
 /// Shared informers and their lifetime (client-go's `SharedInformerFactory`, for any kind).
 ///
-/// One informer per kind, namespace and selectors, handed to every user that asks; run while
-/// it has users, until the factory stops. See the [module docs](self) for the contract:
-/// shared, one owner, counted by their users' [`InformerGuard`]s or pinned, synced.
+/// - **Shared**: asking twice for the same kind (the same Rust type), collection (namespace)
+///   and selectors returns the same [`Informer`]: one cache, one list and one watch, however
+///   many controllers and handlers use it. Page size and settings come from the first ask.
+/// - **One owner**: only the factory runs its informers. [`start`](Self::start)
+///   runs every informer asked for so far; informers asked for after `start` run at once (as
+///   controller-runtime's cache does; client-go waits for another `Start`). They all stop when
+///   the `shutdown` given to `start` completes or [`shutdown`](Self::shutdown)
+///   is called; their stores keep what they held.
+/// - **Counted by their users**: the `guarded_*` asks
+///   ([`guarded_informer_for`](Self::guarded_informer_for) and its kin)
+///   hand each user an [`InformerGuard`]. The factory counts guards, not clones of the
+///   [`Informer`] handle. When the last guard of an informer is dropped (a controller dropped
+///   with its run, a handler's owner gone), the factory forgets the informer, stops its list
+///   and watch (its task ends, its watch connection closes) and empties its store, which is
+///   then marked [stale](crate::cache::Indexer::is_stale): a reader that kept its
+///   [`Indexer`](crate::cache::Indexer) reads an empty store marked stale, never an
+///   old copy. Asked for again, the informer is made afresh and lists anew.
+/// - **Pinned**: an informer asked for without a guard ([`informer`](Self::informer),
+///   [`informer_for`](Self::informer_for) and their kin, as before guards
+///   existed) has a user that never leaves: it runs until the factory stops, whatever its
+///   guards do.
+/// - **Synced**: [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for
+///   every started informer's first list and names those that did not make it.
+///  - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::cache::CacheSyncError> {

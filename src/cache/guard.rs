@@ -20,8 +20,10 @@ pub(crate) trait ReleaseInformer: Send + Sync {
 }
 
 /// One user's hold on a shared informer: while any guard of it lives, the informer keeps
-/// listing and watching (once its factory started). Dropping the last stops it and empties
-/// its store; see the [module docs](self).
+/// listing and watching (once its factory started). When the last is dropped, and no one
+/// asked for the informer without a guard, the factory forgets the informer, stops its list
+/// and watch and empties its store, marked [stale](super::Indexer::is_stale); the next ask
+/// starts a new one.
 ///
 /// Not `Clone`: each user asks the factory for its own, so that the factory counts users,
 /// not copies. Hold it as long as the informer is read, beside the handler registration or
