@@ -93,6 +93,15 @@ async fn the_last_guard_dropped_closes_the_watch_and_a_new_ask_lists_afresh(t: &
         false => log.lists().iter().filter(|l| l.contains("/trackers?")).count(),
     };
     let synced_before = syncs(&log);
+    eventually_async_within(Duration::from_secs(20), "b is stored", || async {
+        trackers.get_opt("b").await.is_ok_and(|b| b.is_some())
+    })
+    .await;
+    let since: Vec<String> = log.all()[asked..].to_vec();
+    assert!(
+        since.iter().all(|r| !(r.starts_with("GET ") && r.contains("/trackers?"))),
+        "no list or watch of the released informer: {since:#?}"
+    );
 
     let again = guarded();
     factory.wait_for_cache_sync(std::future::pending()).await.expect("the cache syncs again");
