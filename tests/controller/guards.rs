@@ -175,3 +175,32 @@ async fn over_a_connection_the_released_watch_closes_on_the_server() {
     eventually("its watch closed", || server.open_watches_of("configmaps") == 0).await;
     factory.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_dropped_and_built_again_reconciles_every_object_of_its_kind() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create_configmap(&server, "a").await;
+    let factory = SharedInformerFactory::new(client);
+    factory.start(pending());
+    let first = Controller::builder(configmaps.clone()).factory(&factory).build();
+    let log = ReconcileLog::default();
+    let (_stop, run) = run_controller(&first, log.reconciler());
+    eventually("a reconciled", || log.count("default/a") == 1).await;
+    run.abort();
+    let _ = run.await;
+    drop(first);
+    eventually("its watch closed", || server.open_watches_of("configmaps") == 0).await;
+    // Made while nothing watches: only a fresh list can bring it.
+    create_configmap(&server, "b").await;
+
+    let again = Controller::builder(configmaps).factory(&factory).build();
+    let log = ReconcileLog::default();
+    let (_stop, _run) = run_controller(&again, log.reconciler());
+    eventually("a and b reconciled by the new controller", || {
+        log.count("default/a") >= 1 && log.count("default/b") >= 1
+    })
+    .await;
+    factory.shutdown().await;
+}
