@@ -96,6 +96,19 @@ pub(super) struct Shared {
     pub(super) _guards: Vec<InformerGuard>,
 }
 
+impl Drop for Shared {
+    /// A controller dropped without a run (whose end removes them) takes its handlers off the
+    /// informers, which other users may keep running: none is left feeding a queue nobody
+    /// reads.
+    fn drop(&mut self) {
+        let sources =
+            std::mem::take(self.sources.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for source in sources {
+            (source.remove)(&source.registration);
+        }
+    }
+}
+
 /// Runs workers that take keys from a queue and reconcile them; see the [module docs](super).
 ///
 /// Built whole, by [`Controller::builder`] (or [`Manager::controller`](crate::manager::Manager::controller))

@@ -204,3 +204,15 @@ async fn a_controller_dropped_and_built_again_reconciles_every_object_of_its_kin
     .await;
     factory.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_controller_dropped_without_running_takes_its_handlers_off_shared_informers() {
+    let server = server().await;
+    let factory = SharedInformerFactory::new(server.client());
+    let pods = factory.informer::<Pod>();
+    let controller =
+        Controller::builder(Api::<Pod>::all(server.client())).factory(&factory).build();
+    assert_eq!(pods.handler_count(), 1, "the controller's handler");
+    drop(controller);
+    assert_eq!(pods.handler_count(), 0, "no handler left feeding a queue nobody reads");
+}
