@@ -57,7 +57,10 @@ pub enum Phase {
 /// any task of the operator's own (a webhook server, a periodic job).
 ///
 /// `start` runs until `stop` completes, then finishes what it is doing and returns. An error
-/// stops the whole manager, which reports it.
+/// stops the whole manager, which reports it; one returned as it is being removed
+/// ([`ManagerHandle::remove`](crate::manager::ManagerHandle::remove)) is its remover's alone.
+/// A runnable that ignores its stop is aborted (dropped at its next await) once its graceful
+/// stop times out.
 #[async_trait]
 pub trait Runnable: Send + Sync + 'static {
     /// Its name, in logs and in the manager's reports.

@@ -74,3 +74,39 @@ pub enum ManagerError {
         abandoned: Vec<Abandoned>,
     },
 }
+
+/// Why a [`ManagerHandle`](super::ManagerHandle) could not add or remove a runnable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// The manager is stopping, or its run returned (or it was dropped): it adds nothing
+    /// more, and a runnable being removed was stopped (or aborted) with the rest.
+    #[error("{runnable}: the manager is stopping or has stopped")]
+    Stopped {
+        /// The runnable's name.
+        runnable: String,
+    },
+    /// No runnable of this id: never added through a handle of this manager, or removed
+    /// already (or being removed).
+    #[error("no runnable {0} in this manager (never added, or removed already)")]
+    NotFound(super::id::RunnableId),
+    /// The runnable being removed ended with an error (or panicked); it is out of the
+    /// manager all the same, and the manager runs on.
+    #[error("{runnable} failed as it stopped: {source}")]
+    Runnable {
+        /// Its name.
+        runnable: String,
+        /// Its error.
+        #[source]
+        source: RunnableError,
+    },
+    /// The runnable being removed did not stop within its graceful-stop timeout: it was
+    /// aborted (what it was doing dropped at its next await) and is out of the manager.
+    #[error("{abandoned} did not stop within {timeout:?}: abandoned")]
+    StopTimeout {
+        /// The timeout.
+        timeout: Duration,
+        /// What was abandoned.
+        abandoned: Abandoned,
+    },
+}

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use kube_client::Client;
 
-use super::runnable::ControllerRunnable;
+use super::handle::{self, ManagerHandle};
+use super::table::Table;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
@@ -55,7 +56,8 @@ use crate::sharding::{Ring, ShardLease};
 pub struct Manager {
     client: Client,
     pub(super) factory: SharedInformerFactory,
-    pub(super) runnables: Vec<Arc<dyn Runnable>>,
+    /// Its runnables, shared with its handles.
+    pub(super) table: Arc<Table>,
     pub(super) graceful_shutdown_timeout: Duration,
     /// How long `run` waits for the servers' ready checks before starting the caches.
     pub(super) server_ready_timeout: Duration,
@@ -72,7 +74,7 @@ impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
             .field("factory", &self.factory)
-            .field("runnables", &self.runnables.iter().map(|r| r.name()).collect::<Vec<_>>())
+            .field("runnables", &self.table.names())
             .field("graceful_shutdown_timeout", &self.graceful_shutdown_timeout)
             .finish_non_exhaustive()
     }
@@ -91,7 +93,7 @@ impl Manager {
         Self {
             client,
             factory,
-            runnables: Vec::new(),
+            table: Table::new(telemetry.clone()),
             graceful_shutdown_timeout,
             server_ready_timeout: Duration::from_secs(30),
             elector,
@@ -114,12 +116,29 @@ impl Manager {
         &self.factory
     }
 
-    /// Adds a runnable, started by [`run`](Self::run).
+    /// A handle that adds runnables to this manager and removes them, before and while it
+    /// runs (see [`ManagerHandle`]); take it before [`run`](Self::run).
+    pub fn handle(&self) -> ManagerHandle {
+        ManagerHandle::new(
+            self.table.clone(),
+            self.factory.clone(),
+            self.sharding.clone(),
+            self.telemetry.clone(),
+            self.graceful_shutdown_timeout,
+        )
+    }
+
+    /// Adds a runnable, started by [`run`](Self::run). To remove it while the manager runs,
+    /// add it through a [`handle`](Self::handle) instead, which returns its id.
     pub fn add(&mut self, runnable: impl Runnable) {
-        if let Some(check) = runnable.ready_check() {
-            self.telemetry.add_ready_check(&runnable.name(), check);
+        self.insert(Arc::new(runnable), None);
+    }
+
+    fn insert(&self, runnable: Arc<dyn Runnable>, forget: Option<super::telemetry::Forget>) {
+        // A manager not yet run takes every runnable: only a stopping one refuses.
+        if let Err(err) = self.table.insert(runnable, forget) {
+            tracing::error!(error = %err, "a runnable was not added");
         }
-        self.runnables.push(Arc::new(runnable));
     }
 
     /// A controller of the objects `primary` lists and watches, added to this manager by the
@@ -141,12 +160,8 @@ impl Manager {
         &mut self,
         primary: impl Into<ListWatch<K>>,
     ) -> ControllerBuilder<K, &mut Manager> {
-        let builder = Controller::builder(primary).factory(&self.factory);
-        let builder = match &self.sharding {
-            Some((ring, shard)) => builder.shard(ring, shard),
-            None => builder,
-        };
-        self.telemetry.controller(builder).retarget(self).1
+        let builder = Controller::builder(primary);
+        handle::bind(builder, &self.factory, &self.sharding, &self.telemetry).retarget(self).1
     }
 
     /// Adds a controller with its reconciler: a built [`Controller`] (or a
@@ -161,17 +176,9 @@ impl Manager {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let mut controller = controller.into();
-        if controller.owns_factory() {
-            tracing::warn!(
-                controller = controller.name(),
-                "this controller was built without the manager's factory: its informers are its \
-                 own, not shared, and its queue has none of the factory's metrics; build it \
-                 with manager.controller(api)"
-            );
-        }
-        self.telemetry.adopt(&mut controller);
-        self.add(ControllerRunnable::new(controller, reconciler));
+        let (runnable, forget) =
+            handle::controller_runnable(&self.telemetry, controller, reconciler);
+        self.insert(Arc::new(runnable), forget);
     }
 
     /// An event recorder reporting as `reporting_controller`, counted in the manager's
@@ -191,6 +198,14 @@ impl Manager {
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(&self) -> Option<&crate::metrics::Registry> {
         self.telemetry.registry()
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        // Its run returned, or it was dropped (run or not): handles add nothing more, and
+        // hold none of its runnables.
+        self.table.close();
     }
 }
 

@@ -20,6 +20,11 @@
 //!   informers stop last.
 //! - **Failures name who failed**: a runnable's error or panic stops the manager and comes back
 //!   as [`ManagerError::Runnable`] with the runnable's name.
+//! - **Runnables come and go while it runs** ([`Manager::handle`], a [`ManagerHandle`] taken
+//!   before `run`): one added starts in its phase as one added before `run` does (under its
+//!   Lease, with its fence, aborted when it is lost); one removed by its [`RunnableId`] stops
+//!   alone, within its own graceful-stop timeout, its ready check and metric series gone
+//!   with it; the rest run on untouched. Adds fail once the manager stops.
 //!
 //! At the [`ManagerBuilder`]: leader election ([`ManagerBuilder::leader_election`]: runnables
 //! that [need it](crate::runtime::Runnable::needs_leader_election) run only while this replica
@@ -28,15 +33,20 @@
 
 mod builder;
 mod error;
+mod handle;
+mod id;
 mod leases;
 #[allow(clippy::module_inception)]
 mod manager;
 mod run;
 mod runnable;
 mod signal;
+mod table;
 mod telemetry;
 
 pub use builder::ManagerBuilder;
-pub use error::{Abandoned, ManagerError};
+pub use error::{Abandoned, HandleError, ManagerError};
+pub use handle::ManagerHandle;
+pub use id::RunnableId;
 pub use manager::Manager;
 pub use signal::shutdown_signal;

@@ -14,6 +14,10 @@ use crate::controller::{Controller, ControllerBuilder};
 use crate::events::EventMetrics;
 use crate::leaderelection::LeaderMetrics;
 
+/// What is done when a runnable leaves its manager through a handle (a controller: its
+/// labelled metric series go).
+pub(super) type Forget = Box<dyn FnOnce() + Send>;
+
 /// The registry, the endpoint's address and its readiness checks (all empty without the
 /// `metrics` feature). Cheap to clone: clones share the checks.
 #[derive(Debug, Clone, Default)]
@@ -116,6 +120,25 @@ impl Telemetry {
     pub(super) fn add_ready_check(&self, _name: &str, _check: crate::runtime::ReadyCheck) {
         #[cfg(feature = "metrics")]
         self.probes.add_check(_name, _check);
+    }
+
+    /// Takes a runnable's readiness check out of `/readyz` (if it is still the one of
+    /// `name`).
+    pub(super) fn remove_ready_check(&self, _name: &str, _check: &crate::runtime::ReadyCheck) {
+        #[cfg(feature = "metrics")]
+        self.probes.remove_check(_name, _check);
+    }
+
+    /// What removes the series of the controller `controller` (its queue named `queue`)
+    /// from the registry, if metrics are recorded.
+    pub(super) fn forget_controller(&self, _controller: &str, _queue: &str) -> Option<Forget> {
+        #[cfg(feature = "metrics")]
+        if let Some(registry) = &self.registry {
+            let (registry, controller, queue) =
+                (registry.clone(), _controller.to_owned(), _queue.to_owned());
+            return Some(Box::new(move || registry.remove_controller(&controller, &queue)));
+        }
+        None
     }
 
     /// Starts the endpoint, if an address was set (scrapes reviewed through `client` when

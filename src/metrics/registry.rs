@@ -71,6 +71,9 @@ struct Families {
     /// Secure serving's token reviews by result: one family however many servers share it.
     #[cfg(feature = "secure-metrics")]
     secure_token_reviews: Family<Labels<1>, Counter>,
+    /// The priorities each queue's depth has a series for, so that a queue's series can go.
+    queue_priorities:
+        Mutex<std::collections::HashMap<String, std::collections::BTreeSet<Priority>>>,
     /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
     sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
 }
@@ -267,6 +270,7 @@ impl Registry {
                 "ctrlkit_secure_metrics_token_reviews",
                 "TokenReviews of metrics scrapes by result: authenticated, unauthenticated, failed, or throttled (refused unsent, over the rate of unknown tokens' reviews)"
             ),
+            queue_priorities: Mutex::default(),
             sharding_shards: Mutex::default(),
         };
         Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
@@ -287,6 +291,42 @@ impl Registry {
     #[cfg(feature = "secure-metrics")]
     pub(crate) fn token_reviews(&self) -> Family<Labels<1>, Counter> {
         self.families.secure_token_reviews.clone()
+    }
+
+    /// Removes the series of the controller `controller` and of its queue `queue` (those
+    /// labelled with their names): a controller taken out of a running manager leaves no
+    /// series behind. Made again, they start from zero.
+    pub(crate) fn remove_controller(&self, controller: &str, queue: &str) {
+        let f = &self.families;
+        let labels = [("controller", controller.to_owned())];
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            let [controller] = labels.clone();
+            f.reconcile_total.remove(&[controller, ("result", result.to_owned())]);
+        }
+        for family in
+            [&f.reconcile_errors, &f.terminal_errors, &f.reconcile_panics, &f.reconcile_timeouts]
+        {
+            family.remove(&labels);
+        }
+        f.reconcile_time.remove(&labels);
+        f.max_concurrent.remove(&labels);
+        f.active_workers.remove(&labels);
+        let labels = queue_labels(queue);
+        for family in [&f.queue_adds, &f.queue_retries] {
+            family.remove(&labels);
+        }
+        for family in [&f.queue_latency, &f.queue_work_duration] {
+            family.remove(&labels);
+        }
+        for family in [&f.queue_unfinished, &f.queue_longest] {
+            family.remove(&labels);
+        }
+        let priorities =
+            f.queue_priorities.lock().unwrap_or_else(PoisonError::into_inner).remove(queue);
+        for priority in priorities.into_iter().flatten() {
+            let [a, b] = labels.clone();
+            f.queue_depth.remove(&[a, b, ("priority", priority.to_string())]);
+        }
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.
@@ -330,6 +370,9 @@ impl QueueMetrics for QueueHooks {
                 let [a, b] = queue_labels(&self.name);
                 let labels = [a, b, ("priority", priority.to_string())];
                 let gauge = self.families.queue_depth.get_or_create(&labels).clone();
+                let mut known =
+                    self.families.queue_priorities.lock().unwrap_or_else(PoisonError::into_inner);
+                known.entry(self.name.clone()).or_default().insert(priority);
                 gauges.push((priority, gauge));
                 &gauges[gauges.len() - 1].1
             }

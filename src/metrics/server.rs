@@ -66,6 +66,14 @@ impl Probes {
         self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
     }
 
+    /// Removes the check `name` if it is `check` (not one added since under the same name).
+    pub fn remove_check(&self, name: &str, check: &crate::runtime::ReadyCheck) {
+        let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        if asked.get(name).is_some_and(|current| Arc::ptr_eq(current, check)) {
+            asked.remove(name);
+        }
+    }
+
     /// Every check and whether it passes now. A check that panics (user code) fails, logged,
     /// rather than taking the probe's connection down with it.
     fn results(&self) -> BTreeMap<String, bool> {

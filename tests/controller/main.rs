@@ -17,6 +17,7 @@ mod depth;
 mod events;
 mod factory;
 mod guards;
+mod handle;
 mod indexer;
 mod informer;
 mod lease_safety;

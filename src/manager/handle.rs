@@ -1,0 +1,251 @@
+//! [`ManagerHandle`]: runnables added to a [`Manager`](super::Manager) and removed from it
+//! while it runs; its contract is in the type's docs, where users read it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::{Abandoned, HandleError};
+use super::id::RunnableId;
+use super::runnable::ControllerRunnable;
+use super::table::{Outcome, Removal, Table};
+use super::telemetry::{Forget, Telemetry};
+use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
+use crate::controller::{Controller, ControllerBuilder, Reconciler};
+use crate::runtime::Runnable;
+use crate::sharding::Ring;
+
+/// Adds runnables to a running [`Manager`](super::Manager) and removes them.
+///
+/// Contract:
+/// - **Taken before `run`**, by [`Manager::handle`](super::Manager::handle); cheap to clone,
+///   `Send` and `Sync`, usable from any task or thread.
+/// - **Added in its phase**: a runnable added (before or after `run` started) starts in its
+///   [`Phase`](crate::runtime::Phase) as one added to the manager does: at once if its
+///   phase has been reached, else when it is; one under a Lease once that Lease is held,
+///   with that Lease's fence ([`Stop::is_fenced`](crate::runtime::Stop::is_fenced)), and
+///   aborted with every other runnable when the Lease is lost. Its ready check joins
+///   `/readyz`. Once the manager stops (or its `run` returned, or it was dropped), an add
+///   fails with [`HandleError::Stopped`].
+/// - **Removed alone**: [`remove`](ManagerHandle::remove) stops one runnable, the others
+///   untouched: it is told to stop and given the manager's graceful-shutdown timeout (or
+///   [`remove_within`](ManagerHandle::remove_within)'s) to finish what it holds; past it, it
+///   is aborted and the removal fails with [`HandleError::StopTimeout`], naming what was
+///   abandoned. `remove` returns once its task is gone and the runnable dropped (a
+///   controller's run and its `Controller` value, so what they hold is released; after a
+///   timeout, its workers, aborted, go at their next await), its ready
+///   check out of `/readyz` and, for a controller, its series in the manager's metrics
+///   registry (those labelled with its name and its queue's) removed. An error it ends with
+///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on.
+/// - **Ids**: each add returns a [`RunnableId`], unique in its manager, never reused; a
+///   removal takes it. A runnable added to the [`Manager`](super::Manager) itself has none:
+///   add one you may remove through a handle.
+///
+/// Designed for what comes next: refusing a second controller of one name belongs to
+/// [`add`](ManagerHandle::add) and [`complete`](ControllerBuilder::complete), which already
+/// return a `Result` ([`HandleError`] is `#[non_exhaustive]`), and a name is freed when its
+/// runnable is removed or the manager stops; a cluster that joins a manager over many
+/// clusters is a runnable (its informers and controllers) added through the handle and,
+/// when it leaves, removed by its id with its own bounded graceful stop.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use ctrlkit::cache::ObjectKey;
+/// # use ctrlkit::controller::{Action, Reconciler};
+/// # struct Printer;
+/// # #[async_trait::async_trait]
+/// # impl Reconciler for Printer {
+/// #     type Object = k8s_openapi::api::core::v1::ConfigMap;
+/// #     type Error = std::convert::Infallible;
+/// #     async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<Self::Object>>) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// # }
+/// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use ctrlkit::manager::Manager;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube_client::Api;
+///
+/// let manager = Manager::new(client.clone());
+/// let handle = manager.handle();
+/// let run = tokio::spawn(manager.run());
+/// // Later, while it runs: a controller for a feature turned on…
+/// let id = handle.controller(Api::<ConfigMap>::all(client)).name("feature").complete(Printer)?;
+/// // …and off again: it stops alone, within the graceful-shutdown timeout.
+/// handle.remove(id).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ManagerHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    table: Arc<Table>,
+    factory: SharedInformerFactory,
+    sharding: Option<(Ring, String)>,
+    telemetry: Telemetry,
+    graceful_shutdown_timeout: Duration,
+}
+
+impl std::fmt::Debug for ManagerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerHandle")
+            .field("runnables", &self.inner.table.names())
+            .field("graceful_shutdown_timeout", &self.inner.graceful_shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagerHandle {
+    pub(super) fn new(
+        table: Arc<Table>,
+        factory: SharedInformerFactory,
+        sharding: Option<(Ring, String)>,
+        telemetry: Telemetry,
+        graceful_shutdown_timeout: Duration,
+    ) -> Self {
+        let inner = Inner { table, factory, sharding, telemetry, graceful_shutdown_timeout };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The manager's informer factory (that of [`Manager::factory`](super::Manager::factory)).
+    pub fn factory(&self) -> &SharedInformerFactory {
+        &self.inner.factory
+    }
+
+    /// Adds `runnable`, started in its phase (at once if the manager has reached it); its id
+    /// removes it. Fails once the manager stops.
+    pub fn add(&self, runnable: impl Runnable) -> Result<RunnableId, HandleError> {
+        self.inner.table.insert(Arc::new(runnable), None)
+    }
+
+    /// A controller bound to the manager, as [`Manager::controller`](super::Manager::controller)
+    /// makes: its [`complete`](ControllerBuilder::complete) adds it through this handle and
+    /// returns its id.
+    pub fn controller<K: InformerObject>(
+        &self,
+        primary: impl Into<ListWatch<K>>,
+    ) -> ControllerBuilder<K, ManagerHandle> {
+        let inner = &self.inner;
+        bind(Controller::builder(primary), &inner.factory, &inner.sharding, &inner.telemetry)
+            .retarget(self.clone())
+            .1
+    }
+
+    /// Adds a controller with its reconciler, as
+    /// [`Manager::add_controller`](super::Manager::add_controller) does; its id removes it.
+    pub fn add_controller<K, R>(
+        &self,
+        controller: impl Into<Controller<K>>,
+        reconciler: R,
+    ) -> Result<RunnableId, HandleError>
+    where
+        K: InformerObject,
+        R: Reconciler<Object = K>,
+    {
+        let (runnable, forget) = controller_runnable(&self.inner.telemetry, controller, reconciler);
+        self.inner.table.insert(Arc::new(runnable), forget)
+    }
+
+    /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
+    /// takes it out of the manager; see [`ManagerHandle`].
+    pub async fn remove(&self, id: RunnableId) -> Result<(), HandleError> {
+        self.remove_within(id, self.inner.graceful_shutdown_timeout).await
+    }
+
+    /// [`remove`](Self::remove), with `timeout` for its graceful stop.
+    pub async fn remove_within(
+        &self,
+        id: RunnableId,
+        timeout: Duration,
+    ) -> Result<(), HandleError> {
+        let (name, runnable, abort, mut outcome) = match self.inner.table.begin_removal(id)? {
+            Removal::Gone => return Ok(()),
+            Removal::Stopping { name, runnable, abort, outcome } => {
+                (name, runnable, abort, outcome)
+            }
+        };
+        tracing::info!(runnable = %name, ?timeout, "removing a runnable");
+        let ended = match tokio::time::timeout(timeout, &mut outcome).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                let abandoned = Abandoned { runnable: name, in_flight: runnable.in_flight() };
+                drop(runnable);
+                tracing::error!(
+                    runnable = %abandoned,
+                    ?timeout,
+                    "the runnable did not stop in time: aborting it"
+                );
+                abort.abort();
+                // Aborted, it goes at its next await; its guard then takes it out.
+                let _ = outcome.await;
+                return Err(HandleError::StopTimeout { timeout, abandoned });
+            }
+        };
+        drop(runnable);
+        match ended {
+            Ok(Outcome::Returned(Ok(()))) => {
+                tracing::info!(runnable = %name, "runnable removed");
+                Ok(())
+            }
+            Ok(Outcome::Returned(Err(source))) => {
+                tracing::error!(runnable = %name, error = %source, "a removed runnable failed");
+                Err(HandleError::Runnable { runnable: name, source })
+            }
+            // Aborted by the manager (a lost Lease, its own timeout), or gone with it.
+            Ok(Outcome::Aborted) | Err(_) => Err(HandleError::Stopped { runnable: name }),
+        }
+    }
+}
+
+impl<K: InformerObject> ControllerBuilder<K, ManagerHandle> {
+    /// Builds the controller and adds it, with `reconciler`, through the handle that handed
+    /// out this builder ([`ManagerHandle::controller`]); its id removes it.
+    pub fn complete<R: Reconciler<Object = K>>(
+        self,
+        reconciler: R,
+    ) -> Result<RunnableId, HandleError> {
+        let (handle, builder) = self.retarget(());
+        handle.add_controller(builder, reconciler)
+    }
+}
+
+/// A controller builder bound to a manager: its factory, its ring (if sharded), its
+/// metrics.
+pub(super) fn bind<K: InformerObject>(
+    builder: ControllerBuilder<K>,
+    factory: &SharedInformerFactory,
+    sharding: &Option<(Ring, String)>,
+    telemetry: &Telemetry,
+) -> ControllerBuilder<K> {
+    let builder = builder.factory(factory);
+    let builder = match sharding {
+        Some((ring, shard)) => builder.shard(ring, shard),
+        None => builder,
+    };
+    telemetry.controller(builder)
+}
+
+/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`, and
+/// what forgets its metric series when it is removed.
+pub(super) fn controller_runnable<K, R>(
+    telemetry: &Telemetry,
+    controller: impl Into<Controller<K>>,
+    reconciler: R,
+) -> (ControllerRunnable<K, R>, Option<Forget>)
+where
+    K: InformerObject,
+    R: Reconciler<Object = K>,
+{
+    let mut controller = controller.into();
+    if controller.owns_factory() {
+        tracing::warn!(
+            controller = controller.name(),
+            "this controller was built without the manager's factory: its informers are its \
+             own, not shared, and its queue has none of the factory's metrics; build it \
+             with manager.controller(api)"
+        );
+    }
+    telemetry.adopt(&mut controller);
+    let forget = telemetry.forget_controller(controller.name(), controller.queue().name());
+    (ControllerRunnable::new(controller, reconciler), forget)
+}

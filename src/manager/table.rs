@@ -1,0 +1,537 @@
+//! The runnables of one [`Manager`](super::Manager): one table that `run`, the manager's
+//! [`ManagerHandle`](super::ManagerHandle)s and the runnables' own tasks share, so that a
+//! runnable added before `run` and one added while it runs take the same path.
+//!
+//! Invariants (under the table's lock):
+//! - An entry is `Waiting` until the phase it starts in has been reached (and, after the
+//!   caches synced, the Lease it runs under is held), then `Running` with its own stop signal
+//!   and the handle of its task, then `Finished` (it returned on its own), or gone: removed,
+//!   or dropped with the table's end.
+//! - A phase once reached stays reached: [`Table::reach`] starts every entry waiting for it,
+//!   and an entry inserted after that starts at once, under the same lock, so none is missed.
+//! - A task's end is told by a guard the task owns, on every path (returned, panicked,
+//!   aborted): the guard drops its hold on the runnable first, then updates the entry, then
+//!   tells the run loop (`Ended`) and, for an entry being removed, its remover.
+//! - Nothing starts once the manager is stopping; the fences of the Lease groups are dropped
+//!   then, so that the table holds no mark that would keep a Lease's release waiting.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::FutureExt;
+use futures::future::{AbortHandle, BoxFuture};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
+
+use super::error::{Abandoned, HandleError};
+use super::id::RunnableId;
+use super::telemetry::{Forget, Telemetry};
+use crate::fence::Fence;
+use crate::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
+
+/// How a runnable's task ended.
+pub(super) enum Outcome {
+    /// `start` returned (a panic is an error).
+    Returned(Result<(), RunnableError>),
+    /// Its task was aborted (a lost Lease, a timeout) before `start` returned.
+    Aborted,
+}
+
+/// A task's end, as the run loop hears of it: with the runnable's failure, unless someone
+/// removing it took the outcome.
+pub(super) struct Ended {
+    pub(super) name: String,
+    pub(super) failure: Option<RunnableError>,
+}
+
+/// Where the manager's run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    /// Not running yet: entries wait.
+    Open,
+    /// Running: entries start as their phases are reached.
+    Running,
+    /// Stopping or stopped: nothing is added or started any more.
+    Stopping,
+}
+
+/// A Lease group as the table places runnables under it.
+#[derive(Clone)]
+struct Group {
+    /// Its index among the run loop's groups.
+    index: usize,
+    /// Its fence, once the Lease is held.
+    fence: Option<Fence>,
+}
+
+/// The phases reached so far.
+#[derive(Default)]
+struct Reached {
+    servers: bool,
+    caches: bool,
+    synced: bool,
+    shard: Option<Group>,
+    leader: Option<Group>,
+}
+
+/// A phase reached, told by the run loop.
+pub(super) enum Reach {
+    /// Servers start.
+    Servers,
+    /// The informers started: cache runnables start.
+    Caches,
+    /// The caches synced: the rest starts, those under a Lease once their group's is held.
+    Synced {
+        /// The shard Lease's group, if sharded.
+        shard: Option<usize>,
+        /// The leader Lease's group, with leader election.
+        leader: Option<usize>,
+    },
+    /// The Lease of group `index` is held, fenced by `fence`.
+    Held { index: usize, fence: Fence },
+}
+
+enum Run {
+    Waiting,
+    Running {
+        stop: watch::Sender<bool>,
+        abort: AbortHandle,
+        /// The group it runs under, if any.
+        group: Option<usize>,
+        /// Whoever removes it, told of its outcome instead of the run loop.
+        removal: Option<oneshot::Sender<Outcome>>,
+    },
+    Finished,
+}
+
+struct Entry {
+    runnable: Arc<dyn Runnable>,
+    name: String,
+    phase: Phase,
+    check: Option<ReadyCheck>,
+    forget: Option<Forget>,
+    run: Run,
+}
+
+struct State {
+    next: u64,
+    lifecycle: Lifecycle,
+    entries: BTreeMap<RunnableId, Entry>,
+    reached: Reached,
+    /// The runtime `run` runs on: a handle may add from any thread.
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// The table; see the module docs.
+pub(super) struct Table {
+    state: Mutex<State>,
+    ended: mpsc::UnboundedSender<Ended>,
+    /// Taken by the one `run`.
+    ended_rx: Mutex<Option<mpsc::UnboundedReceiver<Ended>>>,
+    telemetry: Telemetry,
+}
+
+/// A removal begun: what the remover waits on.
+pub(super) enum Removal {
+    /// It was not running: it left the table at once.
+    Gone,
+    /// It was told to stop.
+    Stopping {
+        name: String,
+        runnable: Arc<dyn Runnable>,
+        abort: AbortHandle,
+        outcome: oneshot::Receiver<Outcome>,
+    },
+}
+
+impl Table {
+    pub(super) fn new(telemetry: Telemetry) -> Arc<Self> {
+        let (ended, ended_rx) = mpsc::unbounded_channel();
+        Arc::new(Self {
+            state: Mutex::new(State {
+                next: 0,
+                lifecycle: Lifecycle::Open,
+                entries: BTreeMap::new(),
+                reached: Reached::default(),
+                runtime: None,
+            }),
+            ended,
+            ended_rx: Mutex::new(Some(ended_rx)),
+            telemetry,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `runnable`, started at once if its phase has been reached; refused once the
+    /// manager is stopping.
+    pub(super) fn insert(
+        self: &Arc<Self>,
+        runnable: Arc<dyn Runnable>,
+        forget: Option<Forget>,
+    ) -> Result<RunnableId, HandleError> {
+        let name = runnable.name();
+        let mut state = self.lock();
+        if state.lifecycle == Lifecycle::Stopping {
+            return Err(HandleError::Stopped { runnable: name });
+        }
+        let id = RunnableId(state.next);
+        state.next += 1;
+        let check = runnable.ready_check();
+        if let Some(check) = &check {
+            self.telemetry.add_ready_check(&name, check.clone());
+        }
+        let phase = runnable.phase();
+        let entry = Entry { runnable, name, phase, check, forget, run: Run::Waiting };
+        state.entries.insert(id, entry);
+        let starts = self.start_waiting(&mut state);
+        drop(state);
+        starts.spawn();
+        Ok(id)
+    }
+
+    /// Marks the manager running and hands its loop the ends of tasks (`None` for a second
+    /// run, which cannot happen: `run` takes the manager).
+    pub(super) fn run(&self) -> Option<mpsc::UnboundedReceiver<Ended>> {
+        let mut state = self.lock();
+        state.lifecycle = Lifecycle::Running;
+        state.runtime = Some(tokio::runtime::Handle::current());
+        drop(state);
+        self.ended_rx.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Records a phase reached and starts what waited for it.
+    pub(super) fn reach(self: &Arc<Self>, reach: Reach) {
+        let mut state = self.lock();
+        if state.lifecycle != Lifecycle::Running {
+            return;
+        }
+        let reached = &mut state.reached;
+        match reach {
+            Reach::Servers => reached.servers = true,
+            Reach::Caches => reached.caches = true,
+            Reach::Synced { shard, leader } => {
+                reached.synced = true;
+                reached.shard = shard.map(|index| Group { index, fence: None });
+                reached.leader = leader.map(|index| Group { index, fence: None });
+            }
+            Reach::Held { index, fence } => {
+                for group in [&mut reached.shard, &mut reached.leader].into_iter().flatten() {
+                    if group.index == index {
+                        group.fence = Some(fence.clone());
+                    }
+                }
+            }
+        }
+        let starts = self.start_waiting(&mut state);
+        drop(state);
+        starts.spawn();
+    }
+
+    /// Where `runnable` of `phase` would run now: its fence and its group; `None` while it
+    /// must wait.
+    fn placement(reached: &Reached, runnable: &dyn Runnable, phase: Phase) -> Option<Placement> {
+        let unfenced = Some(Placement { fence: Fence::default(), group: None });
+        match phase {
+            Phase::Server => unfenced.filter(|_| reached.servers),
+            Phase::Cache => unfenced.filter(|_| reached.caches),
+            Phase::AfterCacheSync if !reached.synced => None,
+            Phase::AfterCacheSync => {
+                // The shard Lease comes first, so that one asking for both runs on every
+                // member of the ring.
+                let shard = reached.shard.as_ref().filter(|_| runnable.needs_shard_membership());
+                let leader = reached.leader.as_ref().filter(|_| runnable.needs_leader_election());
+                match shard.or(leader) {
+                    None => unfenced,
+                    Some(group) => group
+                        .fence
+                        .clone()
+                        .map(|fence| Placement { fence, group: Some(group.index) }),
+                }
+            }
+        }
+    }
+
+    /// Marks running every waiting entry whose phase has been reached; the tasks are
+    /// spawned once the lock is released (a runtime shutting down drops a task at its spawn,
+    /// and its guard then takes the lock).
+    fn start_waiting(self: &Arc<Self>, state: &mut State) -> Starts {
+        let State { entries, reached, runtime, lifecycle, .. } = state;
+        let mut starts = Starts { runtime: runtime.clone(), tasks: Vec::new() };
+        if *lifecycle != Lifecycle::Running {
+            return starts;
+        }
+        for (id, entry) in entries.iter_mut() {
+            if !matches!(entry.run, Run::Waiting) {
+                continue;
+            }
+            let Some(placement) = Self::placement(reached, entry.runnable.as_ref(), entry.phase)
+            else {
+                continue;
+            };
+            let (run, task) = self.task(*id, entry, placement);
+            entry.run = run;
+            starts.tasks.push(task);
+        }
+        starts
+    }
+
+    /// `entry`'s task under `placement`, to spawn, and the entry's state once it is.
+    fn task(
+        self: &Arc<Self>,
+        id: RunnableId,
+        entry: &Entry,
+        placement: Placement,
+    ) -> (Run, BoxFuture<'static, ()>) {
+        let (stop, stop_rx) = watch::channel(false);
+        let stop_signal = Stop::new(stop_rx, placement.fence);
+        let mut guard = TaskGuard {
+            id,
+            table: self.clone(),
+            runnable: Some(entry.runnable.clone()),
+            outcome: None,
+        };
+        let span = tracing::info_span!("runnable", name = %entry.name);
+        // The start future borrows the guard, so it is dropped before the guard is (an
+        // aborted task included): the guard's report comes after the runnable let go. An
+        // abort (before the first poll too) ends the task at its next poll.
+        let (task, abort) = futures::future::abortable(async move {
+            if let Some(runnable) = &guard.runnable {
+                let result = AssertUnwindSafe(runnable.start(stop_signal)).catch_unwind().await;
+                // A panic is the runnable's failure, reported as such.
+                let result = result.unwrap_or_else(|panic| Err(panicked(&*panic)));
+                guard.returned(result);
+            }
+        });
+        let task = task.map(drop).instrument(span).boxed();
+        (Run::Running { stop, abort, group: placement.group, removal: None }, task)
+    }
+
+    /// A task's end (from its guard): the entry updated, then the remover or the run loop
+    /// told.
+    fn ended(&self, id: RunnableId, outcome: Outcome) {
+        let mut state = self.lock();
+        let Some(entry) = state.entries.get_mut(&id) else { return };
+        let removal = match &mut entry.run {
+            Run::Running { removal, .. } => removal.take(),
+            _ => None,
+        };
+        let name = entry.name.clone();
+        if let Some(removal) = removal {
+            let entry = state.entries.remove(&id);
+            drop(state);
+            if let Some(entry) = entry {
+                self.forget(entry);
+            }
+            let _ = removal.send(outcome);
+            let _ = self.ended.send(Ended { name, failure: None });
+            return;
+        }
+        entry.run = Run::Finished;
+        drop(state);
+        let failure = match outcome {
+            Outcome::Returned(Ok(())) => {
+                tracing::info!(runnable = %name, "runnable finished");
+                None
+            }
+            Outcome::Returned(Err(err)) => Some(err),
+            Outcome::Aborted => None,
+        };
+        let _ = self.ended.send(Ended { name, failure });
+    }
+
+    /// Its ready check out of `/readyz`, its metric series forgotten, its runnable dropped.
+    fn forget(&self, entry: Entry) {
+        if let Some(check) = &entry.check {
+            self.telemetry.remove_ready_check(&entry.name, check);
+        }
+        if let Some(forget) = entry.forget {
+            forget();
+        }
+    }
+
+    /// Begins removing `id`: one waiting or finished leaves at once; one running is told
+    /// to stop, its outcome to come to the remover.
+    pub(super) fn begin_removal(&self, id: RunnableId) -> Result<Removal, HandleError> {
+        let mut state = self.lock();
+        let entry = state.entries.get_mut(&id).ok_or(HandleError::NotFound(id))?;
+        if let Run::Running { stop, abort, removal, .. } = &mut entry.run {
+            if removal.is_some() {
+                return Err(HandleError::NotFound(id));
+            }
+            let (tx, outcome) = oneshot::channel();
+            *removal = Some(tx);
+            stop.send_replace(true);
+            return Ok(Removal::Stopping {
+                name: entry.name.clone(),
+                runnable: entry.runnable.clone(),
+                abort: abort.clone(),
+                outcome,
+            });
+        }
+        let entry = state.entries.remove(&id);
+        drop(state);
+        if let Some(entry) = entry {
+            self.forget(entry);
+        }
+        Ok(Removal::Gone)
+    }
+
+    /// The manager stops: nothing starts any more, the Lease groups' fences are dropped
+    /// (their marks must not hold a release back), and every runnable is told to stop.
+    pub(super) fn stop(&self) {
+        let mut state = self.lock();
+        state.lifecycle = Lifecycle::Stopping;
+        state.reached = Reached::default();
+        for entry in state.entries.values() {
+            if let Run::Running { stop, .. } = &entry.run {
+                stop.send_replace(true);
+            }
+        }
+    }
+
+    /// Aborts every running task (each tells its end as it goes).
+    pub(super) fn abort_all(&self) {
+        let aborts: Vec<AbortHandle> = {
+            let state = self.lock();
+            let running = state.entries.values().filter_map(|e| match &e.run {
+                Run::Running { abort, .. } => Some(abort.clone()),
+                _ => None,
+            });
+            running.collect()
+        };
+        // Outside the lock: a task's guard takes it as the task goes.
+        aborts.iter().for_each(AbortHandle::abort);
+    }
+
+    /// How many tasks still run.
+    pub(super) fn running(&self) -> usize {
+        let state = self.lock();
+        state.entries.values().filter(|e| matches!(e.run, Run::Running { .. })).count()
+    }
+
+    /// The runnables still running, with what they are doing.
+    pub(super) fn abandoned(&self) -> Vec<Abandoned> {
+        let running: Vec<(String, Arc<dyn Runnable>)> = {
+            let state = self.lock();
+            let running = state.entries.values().filter(|e| matches!(e.run, Run::Running { .. }));
+            running.map(|e| (e.name.clone(), e.runnable.clone())).collect()
+        };
+        running
+            .into_iter()
+            .map(|(name, r)| Abandoned { runnable: name, in_flight: r.in_flight() })
+            .collect()
+    }
+
+    /// The ready checks of the servers present now.
+    pub(super) fn server_checks(&self) -> Vec<(String, ReadyCheck)> {
+        let state = self.lock();
+        let servers = state.entries.values().filter(|e| e.phase == Phase::Server);
+        servers.filter_map(|e| Some((e.name.clone(), e.check.clone()?))).collect()
+    }
+
+    /// The names of the runnables, in the order they were added.
+    pub(super) fn names(&self) -> Vec<String> {
+        self.lock().entries.values().map(|e| e.name.clone()).collect()
+    }
+
+    /// How many runnables the table holds.
+    pub(super) fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// The reconciles in flight of the runnables running under group `index`, each named by
+    /// its runnable: what holds the Lease's release back.
+    pub(super) fn in_flight(self: &Arc<Self>, index: usize) -> super::leases::InFlight {
+        let table = Arc::downgrade(self);
+        Arc::new(move || {
+            let Some(table) = table.upgrade() else { return Vec::new() };
+            let under: Vec<(String, Arc<dyn Runnable>)> = {
+                let state = table.lock();
+                let under = state
+                    .entries
+                    .values()
+                    .filter(|e| matches!(e.run, Run::Running { group: Some(g), .. } if g == index));
+                under.map(|e| (e.name.clone(), e.runnable.clone())).collect()
+            };
+            under
+                .into_iter()
+                .flat_map(|(name, r)| {
+                    r.in_flight().into_iter().map(move |k| format!("{name}: {k}"))
+                })
+                .collect()
+        })
+    }
+
+    /// The manager is gone (its run returned, or it was dropped): what still runs is
+    /// aborted, and every runnable leaves the table, so that nothing a handle keeps alive
+    /// holds a controller (and what it holds) past its manager.
+    pub(super) fn close(&self) {
+        let entries = {
+            let mut state = self.lock();
+            state.lifecycle = Lifecycle::Stopping;
+            state.reached = Reached::default();
+            state.runtime = None;
+            std::mem::take(&mut state.entries)
+        };
+        for entry in entries.values() {
+            if let Run::Running { abort, .. } = &entry.run {
+                abort.abort();
+            }
+        }
+        drop(entries);
+    }
+}
+
+/// Tasks to spawn, once the table's lock is released.
+#[must_use]
+struct Starts {
+    runtime: Option<tokio::runtime::Handle>,
+    tasks: Vec<BoxFuture<'static, ()>>,
+}
+
+impl Starts {
+    fn spawn(self) {
+        let Some(runtime) = self.runtime else { return };
+        for task in self.tasks {
+            runtime.spawn(task);
+        }
+    }
+}
+
+/// Where a runnable runs: under which fence, in which Lease group.
+struct Placement {
+    fence: Fence,
+    group: Option<usize>,
+}
+
+/// Owned by a runnable's task: on its drop (the task returned or was aborted) it lets go
+/// of the runnable, then tells the table.
+struct TaskGuard {
+    id: RunnableId,
+    table: Arc<Table>,
+    runnable: Option<Arc<dyn Runnable>>,
+    outcome: Option<Outcome>,
+}
+
+impl TaskGuard {
+    /// Records what `start` returned, for the drop to tell.
+    fn returned(&mut self, result: Result<(), RunnableError>) {
+        self.outcome = Some(Outcome::Returned(result));
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        drop(self.runnable.take());
+        let outcome = self.outcome.take().unwrap_or(Outcome::Aborted);
+        self.table.ended(self.id, outcome);
+    }
+}
+
+fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {
+    format!("panicked: {}", crate::panic::panic_message(panic)).into()
+}

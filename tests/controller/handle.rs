@@ -1,0 +1,521 @@
+//! The manager's handle: controllers and other runnables added and removed while the
+//! manager runs. One that stays reconciles every change while others come and go; one
+//! removed and added again reconciles every object; one added under the leader Lease is
+//! fenced by it and aborted when it is lost; a removal's graceful stop is bounded; an add
+//! after the manager stopped is refused.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::ObjectKey;
+use ctrlkit::controller::{Action, Reconciler};
+use ctrlkit::manager::{Abandoned, HandleError, Manager, ManagerError};
+use ctrlkit::runtime::{Runnable, RunnableError, Stop};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::api::{DeleteParams, Patch, PatchParams};
+use kube_client::{Api, ResourceExt};
+use serde_json::json;
+
+use super::common::*;
+
+/// Each key reconciled, with the resourceVersion read (none: absent).
+type Seen = Vec<(String, Option<u64>)>;
+
+/// A reconciler of ConfigMaps recording the resourceVersion it read for each key.
+#[derive(Clone, Default)]
+struct Versions(Arc<Mutex<Seen>>);
+
+impl Versions {
+    /// Whether some reconcile of `key` read it at `version` or later.
+    fn saw_at_least(&self, key: &str, version: u64) -> bool {
+        let seen = self.0.lock().unwrap();
+        seen.iter().any(|(k, v)| k == key && v.is_some_and(|v| v >= version))
+    }
+    fn keys_present(&self) -> Vec<String> {
+        let seen = self.0.lock().unwrap();
+        let mut keys: Vec<String> =
+            seen.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+}
+
+#[async_trait]
+impl Reconciler for Versions {
+    type Object = ConfigMap;
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        object: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        let version = object.and_then(|o| o.resource_version()?.parse().ok());
+        self.0.lock().unwrap().push((key.to_string(), version));
+        Ok(Action::done())
+    }
+}
+
+fn version(cm: &ConfigMap) -> u64 {
+    cm.resource_version().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
+}
+
+async fn touch(cms: &Api<ConfigMap>, name: &str, n: usize) -> ConfigMap {
+    let patch = Patch::Merge(json!({"data": {"n": n.to_string()}}));
+    cms.patch(name, &PatchParams::default(), &patch).await.expect("patch")
+}
+
+/// A runnable of the user's own that runs until stopped, counting its starts and stops.
+#[derive(Clone, Default)]
+struct Job {
+    starts: Arc<AtomicUsize>,
+    stops: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Runnable for Job {
+    fn name(&self) -> String {
+        "job".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        stop.await;
+        self.stops.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_controller_that_stays_reconciles_every_change_while_others_come_and_go() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut manager = Manager::new(server.client());
+    let stays = Versions::default();
+    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    // Every write: the key and the version it made.
+    let mut changes: Vec<(String, u64)> = Vec::new();
+    for round in 0..6 {
+        let name = format!("cm-{round}");
+        changes.push((format!("default/{name}"), version(&create_configmap(&server, &name).await)));
+        let passing = Versions::default();
+        let id = handle
+            .controller(cms.clone())
+            .name(&format!("passing-{round}"))
+            .complete(passing.clone())
+            .expect("added while running");
+        let job = Job::default();
+        let job_id = handle.add(job.clone()).expect("added while running");
+        // Changes while the others start, run and stop.
+        for earlier in 0..=round {
+            let name = format!("cm-{earlier}");
+            changes.push((format!("default/{name}"), version(&touch(&cms, &name, round).await)));
+        }
+        eventually("the passing controller reconciled its first object", || {
+            passing.keys_present().contains(&"default/cm-0".to_owned())
+        })
+        .await;
+        assert_eq!(job.starts.load(Ordering::SeqCst), 1);
+        handle.remove(id).await.expect("a graceful removal");
+        handle.remove(job_id).await.expect("a graceful removal");
+        assert_eq!(job.stops.load(Ordering::SeqCst), 1, "the job was stopped, not aborted");
+        assert!(
+            matches!(handle.remove(id).await, Err(HandleError::NotFound(gone)) if gone == id),
+            "removed once"
+        );
+        let last = format!("cm-{round}");
+        changes.push((format!("default/{last}"), version(&touch(&cms, &last, 100).await)));
+    }
+    eventually("the controller that stayed reconciled every change", || {
+        changes.iter().all(|(key, version)| stays.saw_at_least(key, *version))
+    })
+    .await;
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
+
+#[tokio::test]
+async fn a_controller_removed_and_added_again_reconciles_every_object_of_its_kind() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for name in ["a", "b"] {
+        create_configmap(&server, name).await;
+    }
+    let manager = Manager::new(server.client());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let first = Versions::default();
+    let id = handle.controller(cms.clone()).name("again").complete(first.clone()).unwrap();
+    eventually("the first controller reconciled both", || {
+        first.keys_present() == ["default/a", "default/b"]
+    })
+    .await;
+    handle.remove(id).await.expect("a graceful removal");
+    // While it is away: one created, one changed, one deleted.
+    let c = create_configmap(&server, "c").await;
+    let a = touch(&cms, "a", 1).await;
+    cms.delete("b", &DeleteParams::default()).await.unwrap();
+    let second = Versions::default();
+    let again = handle.controller(cms.clone()).name("again").complete(second.clone()).unwrap();
+    assert_ne!(again, id, "ids are not reused");
+    eventually("the controller added again reconciled every object of its kind", || {
+        second.saw_at_least("default/a", version(&a))
+            && second.saw_at_least("default/c", version(&c))
+    })
+    .await;
+    let before = first.0.lock().unwrap().len();
+    touch(&cms, "a", 2).await;
+    eventually("the second reconciles the change", || second.0.lock().unwrap().len() >= 3).await;
+    assert_eq!(first.0.lock().unwrap().len(), before, "the removed controller reconciles nothing");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
+
+/// A runnable that ignores its stop (so that only an abort ends it), recording when it
+/// started, whether its Lease was held then, and, when it is dropped, whether it was fenced
+/// then and whether `start` ever returned.
+#[derive(Clone, Default)]
+struct Fenced {
+    started: Arc<AtomicBool>,
+    fenced_at_start: Arc<AtomicBool>,
+    fenced_at_drop: Arc<Mutex<Option<bool>>>,
+    returned: Arc<AtomicBool>,
+}
+
+struct OnDrop(Stop, Arc<Mutex<Option<bool>>>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        *self.1.lock().unwrap() = Some(self.0.is_fenced());
+    }
+}
+
+#[async_trait]
+impl Runnable for Fenced {
+    fn name(&self) -> String {
+        "fenced".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.fenced_at_start.store(stop.is_fenced(), Ordering::SeqCst);
+        self.started.store(true, Ordering::SeqCst);
+        let _on_drop = OnDrop(stop, self.fenced_at_drop.clone());
+        std::future::pending::<()>().await;
+        self.returned.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A runnable that needs no leader and runs until stopped.
+#[derive(Clone, Default)]
+struct Everywhere(Arc<AtomicBool>);
+
+#[async_trait]
+impl Runnable for Everywhere {
+    fn name(&self) -> String {
+        "everywhere".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.0.store(true, Ordering::SeqCst);
+        stop.await;
+        Ok(())
+    }
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+}
+
+/// Runnables added under the leader Lease, one while another replica holds it and one
+/// after this one took it over: the first waits for the Lease (while one that needs no
+/// leader starts at once), both start with its fence held; the Lease deleted under the
+/// leader (lost at its next renewal), the manager stops and both are aborted, fenced.
+#[tokio::test(start_paused = true)]
+async fn runnables_added_under_the_leader_lease_are_fenced_and_aborted_when_it_is_lost() {
+    use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
+    use k8s_openapi::api::coordination::v1::Lease;
+    let server = server().await;
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "election", "namespace": "default"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15,
+                 "acquireTime": now, "renewTime": now},
+    }))
+    .unwrap();
+    leases.create(&Default::default(), &held).await.unwrap();
+    let client = server.in_process_client();
+    let lock = LeaseLock::new(client.clone(), "default", "election", "only");
+    let mut config = LeaderElectionConfig::default();
+    config.retry_period = Duration::from_secs(2);
+    // A graceful stop would wait a minute for the runnables that ignore it; an abort does not.
+    let manager = Manager::builder(client)
+        .leader_election(lock, config)
+        .graceful_shutdown_timeout(Duration::from_secs(60))
+        .build();
+    let (handle, elector) = (manager.handle(), manager.leader_elector().unwrap().clone());
+    let run = tokio::spawn(manager.run_until(std::future::pending()));
+    eventually_within(Duration::from_secs(10), "another replica seen leading", || {
+        elector.status().borrow().leader.as_deref() == Some("other")
+    })
+    .await;
+    let early = Fenced::default();
+    handle.add(early.clone()).expect("added while running");
+    let everywhere = Everywhere::default();
+    handle.add(everywhere.clone()).expect("added while running");
+    eventually("the runnable that needs no leader started", || everywhere.0.load(Ordering::SeqCst))
+        .await;
+    assert!(!elector.is_leader());
+    assert!(!early.started.load(Ordering::SeqCst), "started before its Lease was held");
+    eventually_within(Duration::from_secs(60), "leading", || elector.is_leader()).await;
+    let late = Fenced::default();
+    handle.add(late.clone()).expect("added while leading");
+    for (which, fenced) in [("early", &early), ("late", &late)] {
+        eventually(&format!("the {which} runnable started"), || {
+            fenced.started.load(Ordering::SeqCst)
+        })
+        .await;
+        assert!(!fenced.fenced_at_start.load(Ordering::SeqCst), "{which}: the Lease is held");
+    }
+    leases.delete("election", &DeleteParams::default()).await.unwrap();
+    let deleted = tokio::time::Instant::now();
+    let result = tokio::time::timeout(Duration::from_secs(120), run).await.unwrap().unwrap();
+    assert!(matches!(result, Err(ManagerError::LeaderElection(_))), "{result:?}");
+    // Lost at its next renewal (a jittered 2 s retry): aborted then, not a minute later.
+    assert!(deleted.elapsed() < Duration::from_secs(10), "stopped {:?} after", deleted.elapsed());
+    for (which, fenced) in [("early", &early), ("late", &late)] {
+        assert!(!fenced.returned.load(Ordering::SeqCst), "{which}: aborted, not stopped");
+        assert_eq!(*fenced.fenced_at_drop.lock().unwrap(), Some(true), "{which}: fenced");
+    }
+    assert!(
+        matches!(handle.add(Fenced::default()), Err(HandleError::Stopped { .. })),
+        "nothing is added after the manager stopped"
+    );
+}
+
+/// Never finishes a reconcile; records its drop.
+struct Stuck(Arc<AtomicBool>);
+
+impl Drop for Stuck {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Reconciler for Stuck {
+    type Object = ConfigMap;
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        _: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        std::future::pending().await
+    }
+}
+
+/// A runnable that fails when it is stopped.
+struct FailsOnStop;
+
+#[async_trait]
+impl Runnable for FailsOnStop {
+    fn name(&self) -> String {
+        "fails on stop".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        Err("could not flush".into())
+    }
+}
+
+/// A controller whose reconcile never ends, removed: the removal returns after the
+/// manager's graceful-shutdown timeout, naming the key it abandoned, and drops the
+/// controller; one that fails as it stops hands its error to the remover; the manager and
+/// its other controller run on.
+#[tokio::test(start_paused = true)]
+async fn a_removal_stops_one_runnable_within_its_timeout_and_the_rest_runs_on() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create_configmap(&server, "x").await;
+    let timeout = Duration::from_secs(5);
+    let mut manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
+    let stays = Versions::default();
+    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let stuck = handle.controller(cms.clone()).name("stuck").build();
+    let watching = stuck.clone();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let id = handle.add_controller(stuck, Stuck(dropped.clone())).unwrap();
+    eventually_within(Duration::from_secs(60), "the reconcile in flight", || {
+        !watching.in_flight().is_empty()
+    })
+    .await;
+    let asked = tokio::time::Instant::now();
+    let removed = tokio::time::timeout(Duration::from_secs(60), handle.remove(id)).await.unwrap();
+    assert_eq!(asked.elapsed(), timeout, "the removal waited its timeout, no more");
+    match removed {
+        Err(HandleError::StopTimeout { timeout: waited, abandoned }) => {
+            assert_eq!(waited, timeout);
+            let Abandoned { runnable, in_flight, .. } = abandoned;
+            assert_eq!(
+                (runnable.as_str(), in_flight),
+                ("controller stuck", vec!["default/x".to_owned()])
+            );
+        }
+        other => panic!("expected the removal's timeout, got {other:?}"),
+    }
+    drop(watching);
+    eventually("the removed controller's reconciler dropped", || dropped.load(Ordering::SeqCst))
+        .await;
+
+    let fails = handle.add(FailsOnStop).unwrap();
+    match handle.remove(fails).await {
+        Err(HandleError::Runnable { runnable, source }) => {
+            assert_eq!(
+                (runnable.as_str(), source.to_string().as_str()),
+                ("fails on stop", "could not flush")
+            );
+        }
+        other => panic!("expected its failure, got {other:?}"),
+    }
+
+    let y = create_configmap(&server, "y").await;
+    eventually_within(Duration::from_secs(60), "the manager's other controller runs on", || {
+        stays.saw_at_least("default/y", version(&y))
+    })
+    .await;
+    assert!(!run.is_finished(), "the manager runs on");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop: the removed runnables are not the manager's");
+}
+
+/// `/readyz` and `/metrics` follow runnables added and removed: a ready check added with its
+/// runnable and gone with it, a controller's series present while it runs and gone after.
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn readyz_and_metrics_follow_runnables_added_and_removed() {
+    use crate::support::http::{free_address, get};
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create_configmap(&server, "c").await;
+    let address = free_address();
+    let mut manager = Manager::builder(server.client()).metrics_address(address).build();
+    let stays = Versions::default();
+    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually_async_within(Duration::from_secs(10), "ready", || async {
+        get(address, "/readyz").await == Some((200, "ok".into()))
+    })
+    .await;
+
+    let unready = Arc::new(AtomicBool::new(false));
+    let check = NotReady(unready.clone());
+    let id = handle.add(check).unwrap();
+    let (status, body) = get(address, "/readyz").await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]warming failed"), "{body}");
+    let passing = Versions::default();
+    let controller =
+        handle.controller(cms.clone()).name("passing").complete(passing.clone()).unwrap();
+    eventually("the passing controller reconciled", || !passing.keys_present().is_empty()).await;
+    let metrics = get(address, "/metrics").await.unwrap().1;
+    for series in [
+        r#"controller_runtime_reconcile_total{controller="passing",result="success"}"#,
+        r#"workqueue_adds_total{name="passing",controller="passing"}"#,
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
+
+    handle.remove(id).await.unwrap();
+    assert_eq!(get(address, "/readyz").await, Some((200, "ok".into())));
+    let (status, body) = get(address, "/readyz/warming").await.unwrap();
+    assert_eq!(status, 404, "its check is gone: {body}");
+    handle.remove(controller).await.unwrap();
+    let metrics = get(address, "/metrics").await.unwrap().1;
+    assert!(!metrics.contains(r#""passing""#), "its series are gone: {metrics}");
+    assert!(
+        metrics
+            .contains(r#"controller_runtime_reconcile_total{controller="stays",result="success"}"#),
+        "the others' stay: {metrics}"
+    );
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
+
+/// A runnable never ready.
+#[cfg(feature = "metrics")]
+struct NotReady(Arc<AtomicBool>);
+
+#[cfg(feature = "metrics")]
+#[async_trait]
+impl Runnable for NotReady {
+    fn name(&self) -> String {
+        "warming".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        Ok(())
+    }
+    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+        let ready = self.0.clone();
+        Some(Arc::new(move || ready.load(Ordering::SeqCst)))
+    }
+}
+
+/// A reconciler that records its drop.
+struct Held(Arc<AtomicBool>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Reconciler for Held {
+    type Object = ConfigMap;
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        _: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+/// What a removed controller holds is let go of by the time `remove` returns; a manager
+/// dropped while a handle lives lets go of its controllers all the same.
+#[tokio::test]
+async fn a_removed_controller_and_a_dropped_manager_let_go_of_what_they_hold() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create_configmap(&server, "c").await;
+    let manager = Manager::new(server.client());
+    let handle = manager.handle();
+    let run = tokio::spawn(manager.run_until(std::future::pending()));
+    let (removed, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let controller = handle.controller(cms.clone()).name("removed").build();
+    let watching = controller.clone();
+    let id = handle.add_controller(controller, Held(removed.clone())).unwrap();
+    handle.controller(cms).name("kept").complete(Held(kept.clone())).unwrap();
+    eventually("reconciled", || watching.stats().succeeded == 1).await;
+    handle.remove(id).await.unwrap();
+    assert!(removed.load(Ordering::SeqCst), "the removed controller's reconciler is dropped");
+    assert!(!kept.load(Ordering::SeqCst));
+    run.abort();
+    let _ = run.await;
+    eventually("the dropped manager's controller let go", || kept.load(Ordering::SeqCst)).await;
+    assert!(matches!(handle.add(Job::default()), Err(HandleError::Stopped { .. })));
+}
