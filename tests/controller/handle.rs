@@ -20,44 +20,6 @@ use serde_json::json;
 
 use super::common::*;
 
-/// Each key reconciled, with the resourceVersion read (none: absent).
-type Seen = Vec<(String, Option<u64>)>;
-
-/// A reconciler of ConfigMaps recording the resourceVersion it read for each key.
-#[derive(Clone, Default)]
-struct Versions(Arc<Mutex<Seen>>);
-
-impl Versions {
-    /// Whether some reconcile of `key` read it at `version` or later.
-    fn saw_at_least(&self, key: &str, version: u64) -> bool {
-        let seen = self.0.lock().unwrap();
-        seen.iter().any(|(k, v)| k == key && v.is_some_and(|v| v >= version))
-    }
-    fn keys_present(&self) -> Vec<String> {
-        let seen = self.0.lock().unwrap();
-        let mut keys: Vec<String> =
-            seen.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.clone()).collect();
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-}
-
-#[async_trait]
-impl Reconciler for Versions {
-    type Object = ConfigMap;
-    type Error = std::convert::Infallible;
-    async fn reconcile(
-        &self,
-        key: &ObjectKey,
-        object: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, Self::Error> {
-        let version = object.and_then(|o| o.resource_version()?.parse().ok());
-        self.0.lock().unwrap().push((key.to_string(), version));
-        Ok(Action::done())
-    }
-}
-
 fn version(cm: &ConfigMap) -> u64 {
     cm.resource_version().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
 }
@@ -168,10 +130,10 @@ async fn a_controller_removed_and_added_again_reconciles_every_object_of_its_kin
             && second.saw_at_least("default/c", version(&c))
     })
     .await;
-    let before = first.0.lock().unwrap().len();
+    let before = first.reconciles();
     touch(&cms, "a", 2).await;
-    eventually("the second reconciles the change", || second.0.lock().unwrap().len() >= 3).await;
-    assert_eq!(first.0.lock().unwrap().len(), before, "the removed controller reconciles nothing");
+    eventually("the second reconciles the change", || second.reconciles() >= 3).await;
+    assert_eq!(first.reconciles(), before, "the removed controller reconciles nothing");
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }

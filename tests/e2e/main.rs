@@ -16,6 +16,7 @@ mod example;
 mod factory;
 mod finalizer;
 mod guards;
+mod handle;
 mod informer;
 mod leaderelection;
 #[cfg(feature = "secure-metrics")]

@@ -240,3 +240,47 @@ where
     let controller = controller.clone();
     (stop, tokio::spawn(async move { controller.run(reconciler, stopped).await }))
 }
+
+/// Each key reconciled, with the resourceVersion read (none: absent).
+pub type VersionsSeen = Vec<(String, Option<u64>)>;
+
+/// A reconciler of ConfigMaps recording the resourceVersion it read for each key: whether
+/// every change was reconciled at least once.
+#[derive(Clone, Default)]
+pub struct Versions(Arc<Mutex<VersionsSeen>>);
+
+impl Versions {
+    /// Whether some reconcile of `key` read it at `version` or later.
+    pub fn saw_at_least(&self, key: &str, version: u64) -> bool {
+        let seen = self.0.lock().unwrap();
+        seen.iter().any(|(k, v)| k == key && v.is_some_and(|v| v >= version))
+    }
+    /// The keys reconciled while their objects existed, sorted.
+    pub fn keys_present(&self) -> Vec<String> {
+        let seen = self.0.lock().unwrap();
+        let mut keys: Vec<String> =
+            seen.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+    /// How many reconciles ran.
+    pub fn reconciles(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+#[async_trait::async_trait]
+impl ctrlkit::controller::Reconciler for Versions {
+    type Object = k8s_openapi::api::core::v1::ConfigMap;
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        key: &ctrlkit::cache::ObjectKey,
+        object: Option<Arc<k8s_openapi::api::core::v1::ConfigMap>>,
+    ) -> Result<ctrlkit::controller::Action, Self::Error> {
+        let version = object.and_then(|o| o.resource_version()?.parse().ok());
+        self.0.lock().unwrap().push((key.to_string(), version));
+        Ok(ctrlkit::controller::Action::done())
+    }
+}
