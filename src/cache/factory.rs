@@ -41,7 +41,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::guard::{GuardedInformer, InformerGuard, ReleaseInformer};
-use super::informer::{InformerHandle, RunState};
+use super::informer::InformerHandle;
 use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{CacheSyncError, wait_for_informers};
@@ -140,14 +140,13 @@ impl ReleaseInformer for Inner {
         }
         let Some(entry) = state.informers.remove(&key) else { return };
         state.order.retain(|k| *k != key);
+        // Emptied before the lock goes: an informer made afresh for the key (on the same
+        // store, if a builder hands one) fills it after, and takes over its metrics' series.
+        // A run still going drops what it learns from now on.
+        entry.handle.release_cache();
+        entry.released.send_replace(true);
         drop(state);
         tracing::debug!(informer = %entry.handle.describe(), "last guard dropped: informer stopped");
-        // Sent before the run state is read: a run that is still going sees it and empties
-        // the store once ended (see `spawn`); one that is not is emptied here.
-        entry.released.send_replace(true);
-        if *entry.handle.state_receiver().borrow() != RunState::Running {
-            entry.handle.release_cache();
-        }
     }
 }
 
@@ -460,13 +459,11 @@ impl SharedInformerFactory {
         (informer, id)
     }
 
-    /// Runs `entry`'s informer on a task until the factory stops or its last user goes; in
-    /// the latter case the task empties its store once the run has ended, so that no write
-    /// of the run lands after.
+    /// Runs `entry`'s informer on a task until the factory stops or its last user goes (the
+    /// release empties its store at once, and a released informer does not run).
     fn spawn(&self, tasks: &mut Vec<JoinHandle<()>>, entry: &mut Entry) {
         let mut stop = self.inner.stop.subscribe();
         let mut released = entry.released.subscribe();
-        let was_released = entry.released.subscribe();
         let handle = entry.handle.clone();
         let stopped = async move {
             tokio::select! {
@@ -476,14 +473,7 @@ impl SharedInformerFactory {
         };
         // Tasks of informers released meanwhile ended: forget them, or churn grows the list.
         tasks.retain(|task| !task.is_finished());
-        tasks.push(tokio::spawn(async move {
-            if !*was_released.borrow() {
-                handle.run_until(stopped.boxed()).await;
-            }
-            if *was_released.borrow() {
-                handle.release_cache();
-            }
-        }));
+        tasks.push(tokio::spawn(async move { handle.run_until(stopped.boxed()).await }));
         entry.started = true;
     }
 

@@ -89,6 +89,9 @@ struct Inner<K> {
     indexer: Indexer<K>,
     processor: Processor<K>,
     synced: watch::Sender<bool>,
+    /// Set when its factory released it (its last guard dropped): its store stays empty and
+    /// it is not synced, whatever a run still going learns.
+    released: watch::Sender<bool>,
     state: watch::Sender<RunState>,
     resync: Option<Duration>,
     /// The resourceVersion of the last list, event or bookmark applied; empty before the
@@ -322,6 +325,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 indexer,
                 processor: Processor::new(span.clone()),
                 synced: watch::channel(false).0,
+                released: watch::channel(false).0,
                 state: watch::channel(RunState::NotStarted).0,
                 resync: config.resync,
                 last_sync_rv: Mutex::new(String::new()),
@@ -417,14 +421,18 @@ impl<K: InformerObject> Informer<K> {
     /// version that is not an integer, which cannot be compared (resourceVersions are
     /// integers on every etcd-backed server, ordered as etcd's revisions); `true` otherwise.
     /// Resolves `false` too once the informer's run has ended short of it: its cache no longer
-    /// changes. Bound it with a timeout: a cache not started yet, or one whose watch is down,
+    /// changes, and `false` for an informer released by its last guard (its store is empty).
+    /// Bound it with a timeout: a cache not started yet, or one whose watch is down,
     /// gets there late or never.
     pub async fn wait_for_resource_version(&self, resource_version: &str) -> bool {
         let Ok(target) = resource_version.parse::<u64>() else { return false };
         let mut reached = self.inner.reached.subscribe();
         let mut state = self.inner.state.subscribe();
+        let mut released = self.inner.released.subscribe();
         tokio::select! {
             biased;
+            // Its store was emptied: it holds no version, whatever it reached before.
+            _ = released.wait_for(|r| *r) => false,
             held = reached.wait_for(|rv| *rv >= target) => held.is_ok(),
             // The run may have applied the version just before it ended.
             _ = state.wait_for(|s| *s == RunState::Stopped) => *self.inner.reached.borrow() >= target,
@@ -443,6 +451,16 @@ impl<K: InformerObject> Informer<K> {
 
     pub(crate) fn state_receiver(&self) -> watch::Receiver<RunState> {
         self.inner.state.subscribe()
+    }
+
+    /// Whether its factory released it, its last [`InformerGuard`](super::InformerGuard)
+    /// dropped: its store is empty and marked stale, it is not synced and does not run again.
+    pub fn is_released(&self) -> bool {
+        *self.inner.released.borrow()
+    }
+
+    pub(crate) fn released_receiver(&self) -> watch::Receiver<bool> {
+        self.inner.released.subscribe()
     }
 
     /// Registers `handler`. A handler added after the informer started first receives the
@@ -523,6 +541,13 @@ impl<K: InformerObject> Informer<K> {
             }
         });
         let span = self.inner.span.clone();
+        if self.is_released() {
+            span.in_scope(|| tracing::warn!("the informer was released; not run again"));
+            if started {
+                self.inner.state.send_replace(RunState::Stopped);
+            }
+            return;
+        }
         if !started {
             span.in_scope(|| tracing::warn!("the informer is already running; not run twice"));
             return;
@@ -588,6 +613,9 @@ impl<K: Send + Sync + 'static> Inner<K> {
 impl<K: InformerObject> Sink<K> for Inner<K> {
     fn replace(&self, fresh: HashMap<ObjectKey, Stored<K>>, rv: &str) {
         let mut listeners = self.processor.lock();
+        if *self.released.borrow() {
+            return;
+        }
         // Adds before the first sync are the initial list's; a relist's are not.
         let initial = !*self.synced.borrow();
         // The notifications are worked out against the store before the list replaces it, so
@@ -624,6 +652,9 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             return;
         };
         let mut listeners = self.processor.lock();
+        if *self.released.borrow() {
+            return;
+        }
         let notification = match self.indexer.upsert(key, object.clone()) {
             Some(old) => Notification::Update(old, Stored::Shared(object)),
             None => Notification::add(object, false),
@@ -639,6 +670,9 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             return;
         };
         let mut listeners = self.processor.lock();
+        if *self.released.borrow() {
+            return;
+        }
         self.indexer.remove(&key);
         listeners.distribute(Notification::Delete(Deleted::Object(object)));
         drop(listeners);
@@ -665,8 +699,12 @@ pub(crate) trait InformerHandle: Send + Sync + 'static {
     fn state_receiver(&self) -> watch::Receiver<RunState>;
     /// Runs it until `stop` completes.
     fn run_until(&self, stop: BoxFuture<'static, ()>) -> BoxFuture<'static, ()>;
-    /// Empties its store and marks it stale: its last user let it go.
+    /// Empties its store, marks it stale and not synced, and drops what a run still going
+    /// learns: its last user let it go. Synchronous, so that an informer made afresh on the
+    /// same store fills it after.
     fn release_cache(&self);
+    /// Whether it was released, as it changes.
+    fn released_receiver(&self) -> watch::Receiver<bool>;
 }
 
 impl<K: InformerObject> InformerHandle for Informer<K> {
@@ -684,7 +722,21 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
         async move { informer.run(stop).await }.boxed()
     }
     fn release_cache(&self) {
+        // Under the lock every store write takes: a write of a run still going lands before
+        // the store is emptied or sees the flag and is dropped.
+        let listeners = self.inner.processor.lock();
+        if self.inner.released.send_replace(true) {
+            return;
+        }
+        self.inner.synced.send_replace(false);
         self.inner.indexer.release();
+        drop(listeners);
+        if let Some(metrics) = &self.inner.metrics {
+            observe("released", || metrics.released());
+        }
+    }
+    fn released_receiver(&self) -> watch::Receiver<bool> {
+        self.released_receiver()
     }
 }
 

@@ -52,6 +52,9 @@ pub trait InformerMetrics: Send + Sync {
     /// default), it is not cached; the informer keeps the others, and an older copy of it
     /// that the cache holds stays as it was (or, on a delete, is removed and told).
     fn object_skipped(&self) {}
+    /// Its last user released the informer: it reports nothing more, and an exporter drops
+    /// its series (another informer with the same labels may come later).
+    fn released(&self) {}
 }
 
 /// The labels of one informer's metrics.

@@ -40,22 +40,28 @@ impl<K: InformerObject> Informer<K> {
     /// with the `webhook` feature's `Denial::unavailable`, or `?` it into one, so that the
     /// webhook configuration's `failurePolicy` decides). Fails with
     /// [`CacheSyncError::NotSyncedWithin`] after `timeout`, or
-    /// [`CacheSyncError::Stopped`] if the informer's run ended before its first list was in.
+    /// [`CacheSyncError::Stopped`] if the informer's run ended before its first list was in,
+    /// or [`CacheSyncError::Released`] if its last guard was dropped (its store is empty).
     pub async fn synced_indexer(&self, timeout: Duration) -> Result<Indexer<K>, CacheSyncError> {
         let mut synced = HasSynced::synced_receiver(self);
         let mut state = self.state_receiver();
+        let mut released = self.released_receiver();
         let wait = async {
             tokio::select! {
                 biased;
-                held = synced.wait_for(|synced| *synced) => held.is_ok(),
+                _ = released.wait_for(|r| *r) => None,
+                held = synced.wait_for(|synced| *synced) => Some(held.is_ok()),
                 // The run may have synced just before it ended.
-                _ = state.wait_for(|s| *s == RunState::Stopped) => HasSynced::has_synced(self),
+                _ = state.wait_for(|s| *s == RunState::Stopped) => {
+                    Some(HasSynced::has_synced(self))
+                }
             }
         };
         let name = || self.list_watch().to_string();
         match tokio::time::timeout(timeout, wait).await {
-            Ok(true) => Ok(self.indexer()),
-            Ok(false) => Err(CacheSyncError::Stopped(name())),
+            Ok(None) => Err(CacheSyncError::Released(name())),
+            Ok(Some(true)) => Ok(self.indexer()),
+            Ok(Some(false)) => Err(CacheSyncError::Stopped(name())),
             Err(_) => Err(CacheSyncError::NotSyncedWithin { informer: name(), timeout }),
         }
     }
@@ -73,6 +79,10 @@ pub enum CacheSyncError {
     /// The run of the informer for this stopped before its first list was in.
     #[error("the informer for {0} stopped before its cache synced")]
     Stopped(String),
+    /// The informer for this was released by its last
+    /// [`InformerGuard`](super::InformerGuard): its store is empty; ask the factory again.
+    #[error("the informer for {0} was released by its last user")]
+    Released(String),
     /// The informer's cache had not synced within the time a reader gave it
     /// ([`Informer::synced_indexer`](super::Informer::synced_indexer)).
     #[error("the cache of {informer} has not synced within {timeout:?}")]
@@ -95,8 +105,13 @@ pub(crate) async fn wait_for_informers(
 ) -> Result<(), CacheSyncError> {
     let each = informers.iter().map(|informer| {
         let (mut synced, mut state) = (informer.synced_receiver(), informer.state_receiver());
+        let mut released = informer.released_receiver();
         let name = informer.describe();
         async move {
+            // Released while waited for: no one needs it synced any more.
+            let released = async {
+                let _ = released.wait_for(|r| *r).await;
+            };
             let stopped = async {
                 // A stop seen now: the run ended before the first list was in.
                 let _ = state.wait_for(|s| *s == RunState::Stopped).await;
@@ -109,6 +124,7 @@ pub(crate) async fn wait_for_informers(
             };
             tokio::select! {
                 biased;
+                _ = released => Ok(()),
                 _ = synced => Ok(()),
                 _ = stopped => Err(CacheSyncError::Stopped(name)),
             }

@@ -27,6 +27,7 @@ mod metrics;
 #[cfg(feature = "metrics")]
 mod phases;
 mod priority;
+mod released;
 #[cfg(feature = "secure-metrics")]
 mod secure_metrics;
 #[cfg(feature = "webhook")]

@@ -1,0 +1,105 @@
+//! A released informer (its last guard dropped) as those that kept a handle on it see it: not
+//! synced, holding no version, dropped from a factory's wait for sync, not emptying a store
+//! a new informer fills.
+
+use std::future::pending;
+use std::time::Duration;
+
+use ctrlkit::cache::{
+    CacheSyncError, GuardedInformer, HasSynced, Indexer, ListWatch, SharedInformerFactory,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::Api;
+
+use super::common::*;
+
+/// Longer than every backoff and watch timeout: anything still to happen has happened.
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+#[tokio::test(start_paused = true)]
+async fn a_released_informer_is_not_synced_and_holds_no_version() {
+    let server = server().await;
+    let client = server.in_process_client();
+    create(&Api::namespaced(client.clone(), "default"), &["a"]).await;
+    let factory = SharedInformerFactory::new(client);
+    factory.start(pending());
+    let guarded = factory.guarded_informer::<Pod>();
+    factory.wait_for_cache_sync(pending()).await.unwrap();
+    let informer = guarded.informer().clone();
+    let version = informer.last_sync_resource_version().unwrap();
+    assert!(informer.wait_for_resource_version(&version).await);
+    drop(guarded);
+    assert!(informer.is_released());
+    assert!(!informer.has_synced(), "a released informer reports itself synced");
+    let answer = informer.synced_indexer(Duration::from_secs(1)).await.map(|i| i.len());
+    assert_eq!(answer, Err(CacheSyncError::Released("pods in all namespaces".into())));
+    assert!(
+        !informer.wait_for_resource_version(&version).await,
+        "its empty store holds no version"
+    );
+    factory.shutdown().await;
+}
+
+/// The factory's wait for sync, polled once before `guarded` is dropped (one task: the
+/// informer's own does not run in between).
+async fn wait_while_released(
+    factory: &SharedInformerFactory,
+    guarded: GuardedInformer<Pod>,
+) -> Result<(), CacheSyncError> {
+    let both =
+        async { tokio::join!(factory.wait_for_cache_sync(pending()), async { drop(guarded) }).0 };
+    tokio::time::timeout(AN_HOUR, both).await.expect("the wait hangs on a released informer")
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_informer_released_before_its_task_ran_drops_out_of_the_wait_for_sync() {
+    let server = server().await;
+    let factory = SharedInformerFactory::new(server.in_process_client());
+    factory.start(pending());
+    let guarded = factory.guarded_informer::<Pod>();
+    // The wait is polled first, then the guard goes before the informer's task ever runs.
+    let waited = wait_while_released(&factory, guarded).await;
+    assert_eq!(waited, Ok(()));
+    factory.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_informer_released_while_it_lists_drops_out_of_the_wait_for_sync() {
+    let server = server().await;
+    let factory = SharedInformerFactory::new(server.in_process_client());
+    factory.start(pending());
+    let guarded = factory.guarded_informer::<Pod>();
+    let informer = guarded.informer().clone();
+    // One turn: its task starts the run and sends the list, which is not answered yet.
+    tokio::task::yield_now().await;
+    assert!(informer.is_running() && !informer.has_synced());
+    let waited = wait_while_released(&factory, guarded).await;
+    assert_eq!(waited, Ok(()), "a release fails the wait");
+    factory.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_handed_to_the_informer_made_afresh_is_not_emptied_by_the_released_one() {
+    let server = server().await;
+    let client = server.in_process_client();
+    create(&Api::namespaced(client.clone(), "default"), &["a", "b"]).await;
+    let factory = SharedInformerFactory::new(client.clone());
+    factory.start(pending());
+    let store = Indexer::<Pod>::default();
+    let list_watch = || ListWatch::new(Api::<Pod>::namespaced(client.clone(), "default"));
+    let ask = || factory.guarded_informer_with(list_watch(), |b| b.indexer(store.clone()));
+    let first = ask();
+    factory.wait_for_cache_sync(pending()).await.unwrap();
+    let old = first.informer().clone();
+    assert_eq!(store.len(), 2);
+    drop(first);
+    assert!(store.is_empty() && store.is_stale(), "emptied at the release");
+    let second = ask();
+    factory.wait_for_cache_sync(pending()).await.unwrap();
+    assert_eq!(second.indexer().len(), 2, "the new informer listed into the store");
+    eventually("the old run ended", || old.has_stopped()).await;
+    tokio::time::sleep(AN_HOUR).await;
+    assert_eq!(store.len(), 2, "the old informer emptied the new one's store");
+    assert!(!store.is_stale());
+    factory.shutdown().await;
+}
