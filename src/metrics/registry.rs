@@ -1,7 +1,7 @@
 //! [`Registry`]: every metric of ctrlkit's layers in one `prometheus-client` registry, under
 //! controller-runtime's names, encoded in the Prometheus text format.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -544,6 +544,8 @@ struct InformerHooks {
     resource_version: Seconds,
     relists: Counter,
     skipped: Counter,
+    /// Set by `released`: a request of the ending run must not bring its series back.
+    released: AtomicBool,
 }
 
 impl InformerHooks {
@@ -562,18 +564,27 @@ fn result_label(result: RequestResult) -> &'static str {
 
 impl InformerMetrics for InformerHooks {
     fn list_request(&self, result: RequestResult) {
+        if self.released.load(Ordering::Relaxed) {
+            return;
+        }
         self.families
             .informer_lists
             .get_or_create(&self.with("result", result_label(result)))
             .inc();
     }
     fn watch_request(&self, result: RequestResult) {
+        if self.released.load(Ordering::Relaxed) {
+            return;
+        }
         self.families
             .informer_watches
             .get_or_create(&self.with("result", result_label(result)))
             .inc();
     }
     fn watch_event(&self, event: WatchEventType) {
+        if self.released.load(Ordering::Relaxed) {
+            return;
+        }
         let kind = match event {
             WatchEventType::Added => "added",
             WatchEventType::Modified => "modified",
@@ -597,6 +608,24 @@ impl InformerMetrics for InformerHooks {
             self.resource_version.set(rv as f64);
         }
     }
+    fn released(&self) {
+        // Its series go, so that informers made and released as CRDs come and go do not
+        // grow the families; the handles it keeps update series no longer exported.
+        self.released.store(true, Ordering::Relaxed);
+        let f = &self.families;
+        self.objects.set(0);
+        f.informer_objects.remove(&self.labels);
+        f.informer_resource_version.remove(&self.labels);
+        f.informer_relists.remove(&self.labels);
+        f.informer_skipped.remove(&self.labels);
+        for result in ["success", "error"] {
+            f.informer_lists.remove(&self.with("result", result));
+            f.informer_watches.remove(&self.with("result", result));
+        }
+        for kind in ["added", "modified", "deleted", "bookmark", "error"] {
+            f.informer_events.remove(&self.with("type", kind));
+        }
+    }
 }
 
 impl InformerMetricsProvider for Registry {
@@ -613,6 +642,7 @@ impl InformerMetricsProvider for Registry {
             resource_version: f.informer_resource_version.get_or_create(&labels).clone(),
             relists: f.informer_relists.get_or_create(&labels).clone(),
             skipped: f.informer_skipped.get_or_create(&labels).clone(),
+            released: AtomicBool::new(false),
             labels,
         })
     }

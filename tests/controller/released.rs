@@ -1,6 +1,6 @@
 //! A released informer (its last guard dropped) as those that kept a handle on it see it: not
 //! synced, holding no version, dropped from a factory's wait for sync, not emptying a store
-//! a new informer fills.
+//! a new informer fills, and gone from the metrics.
 
 use std::future::pending;
 use std::time::Duration;
@@ -101,5 +101,32 @@ async fn a_store_handed_to_the_informer_made_afresh_is_not_emptied_by_the_releas
     tokio::time::sleep(AN_HOUR).await;
     assert_eq!(store.len(), 2, "the old informer emptied the new one's store");
     assert!(!store.is_stale());
+    factory.shutdown().await;
+}
+
+#[cfg(feature = "metrics")]
+#[tokio::test(start_paused = true)]
+async fn a_released_informer_leaves_no_series_behind() {
+    use std::sync::Arc;
+
+    use ctrlkit::metrics::Registry;
+
+    let server = server().await;
+    let client = server.in_process_client();
+    create(&Api::namespaced(client.clone(), "default"), &["a"]).await;
+    let registry = Arc::new(Registry::new());
+    let factory = SharedInformerFactory::builder(client).informer_metrics(registry.clone()).build();
+    factory.start(pending());
+    let guarded = factory.guarded_informer::<Pod>();
+    factory.wait_for_cache_sync(pending()).await.unwrap();
+    let series = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 1"#;
+    assert!(registry.encode().contains(series), "{}", registry.encode());
+    let informer = guarded.informer().clone();
+    drop(guarded);
+    eventually("the run ended", || informer.has_stopped()).await;
+    tokio::time::sleep(AN_HOUR).await;
+    let text = registry.encode();
+    let left: Vec<_> = text.lines().filter(|l| l.contains(r#"resource="pods""#)).collect();
+    assert!(left.is_empty(), "series of a released informer: {left:#?}");
     factory.shutdown().await;
 }
