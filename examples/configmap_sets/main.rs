@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ctrlkit::cache::{Indexer, ListWatch, ObjectKey};
+use ctrlkit::cache::{Indexer, InformerGuard, ListWatch, ObjectKey};
 use ctrlkit::controller::{Action, Config, Predicate, Reconciler};
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::finalizer::{Event, FinalizerError, finalizer};
@@ -127,6 +127,8 @@ struct SetReconciler {
     client: Client,
     /// The ConfigMaps, indexed by controlling set: the controller's own cache of them.
     configmaps: Indexer<ConfigMap>,
+    /// Keeps the ConfigMap informer running for as long as the reconciler reads it.
+    _configmaps_guard: InformerGuard,
     events: EventRecorder,
 }
 
@@ -544,7 +546,8 @@ async fn main() -> ExitCode {
         Some((ring, id)) => ListWatch::new(configmaps.clone()).labels(&ring.shard_selector(id)),
         None => ListWatch::new(configmaps.clone()),
     };
-    let cache = manager.factory().informer_for(owned.clone()).indexer();
+    let (informer, guard) = manager.factory().guarded_informer_for(owned.clone()).into_parts();
+    let cache = informer.indexer();
     if let Err(err) =
         cache.add_index(BY_SET, |cm: &ConfigMap| controlling_set(cm).into_iter().collect())
     {
@@ -568,7 +571,12 @@ async fn main() -> ExitCode {
         .predicate(Predicate::generation_changed())
         .owns(owned)
         .config(Config::default().workers(2))
-        .complete(SetReconciler { client: client.clone(), configmaps: cache, events });
+        .complete(SetReconciler {
+            client: client.clone(),
+            configmaps: cache,
+            _configmaps_guard: guard,
+            events,
+        });
     if let Some(elector) = manager.leader_elector() {
         // Say who leads, for whoever watches the processes.
         let mut status = elector.status();
