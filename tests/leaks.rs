@@ -279,7 +279,7 @@ async fn informers_released_by_their_last_guard_and_asked_again_leave_nothing_be
         round().await;
     }
     let (held, after_first) = mean_of_ten().await;
-    // A watch's server task left behind costs about 12 KiB: 200 rounds make it plain.
+    // A watch's server task left behind per round grows with the rounds: 200 make it plain.
     for _ in 0..190 {
         round().await;
     }

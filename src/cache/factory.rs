@@ -20,6 +20,9 @@
 //!   then marked [stale](crate::cache::Indexer::is_stale): a reader that kept its
 //!   [`Indexer`](crate::cache::Indexer) reads an empty store marked stale, never an
 //!   old copy. Asked for again, the informer is made afresh and lists anew.
+//! - **Guards are for long-lived users**: an informer whose guards all go lists afresh when
+//!   asked for again, so a guard asked for per request costs a list each time; a short-lived
+//!   reader holds a guard for its own life or reads a pinned informer.
 //! - **Pinned**: an informer asked for without a guard ([`informer`](SharedInformerFactory::informer),
 //!   [`informer_for`](SharedInformerFactory::informer_for) and their kin, as before guards
 //!   existed) has a user that never leaves: it runs until the factory stops, whatever its
@@ -169,13 +172,17 @@ impl ReleaseInformer for Inner {
 ///   then marked [stale](crate::cache::Indexer::is_stale): a reader that kept its
 ///   [`Indexer`](crate::cache::Indexer) reads an empty store marked stale, never an
 ///   old copy. Asked for again, the informer is made afresh and lists anew.
+/// - **Guards are for long-lived users**: an informer whose guards all go lists afresh when
+///   asked for again, so a guard asked for per request (a webhook call, a short read) costs a
+///   list each time. A short-lived reader holds a guard for its own life (taken once, kept
+///   beside what it serves) or reads a pinned informer.
 /// - **Pinned**: an informer asked for without a guard ([`informer`](Self::informer),
 ///   [`informer_for`](Self::informer_for) and their kin, as before guards
 ///   existed) has a user that never leaves: it runs until the factory stops, whatever its
 ///   guards do.
 /// - **Synced**: [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for
 ///   every started informer's first list and names those that did not make it.
-///  - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
+/// - After `shutdown`, the factory starts nothing more (client-go's `Shutdown`).
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client) -> Result<(), ctrlkit::cache::CacheSyncError> {

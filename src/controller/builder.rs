@@ -135,8 +135,8 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
 
     /// Takes informers from `factory`, shared with every other user of it; the factory's
     /// owner starts them, and stops them when it stops or when their last user (this
-    /// controller among them: it holds an [`InformerGuard`] on each) is dropped. Without it, the controller makes a factory of its own and
-    /// runs it for as long as it runs.
+    /// controller among them: it holds an [`InformerGuard`] on each) is dropped. Without it,
+    /// the controller makes a factory of its own and runs it for as long as it runs.
     #[must_use]
     pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
         self.spec.factory = Some(factory.clone());
