@@ -179,12 +179,14 @@ async fn over_a_connection_the_released_watch_closes_on_the_server() {
 #[tokio::test(start_paused = true)]
 async fn a_controller_dropped_and_built_again_reconciles_every_object_of_its_kind() {
     let server = server().await;
-    let client = server.in_process_client();
+    let (client, requests) = in_process_recording_client(&server);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     create_configmap(&server, "a").await;
     let factory = SharedInformerFactory::new(client);
     factory.start(pending());
     let first = Controller::builder(configmaps.clone()).factory(&factory).build();
+    // Streaming lists of ConfigMaps: the informer's lists (the only kind listed here).
+    let listed = || requests.streaming_lists().iter().filter(|r| r.contains("configmaps")).count();
     let log = ReconcileLog::default();
     let (_stop, run) = run_controller(&first, log.reconciler());
     eventually("a reconciled", || log.count("default/a") == 1).await;
@@ -194,6 +196,7 @@ async fn a_controller_dropped_and_built_again_reconciles_every_object_of_its_kin
     eventually("its watch closed", || server.open_watches_of("configmaps") == 0).await;
     // Made while nothing watches: only a fresh list can bring it.
     create_configmap(&server, "b").await;
+    let before = listed();
 
     let again = Controller::builder(configmaps).factory(&factory).build();
     let log = ReconcileLog::default();
@@ -202,6 +205,12 @@ async fn a_controller_dropped_and_built_again_reconciles_every_object_of_its_kin
         log.count("default/a") >= 1 && log.count("default/b") >= 1
     })
     .await;
+    let after = listed();
+    assert_eq!(
+        after,
+        before + 1,
+        "the new controller's informer listed afresh: {before:?} then {after:?}"
+    );
     factory.shutdown().await;
 }
 
