@@ -324,3 +324,36 @@ async fn a_runnable_that_needs_a_leader_and_a_shard_runs_once_when_both_leases_a
     let _ = stop.send(());
     run.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_follower_keeps_its_controllers_informers_warm_without_leading() {
+    let server = server().await;
+    let first = replica(&server, "first");
+    eventually("the first replica leads", || first.elector.is_leader()).await;
+    // A follower whose only controller needs the leader, over a kind the leader does not read:
+    // nothing but that controller's guard keeps its informer running.
+    use ctrlkit::leaderelection::LeaseLock;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    create(&pods, &["p"]).await;
+    let lock = LeaseLock::new(server.client(), "default", "election", "follower");
+    let mut manager =
+        Manager::builder(server.client()).leader_election(lock, quick_election()).build();
+    let factory = manager.factory().clone();
+    let log = ReconcileLog::default();
+    let controller = Controller::builder(pods.clone()).factory(manager.factory()).build();
+    manager.add_controller(controller, log.reconciler::<Pod>());
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually("the follower watches pods", || server.open_watches_of("pods") == 1).await;
+    // Several renewals of the leader's Lease.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(log.count("default/p"), 0, "a follower ran a leader's controller");
+    assert_eq!(server.open_watches_of("pods"), 1, "the follower's pod informer stopped");
+    assert_eq!(factory.informers(), ["pods in namespace default"]);
+    let held = factory.guarded_informer_for(pods);
+    assert_eq!(held.indexer().len(), 1, "the follower's cache is warm");
+    stop.send(()).unwrap();
+    first.stop.send(()).unwrap();
+    let _ = run.await;
+    let _ = first.run.await;
+}
