@@ -302,3 +302,60 @@ async fn informers_released_by_their_last_guard_and_asked_again_leave_nothing_be
     );
     factory.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_built_and_dropped_on_guarded_informers_leave_nothing_behind() {
+    let _serial = SERIAL.lock().await;
+    let server = ApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for i in 0..100 {
+        let cm = serde_json::from_value(
+            serde_json::json!({ "metadata": { "name": format!("cm-{i}") } }),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let factory = SharedInformerFactory::new(server.client());
+    factory.start(std::future::pending());
+    // One round: a controller (its queue, its handler on the informer, its guard) built on
+    // the factory, its cache synced, then dropped without running.
+    let round = async || {
+        let controller =
+            ctrlkit::controller::Controller::builder(api.clone()).factory(&factory).build();
+        factory.wait_for_cache_sync(std::future::pending()).await.unwrap();
+        drop(controller);
+        while server.open_watches() != 0 || !factory.informers().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        live()
+    };
+    let mean_of_ten = async || {
+        let mut sum = 0;
+        for _ in 0..10 {
+            sum += round().await;
+        }
+        sum / 10
+    };
+    for _ in 0..10 {
+        round().await;
+    }
+    let after_first = mean_of_ten().await;
+    for _ in 0..190 {
+        round().await;
+    }
+    let after_more = mean_of_ten().await;
+    println!(
+        "controllers built and dropped: {:.0} KiB live after 20 rounds, {:.0} KiB after 200 more",
+        kib(after_first),
+        kib(after_more)
+    );
+    // A controller's queue, handler or store kept per round would grow with the rounds.
+    let slack = (after_first / 50).max(1 << 20);
+    assert!(
+        after_more - after_first < slack,
+        "{} KiB more after 200 rounds",
+        kib(after_more - after_first)
+    );
+    factory.shutdown().await;
+}
