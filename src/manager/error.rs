@@ -87,7 +87,7 @@ pub enum HandleError {
         runnable: String,
     },
     /// No runnable of this id: never added through a handle of this manager, or removed
-    /// already (or being removed).
+    /// already (a removal under way is waited for instead).
     #[error("no runnable {0} in this manager (never added, or removed already)")]
     NotFound(super::id::RunnableId),
     /// The runnable being removed ended with an error (or panicked); it is out of the

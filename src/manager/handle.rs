@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{Abandoned, HandleError};
+use super::error::HandleError;
 use super::id::RunnableId;
+use super::removal;
 use super::runnable::ControllerRunnable;
-use super::table::{Outcome, Removal, Table};
+use super::table::{Removal, Table};
 use super::telemetry::{Forget, Telemetry};
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
@@ -36,6 +37,11 @@ use crate::sharding::Ring;
 ///   check out of `/readyz` and, for a controller, its series in the manager's metrics
 ///   registry (those labelled with its name and its queue's) removed. An error it ends with
 ///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on.
+/// - **A removal is the manager's, not its future's**: once begun it runs on a task of its
+///   own, so a `remove` future dropped midway (a timeout, a `select!`) leaves it whole: the
+///   runnable is still aborted at the deadline and taken out, and the outcome is logged
+///   whether anyone awaits it or not. A second `remove` of an id being removed waits for
+///   that same removal (under the first one's timeout) and gets its outcome.
 /// - **Ids**: each add returns a [`RunnableId`], unique in its manager, never reused; a
 ///   removal takes it. A runnable added to the [`Manager`](super::Manager) itself has none:
 ///   add one you may remove through a handle.
@@ -158,42 +164,17 @@ impl ManagerHandle {
         id: RunnableId,
         timeout: Duration,
     ) -> Result<(), HandleError> {
-        let (name, runnable, abort, mut outcome) = match self.inner.table.begin_removal(id)? {
+        let (name, done) = match self.inner.table.begin_removal(id)? {
             Removal::Gone => return Ok(()),
-            Removal::Stopping { name, runnable, abort, outcome } => {
-                (name, runnable, abort, outcome)
+            Removal::Pending { name, done } => (name, done),
+            Removal::Stopping(stopping) => {
+                let (name, done) = (stopping.name.clone(), stopping.done.subscribe());
+                // The removal goes on if this future is dropped.
+                stopping.spawn(timeout);
+                (name, done)
             }
         };
-        tracing::info!(runnable = %name, ?timeout, "removing a runnable");
-        let ended = match tokio::time::timeout(timeout, &mut outcome).await {
-            Ok(ended) => ended,
-            Err(_) => {
-                let abandoned = Abandoned { runnable: name, in_flight: runnable.in_flight() };
-                drop(runnable);
-                tracing::error!(
-                    runnable = %abandoned,
-                    ?timeout,
-                    "the runnable did not stop in time: aborting it"
-                );
-                abort.abort();
-                // Aborted, it goes at its next await; its guard then takes it out.
-                let _ = outcome.await;
-                return Err(HandleError::StopTimeout { timeout, abandoned });
-            }
-        };
-        drop(runnable);
-        match ended {
-            Ok(Outcome::Returned(Ok(()))) => {
-                tracing::info!(runnable = %name, "runnable removed");
-                Ok(())
-            }
-            Ok(Outcome::Returned(Err(source))) => {
-                tracing::error!(runnable = %name, error = %source, "a removed runnable failed");
-                Err(HandleError::Runnable { runnable: name, source })
-            }
-            // Aborted by the manager (a lost Lease, its own timeout), or gone with it.
-            Ok(Outcome::Aborted) | Err(_) => Err(HandleError::Stopped { runnable: name }),
-        }
+        removal::wait(name, done).await
     }
 }
 

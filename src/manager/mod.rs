@@ -38,6 +38,8 @@ mod id;
 mod leases;
 #[allow(clippy::module_inception)]
 mod manager;
+mod outcome;
+mod removal;
 mod run;
 mod runnable;
 mod signal;

@@ -26,17 +26,11 @@ use tracing::Instrument;
 
 use super::error::{Abandoned, HandleError};
 use super::id::RunnableId;
+use super::outcome::Outcome;
+use super::removal::{Done, Stopping};
 use super::telemetry::{Forget, Telemetry};
 use crate::fence::Fence;
 use crate::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
-
-/// How a runnable's task ended.
-pub(super) enum Outcome {
-    /// `start` returned (a panic is an error).
-    Returned(Result<(), RunnableError>),
-    /// Its task was aborted (a lost Lease, a timeout) before `start` returned.
-    Aborted,
-}
 
 /// A task's end, as the run loop hears of it: with the runnable's failure, unless someone
 /// removing it took the outcome.
@@ -99,10 +93,18 @@ enum Run {
         abort: AbortHandle,
         /// The group it runs under, if any.
         group: Option<usize>,
-        /// Whoever removes it, told of its outcome instead of the run loop.
-        removal: Option<oneshot::Sender<Outcome>>,
+        /// Its removal, once begun: told of its outcome instead of the run loop.
+        removal: Option<Removing>,
     },
     Finished,
+}
+
+/// A removal under way, as the table keeps it.
+struct Removing {
+    /// Where its outcome goes (taken when it ends).
+    outcome: Option<oneshot::Sender<Outcome>>,
+    /// The removal's own outcome, for a second remover to wait on.
+    done: Done,
 }
 
 struct Entry {
@@ -136,13 +138,10 @@ pub(super) struct Table {
 pub(super) enum Removal {
     /// It was not running: it left the table at once.
     Gone,
-    /// It was told to stop.
-    Stopping {
-        name: String,
-        runnable: Arc<dyn Runnable>,
-        abort: AbortHandle,
-        outcome: oneshot::Receiver<Outcome>,
-    },
+    /// It was told to stop: the removal is to be driven.
+    Stopping(Stopping),
+    /// Another remover began its removal: its outcome is this one's too.
+    Pending { name: String, done: Done },
 }
 
 impl Table {
@@ -316,7 +315,7 @@ impl Table {
         let mut state = self.lock();
         let Some(entry) = state.entries.get_mut(&id) else { return };
         let removal = match &mut entry.run {
-            Run::Running { removal, .. } => removal.take(),
+            Run::Running { removal: Some(removing), .. } => removing.outcome.take(),
             _ => None,
         };
         let name = entry.name.clone();
@@ -354,23 +353,25 @@ impl Table {
     }
 
     /// Begins removing `id`: one waiting or finished leaves at once; one running is told
-    /// to stop, its outcome to come to the remover.
+    /// to stop, its outcome to come to the removal; one being removed already is awaited.
     pub(super) fn begin_removal(&self, id: RunnableId) -> Result<Removal, HandleError> {
         let mut state = self.lock();
         let entry = state.entries.get_mut(&id).ok_or(HandleError::NotFound(id))?;
+        if let Run::Running { removal: Some(removing), .. } = &entry.run {
+            return Ok(Removal::Pending { name: entry.name.clone(), done: removing.done.clone() });
+        }
         if let Run::Running { stop, abort, removal, .. } = &mut entry.run {
-            if removal.is_some() {
-                return Err(HandleError::NotFound(id));
-            }
             let (tx, outcome) = oneshot::channel();
-            *removal = Some(tx);
+            let (done, done_rx) = watch::channel(None);
+            *removal = Some(Removing { outcome: Some(tx), done: done_rx });
             stop.send_replace(true);
-            return Ok(Removal::Stopping {
+            return Ok(Removal::Stopping(Stopping {
                 name: entry.name.clone(),
                 runnable: entry.runnable.clone(),
                 abort: abort.clone(),
                 outcome,
-            });
+                done,
+            }));
         }
         let entry = state.entries.remove(&id);
         drop(state);

@@ -481,3 +481,80 @@ async fn a_removed_controller_and_a_dropped_manager_let_go_of_what_they_hold() {
     eventually("the dropped manager's controller let go", || kept.load(Ordering::SeqCst)).await;
     assert!(matches!(handle.add(Job::default()), Err(HandleError::Stopped { .. })));
 }
+
+/// Ignores its stop until aborted; tells when it started and when it was dropped.
+struct Deaf {
+    started: Arc<AtomicBool>,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Drop for Deaf {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Runnable for Deaf {
+    fn name(&self) -> String {
+        "deaf".into()
+    }
+    async fn start(&self, _stop: Stop) -> Result<(), RunnableError> {
+        self.started.store(true, Ordering::SeqCst);
+        std::future::pending().await
+    }
+}
+
+fn deaf() -> (Deaf, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let (started, dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    (Deaf { started: started.clone(), dropped: dropped.clone() }, started, dropped)
+}
+
+/// A removal whose future is dropped midway (a timeout, a select!) goes on: the runnable
+/// that ignores its stop is aborted at the removal's deadline all the same, and a second
+/// remove of its id waits for that same outcome instead of answering NotFound.
+#[tokio::test(start_paused = true)]
+async fn a_removal_dropped_midway_still_aborts_and_a_second_remove_waits_for_it() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let timeout = Duration::from_secs(5);
+    let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
+    let handle = manager.handle();
+    // Not started yet: its removal is at once, and it never starts.
+    let (never, never_started, never_dropped) = deaf();
+    let never = handle.add(never).unwrap();
+    handle.remove(never).await.expect("a runnable not yet started leaves at once");
+    assert!(never_dropped.load(Ordering::SeqCst), "the unstarted runnable was dropped");
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+
+    let (first, started, dropped) = deaf();
+    let first = handle.add(first).unwrap();
+    eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
+        .await;
+    let asked = tokio::time::Instant::now();
+    let cancelled = tokio::time::timeout(Duration::from_secs(1), handle.remove(first)).await;
+    assert!(cancelled.is_err(), "the first removal was cancelled midway");
+    let again = handle.remove(first).await;
+    assert!(
+        matches!(&again, Err(HandleError::StopTimeout { timeout: t, .. }) if *t == timeout),
+        "a second remove waits for the first's outcome, got {again:?}"
+    );
+    assert_eq!(asked.elapsed(), timeout, "aborted at the first removal's deadline");
+    assert!(dropped.load(Ordering::SeqCst), "the aborted runnable was dropped");
+
+    // A cancelled removal that nobody awaits again still aborts its runnable.
+    let (second, started, dropped) = deaf();
+    let second = handle.add(second).unwrap();
+    eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
+        .await;
+    let cancelled = tokio::time::timeout(Duration::from_secs(1), handle.remove(second)).await;
+    assert!(cancelled.is_err(), "the removal was cancelled midway");
+    eventually_within(Duration::from_secs(60), "the abandoned removal aborted it", || {
+        dropped.load(Ordering::SeqCst)
+    })
+    .await;
+    assert!(!never_started.load(Ordering::SeqCst), "a runnable removed before its start never ran");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
