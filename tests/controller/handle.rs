@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Reconciler};
-use ctrlkit::manager::{Abandoned, HandleError, Manager, ManagerError};
+use ctrlkit::manager::{Abandoned, HandleError, Manager, ManagerError, ManagerHandle};
 use ctrlkit::runtime::{Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, Patch, PatchParams};
@@ -47,6 +47,18 @@ impl Runnable for Job {
         self.stops.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Waits until the manager runs past its caches' sync (a job added then started), so that
+/// what is added next is added while it runs, not before `run` was first polled.
+async fn running(handle: &ManagerHandle) {
+    let job = Job::default();
+    let id = handle.add(job.clone()).expect("added");
+    eventually_within(Duration::from_secs(60), "the manager running", || {
+        job.starts.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    handle.remove(id).await.expect("a graceful removal");
 }
 
 #[tokio::test]
@@ -111,6 +123,7 @@ async fn a_controller_removed_and_added_again_reconciles_every_object_of_its_kin
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
+    running(&handle).await;
     let first = Versions::default();
     let id = handle.controller(cms.clone()).name("again").complete(first.clone()).unwrap();
     eventually("the first controller reconciled both", || {
@@ -313,6 +326,7 @@ async fn a_removal_stops_one_runnable_within_its_timeout_and_the_rest_runs_on() 
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
+    running(&handle).await;
     let stuck = handle.controller(cms.clone()).name("stuck").build();
     let watching = stuck.clone();
     let dropped = Arc::new(AtomicBool::new(false));
@@ -435,50 +449,70 @@ impl Runnable for NotReady {
     }
 }
 
-/// A reconciler that records its drop.
-struct Held(Arc<AtomicBool>);
+/// A reconciler of `K` that records its drop.
+struct Held<K = ConfigMap>(Arc<AtomicBool>, std::marker::PhantomData<fn() -> K>);
 
-impl Drop for Held {
+fn held<K>(dropped: &Arc<AtomicBool>) -> Held<K> {
+    Held(dropped.clone(), std::marker::PhantomData)
+}
+
+impl<K> Drop for Held<K> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
 }
 
 #[async_trait]
-impl Reconciler for Held {
-    type Object = ConfigMap;
+impl<K: Send + Sync + 'static> Reconciler for Held<K> {
+    type Object = K;
     type Error = std::convert::Infallible;
-    async fn reconcile(
-        &self,
-        _: &ObjectKey,
-        _: Option<Arc<ConfigMap>>,
-    ) -> Result<Action, Self::Error> {
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<K>>) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
 
-/// What a removed controller holds is let go of by the time `remove` returns; a manager
-/// dropped while a handle lives lets go of its controllers all the same.
+/// What a removed controller holds is let go of by the time `remove` returns (a clone of
+/// its `Controller` the user kept holds its informer until dropped); a manager dropped
+/// while a handle lives lets go of its controllers all the same: their watches close.
 #[tokio::test]
 async fn a_removed_controller_and_a_dropped_manager_let_go_of_what_they_hold() {
+    use k8s_openapi::api::core::v1::Secret;
     let server = server().await;
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let secrets: Api<Secret> = Api::namespaced(server.client(), "default");
     create_configmap(&server, "c").await;
     let manager = Manager::new(server.client());
     let handle = manager.handle();
     let run = tokio::spawn(manager.run_until(std::future::pending()));
+    running(&handle).await;
     let (removed, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let controller = handle.controller(cms.clone()).name("removed").build();
+    let controller = handle.controller(secrets.clone()).name("removed").build();
     let watching = controller.clone();
-    let id = handle.add_controller(controller, Held(removed.clone())).unwrap();
-    handle.controller(cms).name("kept").complete(Held(kept.clone())).unwrap();
+    let id = handle.add_controller(controller, held::<Secret>(&removed)).unwrap();
+    handle.controller(cms).name("kept").complete(held::<ConfigMap>(&kept)).unwrap();
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}})).unwrap();
+    secrets.create(&Default::default(), &secret).await.unwrap();
     eventually("reconciled", || watching.stats().succeeded == 1).await;
+    eventually("both watches open", || {
+        server.open_watches_of("secrets") == 1 && server.open_watches_of("configmaps") == 1
+    })
+    .await;
     handle.remove(id).await.unwrap();
     assert!(removed.load(Ordering::SeqCst), "the removed controller's reconciler is dropped");
     assert!(!kept.load(Ordering::SeqCst));
+    // The clone kept here holds its informer guards: the watch stays until it goes.
+    assert_eq!(server.open_watches_of("secrets"), 1, "the kept clone holds its informer");
+    drop(watching);
+    eventually("the removed controller's watch closed", || server.open_watches_of("secrets") == 0)
+        .await;
+    assert_eq!(server.open_watches_of("configmaps"), 1, "the kept controller watches on");
     run.abort();
     let _ = run.await;
     eventually("the dropped manager's controller let go", || kept.load(Ordering::SeqCst)).await;
+    eventually("the dropped manager's controller's watch closed", || {
+        server.open_watches_of("configmaps") == 0
+    })
+    .await;
     assert!(matches!(handle.add(Job::default()), Err(HandleError::Stopped { .. })));
 }
 
