@@ -12,6 +12,8 @@
 //! - A task's end is told by a guard the task owns, on every path (returned, panicked,
 //!   aborted): the guard drops its hold on the runnable first, then updates the entry, then
 //!   tells the run loop (`Ended`) and, for an entry being removed, its remover.
+//! - No method of a runnable runs under the lock (a panic there would drop tasks whose
+//!   guards take it): what the table needs of one is asked once, as it is added.
 //! - Nothing starts once the manager is stopping; the fences of the Lease groups are dropped
 //!   then, so that the table holds no mark that would keep a Lease's release waiting.
 
@@ -111,6 +113,10 @@ struct Entry {
     runnable: Arc<dyn Runnable>,
     name: String,
     phase: Phase,
+    /// [`Runnable::needs_shard_membership`] and [`Runnable::needs_leader_election`], asked
+    /// once, outside the lock.
+    needs_shard: bool,
+    needs_leader: bool,
     check: Option<ReadyCheck>,
     forget: Option<Forget>,
     run: Run,
@@ -172,19 +178,24 @@ impl Table {
         runnable: Arc<dyn Runnable>,
         forget: Option<Forget>,
     ) -> Result<RunnableId, HandleError> {
+        // The user's methods run before the lock is taken: a panic in one is the add's, and
+        // leaves no task of the table to be dropped while it is held.
         let name = runnable.name();
+        let check = runnable.ready_check();
+        let phase = runnable.phase();
+        let needs_shard = runnable.needs_shard_membership();
+        let needs_leader = runnable.needs_leader_election();
         let mut state = self.lock();
         if state.lifecycle == Lifecycle::Stopping {
             return Err(HandleError::Stopped { runnable: name });
         }
         let id = RunnableId(state.next);
         state.next += 1;
-        let check = runnable.ready_check();
         if let Some(check) = &check {
             self.telemetry.add_ready_check(&name, check.clone());
         }
-        let phase = runnable.phase();
-        let entry = Entry { runnable, name, phase, check, forget, run: Run::Waiting };
+        let run = Run::Waiting;
+        let entry = Entry { runnable, name, phase, needs_shard, needs_leader, check, forget, run };
         state.entries.insert(id, entry);
         let starts = self.start_waiting(&mut state);
         drop(state);
@@ -230,19 +241,18 @@ impl Table {
         starts.spawn();
     }
 
-    /// Where `runnable` of `phase` would run now: its fence and its group; `None` while it
-    /// must wait.
-    fn placement(reached: &Reached, runnable: &dyn Runnable, phase: Phase) -> Option<Placement> {
+    /// Where `entry` would run now: its fence and its group; `None` while it must wait.
+    fn placement(reached: &Reached, entry: &Entry) -> Option<Placement> {
         let unfenced = Some(Placement { fence: Fence::default(), group: None });
-        match phase {
+        match entry.phase {
             Phase::Server => unfenced.filter(|_| reached.servers),
             Phase::Cache => unfenced.filter(|_| reached.caches),
             Phase::AfterCacheSync if !reached.synced => None,
             Phase::AfterCacheSync => {
                 // The shard Lease comes first, so that one asking for both runs on every
                 // member of the ring.
-                let shard = reached.shard.as_ref().filter(|_| runnable.needs_shard_membership());
-                let leader = reached.leader.as_ref().filter(|_| runnable.needs_leader_election());
+                let shard = reached.shard.as_ref().filter(|_| entry.needs_shard);
+                let leader = reached.leader.as_ref().filter(|_| entry.needs_leader);
                 match shard.or(leader) {
                     None => unfenced,
                     Some(group) => group
@@ -267,10 +277,7 @@ impl Table {
             if !matches!(entry.run, Run::Waiting) {
                 continue;
             }
-            let Some(placement) = Self::placement(reached, entry.runnable.as_ref(), entry.phase)
-            else {
-                continue;
-            };
+            let Some(placement) = Self::placement(reached, entry) else { continue };
             let (run, task) = self.task(*id, entry, placement);
             entry.run = run;
             starts.tasks.push(task);

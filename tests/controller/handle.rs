@@ -592,3 +592,51 @@ async fn a_removal_dropped_midway_still_aborts_and_a_second_remove_waits_for_it(
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }
+
+/// Its trait methods panic.
+struct Moody;
+
+#[async_trait]
+impl Runnable for Moody {
+    fn name(&self) -> String {
+        "moody".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        Ok(())
+    }
+    fn needs_leader_election(&self) -> bool {
+        panic!("moody")
+    }
+}
+
+/// A runnable whose trait method panics panics its `add`, not the manager's table: the
+/// manager runs on, starts what is added next and stops cleanly.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_trait_method_panics_the_add_and_the_manager_runs_on() {
+    let server = server().await;
+    let manager = Manager::new(server.in_process_client());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let first = Job::default();
+    handle.add(first.clone()).unwrap();
+    eventually_within(Duration::from_secs(60), "started", || {
+        first.starts.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.add(Moody)));
+    assert!(added.is_err(), "the panic of its method reached the add");
+    let next = Job::default();
+    let id = tokio::time::timeout(Duration::from_secs(60), async { handle.add(next.clone()) })
+        .await
+        .expect("the table is not deadlocked")
+        .unwrap();
+    eventually_within(Duration::from_secs(60), "the next runnable started", || {
+        next.starts.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    handle.remove(id).await.unwrap();
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
