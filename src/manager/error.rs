@@ -80,7 +80,9 @@ pub enum ManagerError {
 #[non_exhaustive]
 pub enum HandleError {
     /// The manager is stopping, or its run returned (or it was dropped): it adds nothing
-    /// more, and a runnable being removed was stopped (or aborted) with the rest.
+    /// more, a removal begun since answers this (the manager stops every runnable itself;
+    /// `runnable` is the id's when the manager let go of its name), and a runnable being
+    /// removed was stopped (or aborted) with the rest.
     #[error("{runnable}: the manager is stopping or has stopped")]
     Stopped {
         /// The runnable's name.

@@ -42,6 +42,12 @@ use crate::sharding::Ring;
 ///   runnable is still aborted at the deadline and taken out, and the outcome is logged
 ///   whether anyone awaits it or not. A second `remove` of an id being removed waits for
 ///   that same removal (under the first one's timeout) and gets its outcome.
+/// - **Finished on its own**: a runnable whose `start` returns is let go of then (its
+///   ready check and series with it); only its name stays, and a later `remove` of its id
+///   returns `Ok(())`.
+/// - **After the stop**: once the manager is stopping (or its run returned, or it was
+///   dropped), a `remove` fails with [`HandleError::Stopped`], whatever the runnable was
+///   doing: the manager stops them all.
 /// - **Ids**: each add returns a [`RunnableId`], unique in its manager, never reused; a
 ///   removal takes it. A runnable added to the [`Manager`](super::Manager) itself has none:
 ///   add one you may remove through a handle.

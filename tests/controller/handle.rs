@@ -640,3 +640,58 @@ async fn a_panicking_trait_method_panics_the_add_and_the_manager_runs_on() {
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }
+
+/// Returns on its own as soon as it starts; tells when it was dropped.
+struct Quits(Arc<AtomicBool>);
+
+impl Drop for Quits {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Runnable for Quits {
+    fn name(&self) -> String {
+        "quits".into()
+    }
+    async fn start(&self, _stop: Stop) -> Result<(), RunnableError> {
+        Ok(())
+    }
+}
+
+/// A runnable that returns on its own is let go of then, not at its removal; once the
+/// manager stopped, a removal answers `Stopped`, whatever its runnable was doing.
+#[tokio::test(start_paused = true)]
+async fn a_finished_runnable_is_let_go_of_and_removals_after_the_stop_answer_stopped() {
+    let server = server().await;
+    let manager = Manager::new(server.in_process_client());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let job = Job::default();
+    let running = handle.add(job.clone()).unwrap();
+    eventually_within(Duration::from_secs(60), "the job started", || {
+        job.starts.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let dropped = Arc::new(AtomicBool::new(false));
+    let quits = handle.add(Quits(dropped.clone())).unwrap();
+    eventually_within(Duration::from_secs(60), "the finished runnable let go of", || {
+        dropped.load(Ordering::SeqCst)
+    })
+    .await;
+    let finished = handle.add(Quits(Arc::new(AtomicBool::new(false)))).unwrap();
+    handle.remove(quits).await.expect("a finished runnable's removal answers Ok while it runs");
+    assert!(matches!(handle.remove(quits).await, Err(HandleError::NotFound(_))));
+
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+    for (which, id) in [("running", running), ("finished", finished)] {
+        let removed = handle.remove(id).await;
+        assert!(
+            matches!(&removed, Err(HandleError::Stopped { .. })),
+            "{which}: a removal after the stop answers Stopped, got {removed:?}"
+        );
+    }
+}
