@@ -36,17 +36,23 @@ pub(super) struct Stopping {
     pub(super) abort: AbortHandle,
     pub(super) outcome: oneshot::Receiver<Outcome>,
     pub(super) done: watch::Sender<Option<Removed>>,
+    /// The manager's runtime: a removal asked from another one outlives it.
+    pub(super) runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Stopping {
     /// Drives the removal, bounded by `timeout`, on a task of its own.
     pub(super) fn spawn(self, timeout: Duration) {
-        let Self { name, runnable, abort, outcome, done } = self;
+        let Self { name, runnable, abort, outcome, done, runtime } = self;
         tracing::info!(runnable = %name, ?timeout, "removing a runnable");
-        tokio::spawn(async move {
+        let removal = async move {
             let removed = drive(name, runnable, abort, outcome, timeout).await;
             done.send_replace(Some(removed));
-        });
+        };
+        match runtime {
+            Some(runtime) => drop(runtime.spawn(removal)),
+            None => drop(tokio::spawn(removal)),
+        }
     }
 }
 
@@ -61,14 +67,19 @@ async fn drive(
     let ended = match tokio::time::timeout(timeout, &mut outcome).await {
         Ok(ended) => ended,
         Err(_) => {
-            let abandoned = Abandoned { runnable: name, in_flight: runnable.in_flight() };
+            // Aborted first: naming what it abandons calls user code, which may panic.
+            abort.abort();
+            let in_flight = crate::panic::catch(|| runnable.in_flight()).unwrap_or_else(|panic| {
+                tracing::error!(runnable = %name, %panic, "in_flight panicked");
+                Vec::new()
+            });
+            let abandoned = Abandoned { runnable: name, in_flight };
             drop(runnable);
             tracing::error!(
                 runnable = %abandoned,
                 ?timeout,
-                "the runnable did not stop in time: aborting it"
+                "the runnable did not stop in time: aborted it"
             );
-            abort.abort();
             // Aborted, it goes at its next await; its guard then takes it out.
             let _ = outcome.await;
             return Removed::TimedOut { timeout, abandoned };

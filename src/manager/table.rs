@@ -404,6 +404,7 @@ impl Table {
                 abort: abort.clone(),
                 outcome,
                 done,
+                runtime: state.runtime.clone(),
             }));
         }
         let entry = state.entries.remove(&id);

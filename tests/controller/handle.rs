@@ -695,3 +695,81 @@ async fn a_finished_runnable_is_let_go_of_and_removals_after_the_stop_answer_sto
         );
     }
 }
+
+/// Ignores its stop until aborted, and panics when asked what it has in flight.
+struct DeafAndVague(Deaf);
+
+#[async_trait]
+impl Runnable for DeafAndVague {
+    fn name(&self) -> String {
+        "deaf and vague".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        self.0.start(stop).await
+    }
+    fn in_flight(&self) -> Vec<String> {
+        panic!("what is in flight?")
+    }
+}
+
+/// A removal past its timeout aborts the runnable even when the runnable's own `in_flight`
+/// panics as the removal names what it abandons: the remover hears the timeout, not that the
+/// manager went away, and the runnable does not run on.
+#[tokio::test(start_paused = true)]
+async fn a_removal_past_its_timeout_aborts_a_runnable_whose_in_flight_panics() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let timeout = Duration::from_secs(5);
+    let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let (deaf, started, dropped) = deaf();
+    let id = handle.add(DeafAndVague(deaf)).unwrap();
+    eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
+        .await;
+    let removed = handle.remove(id).await;
+    assert!(
+        matches!(&removed, Err(HandleError::StopTimeout { timeout: t, .. }) if *t == timeout),
+        "the removal timed out and said so, got {removed:?}"
+    );
+    assert!(dropped.load(Ordering::SeqCst), "the runnable was aborted and dropped");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
+
+/// A removal asked from another runtime, which then shuts down, is the manager's all the
+/// same: it runs on the manager's runtime, aborts the runnable at its deadline, and a later
+/// remove hears that outcome rather than that the manager went away.
+#[tokio::test(start_paused = true)]
+async fn a_removal_asked_from_a_runtime_that_goes_away_still_aborts_at_its_deadline() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let timeout = Duration::from_secs(5);
+    let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let (deaf, started, dropped) = deaf();
+    let id = handle.add(deaf).unwrap();
+    eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
+        .await;
+    let elsewhere = handle.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let asked = tokio::time::timeout(Duration::from_millis(10), elsewhere.remove(id));
+            assert!(asked.await.is_err(), "the other runtime gave up on its removal");
+        });
+    })
+    .join()
+    .unwrap();
+    let removed = handle.remove(id).await;
+    assert!(
+        matches!(&removed, Err(HandleError::StopTimeout { timeout: t, .. }) if *t == timeout),
+        "the removal outlived the runtime it was asked from, got {removed:?}"
+    );
+    assert!(dropped.load(Ordering::SeqCst), "the runnable was aborted and dropped");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
