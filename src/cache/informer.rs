@@ -591,6 +591,12 @@ impl<K: InformerObject> Informer<K> {
 impl<K: Send + Sync + 'static> Inner<K> {
     /// Records that the cache is at `rv`, and reports it and the store's size.
     fn set_last_sync_resource_version(&self, rv: &str) {
+        self.note_version(rv);
+        self.report_version(rv);
+    }
+
+    /// Records `rv` as the cache's version (no user code: safe under the processor's lock).
+    fn note_version(&self, rv: &str) {
         let mut last = self.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
         rv.clone_into(&mut last);
         drop(last);
@@ -601,6 +607,10 @@ impl<K: Send + Sync + 'static> Inner<K> {
                 newer
             });
         }
+    }
+
+    /// Tells the metrics hooks (user code: outside the processor's lock) the cache's version.
+    fn report_version(&self, rv: &str) {
         if let Some(metrics) = &self.metrics {
             observe("resource_version", || metrics.resource_version(rv));
             observe("objects", || metrics.objects(self.indexer.len()));
@@ -641,9 +651,12 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             let tombstone = DeletedFinalStateUnknown { key, object };
             listeners.distribute(Notification::Delete(Deleted::Tombstone(tombstone)));
         }
-        drop(listeners);
-        self.set_last_sync_resource_version(rv);
+        // Synced under the lock a release takes: a release cannot land between the list's
+        // store write and its mark, to be overwritten by it.
+        self.note_version(rv);
         self.synced.send_replace(true);
+        drop(listeners);
+        self.report_version(rv);
     }
 
     fn upsert(&self, object: Arc<K>, rv: &str) {

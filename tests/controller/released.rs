@@ -130,3 +130,52 @@ async fn a_released_informer_leaves_no_series_behind() {
     assert!(left.is_empty(), "series of a released informer: {left:#?}");
     factory.shutdown().await;
 }
+
+/// Releases the informer it is given from inside the informer's own report of a list's
+/// version: the moment between a list's store write and its informer counting as synced.
+#[derive(Default)]
+struct ReleasesOnTheFirstVersion(std::sync::Mutex<Option<GuardedInformer<Pod>>>);
+
+impl ctrlkit::cache::InformerMetrics for ReleasesOnTheFirstVersion {
+    fn list_request(&self, _: ctrlkit::cache::RequestResult) {}
+    fn watch_request(&self, _: ctrlkit::cache::RequestResult) {}
+    fn watch_event(&self, _: ctrlkit::cache::WatchEventType) {}
+    fn relist(&self) {}
+    fn objects(&self, _: usize) {}
+    fn resource_version(&self, _: &str) {
+        let guarded = self.0.lock().unwrap().take();
+        drop(guarded);
+    }
+}
+
+struct Provider(std::sync::Arc<ReleasesOnTheFirstVersion>);
+
+impl ctrlkit::cache::InformerMetricsProvider for Provider {
+    fn new_informer_metrics(
+        &self,
+        _: &ctrlkit::cache::InformerLabels,
+    ) -> std::sync::Arc<dyn ctrlkit::cache::InformerMetrics> {
+        self.0.clone()
+    }
+}
+
+/// A release that lands while a list's end is being recorded leaves the informer not synced:
+/// the list cannot mark it synced after the release emptied it.
+#[tokio::test(start_paused = true)]
+async fn a_release_during_a_lists_end_leaves_the_informer_not_synced() {
+    let server = server().await;
+    let client = server.in_process_client();
+    create(&Api::namespaced(client.clone(), "default"), &["a"]).await;
+    let metrics = std::sync::Arc::new(ReleasesOnTheFirstVersion::default());
+    let factory = SharedInformerFactory::builder(client)
+        .informer_metrics(std::sync::Arc::new(Provider(metrics.clone())))
+        .build();
+    let guarded = factory.guarded_informer::<Pod>();
+    let informer = guarded.informer().clone();
+    *metrics.0.lock().unwrap() = Some(guarded);
+    factory.start(pending());
+    eventually("released by its first version", || informer.is_released()).await;
+    tokio::time::sleep(AN_HOUR).await;
+    assert!(!informer.has_synced(), "a list ending at the release marked it synced");
+    factory.shutdown().await;
+}
