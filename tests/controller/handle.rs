@@ -273,13 +273,18 @@ async fn runnables_added_under_the_leader_lease_are_fenced_and_aborted_when_it_i
     );
 }
 
-/// Never finishes a reconcile; records its drop.
-struct Stuck(Arc<AtomicBool>);
+/// Sets its flag when dropped: what the test doubles below hold to tell their drop.
+struct DropFlag(Arc<AtomicBool>);
 
-impl Drop for Stuck {
+impl Drop for DropFlag {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
+}
+
+/// Never finishes a reconcile; records its drop.
+struct Stuck {
+    _dropped: DropFlag,
 }
 
 #[async_trait]
@@ -330,7 +335,7 @@ async fn a_removal_stops_one_runnable_within_its_timeout_and_the_rest_runs_on() 
     let stuck = handle.controller(cms.clone()).name("stuck").build();
     let watching = stuck.clone();
     let dropped = Arc::new(AtomicBool::new(false));
-    let id = handle.add_controller(stuck, Stuck(dropped.clone())).unwrap();
+    let id = handle.add_controller(stuck, Stuck { _dropped: DropFlag(dropped.clone()) }).unwrap();
     eventually_within(Duration::from_secs(60), "the reconcile in flight", || {
         !watching.in_flight().is_empty()
     })
@@ -450,16 +455,13 @@ impl Runnable for NotReady {
 }
 
 /// A reconciler of `K` that records its drop.
-struct Held<K = ConfigMap>(Arc<AtomicBool>, std::marker::PhantomData<fn() -> K>);
-
-fn held<K>(dropped: &Arc<AtomicBool>) -> Held<K> {
-    Held(dropped.clone(), std::marker::PhantomData)
+struct Held<K = ConfigMap> {
+    _dropped: DropFlag,
+    kind: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K> Drop for Held<K> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
+fn held<K>(dropped: &Arc<AtomicBool>) -> Held<K> {
+    Held { _dropped: DropFlag(dropped.clone()), kind: std::marker::PhantomData }
 }
 
 #[async_trait]
@@ -519,13 +521,7 @@ async fn a_removed_controller_and_a_dropped_manager_let_go_of_what_they_hold() {
 /// Ignores its stop until aborted; tells when it started and when it was dropped.
 struct Deaf {
     started: Arc<AtomicBool>,
-    dropped: Arc<AtomicBool>,
-}
-
-impl Drop for Deaf {
-    fn drop(&mut self) {
-        self.dropped.store(true, Ordering::SeqCst);
-    }
+    _dropped: DropFlag,
 }
 
 #[async_trait]
@@ -541,7 +537,7 @@ impl Runnable for Deaf {
 
 fn deaf() -> (Deaf, Arc<AtomicBool>, Arc<AtomicBool>) {
     let (started, dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    (Deaf { started: started.clone(), dropped: dropped.clone() }, started, dropped)
+    (Deaf { started: started.clone(), _dropped: DropFlag(dropped.clone()) }, started, dropped)
 }
 
 /// A removal whose future is dropped midway (a timeout, a select!) goes on: the runnable
@@ -642,12 +638,8 @@ async fn a_panicking_trait_method_panics_the_add_and_the_manager_runs_on() {
 }
 
 /// Returns on its own as soon as it starts; tells when it was dropped.
-struct Quits(Arc<AtomicBool>);
-
-impl Drop for Quits {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
+struct Quits {
+    _dropped: DropFlag,
 }
 
 #[async_trait]
@@ -676,12 +668,13 @@ async fn a_finished_runnable_is_let_go_of_and_removals_after_the_stop_answer_sto
     })
     .await;
     let dropped = Arc::new(AtomicBool::new(false));
-    let quits = handle.add(Quits(dropped.clone())).unwrap();
+    let quits = handle.add(Quits { _dropped: DropFlag(dropped.clone()) }).unwrap();
     eventually_within(Duration::from_secs(60), "the finished runnable let go of", || {
         dropped.load(Ordering::SeqCst)
     })
     .await;
-    let finished = handle.add(Quits(Arc::new(AtomicBool::new(false)))).unwrap();
+    let finished =
+        handle.add(Quits { _dropped: DropFlag(Arc::new(AtomicBool::new(false))) }).unwrap();
     handle.remove(quits).await.expect("a finished runnable's removal answers Ok while it runs");
     assert!(matches!(handle.remove(quits).await, Err(HandleError::NotFound(_))));
 
