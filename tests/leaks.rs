@@ -65,6 +65,38 @@ fn kib(bytes: isize) -> f64 {
     bytes as f64 / 1024.0
 }
 
+/// `n` ConfigMaps `cm-0`… in `api`'s namespace, each with 200 bytes of data.
+async fn create_config_maps(api: &Api<ConfigMap>, n: usize) {
+    for i in 0..n {
+        let cm = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": format!("cm-{i}") }, "data": { "v": "x".repeat(200) },
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+}
+
+/// The heap's drift over `round`s, each returning the live heap it read (the heap moves with
+/// what is in flight when it is read, so each figure is a mean of ten readings): the mean
+/// after `warm_up` rounds, and the mean after `more` rounds on top.
+async fn drift(
+    mut round: impl AsyncFnMut() -> isize,
+    warm_up: usize,
+    more: usize,
+) -> (isize, isize) {
+    let mut means = [0; 2];
+    for (mean, rounds) in means.iter_mut().zip([warm_up, more]) {
+        for _ in 0..rounds {
+            round().await;
+        }
+        for _ in 0..10 {
+            *mean += round().await;
+        }
+        *mean /= 10;
+    }
+    (means[0], means[1])
+}
+
 /// `n` distinct keys through `queue`: added, handed out, a third of them failing once
 /// (`add_rate_limited`, back after the rate limiters' delay), then forgotten and done.
 async fn churn(queue: &WorkQueue<ObjectKey>, round: usize, n: usize) {
@@ -113,13 +145,7 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
     let _serial = SERIAL.lock().await;
     let server = ApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    for i in 0..1000 {
-        let cm = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": format!("cm-{i}") }, "data": { "v": "x".repeat(200) },
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &cm).await.unwrap();
-    }
+    create_config_maps(&api, 1000).await;
     // A relist after a 410 waits out the informer's backoff (800 ms doubling to 30 s by
     // default, as client-go's): a millisecond here, so a hundred relists take seconds.
     let backoff = BackoffConfig {
@@ -155,26 +181,14 @@ async fn an_informer_that_relists_a_hundred_times_holds_no_more_than_before() {
         // Let the watch that follows the relist start too.
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    // The heap moves with what is in flight (pages, connections) when it is read: compare the
-    // mean of ten readings after the first relists with the mean of ten after a hundred more.
-    let mean_of_ten = async || {
-        let mut sum = 0;
-        for _ in 0..10 {
-            relist().await;
-            sum += live();
-        }
-        sum / 10
-    };
     // Warm-up: the first dozens of relists grow buffers to their working size (the heap
-    // plateaus by the 30th and stays there for hundreds more).
-    for _ in 0..30 {
+    // plateaus by the 30th and stays there for hundreds more). Then ten readings after the
+    // first relists against ten after a hundred more.
+    let relist_and_read = async || {
         relist().await;
-    }
-    let after_first = mean_of_ten().await;
-    for _ in 0..90 {
-        relist().await;
-    }
-    let after_hundred = mean_of_ten().await;
+        live()
+    };
+    let (after_first, after_hundred) = drift(relist_and_read, 30, 90).await;
     println!(
         "informer: {:.0} KiB live after 40 relists, {:.0} KiB after 100 more (means of ten readings; server, client and informer of 1,000 ConfigMaps)",
         kib(after_first),
@@ -239,13 +253,7 @@ async fn informers_released_by_their_last_guard_and_asked_again_leave_nothing_be
     let _serial = SERIAL.lock().await;
     let server = ApiServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    for i in 0..1000 {
-        let cm = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": format!("cm-{i}") }, "data": { "v": "x".repeat(200) },
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &cm).await.unwrap();
-    }
+    create_config_maps(&api, 1000).await;
     let factory = SharedInformerFactory::new(server.client());
     factory.start(std::future::pending());
     // One user's round: the informer asked for, synced, its store kept by a reader, then its
@@ -330,21 +338,7 @@ async fn controllers_built_and_dropped_on_guarded_informers_leave_nothing_behind
         tokio::time::sleep(Duration::from_millis(20)).await;
         live()
     };
-    let mean_of_ten = async || {
-        let mut sum = 0;
-        for _ in 0..10 {
-            sum += round().await;
-        }
-        sum / 10
-    };
-    for _ in 0..10 {
-        round().await;
-    }
-    let after_first = mean_of_ten().await;
-    for _ in 0..190 {
-        round().await;
-    }
-    let after_more = mean_of_ten().await;
+    let (after_first, after_more) = drift(round, 10, 190).await;
     println!(
         "controllers built and dropped: {:.0} KiB live after 20 rounds, {:.0} KiB after 200 more",
         kib(after_first),
