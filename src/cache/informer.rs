@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -33,7 +33,7 @@ use super::handler::{
 use super::informer_error::{HandlerShutdownTimeout, InformerError};
 use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
 use super::prepare::{Prepare, Transform};
-use super::processor::Processor;
+use super::processor::{Listeners, Processor};
 use super::reflector::{Reflector, ReflectorConfig, Sink, WatchErrorHandler};
 use super::stored::Stored;
 use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
@@ -590,6 +590,13 @@ impl<K: InformerObject> Informer<K> {
 
 impl<K: Send + Sync + 'static> Inner<K> {
     /// Records that the cache is at `rv`, and reports it and the store's size.
+    /// The processor's lock, which every store write and a release take; `None` once
+    /// released, when a run still going writes nothing more.
+    fn lock_unless_released(&self) -> Option<MutexGuard<'_, Listeners<K>>> {
+        let listeners = self.processor.lock();
+        (!*self.released.borrow()).then_some(listeners)
+    }
+
     fn set_last_sync_resource_version(&self, rv: &str) {
         self.note_version(rv);
         self.report_version(rv);
@@ -622,10 +629,7 @@ impl<K: Send + Sync + 'static> Inner<K> {
 /// handed to the handlers under one lock.
 impl<K: InformerObject> Sink<K> for Inner<K> {
     fn replace(&self, fresh: HashMap<ObjectKey, Stored<K>>, rv: &str) {
-        let mut listeners = self.processor.lock();
-        if *self.released.borrow() {
-            return;
-        }
+        let Some(mut listeners) = self.lock_unless_released() else { return };
         // Adds before the first sync are the initial list's; a relist's are not.
         let initial = !*self.synced.borrow();
         // The notifications are worked out against the store before the list replaces it, so
@@ -664,10 +668,7 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             tracing::warn!("ignoring an object without a name");
             return;
         };
-        let mut listeners = self.processor.lock();
-        if *self.released.borrow() {
-            return;
-        }
+        let Some(mut listeners) = self.lock_unless_released() else { return };
         let notification = match self.indexer.upsert(key, object.clone()) {
             Some(old) => Notification::Update(old, Stored::Shared(object)),
             None => Notification::add(object, false),
@@ -682,10 +683,7 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             tracing::warn!("ignoring a deleted object without a name");
             return;
         };
-        let mut listeners = self.processor.lock();
-        if *self.released.borrow() {
-            return;
-        }
+        let Some(mut listeners) = self.lock_unless_released() else { return };
         self.indexer.remove(&key);
         listeners.distribute(Notification::Delete(Deleted::Object(object)));
         drop(listeners);
