@@ -1,7 +1,7 @@
 //! [`Registry`]: every metric of ctrlkit's layers in one `prometheus-client` registry, under
 //! controller-runtime's names, encoded in the Prometheus text format.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -76,6 +76,10 @@ struct Families {
         Mutex<std::collections::HashMap<String, std::collections::BTreeSet<Priority>>>,
     /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
     sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    /// How many informers not released report under each label set (two factories, or a
+    /// full and a metadata-only informer of one kind, share one): a release removes the
+    /// set's series only when it was the last of them.
+    informer_users: Mutex<std::collections::HashMap<Labels<3>, usize>>,
 }
 
 /// One Prometheus registry for everything ctrlkit measures; cheap to clone (clones share it).
@@ -272,6 +276,7 @@ impl Registry {
             ),
             queue_priorities: Mutex::default(),
             sharding_shards: Mutex::default(),
+            informer_users: Mutex::default(),
         };
         Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
     }
@@ -536,7 +541,8 @@ impl LeaderMetrics for Registry {
     }
 }
 
-/// One informer's metrics.
+/// One informer's metrics. Its series are shared with every informer of the same labels;
+/// they go when the last of those is released.
 struct InformerHooks {
     families: Arc<Families>,
     labels: Labels<3>,
@@ -544,14 +550,24 @@ struct InformerHooks {
     resource_version: Seconds,
     relists: Counter,
     skipped: Counter,
-    /// Set by `released`: a request of the ending run must not bring its series back.
-    released: AtomicBool,
+    /// Set by `released`, and held by every write: once released it writes nothing, so a
+    /// request of its ending run neither brings a removed series back nor changes the series
+    /// of another informer of the same labels.
+    released: Mutex<bool>,
 }
 
 impl InformerHooks {
     fn with(&self, name: &'static str, value: &str) -> Labels<4> {
         let [a, b, c] = self.labels.clone();
         [a, b, c, (name, value.to_owned())]
+    }
+
+    /// Runs `write` unless the informer was released, under the lock its release takes.
+    fn write(&self, write: impl FnOnce()) {
+        let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*released {
+            write();
+        }
     }
 }
 
@@ -564,27 +580,18 @@ fn result_label(result: RequestResult) -> &'static str {
 
 impl InformerMetrics for InformerHooks {
     fn list_request(&self, result: RequestResult) {
-        if self.released.load(Ordering::Relaxed) {
-            return;
-        }
-        self.families
-            .informer_lists
-            .get_or_create(&self.with("result", result_label(result)))
-            .inc();
+        let labels = self.with("result", result_label(result));
+        self.write(|| {
+            self.families.informer_lists.get_or_create(&labels).inc();
+        });
     }
     fn watch_request(&self, result: RequestResult) {
-        if self.released.load(Ordering::Relaxed) {
-            return;
-        }
-        self.families
-            .informer_watches
-            .get_or_create(&self.with("result", result_label(result)))
-            .inc();
+        let labels = self.with("result", result_label(result));
+        self.write(|| {
+            self.families.informer_watches.get_or_create(&labels).inc();
+        });
     }
     fn watch_event(&self, event: WatchEventType) {
-        if self.released.load(Ordering::Relaxed) {
-            return;
-        }
         let kind = match event {
             WatchEventType::Added => "added",
             WatchEventType::Modified => "modified",
@@ -592,28 +599,50 @@ impl InformerMetrics for InformerHooks {
             WatchEventType::Bookmark => "bookmark",
             _ => "error",
         };
-        self.families.informer_events.get_or_create(&self.with("type", kind)).inc();
+        let labels = self.with("type", kind);
+        self.write(|| {
+            self.families.informer_events.get_or_create(&labels).inc();
+        });
     }
     fn relist(&self) {
-        self.relists.inc();
+        self.write(|| {
+            self.relists.inc();
+        });
     }
     fn object_skipped(&self) {
-        self.skipped.inc();
+        self.write(|| {
+            self.skipped.inc();
+        });
     }
     fn objects(&self, count: usize) {
-        self.objects.set(count as i64);
+        self.write(|| {
+            self.objects.set(count as i64);
+        });
     }
     fn resource_version(&self, resource_version: &str) {
         if let Ok(rv) = resource_version.parse::<u64>() {
-            self.resource_version.set(rv as f64);
+            self.write(|| {
+                self.resource_version.set(rv as f64);
+            });
         }
     }
     fn released(&self) {
-        // Its series go, so that informers made and released as CRDs come and go do not
-        // grow the families; the handles it keeps update series no longer exported.
-        self.released.store(true, Ordering::Relaxed);
+        let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        if std::mem::replace(&mut *released, true) {
+            return;
+        }
         let f = &self.families;
-        self.objects.set(0);
+        // Counted down under the lock an informer of the same labels is counted up under:
+        // one made now either keeps the series or makes them afresh.
+        let mut users = f.informer_users.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(count) = users.get_mut(&self.labels) else { return };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        users.remove(&self.labels);
+        // The last of its labels: its series go, so that informers made and released as CRDs
+        // come and go do not grow the families.
         f.informer_objects.remove(&self.labels);
         f.informer_resource_version.remove(&self.labels);
         f.informer_relists.remove(&self.labels);
@@ -636,14 +665,59 @@ impl InformerMetricsProvider for Registry {
             ("selector", labels.selector.clone()),
         ];
         let f = &self.families;
-        Arc::new(InformerHooks {
+        let mut users = f.informer_users.lock().unwrap_or_else(PoisonError::into_inner);
+        *users.entry(labels.clone()).or_default() += 1;
+        let hooks = InformerHooks {
             families: self.families.clone(),
             objects: f.informer_objects.get_or_create(&labels).clone(),
             resource_version: f.informer_resource_version.get_or_create(&labels).clone(),
             relists: f.informer_relists.get_or_create(&labels).clone(),
             skipped: f.informer_skipped.get_or_create(&labels).clone(),
-            released: AtomicBool::new(false),
+            released: Mutex::new(false),
             labels,
-        })
+        };
+        drop(users);
+        Arc::new(hooks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> InformerLabels {
+        InformerLabels {
+            resource: "pods".into(),
+            namespace: String::new(),
+            selector: String::new(),
+        }
+    }
+
+    /// Two informers of one label set (a full and a metadata-only one, say) share its series:
+    /// releasing one leaves them to the other, and the released one writes nothing more.
+    #[test]
+    fn a_released_informer_leaves_the_series_of_a_live_one_of_the_same_labels_alone() {
+        let registry = Registry::new();
+        let (released, live) =
+            (registry.new_informer_metrics(&pods()), registry.new_informer_metrics(&pods()));
+        live.objects(3);
+        released.released();
+        released.objects(7);
+        released.list_request(RequestResult::Success);
+        let text = registry.encode();
+        let objects = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 3"#;
+        assert!(text.contains(objects), "the live informer's series went with the other: {text}");
+        assert!(
+            !text.contains("ctrlkit_informer_list_requests_total{"),
+            "a released informer wrote: {text}"
+        );
+        live.list_request(RequestResult::Success);
+        live.released();
+        let text = registry.encode();
+        assert!(!text.contains(r#"resource="pods""#), "the last one released leaves none: {text}");
+        // Made again, the label set starts afresh.
+        registry.new_informer_metrics(&pods()).objects(1);
+        let objects = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 1"#;
+        assert!(registry.encode().contains(objects), "{}", registry.encode());
     }
 }

@@ -131,6 +131,40 @@ async fn a_released_informer_leaves_no_series_behind() {
     factory.shutdown().await;
 }
 
+/// Two informers of one label set (a full and a metadata-only informer of pods) report under
+/// one set of series: releasing one leaves them to the other, which keeps them current.
+#[cfg(feature = "metrics")]
+#[tokio::test(start_paused = true)]
+async fn releasing_an_informer_leaves_the_series_of_another_of_the_same_labels() {
+    use std::sync::Arc;
+
+    use ctrlkit::metrics::Registry;
+    use kube_client::core::PartialObjectMeta;
+
+    let server = server().await;
+    let client = server.in_process_client();
+    let pods = Api::namespaced(client.clone(), "default");
+    create(&pods, &["a"]).await;
+    let registry = Arc::new(Registry::new());
+    let factory = SharedInformerFactory::builder(client).informer_metrics(registry.clone()).build();
+    factory.start(pending());
+    let full = factory.guarded_informer::<Pod>();
+    let metadata = factory.guarded_informer::<PartialObjectMeta<Pod>>();
+    factory.wait_for_cache_sync(pending()).await.unwrap();
+    let released = metadata.informer().clone();
+    drop(metadata);
+    eventually("the released run ended", || released.has_stopped()).await;
+    create(&pods, &["b"]).await;
+    eventually("the live informer holds both", || full.indexer().len() == 2).await;
+    let series = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 2"#;
+    let text = registry.encode();
+    assert!(text.contains(series), "the live informer's series went with the other: {text}");
+    drop(full);
+    eventually("the last one's series went", || !registry.encode().contains(r#"resource="pods""#))
+        .await;
+    factory.shutdown().await;
+}
+
 /// Releases the informer it is given from inside the informer's own report of a list's
 /// version: the moment between a list's store write and its informer counting as synced.
 #[derive(Default)]
