@@ -144,11 +144,16 @@ impl ReleaseInformer for Inner {
         let Some(entry) = state.informers.remove(&key) else { return };
         state.order.retain(|k| *k != key);
         // Emptied before the lock goes: an informer made afresh for the key (on the same
-        // store, if a builder hands one) fills it after, and takes over its metrics' series.
-        // A run still going drops what it learns from now on.
-        entry.handle.release_cache();
+        // store, if a builder hands one) fills it after. A run still going drops what it
+        // learns from now on. The release takes no lock a handler's code may hold, so a
+        // guard dropped by a handler, under its informer's processor lock, cannot deadlock
+        // with it.
+        let released = entry.handle.release_cache();
         entry.released.send_replace(true);
         drop(state);
+        if released {
+            entry.handle.report_released();
+        }
         tracing::debug!(informer = %entry.handle.describe(), "last guard dropped: informer stopped");
     }
 }

@@ -92,6 +92,11 @@ struct Inner<K> {
     /// Set when its factory released it (its last guard dropped): its store stays empty and
     /// it is not synced, whatever a run still going learns.
     released: watch::Sender<bool>,
+    /// Taken by a release and around every write of the store, `synced` and the version,
+    /// which check `released` under it. A leaf: no handler and no other lock but the store's
+    /// runs under it, so a release (under its factory's lock) never waits on the processor's
+    /// lock, which a handler's code may hold while it drops a guard.
+    commit: Mutex<()>,
     state: watch::Sender<RunState>,
     resync: Option<Duration>,
     /// The resourceVersion of the last list, event or bookmark applied; empty before the
@@ -326,6 +331,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 processor: Processor::new(span.clone()),
                 synced: watch::channel(false).0,
                 released: watch::channel(false).0,
+                commit: Mutex::new(()),
                 state: watch::channel(RunState::NotStarted).0,
                 resync: config.resync,
                 last_sync_rv: Mutex::new(String::new()),
@@ -589,17 +595,26 @@ impl<K: InformerObject> Informer<K> {
 }
 
 impl<K: Send + Sync + 'static> Inner<K> {
-    /// Records that the cache is at `rv`, and reports it and the store's size.
-    /// The processor's lock, which every store write and a release take; `None` once
-    /// released, when a run still going writes nothing more.
+    /// The processor's lock, which every store write takes; `None` once released, when a
+    /// run still going writes nothing more.
     fn lock_unless_released(&self) -> Option<MutexGuard<'_, Listeners<K>>> {
         let listeners = self.processor.lock();
         (!*self.released.borrow()).then_some(listeners)
     }
 
+    /// Runs `write` unless the informer was released, under the lock a release takes: a
+    /// write either lands before the release empties the store, or not at all.
+    fn commit_unless_released<R>(&self, write: impl FnOnce() -> R) -> Option<R> {
+        let _commit = self.commit.lock().unwrap_or_else(PoisonError::into_inner);
+        (!*self.released.borrow()).then(write)
+    }
+
+    /// Records that the cache is at `rv`, and reports it and the store's size; nothing once
+    /// released.
     fn set_last_sync_resource_version(&self, rv: &str) {
-        self.note_version(rv);
-        self.report_version(rv);
+        if self.commit_unless_released(|| self.note_version(rv)).is_some() {
+            self.report_version(rv);
+        }
     }
 
     /// Records `rv` as the cache's version (no user code: safe under the processor's lock).
@@ -646,7 +661,9 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
                 Some(_) => {}
             }
         }
-        let removed = self.indexer.replace(fresh);
+        let Some(removed) = self.commit_unless_released(|| self.indexer.replace(fresh)) else {
+            return;
+        };
         for change in changes {
             listeners.distribute(change);
         }
@@ -655,12 +672,16 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             let tombstone = DeletedFinalStateUnknown { key, object };
             listeners.distribute(Notification::Delete(Deleted::Tombstone(tombstone)));
         }
-        // Synced under the lock a release takes: a release cannot land between the list's
-        // store write and its mark, to be overwritten by it.
-        self.note_version(rv);
-        self.synced.send_replace(true);
         drop(listeners);
-        self.report_version(rv);
+        // Synced under the lock a release takes: a release that landed after the list's
+        // store write is seen here, and one after this mark clears it.
+        let synced = self.commit_unless_released(|| {
+            self.note_version(rv);
+            self.synced.send_replace(true);
+        });
+        if synced.is_some() {
+            self.report_version(rv);
+        }
     }
 
     fn upsert(&self, object: Arc<K>, rv: &str) {
@@ -669,9 +690,11 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             return;
         };
         let Some(mut listeners) = self.lock_unless_released() else { return };
-        let notification = match self.indexer.upsert(key, object.clone()) {
-            Some(old) => Notification::Update(old, Stored::Shared(object)),
-            None => Notification::add(object, false),
+        let upserted = self.commit_unless_released(|| self.indexer.upsert(key, object.clone()));
+        let notification = match upserted {
+            None => return,
+            Some(Some(old)) => Notification::Update(old, Stored::Shared(object)),
+            Some(None) => Notification::add(object, false),
         };
         listeners.distribute(notification);
         drop(listeners);
@@ -684,7 +707,9 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
             return;
         };
         let Some(mut listeners) = self.lock_unless_released() else { return };
-        self.indexer.remove(&key);
+        if self.commit_unless_released(|| self.indexer.remove(&key)).is_none() {
+            return;
+        }
         listeners.distribute(Notification::Delete(Deleted::Object(object)));
         drop(listeners);
         self.set_last_sync_resource_version(rv);
@@ -695,7 +720,8 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
     }
 
     fn bookmark(&self, rv: &str) {
-        self.set_last_sync_resource_version(rv);
+        self.note_version(rv);
+        self.report_version(rv);
     }
 }
 
@@ -712,8 +738,12 @@ pub(crate) trait InformerHandle: Send + Sync + 'static {
     fn run_until(&self, stop: BoxFuture<'static, ()>) -> BoxFuture<'static, ()>;
     /// Empties its store, marks it stale and not synced, and drops what a run still going
     /// learns: its last user let it go. Synchronous, so that an informer made afresh on the
-    /// same store fills it after.
-    fn release_cache(&self);
+    /// same store fills it after; it takes no lock a handler's code may hold (only the
+    /// informer's commit lock and its store's), so its factory calls it under its own lock.
+    /// `false` if it was released already.
+    fn release_cache(&self) -> bool;
+    /// Tells its metrics that it was released (user code: outside every lock).
+    fn report_released(&self);
     /// Whether it was released, as it changes.
     fn released_receiver(&self) -> watch::Receiver<bool>;
 }
@@ -732,16 +762,19 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
         let informer = self.clone();
         async move { informer.run(stop).await }.boxed()
     }
-    fn release_cache(&self) {
+    fn release_cache(&self) -> bool {
         // Under the lock every store write takes: a write of a run still going lands before
         // the store is emptied or sees the flag and is dropped.
-        let listeners = self.inner.processor.lock();
+        let commit = self.inner.commit.lock().unwrap_or_else(PoisonError::into_inner);
         if self.inner.released.send_replace(true) {
-            return;
+            return false;
         }
         self.inner.synced.send_replace(false);
         self.inner.indexer.release();
-        drop(listeners);
+        drop(commit);
+        true
+    }
+    fn report_released(&self) {
         if let Some(metrics) = &self.inner.metrics {
             observe("released", || metrics.released());
         }

@@ -225,3 +225,31 @@ async fn a_controller_dropped_without_running_takes_its_handlers_off_shared_info
     drop(controller);
     assert_eq!(pods.handler_count(), 0, "no handler left feeding a queue nobody reads");
 }
+
+/// A handler that owns its informer's last guard, dropped as it is removed (under the lock
+/// its informer's handlers are kept under), releases the informer instead of deadlocking:
+/// the release takes no lock a handler's code may hold. Run on a thread of its own, so that
+/// a deadlock fails the test rather than hanging it.
+#[tokio::test]
+async fn a_handler_dropping_its_informers_last_guard_releases_it_without_a_deadlock() {
+    use std::sync::Arc;
+
+    use ctrlkit::cache::ResourceEventHandlerFuncs;
+
+    let server = server().await;
+    let factory = SharedInformerFactory::new(server.in_process_client());
+    let (informer, guard) = factory.guarded_informer::<Pod>().into_parts();
+    let handler = ResourceEventHandlerFuncs::new().on_add(move |_: &Arc<Pod>| {
+        let _ = &guard;
+    });
+    let registration = informer.add_event_handler(handler);
+    let (done, removed) = std::sync::mpsc::channel();
+    let remover = informer.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(remover.remove_event_handler(&registration));
+    });
+    let removed = removed.recv_timeout(Duration::from_secs(30));
+    assert_eq!(removed, Ok(true), "removing the handler that held the last guard deadlocked");
+    assert!(informer.is_released(), "its guard dropped with it released the informer");
+    assert!(factory.informers().is_empty(), "{:?}", factory.informers());
+}
