@@ -2,7 +2,8 @@
 //! informer relists a hundred times, and after a factory's informer is released by its last
 //! guard and asked for again two hundred times, it is what it was before (no leaks); a released
 //! informer's store is freed though a reader still holds it; a compact store holds a fraction
-//! of what a decoded one does.
+//! of what a decoded one does; a manager whose runnables come and go through its handle keeps
+//! nothing of those gone.
 //!
 //! A counting global allocator measures the live heap bytes of this test binary; the tests
 //! take turns (one lock), so each measures only itself. Each measures after a warm-up round
@@ -352,4 +353,66 @@ async fn controllers_built_and_dropped_on_guarded_informers_leave_nothing_behind
         kib(after_more - after_first)
     );
     factory.shutdown().await;
+}
+
+/// Runs once and returns; counts its drops.
+struct Quits(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Quits {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl ctrlkit::runtime::Runnable for Quits {
+    fn name(&self) -> String {
+        // A long name: what a table that kept the names of finished runnables would keep.
+        format!("a runnable that returns at once {}", "x".repeat(200))
+    }
+    async fn start(
+        &self,
+        _stop: ctrlkit::runtime::Stop,
+    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runnables_that_come_and_go_through_a_handle_leave_nothing_behind() {
+    let _serial = SERIAL.lock().await;
+    let server = ApiServer::start().await.unwrap();
+    let manager = ctrlkit::manager::Manager::new(server.client());
+    let handle = manager.handle();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run_until(async move {
+        let _ = stopped.await;
+    }));
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut added = 0;
+    // One round: 200 runnables added while the manager runs, each returning on its own and
+    // never removed.
+    let round = async || {
+        for _ in 0..200 {
+            handle.add(Quits(dropped.clone())).expect("added while running");
+            added += 1;
+        }
+        while dropped.load(Ordering::SeqCst) < added {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        live()
+    };
+    let (after_first, after_more) = drift(round, 10, 100).await;
+    println!(
+        "runnables that came and went: {:.0} KiB live after 4,000, {:.0} KiB after 22,000 more",
+        kib(after_first),
+        kib(after_more)
+    );
+    assert!(
+        after_more - after_first < 256 << 10,
+        "{} KiB more after 22,000 runnables came and went",
+        kib(after_more - after_first)
+    );
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
 }

@@ -88,9 +88,9 @@ pub enum HandleError {
         /// The runnable's name.
         runnable: String,
     },
-    /// No runnable of this id: never added through a handle of this manager, or removed
-    /// already (a removal under way is waited for instead).
-    #[error("no runnable {0} in this manager (never added, or removed already)")]
+    /// No runnable of this id: never added through a handle of this manager (an id of
+    /// another manager). A runnable gone already, removed or finished, is no error.
+    #[error("no runnable {0} was ever added to this manager")]
     NotFound(super::id::RunnableId),
     /// The runnable being removed ended with an error (or panicked); it is out of the
     /// manager all the same, and the manager runs on.

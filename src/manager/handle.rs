@@ -43,8 +43,11 @@ use crate::sharding::Ring;
 ///   whether anyone awaits it or not. A second `remove` of an id being removed waits for
 ///   that same removal (under the first one's timeout) and gets its outcome.
 /// - **Finished on its own**: a runnable whose `start` returns is let go of then (its
-///   ready check and series with it); only its name stays, and a later `remove` of its id
-///   returns `Ok(())`.
+///   ready check and series with it), and nothing of it stays: the manager holds only the
+///   runnables that run or wait, however many came and went.
+/// - **Gone is gone**: a `remove` of an id whose runnable is gone (finished on its own, or
+///   removed before) returns `Ok(())`; only an id this manager never handed out is
+///   [`HandleError::NotFound`].
 /// - **After the stop**: once the manager is stopping (or its run returned, or it was
 ///   dropped), a `remove` fails with [`HandleError::Stopped`], whatever the runnable was
 ///   doing: the manager stops them all.

@@ -5,9 +5,10 @@
 //! Invariants (under the table's lock):
 //! - An entry is `Waiting` until the phase it starts in has been reached (and, after the
 //!   caches synced, the Lease it runs under is held), then `Running` with its own stop signal
-//!   and the handle of its task, then gone: removed, returned on its own (its name alone
-//!   kept, for a later removal's answer: its runnable, ready check and series let go of
-//!   then), or dropped with the table's end.
+//!   and the handle of its task, then gone: removed, returned on its own (its runnable,
+//!   ready check and series let go of then), or dropped with the table's end. Nothing of an
+//!   entry gone is kept: an id below `next` and not in `entries` is one that is gone, which
+//!   is all a later removal of it needs to know, so the table holds only what runs or waits.
 //! - A phase once reached stays reached: [`Table::reach`] starts every entry waiting for it,
 //!   and an entry inserted after that starts at once, under the same lock, so none is missed.
 //! - A task's end is told by a guard the task owns, on every path (returned, panicked,
@@ -126,9 +127,6 @@ struct State {
     next: u64,
     lifecycle: Lifecycle,
     entries: BTreeMap<RunnableId, Entry>,
-    /// The names of those that returned on their own, until removed: what a removal of
-    /// their id answers with.
-    finished: BTreeMap<RunnableId, String>,
     reached: Reached,
     /// The runtime `run` runs on: a handle may add from any thread.
     runtime: Option<tokio::runtime::Handle>,
@@ -161,7 +159,6 @@ impl Table {
                 next: 0,
                 lifecycle: Lifecycle::Open,
                 entries: BTreeMap::new(),
-                finished: BTreeMap::new(),
                 reached: Reached::default(),
                 runtime: None,
             }),
@@ -340,9 +337,8 @@ impl Table {
             let _ = self.ended.send(Ended { name, failure: None });
             return;
         }
-        // Returned on its own: let go of now, its name kept for a removal's answer.
+        // Returned on its own: let go of now; a removal of its id finds it gone.
         let entry = state.entries.remove(&id);
-        state.finished.insert(id, name.clone());
         drop(state);
         if let Some(entry) = entry {
             self.forget(entry);
@@ -368,24 +364,19 @@ impl Table {
         }
     }
 
-    /// Begins removing `id`: one waiting or finished leaves at once; one running is told
-    /// to stop, its outcome to come to the removal; one being removed already is awaited.
-    /// Once the manager stops (it stops them all), any other answers `Stopped`.
+    /// Begins removing `id`: one waiting leaves at once, and one gone already (finished on
+    /// its own, or removed) is gone; one running is told to stop, its outcome to come to the
+    /// removal; one being removed already is awaited. Once the manager stops (it stops them
+    /// all), any other answers `Stopped`. An id this table never handed out is not found.
     pub(super) fn begin_removal(&self, id: RunnableId) -> Result<Removal, HandleError> {
         let mut state = self.lock();
         let stopping = state.lifecycle == Lifecycle::Stopping;
-        if let Some(name) = state.finished.get(&id) {
-            if stopping {
-                return Err(HandleError::Stopped { runnable: name.clone() });
-            }
-            state.finished.remove(&id);
-            return Ok(Removal::Gone);
-        }
         let Some(entry) = state.entries.get_mut(&id) else {
-            return Err(match stopping {
-                true => HandleError::Stopped { runnable: id.to_string() },
-                false => HandleError::NotFound(id),
-            });
+            return match (stopping, id.0 < state.next) {
+                (true, _) => Err(HandleError::Stopped { runnable: id.to_string() }),
+                (false, true) => Ok(Removal::Gone),
+                (false, false) => Err(HandleError::NotFound(id)),
+            };
         };
         if let Run::Running { removal: Some(removing), .. } = &entry.run {
             return Ok(Removal::Pending { name: entry.name.clone(), done: removing.done.clone() });
