@@ -720,8 +720,7 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
     }
 
     fn bookmark(&self, rv: &str) {
-        self.note_version(rv);
-        self.report_version(rv);
+        self.set_last_sync_resource_version(rv);
     }
 }
 
@@ -794,6 +793,12 @@ pub trait HasSynced: Send + Sync {
     fn describe(&self) -> String {
         "an informer".to_owned()
     }
+    /// A receiver that sees `true` once it is released by its last
+    /// [`InformerGuard`](super::InformerGuard) (then it never syncs); `None` (the default)
+    /// for what is never released.
+    fn released_receiver(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
 }
 
 impl<K: InformerObject> HasSynced for Informer<K> {
@@ -805,6 +810,9 @@ impl<K: InformerObject> HasSynced for Informer<K> {
     }
     fn describe(&self) -> String {
         self.list_watch().to_string()
+    }
+    fn released_receiver(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.inner.released.subscribe())
     }
 }
 
@@ -829,5 +837,21 @@ mod tests {
         let untouched = Overrides::default().apply(base);
         assert_eq!(untouched.resync, Some(Duration::from_secs(60)));
         assert!(untouched.streaming_list);
+    }
+
+    /// What a run still going hears after its informer was released changes nothing: a
+    /// bookmark moves no version a reader waits on.
+    #[tokio::test]
+    async fn a_bookmark_after_the_release_moves_no_version() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube_client::Client::try_from(config).unwrap();
+        let api: kube_client::Api<ConfigMap> = kube_client::Api::all(client);
+        let informer = Informer::new(api.into());
+        assert!(InformerHandle::release_cache(&informer));
+        informer.inner.bookmark("7");
+        assert_eq!(*informer.inner.reached.borrow(), 0, "a bookmark after the release moved it");
+        assert_eq!(informer.last_sync_resource_version(), None);
     }
 }

@@ -11,23 +11,40 @@ use super::{Indexer, Informer, InformerObject};
 /// Waits until every informer has synced, as client-go's `WaitForCacheSync` (which answers
 /// `false` where this is an error); it wakes on the sync itself rather than polling. Fails
 /// with [`CacheSyncError::Shutdown`], naming the informers that had not synced, when
-/// `shutdown` completes first.
+/// `shutdown` completes first, and with [`CacheSyncError::Released`] as soon as one of them
+/// is released by its last [`InformerGuard`](super::InformerGuard), before the call or
+/// during it (a released informer never syncs).
 pub async fn wait_for_cache_sync(
     informers: &[&dyn HasSynced],
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CacheSyncError> {
-    let receivers: Vec<_> = informers.iter().map(|i| i.synced_receiver()).collect();
-    let all_synced = async move {
-        for mut rx in receivers {
-            // An error means the informer is gone: it will never sync.
-            if rx.wait_for(|synced| *synced).await.is_err() {
-                std::future::pending::<()>().await;
+    let each = informers.iter().map(|informer| {
+        let mut synced = informer.synced_receiver();
+        let released = informer.released_receiver();
+        async move {
+            // An error means the informer is gone: it will never sync, nor be released.
+            let released = async {
+                let Some(mut released) = released else { return std::future::pending().await };
+                if released.wait_for(|r| *r).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let synced = async {
+                if synced.wait_for(|synced| *synced).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = released => Err(CacheSyncError::Released(informer.describe())),
+                _ = synced => Ok(()),
             }
         }
-    };
+    });
+    let all_synced = futures::future::try_join_all(each);
     tokio::select! {
         biased;
-        _ = all_synced => Ok(()),
+        synced = all_synced => synced.map(|_| ()),
         _ = shutdown => Err(CacheSyncError::Shutdown(
             informers.iter().filter(|i| !i.has_synced()).map(|i| i.describe()).collect(),
         )),

@@ -104,6 +104,30 @@ async fn a_store_handed_to_the_informer_made_afresh_is_not_emptied_by_the_releas
     factory.shutdown().await;
 }
 
+/// `wait_for_cache_sync` (client-go's, over `HasSynced`) returns once an informer it waits
+/// for is released, naming it: a released informer never syncs.
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_cache_sync_of_a_released_informer_returns_naming_it() {
+    use ctrlkit::cache::wait_for_cache_sync;
+
+    let server = server().await;
+    let factory = SharedInformerFactory::new(server.in_process_client());
+    // Never started: it cannot sync before its release.
+    let guarded = factory.guarded_informer::<Pod>();
+    let informer = guarded.informer().clone();
+    let waited = {
+        let informer = informer.clone();
+        tokio::spawn(async move { wait_for_cache_sync(&[&informer], pending()).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(guarded);
+    let waited = tokio::time::timeout(AN_HOUR, waited).await;
+    let released = Err(CacheSyncError::Released("pods in all namespaces".into()));
+    assert_eq!(waited.ok().map(Result::unwrap), Some(released.clone()), "the wait went on");
+    let again = tokio::time::timeout(AN_HOUR, wait_for_cache_sync(&[&informer], pending())).await;
+    assert_eq!(again.ok(), Some(released), "a wait begun after the release went on");
+}
+
 #[cfg(feature = "metrics")]
 #[tokio::test(start_paused = true)]
 async fn a_released_informer_leaves_no_series_behind() {
