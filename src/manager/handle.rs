@@ -36,7 +36,9 @@ use crate::sharding::Ring;
 ///   timeout, its workers, aborted, go at their next await), its ready
 ///   check out of `/readyz` and, for a controller, its series in the manager's metrics
 ///   registry (those labelled with its name and its queue's) removed. An error it ends with
-///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on.
+///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on. A
+///   controller removed while it still waits for its caches to sync stops cleanly: the
+///   removal returns `Ok(())` (and so does the manager's run, stopped in that wait).
 /// - **A removal is the manager's, not its future's**: once begun it runs on a task of its
 ///   own, so a `remove` future dropped midway (a timeout, a `select!`) leaves it whole: the
 ///   runnable is still aborted at the deadline and taken out, and the outcome is logged

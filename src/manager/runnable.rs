@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::cache::InformerObject;
-use crate::controller::{Controller, Reconciler};
+use crate::cache::{CacheSyncError, InformerObject};
+use crate::controller::{Controller, ControllerError, Reconciler};
 use crate::runtime::{Runnable, RunnableError, Stop};
 
 /// A controller and its reconciler, as a [`Runnable`] (what
@@ -44,8 +44,20 @@ where
         // Before each reconcile its workers check the Leases it runs under. Clones share the
         // run; this one is taken by it.
         let fence = stop.fence().clone();
+        let asked = stop.clone();
         let run = self.controller.clone().run_fenced(reconciler, stop.into_future(), Some(fence));
-        run.await.map_err(Into::into)
+        match run.await {
+            // Stopped while it waited for its caches: a removal or the manager's stop asked
+            // for it, so it is a clean stop, not a failure of the controller.
+            Err(ControllerError::CacheSync(CacheSyncError::Shutdown(_))) if asked.is_stopped() => {
+                tracing::info!(
+                    controller = self.controller.name(),
+                    "stopped before its caches synced"
+                );
+                Ok(())
+            }
+            ended => ended.map_err(Into::into),
+        }
     }
 
     fn in_flight(&self) -> Vec<String> {

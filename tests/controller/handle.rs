@@ -763,3 +763,61 @@ async fn a_removal_asked_from_a_runtime_that_goes_away_still_aborts_at_its_deadl
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }
+
+/// Reconciles nothing: a controller of a kind the server does not serve never gets a key.
+struct Idle;
+
+#[async_trait]
+impl Reconciler for Idle {
+    type Object = kube_client::api::DynamicObject;
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        _: &ObjectKey,
+        _: Option<Arc<Self::Object>>,
+    ) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+/// A controller whose caches cannot sync (its kind is not served: every list fails and is
+/// retried) waits for them until stopped. Its removal, and the manager's stop, asked while it
+/// waits, are clean stops: no error for the remover, none for the manager.
+#[tokio::test(start_paused = true)]
+async fn a_controller_stopped_before_its_caches_synced_stops_cleanly() {
+    use ctrlkit::cache::ListWatch;
+    use ctrlkit_apiserver::harness::in_process_recording_client;
+    use kube_client::api::{ApiResource, DynamicObject};
+
+    let server = server().await;
+    let (client, log) = in_process_recording_client(&server);
+    let manager = Manager::new(client.clone());
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    running(&handle).await;
+    let widgets = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api = Api::<DynamicObject>::all_with(client, &widgets);
+    let controller = |name: &str| {
+        let list_watch = ListWatch::new_with(api.clone(), &widgets);
+        handle.controller(list_watch).name(name).complete(Idle).expect("added while running")
+    };
+    let removed = controller("removed");
+    let stays = controller("stays");
+    eventually_within(Duration::from_secs(60), "their informer asked for widgets", || {
+        log.all().iter().any(|request| request.contains("widgets"))
+    })
+    .await;
+    let answer = handle.remove(removed).await;
+    assert!(matches!(answer, Ok(())), "a removal before the sync is a clean stop, got {answer:?}");
+    stop.send(()).unwrap();
+    let stopped = run.await.unwrap();
+    assert!(stopped.is_ok(), "a stop before a controller's sync is a clean stop, got {stopped:?}");
+    assert!(matches!(handle.remove(stays).await, Err(HandleError::Stopped { .. })));
+}
