@@ -36,7 +36,10 @@ use crate::sharding::Ring;
 ///   timeout, its workers, aborted, go at their next await), its ready
 ///   check out of `/readyz` and, for a controller, its series in the manager's metrics
 ///   registry (those labelled with its name and its queue's) removed. An error it ends with
-///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on. A
+///   is the remover's ([`HandleError::Runnable`]), not the manager's: the manager runs on,
+///   unless it is a shard fencing itself after a stalled hand-off
+///   ([`ControllerError::HandOffTimeout`](crate::controller::ControllerError::HandOffTimeout)):
+///   that stops the manager at once, as a lost Lease does, and the remover hears it too. A
 ///   controller removed while it still waits for its caches to sync stops cleanly: the
 ///   removal returns `Ok(())` (and so does the manager's run, stopped in that wait).
 /// - **A removal is the manager's, not its future's**: once begun it runs on a task of its

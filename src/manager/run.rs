@@ -249,6 +249,5 @@ fn failure_of(end: Ended) -> Option<ManagerError> {
 /// Whether `err` is a controller's fencing of its shard after a stalled hand-off.
 fn fenced_itself(err: &ManagerError) -> bool {
     let ManagerError::Runnable { source, .. } = err else { return false };
-    let controller = source.downcast_ref::<crate::controller::ControllerError>();
-    matches!(controller, Some(crate::controller::ControllerError::HandOffTimeout { .. }))
+    super::table::fenced_itself(source.as_ref()).is_some()
 }

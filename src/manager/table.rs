@@ -33,6 +33,7 @@ use super::id::RunnableId;
 use super::outcome::Outcome;
 use super::removal::{Done, Stopping};
 use super::telemetry::{Forget, Telemetry};
+use crate::controller::ControllerError;
 use crate::fence::Fence;
 use crate::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
 
@@ -333,8 +334,16 @@ impl Table {
             if let Some(entry) = entry {
                 self.forget(entry);
             }
+            // A shard that fenced itself stops the manager at once, removed or not, as a
+            // lost Lease does: its ranges move only once the shard's Lease is released. The
+            // remover hears the same error.
+            let fenced = match &outcome {
+                Outcome::Returned(Err(err)) => fenced_itself(err.as_ref()),
+                _ => None,
+            };
+            let failure = fenced.map(|err| Box::new(err) as RunnableError);
             let _ = removal.send(outcome);
-            let _ = self.ended.send(Ended { name, failure: None });
+            let _ = self.ended.send(Ended { name, failure });
             return;
         }
         // Returned on its own: let go of now; a removal of its id finds it gone.
@@ -556,6 +565,13 @@ impl Drop for TaskGuard {
         let outcome = self.outcome.take().unwrap_or(Outcome::Aborted);
         self.table.ended(self.id, outcome);
     }
+}
+
+/// The error of a controller that fenced its shard after a stalled hand-off, if `err` is
+/// one: what stops the manager at once, as a lost Lease does.
+pub(super) fn fenced_itself(err: &(dyn std::error::Error + 'static)) -> Option<ControllerError> {
+    let err = err.downcast_ref::<ControllerError>()?;
+    matches!(err, ControllerError::HandOffTimeout { .. }).then(|| err.clone())
 }
 
 fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {

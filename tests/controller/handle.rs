@@ -821,3 +821,56 @@ async fn a_controller_stopped_before_its_caches_synced_stops_cleanly() {
     assert!(stopped.is_ok(), "a stop before a controller's sync is a clean stop, got {stopped:?}");
     assert!(matches!(handle.remove(stays).await, Err(HandleError::Stopped { .. })));
 }
+
+/// A shard's controller as the manager sees it when a hand-off stalls as it stops: it
+/// fences itself and ends with `HandOffTimeout`.
+struct FencesItself;
+
+#[async_trait]
+impl Runnable for FencesItself {
+    fn name(&self) -> String {
+        "fences itself".into()
+    }
+    async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
+        stop.await;
+        Err(Box::new(ctrlkit::controller::ControllerError::HandOffTimeout {
+            shard: "shard-0".into(),
+            ring: "ring".into(),
+            waited: Duration::from_secs(120),
+            keys: "default/a".into(),
+        }))
+    }
+}
+
+/// A shard that fences itself as it is removed stops the manager at once, as the guide's
+/// production chapter says of a lost Lease or a shard that fenced itself: the other
+/// runnables are aborted (one that ignores its stop too, well before the graceful timeout),
+/// and the remover hears the error as well.
+#[tokio::test(start_paused = true)]
+async fn a_shard_fencing_itself_as_it_is_removed_stops_the_manager_at_once() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let timeout = Duration::from_secs(60);
+    let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
+    let handle = manager.handle();
+    let (_stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let (deaf, started, dropped) = deaf();
+    handle.add(deaf).unwrap();
+    eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
+        .await;
+    let id = handle.add(FencesItself).unwrap();
+    let removed = handle.remove(id).await;
+    assert!(
+        matches!(&removed, Err(HandleError::Runnable { source, .. }) if source.to_string().contains("fenced itself")),
+        "the remover hears the fencing, got {removed:?}"
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(10), run).await;
+    let ended = ended.expect("the manager ran on after a shard fenced itself as it was removed");
+    let err = ended.unwrap().expect_err("the manager stops with the fencing");
+    assert!(
+        matches!(&err, ManagerError::Runnable { source, .. } if source.to_string().contains("fenced itself")),
+        "got {err:?}"
+    );
+    assert!(dropped.load(Ordering::SeqCst), "what ignored its stop was aborted at once");
+}
