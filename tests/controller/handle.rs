@@ -586,50 +586,84 @@ async fn a_removal_dropped_midway_still_aborts_and_a_second_remove_waits_for_it(
     run.await.unwrap().expect("a clean stop");
 }
 
-/// Its trait methods panic.
-struct Moody;
+/// The trait methods a manager reads of a runnable as it is added, each the one that panics
+/// in one `Moody`.
+const METHODS: [&str; 5] =
+    ["name", "phase", "ready_check", "needs_shard_membership", "needs_leader_election"];
+
+/// Its trait method of this name panics.
+struct Moody(&'static str);
+
+impl Moody {
+    fn maybe_panic(&self, method: &str) {
+        if self.0 == method {
+            panic!("moody {method}");
+        }
+    }
+}
 
 #[async_trait]
 impl Runnable for Moody {
     fn name(&self) -> String {
+        self.maybe_panic("name");
         "moody".into()
     }
     async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
         stop.await;
         Ok(())
     }
+    fn phase(&self) -> ctrlkit::runtime::Phase {
+        self.maybe_panic("phase");
+        ctrlkit::runtime::Phase::AfterCacheSync
+    }
+    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+        self.maybe_panic("ready_check");
+        None
+    }
+    fn needs_shard_membership(&self) -> bool {
+        self.maybe_panic("needs_shard_membership");
+        false
+    }
     fn needs_leader_election(&self) -> bool {
-        panic!("moody")
+        self.maybe_panic("needs_leader_election");
+        true
     }
 }
 
-/// A runnable whose trait method panics panics its `add`, not the manager's table: the
-/// manager runs on, starts what is added next and stops cleanly.
+/// A runnable whose trait method panics, whichever the manager reads of it, panics its
+/// `add`, not the manager's table: the manager runs on, starts what is added next under the
+/// leader Lease (where the Lease groups read what each runnable needs) and stops cleanly.
 #[tokio::test(start_paused = true)]
 async fn a_panicking_trait_method_panics_the_add_and_the_manager_runs_on() {
+    use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
+
     let server = server().await;
-    let manager = Manager::new(server.in_process_client());
+    let client = server.in_process_client();
+    let lock = LeaseLock::new(client.clone(), "default", "election", "only");
+    let manager = Manager::builder(client).leader_election(lock, LeaderElectionConfig::default());
+    let manager = manager.build();
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
+    // Under the leader Lease (a Job's default): started once the Lease is held.
     let first = Job::default();
     handle.add(first.clone()).unwrap();
-    eventually_within(Duration::from_secs(60), "started", || {
+    eventually_within(Duration::from_secs(60), "started under the Lease", || {
         first.starts.load(Ordering::SeqCst) == 1
     })
     .await;
-    let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.add(Moody)));
-    assert!(added.is_err(), "the panic of its method reached the add");
-    let next = Job::default();
-    let id = tokio::time::timeout(Duration::from_secs(60), async { handle.add(next.clone()) })
-        .await
-        .expect("the table is not deadlocked")
-        .unwrap();
-    eventually_within(Duration::from_secs(60), "the next runnable started", || {
-        next.starts.load(Ordering::SeqCst) == 1
-    })
-    .await;
-    handle.remove(id).await.unwrap();
+    for method in METHODS {
+        let moody = Moody(method);
+        let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.add(moody)));
+        assert!(added.is_err(), "the panic of {method} reached the add");
+        let next = Job::default();
+        let id = handle.add(next.clone()).expect("added after the panic");
+        eventually_within(Duration::from_secs(60), "the next runnable started", || {
+            next.starts.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        handle.remove(id).await.unwrap();
+    }
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }
@@ -670,8 +704,13 @@ async fn a_finished_runnable_is_let_go_of_and_removals_after_the_stop_answer_sto
         dropped.load(Ordering::SeqCst)
     })
     .await;
-    let finished =
-        handle.add(Quits { _dropped: DropFlag(Arc::new(AtomicBool::new(false))) }).unwrap();
+    let second = Arc::new(AtomicBool::new(false));
+    let finished = handle.add(Quits { _dropped: DropFlag(second.clone()) }).unwrap();
+    // Finished, not merely added, when the manager stops.
+    eventually_within(Duration::from_secs(60), "the second finished runnable let go of", || {
+        second.load(Ordering::SeqCst)
+    })
+    .await;
     handle.remove(quits).await.expect("a finished runnable's removal answers Ok while it runs");
     assert!(matches!(handle.remove(quits).await, Ok(())), "a second removal finds it gone");
 
