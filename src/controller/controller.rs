@@ -341,6 +341,23 @@ impl<K: InformerObject> Controller<K> {
         self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether every cache the controller reads holds its first list, asked as often as
+    /// wanted (it holds once it held: the controller holds its informers' guards); `None`
+    /// for a controller that runs its informers itself (wired, or its own factory), which
+    /// start only with its run.
+    pub(crate) fn caches_synced(&self) -> Option<Arc<dyn Fn() -> bool + Send + Sync>> {
+        if !matches!(self.informers.as_ref(), Informers::Shared) {
+            return None;
+        }
+        let (handles, held) = (self.informer_handles(), AtomicBool::new(false));
+        Some(Arc::new(move || {
+            let synced = held.load(Ordering::Relaxed)
+                || handles.iter().all(|informer| *informer.synced_receiver().borrow());
+            held.store(synced, Ordering::Relaxed);
+            synced
+        }))
+    }
+
     /// Every informer the controller reads, erased.
     pub(super) fn informer_handles(&self) -> Vec<Arc<dyn InformerHandle>> {
         let primary: Arc<dyn InformerHandle> = Arc::new(self.informer.clone());

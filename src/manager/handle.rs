@@ -12,7 +12,7 @@ use super::table::{Removal, Table};
 use super::telemetry::{Forget, Telemetry};
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
-use crate::runtime::Runnable;
+use crate::runtime::{ReadyCheck, Runnable};
 use crate::sharding::Ring;
 
 /// Adds runnables to a running [`Manager`](super::Manager) and removes them.
@@ -25,7 +25,8 @@ use crate::sharding::Ring;
 ///   phase has been reached, else when it is; one under a Lease once that Lease is held,
 ///   with that Lease's fence ([`Stop::is_fenced`](crate::runtime::Stop::is_fenced)), and
 ///   aborted with every other runnable when the Lease is lost. Its ready check joins
-///   `/readyz`. Once the manager stops (or its `run` returned, or it was dropped), an add
+///   `/readyz`, and a controller added while the manager runs, reading the informers of a
+///   factory (the manager's), joins `caches-synced` until its caches synced. Once the manager stops (or its `run` returned, or it was dropped), an add
 ///   fails with [`HandleError::Stopped`].
 /// - **Removed alone**: [`remove`](ManagerHandle::remove) stops one runnable, the others
 ///   untouched: it is told to stop and given the manager's graceful-shutdown timeout (or
@@ -135,7 +136,7 @@ impl ManagerHandle {
     /// Adds `runnable`, started in its phase (at once if the manager has reached it); its id
     /// removes it. Fails once the manager stops.
     pub fn add(&self, runnable: impl Runnable) -> Result<RunnableId, HandleError> {
-        self.inner.table.insert(Arc::new(runnable), None)
+        self.inner.table.insert(Arc::new(runnable), None, None)
     }
 
     /// A controller bound to the manager, as [`Manager::controller`](super::Manager::controller)
@@ -162,8 +163,9 @@ impl ManagerHandle {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let (runnable, forget) = controller_runnable(&self.inner.telemetry, controller, reconciler);
-        self.inner.table.insert(Arc::new(runnable), forget)
+        let (runnable, forget, synced) =
+            controller_runnable(&self.inner.telemetry, controller, reconciler);
+        self.inner.table.insert(Arc::new(runnable), forget, synced)
     }
 
     /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
@@ -220,13 +222,14 @@ pub(super) fn bind<K: InformerObject>(
     telemetry.controller(builder)
 }
 
-/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`, and
-/// what forgets its metric series when it is removed.
+/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`, what
+/// forgets its metric series when it is removed, and whether its caches synced (for
+/// `caches-synced`, if it reads a factory's informers).
 pub(super) fn controller_runnable<K, R>(
     telemetry: &Telemetry,
     controller: impl Into<Controller<K>>,
     reconciler: R,
-) -> (ControllerRunnable<K, R>, Option<Forget>)
+) -> (ControllerRunnable<K, R>, Option<Forget>, Option<ReadyCheck>)
 where
     K: InformerObject,
     R: Reconciler<Object = K>,
@@ -242,5 +245,6 @@ where
     }
     telemetry.adopt(&mut controller);
     let forget = telemetry.forget_controller(controller.name(), controller.queue().name());
-    (ControllerRunnable::new(controller, reconciler), forget)
+    let synced = controller.caches_synced();
+    (ControllerRunnable::new(controller, reconciler), forget, synced)
 }

@@ -131,12 +131,17 @@ impl Manager {
     /// Adds a runnable, started by [`run`](Self::run). To remove it while the manager runs,
     /// add it through a [`handle`](Self::handle) instead, which returns its id.
     pub fn add(&mut self, runnable: impl Runnable) {
-        self.insert(Arc::new(runnable), None);
+        self.insert(Arc::new(runnable), None, None);
     }
 
-    fn insert(&self, runnable: Arc<dyn Runnable>, forget: Option<super::telemetry::Forget>) {
+    fn insert(
+        &self,
+        runnable: Arc<dyn Runnable>,
+        forget: Option<super::telemetry::Forget>,
+        synced: Option<crate::runtime::ReadyCheck>,
+    ) {
         // A manager not yet run takes every runnable: only a stopping one refuses.
-        if let Err(err) = self.table.insert(runnable, forget) {
+        if let Err(err) = self.table.insert(runnable, forget, synced) {
             tracing::error!(error = %err, "a runnable was not added");
         }
     }
@@ -176,9 +181,9 @@ impl Manager {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let (runnable, forget) =
+        let (runnable, forget, synced) =
             handle::controller_runnable(&self.telemetry, controller, reconciler);
-        self.insert(Arc::new(runnable), forget);
+        self.insert(Arc::new(runnable), forget, synced);
     }
 
     /// An event recorder reporting as `reporting_controller`, counted in the manager's

@@ -5,6 +5,8 @@
 //! Lease.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -42,7 +44,14 @@ impl Manager {
         let shard = self.shard.clone().map_err(ManagerError::ShardLease)?;
         tracing::info!(runnables = self.table.len(), "starting manager");
         let endpoint = self.telemetry.serve(self.client()).await?;
-        self.telemetry.set_probe("caches-synced", false);
+        // The factory's first sync, then the caches of every controller added while it runs
+        // (the table's, read through a weak reference: the check outlives no manager).
+        let first_sync = Arc::new(AtomicBool::new(false));
+        let (table, synced) = (Arc::downgrade(&self.table), first_sync.clone());
+        let caches_synced = move || {
+            synced.load(Ordering::SeqCst) && table.upgrade().is_some_and(|t| t.caches_synced())
+        };
+        self.telemetry.add_ready_check("caches-synced", Arc::new(caches_synced));
         if elector.is_some() {
             self.telemetry.set_probe("leader-election", false);
         }
@@ -91,7 +100,7 @@ impl Manager {
         // caches synced.
         let mut groups = Vec::new();
         if failure.is_none() && !stopped {
-            self.telemetry.set_probe("caches-synced", true);
+            first_sync.store(true, Ordering::SeqCst);
             let shard_group = shard.map(|shard| {
                 let in_flight = self.table.in_flight(groups.len());
                 groups.push(LeaseGroup::shard(shard.elector().clone(), in_flight));

@@ -121,6 +121,9 @@ struct Entry {
     needs_leader: bool,
     check: Option<ReadyCheck>,
     forget: Option<Forget>,
+    /// For a controller added while the manager runs: whether its caches synced, which
+    /// `caches-synced` waits for.
+    synced: Option<ReadyCheck>,
     run: Run,
 }
 
@@ -174,11 +177,13 @@ impl Table {
     }
 
     /// Adds `runnable`, started at once if its phase has been reached; refused once the
-    /// manager is stopping.
+    /// manager is stopping. `synced`, a controller's, joins `caches-synced` if the manager
+    /// runs (before, the factory's first sync covers the informers it asked for).
     pub(super) fn insert(
         self: &Arc<Self>,
         runnable: Arc<dyn Runnable>,
         forget: Option<Forget>,
+        synced: Option<ReadyCheck>,
     ) -> Result<RunnableId, HandleError> {
         // The user's methods run before the lock is taken: a panic in one is the add's, and
         // leaves no task of the table to be dropped while it is held.
@@ -196,8 +201,10 @@ impl Table {
         if let Some(check) = &check {
             self.telemetry.add_ready_check(&name, check.clone());
         }
+        let synced = synced.filter(|_| state.lifecycle == Lifecycle::Running);
         let run = Run::Waiting;
-        let entry = Entry { runnable, name, phase, needs_shard, needs_leader, check, forget, run };
+        let entry =
+            Entry { runnable, name, phase, needs_shard, needs_leader, check, forget, synced, run };
         state.entries.insert(id, entry);
         let starts = self.start_waiting(&mut state);
         drop(state);
@@ -471,6 +478,16 @@ impl Table {
     /// The names of the runnables, in the order they were added.
     pub(super) fn names(&self) -> Vec<String> {
         self.lock().entries.values().map(|e| e.name.clone()).collect()
+    }
+
+    /// Whether the caches of every controller added while the manager runs have synced
+    /// (asked outside the lock).
+    pub(super) fn caches_synced(&self) -> bool {
+        let checks: Vec<ReadyCheck> = {
+            let state = self.lock();
+            state.entries.values().filter_map(|e| e.synced.clone()).collect()
+        };
+        checks.iter().all(|synced| synced())
     }
 
     /// How many runnables the table holds.

@@ -913,3 +913,49 @@ async fn a_shard_fencing_itself_as_it_is_removed_stops_the_manager_at_once() {
     );
     assert!(dropped.load(Ordering::SeqCst), "what ignored its stop was aborted at once");
 }
+
+/// `caches-synced` in `/readyz` counts the controllers added while the manager runs: one whose
+/// caches have not synced (its kind is not served: they never do) fails the check until it is
+/// removed; one whose caches sync joins it and leaves it passing.
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn caches_synced_waits_for_the_caches_of_a_controller_added_while_running() {
+    use crate::support::http::{free_address, get};
+    use ctrlkit::cache::ListWatch;
+    use kube_client::api::{ApiResource, DynamicObject};
+
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create_configmap(&server, "c").await;
+    let address = free_address();
+    let manager = Manager::builder(server.client()).metrics_address(address).build();
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    eventually_async_within(Duration::from_secs(10), "ready", || async {
+        get(address, "/readyz").await == Some((200, "ok".into()))
+    })
+    .await;
+    let widgets = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api = Api::<DynamicObject>::all_with(server.client(), &widgets);
+    let list_watch = ListWatch::new_with(api, &widgets);
+    let unsynced = handle.controller(list_watch).name("unsynced").complete(Idle).unwrap();
+    let (status, body) = get(address, "/readyz/caches-synced").await.unwrap();
+    assert_eq!(status, 503, "a controller added with caches not synced: {body}");
+    let passing = Versions::default();
+    handle.controller(cms).name("passing").complete(passing.clone()).unwrap();
+    eventually("the passing controller reconciled", || !passing.keys_present().is_empty()).await;
+    let (status, body) = get(address, "/readyz").await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("[-]caches-synced failed"), "{body}");
+    handle.remove(unsynced).await.unwrap();
+    assert_eq!(get(address, "/readyz").await, Some((200, "ok".into())), "once it is removed");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
