@@ -392,10 +392,7 @@ async fn readyz_and_metrics_follow_runnables_added_and_removed() {
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
-    eventually_async_within(Duration::from_secs(10), "ready", || async {
-        get(address, "/readyz").await == Some((200, "ok".into()))
-    })
-    .await;
+    ready(address).await;
 
     let unready = Arc::new(AtomicBool::new(false));
     let check = NotReady(unready.clone());
@@ -803,6 +800,32 @@ async fn a_removal_asked_from_a_runtime_that_goes_away_still_aborts_at_its_deadl
     run.await.unwrap().expect("a clean stop");
 }
 
+/// Widgets, a kind the server does not serve: an informer's lists of it fail and are
+/// retried, and it never syncs.
+fn unserved(
+    client: kube_client::Client,
+) -> ctrlkit::cache::ListWatch<kube_client::api::DynamicObject> {
+    let widgets = kube_client::api::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let api = Api::all_with(client, &widgets);
+    ctrlkit::cache::ListWatch::new_with(api, &widgets)
+}
+
+/// Waits until `/readyz` at `address` answers 200.
+#[cfg(feature = "metrics")]
+async fn ready(address: std::net::SocketAddr) {
+    use crate::support::http::get;
+    eventually_async_within(Duration::from_secs(10), "ready", || async {
+        get(address, "/readyz").await == Some((200, "ok".into()))
+    })
+    .await;
+}
+
 /// Reconciles nothing: a controller of a kind the server does not serve never gets a key.
 struct Idle;
 
@@ -824,9 +847,7 @@ impl Reconciler for Idle {
 /// waits, are clean stops: no error for the remover, none for the manager.
 #[tokio::test(start_paused = true)]
 async fn a_controller_stopped_before_its_caches_synced_stops_cleanly() {
-    use ctrlkit::cache::ListWatch;
     use ctrlkit_apiserver::harness::in_process_recording_client;
-    use kube_client::api::{ApiResource, DynamicObject};
 
     let server = server().await;
     let (client, log) = in_process_recording_client(&server);
@@ -835,17 +856,9 @@ async fn a_controller_stopped_before_its_caches_synced_stops_cleanly() {
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     running(&handle).await;
-    let widgets = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
-    let api = Api::<DynamicObject>::all_with(client, &widgets);
     let controller = |name: &str| {
-        let list_watch = ListWatch::new_with(api.clone(), &widgets);
-        handle.controller(list_watch).name(name).complete(Idle).expect("added while running")
+        let unserved = unserved(client.clone());
+        handle.controller(unserved).name(name).complete(Idle).expect("added while running")
     };
     let removed = controller("removed");
     let stays = controller("stays");
@@ -921,8 +934,6 @@ async fn a_shard_fencing_itself_as_it_is_removed_stops_the_manager_at_once() {
 #[tokio::test]
 async fn caches_synced_waits_for_the_caches_of_a_controller_added_while_running() {
     use crate::support::http::{free_address, get};
-    use ctrlkit::cache::ListWatch;
-    use kube_client::api::{ApiResource, DynamicObject};
 
     let server = server().await;
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
@@ -932,20 +943,9 @@ async fn caches_synced_waits_for_the_caches_of_a_controller_added_while_running(
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
-    eventually_async_within(Duration::from_secs(10), "ready", || async {
-        get(address, "/readyz").await == Some((200, "ok".into()))
-    })
-    .await;
-    let widgets = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
-    let api = Api::<DynamicObject>::all_with(server.client(), &widgets);
-    let list_watch = ListWatch::new_with(api, &widgets);
-    let unsynced = handle.controller(list_watch).name("unsynced").complete(Idle).unwrap();
+    ready(address).await;
+    let unserved = unserved(server.client());
+    let unsynced = handle.controller(unserved).name("unsynced").complete(Idle).unwrap();
     let (status, body) = get(address, "/readyz/caches-synced").await.unwrap();
     assert_eq!(status, 503, "a controller added with caches not synced: {body}");
     let passing = Versions::default();
