@@ -1,13 +1,14 @@
-//! [`WorkQueueBuilder`]: a named queue with its own rate limiter and metrics.
+//! [`WorkQueueBuilder`]: a named queue with its own rate limiter, metrics and fairness.
 
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::WorkQueue;
+use super::fairness::{Fairness, FairnessFn, LabelFn};
 use super::metrics::{QueueMetricsProvider, Recorder};
 use super::rate_limiters::RateLimiter;
+use super::{FairnessKey, WorkQueue};
 
 /// Builds a [`WorkQueue`]; see [`WorkQueue::builder`].
 pub struct WorkQueueBuilder<T> {
@@ -15,6 +16,11 @@ pub struct WorkQueueBuilder<T> {
     rate_limiter: Option<Box<dyn RateLimiter<T>>>,
     metrics: Option<Arc<dyn QueueMetricsProvider>>,
     aging: Duration,
+    /// `None`: not decided (FIFO, unless a controller makes it fair); `Some(None)`: FIFO.
+    fairness: Option<Option<FairnessFn<T>>>,
+    labels: Option<LabelFn<T>>,
+    max_in_flight: Option<usize>,
+    fair_retries: bool,
     _item: PhantomData<fn(T)>,
 }
 
@@ -25,6 +31,8 @@ impl<T> std::fmt::Debug for WorkQueueBuilder<T> {
             .field("rate_limiter", &self.rate_limiter.is_some())
             .field("metrics", &self.metrics.is_some())
             .field("aging", &self.aging)
+            .field("fair", &matches!(self.fairness, Some(Some(_))))
+            .field("fair_retries", &self.fair_retries)
             .finish()
     }
 }
@@ -39,6 +47,10 @@ where
             rate_limiter: None,
             metrics: None,
             aging: super::work_queue::DEFAULT_AGING,
+            fairness: None,
+            labels: None,
+            max_in_flight: None,
+            fair_retries: true,
             _item: PhantomData,
         }
     }
@@ -89,11 +101,97 @@ where
         self
     }
 
+    /// Makes the queue fair across the keys `key` gives its items: within a priority, ready
+    /// items are taken round-robin across fairness keys, at each of the key's levels in turn,
+    /// instead of in the order they came (see the [module docs](super)). A controller's queue
+    /// is fair by namespace unless told otherwise
+    /// ([`Config::fair_queue`](crate::controller::Config::fair_queue)).
+    ///
+    /// `key` is called once each time an item becomes ready anew (not for an add of an item
+    /// already queued) under the queue's lock: it should be cheap, and must not touch the
+    /// queue.
+    #[must_use]
+    pub fn fairness(mut self, key: impl Fn(&T) -> FairnessKey + Send + Sync + 'static) -> Self {
+        self.fairness = Some(Some(Arc::new(key)));
+        self
+    }
+
+    /// Names an item's fairness level (0 for the first) in the queue's logs of its busiest
+    /// groups, such as the namespace of a key. Without it, groups are named by number. Only
+    /// for a fair queue.
+    #[must_use]
+    pub fn fairness_labels(
+        mut self,
+        label: impl Fn(&T, usize) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.labels = Some(Arc::new(label));
+        self
+    }
+
+    /// At most `max` items of one first-level fairness group (a namespace; a cluster, for keys
+    /// whose first level is the cluster) are handed out at once: the group's other ready items
+    /// wait until one of its items is [`done`](WorkQueue::done), while other groups' are
+    /// handed out. So slow items of one tenant cannot hold every worker.
+    /// [`WorkQueue::len_available`] says how many ready items a worker may take. Only for a
+    /// fair queue; zero counts as one.
+    #[must_use]
+    pub fn max_in_flight_per_key(mut self, max: usize) -> Self {
+        self.max_in_flight = Some(max.max(1));
+        self
+    }
+
+    /// FIFO within a priority: no fairness, as client-go's queue (the default of a queue built
+    /// alone; a controller's queue is fair unless given this).
+    #[must_use]
+    pub fn fifo(mut self) -> Self {
+        self.fairness = Some(None);
+        self
+    }
+
+    /// Makes the queue fair across `key`'s keys unless [`fairness`](Self::fairness) or
+    /// [`fifo`](Self::fifo) decided already: a controller's default.
+    pub(crate) fn fairness_by_default(
+        mut self,
+        key: impl Fn(&T) -> FairnessKey + Send + Sync + 'static,
+        label: impl Fn(&T, usize) -> String + Send + Sync + 'static,
+    ) -> Self {
+        if self.fairness.is_none() {
+            self.fairness = Some(Some(Arc::new(key)));
+            self.labels.get_or_insert_with(|| Arc::new(label));
+        }
+        self
+    }
+
+    /// Whether a fair queue with the default rate limiter hands its overall bucket's tokens
+    /// round-robin across fairness keys (default `true`): a retry waits its own backoff, then
+    /// its turn at the bucket (10 qps, burst 100, as client-go's), so a namespace whose keys all
+    /// fail cannot reserve the bucket for minutes ahead of another's one retry. With `false`,
+    /// or a rate limiter of the caller's, or fairness off, the bucket is reserved first come,
+    /// first served at `add_rate_limited`, as client-go's.
+    #[must_use]
+    pub fn fair_retries(mut self, fair: bool) -> Self {
+        self.fair_retries = fair;
+        self
+    }
+
     /// Makes the queue. With metrics, called inside a tokio runtime, it also starts the
     /// 500 ms refresh of the unfinished-work gauges, which ends with the queue.
     pub fn build(self) -> WorkQueue<T> {
         let metrics = self.metrics.map(|p| Recorder::new(p.as_ref(), &self.name));
-        WorkQueue::from_parts(self.name, self.rate_limiter, metrics, self.aging)
+        let fairness = self.fairness.flatten().map(|key| Fairness {
+            key,
+            label: self.labels,
+            max_in_flight: self.max_in_flight,
+        });
+        let fair_bucket = fairness.is_some() && self.fair_retries && self.rate_limiter.is_none();
+        WorkQueue::from_parts(super::work_queue::Parts {
+            name: self.name,
+            rate_limiter: self.rate_limiter,
+            metrics,
+            aging: self.aging,
+            fairness,
+            fair_bucket,
+        })
     }
 }
 

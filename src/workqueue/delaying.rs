@@ -56,6 +56,8 @@ struct Waiting<T> {
     deadline: Instant,
     seq: u32,
     priority: Priority,
+    /// A retry that also waits for a token of the queue's fair bucket (the deadline's add's).
+    gated: bool,
 }
 
 /// An item whose deadline came.
@@ -63,6 +65,8 @@ pub(crate) struct Due<T> {
     pub(crate) item: T,
     pub(crate) hash: u64,
     pub(crate) priority: Priority,
+    /// A retry that waits for a token of the queue's fair bucket next.
+    pub(crate) gated: bool,
 }
 
 impl<T: Eq> WaitingSet<T> {
@@ -82,14 +86,15 @@ impl<T: Eq> WaitingSet<T> {
     }
 
     /// Makes `item` wait until `deadline` at `priority`, keeping an earlier deadline and a
-    /// higher priority it has already. Returns true when `deadline` became the earliest of the
-    /// whole set.
+    /// higher priority it has already; `gated` goes with the deadline kept. Returns true when
+    /// `deadline` became the earliest of the whole set.
     pub(crate) fn insert(
         &mut self,
         item: T,
         hash: u64,
         deadline: Instant,
         priority: Priority,
+        gated: bool,
     ) -> bool {
         let earliest = self.next_deadline().is_none_or(|next| deadline < next);
         if self.next_seq == u32::MAX {
@@ -113,10 +118,11 @@ impl<T: Eq> WaitingSet<T> {
                 }
                 current.deadline = deadline;
                 current.seq = seq;
+                current.gated = gated;
                 slot
             }
             None => {
-                let waiting = Waiting { hash, item, deadline, seq, priority };
+                let waiting = Waiting { hash, item, deadline, seq, priority, gated };
                 let slot = match self.free.pop() {
                     Some(slot) => {
                         slots[slot as usize] = Some(waiting);
@@ -156,7 +162,7 @@ impl<T: Eq> WaitingSet<T> {
         if let Ok(found) = self.index.find_entry(widen(narrow(hash)), |ix| ix.slot == slot) {
             found.remove();
         }
-        let Waiting { item, hash, priority, .. } =
+        let Waiting { item, hash, priority, gated, .. } =
             self.slots[slot as usize].take().expect("an indexed slot is occupied");
         self.free.push(slot);
         if self.index.is_empty() && self.slots.capacity() > 1024 {
@@ -164,7 +170,7 @@ impl<T: Eq> WaitingSet<T> {
             // left in the heap is stale).
             self.clear();
         }
-        Some(Due { item, hash, priority })
+        Some(Due { item, hash, priority, gated })
     }
 
     /// Whether nothing waits.
@@ -222,7 +228,8 @@ mod tests {
     use super::*;
 
     fn at(w: &mut WaitingSet<&'static str>, item: &'static str, t: Instant, p: i32) -> bool {
-        w.insert(item, item.len() as u64 * 7919 + item.as_bytes()[0] as u64, t, Priority(p))
+        let hash = item.len() as u64 * 7919 + item.as_bytes()[0] as u64;
+        w.insert(item, hash, t, Priority(p), false)
     }
 
     #[test]
@@ -250,7 +257,7 @@ mod tests {
         let mut w = WaitingSet::new();
         let hash = |item: &str| item.len() as u64 * 31 + u64::from(item.as_bytes()[0]);
         let insert = |w: &mut WaitingSet<String>, item: &str, at| {
-            w.insert(item.to_string(), hash(item), at, Priority::NORMAL)
+            w.insert(item.to_string(), hash(item), at, Priority::NORMAL, false)
         };
         w.next_seq = u32::MAX - 2;
         for item in ["a", "b", "c", "d", "e"] {

@@ -18,12 +18,19 @@
 //! | unfinished work | settable gauge, seconds | summed age of the items being processed |
 //! | longest running processor | settable gauge, seconds | age of the oldest item being processed |
 //! | retries | counter | calls of `add_rate_limited` |
+//! | fairness level (fair queues) | gauges per level of the fairness key | groups with ready items, the most ready items of one group, the longest wait of a group's oldest ready item |
+//!
+//! The fairness gauges have one series per level (a handful), never one per namespace or
+//! cluster: their cardinality is bounded whatever the tenants. Which groups are the busiest
+//! goes to the logs instead: at each refresh (every 500 ms) a fair queue with metrics logs, at
+//! debug level, the three deepest groups of each level by name.
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::Priority;
+use super::fairness::{FairnessLevelStats, LevelSnapshot};
 use super::queue::Added;
 use crate::panic::observe;
 
@@ -46,6 +53,11 @@ pub trait QueueMetrics: Send + Sync {
     fn longest_running_processor(&self, seconds: f64);
     /// `add_rate_limited` was called.
     fn retried(&self);
+    /// A fair queue's state at one level of its fairness key (0 for the first), at each
+    /// refresh of the unfinished-work gauges. Default: nothing.
+    fn fairness_level(&self, level: usize, stats: &FairnessLevelStats) {
+        let _ = (level, stats);
+    }
 }
 
 /// Makes the metrics of each queue: client-go's `workqueue.MetricsProvider`.
@@ -86,6 +98,22 @@ impl Recorder {
                 self.depth_changed(to, 1);
             }
             Added::Deduplicated | Added::Deferred => {}
+        }
+    }
+
+    /// Reports each fairness level and logs its deepest groups.
+    pub(crate) fn fairness(&self, queue: &str, levels: Vec<LevelSnapshot>) {
+        for (level, snapshot) in levels.into_iter().enumerate() {
+            self.call("fairness_level", |m| m.fairness_level(level, &snapshot.stats));
+            if !snapshot.deepest.is_empty() {
+                tracing::debug!(
+                    queue,
+                    level,
+                    groups = snapshot.stats.groups,
+                    deepest = ?snapshot.deepest,
+                    "fair queue: the deepest groups (ready items) of this level"
+                );
+            }
         }
     }
 

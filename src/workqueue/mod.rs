@@ -2,7 +2,22 @@
 //!
 //! Controllers put keys (`"namespace/name"`) in, workers take them out; the queue guarantees:
 //!
-//! - **Fair**: items are handed out in the order they were added, within a priority (below).
+//! - **FIFO** (client-go's docs call it "fair"): items are handed out in the order they were
+//!   added, within a priority (below), unless the queue is fair across fairness keys:
+//! - **Fair across fairness keys** ([`WorkQueueBuilder::fairness`]; a controller's queue is fair
+//!   by namespace by default): each item has a [`FairnessKey`], a list of levels (the
+//!   namespace; or the cluster, then the namespace). Within a priority, items are taken
+//!   round-robin at each level in turn: the next first-level group in rotation, its next
+//!   second-level group, and so on, then that flow's oldest item; a group served goes to the
+//!   back of its rotation, and one that gets ready items joins at the back. So a group with
+//!   many children gets no more turns than one with a single child, and an item of a key with
+//!   nothing else ready waits for at most one item of each other group ready before it, not
+//!   for their whole backlogs. Within one fairness key, items stay FIFO. Dedup comes first: an
+//!   add of an item already queued changes nothing, fairness included. An optional cap
+//!   ([`WorkQueueBuilder::max_in_flight_per_key`]) bounds the items of one first-level group
+//!   handed out at once. Retries of a fair queue with the default rate limiter wait their own
+//!   backoff, then take the overall bucket's tokens in turns across fairness keys
+//!   ([`WorkQueueBuilder::fair_retries`]).
 //! - **Stingy**: an item added many times before a worker takes it is handed out once. An item
 //!   added while a worker holds it is handed out again after that worker's
 //!   [`done`](WorkQueue::done), never to two workers at once.
@@ -29,7 +44,7 @@
 //!   [`num_requeues`](WorkQueue::num_requeues) reports it.
 //! - **Priorities** ([`add_with_priority`](WorkQueue::add_with_priority) and the `_with_priority`
 //!   forms of `add_after` and `add_rate_limited`; plain adds are [`Priority::NORMAL`]): `get`
-//!   hands out the highest priority first, FIFO within a priority.
+//!   hands out the highest priority first, FIFO (or fair) within a priority.
 //!   An item added again keeps the higher of its priorities (a raise moves it to the back of
 //!   the higher priority's line, once) and, waiting, the earlier of its deadlines; an item
 //!   added while held comes back at the highest priority it was added at meanwhile.
@@ -37,7 +52,9 @@
 //!   can keep it.
 //! - **Aging**: an item that has waited the queue's aging period
 //!   ([`WorkQueueBuilder::aging`], 5 minutes by default) is served before newer items of any
-//!   priority: the oldest such first. So nothing starves: under a constant stream of
+//!   priority: the oldest such first (in a fair queue, the priority holding the oldest such
+//!   item is served, by its round-robin, so fairness holds among aged items too). So nothing
+//!   starves: under a constant stream of
 //!   high-priority items, a low-priority item waits at most the aging period plus the time to
 //!   serve the items that were ready before it. Priorities are always on: a queue whose
 //!   items all have one priority is exactly the FIFO queue above and pays nothing for them.
@@ -73,6 +90,8 @@
 mod add_buffer;
 mod builder;
 mod delaying;
+mod fair_bucket;
+mod fairness;
 mod metrics;
 mod priority;
 mod queue;
@@ -81,6 +100,7 @@ mod spin_lock;
 mod work_queue;
 
 pub use builder::WorkQueueBuilder;
+pub use fairness::{FairnessKey, FairnessLevelStats, MAX_FAIRNESS_LEVELS};
 pub use metrics::{QueueMetrics, QueueMetricsProvider};
 pub use priority::Priority;
 pub use rate_limiters::{

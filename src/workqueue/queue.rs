@@ -1,13 +1,16 @@
-//! The plain queue: fair within a priority, stingy, and nothing else. It knows no delays, no
-//! rate limits and no locks; [`super::WorkQueue`] wraps it in a mutex and adds those layers.
+//! The plain queue: FIFO or fair within a priority, stingy, and nothing else. It knows no
+//! delays, no rate limits and no locks; [`super::WorkQueue`] wraps it in a mutex and adds those
+//! layers. Fairness (round-robin across fairness keys) is in `fairness.rs`; this file keeps
+//! each priority's line and decides which priority serves next.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::Priority;
+use super::fairness::{Fairness, Groups, LevelSnapshot, Tree};
 
 /// Dead index entries are swept once they outnumber twice the live ones by this many.
 const SWEEP_SLACK: usize = 1024;
@@ -27,6 +30,8 @@ struct Slot<T> {
     dirty: bool,
     /// Handed out to a worker that has not called `done` yet.
     processing: bool,
+    /// Its flow (fairness on), set when the slot is taken.
+    flow: u32,
 }
 
 /// An index entry: 32 bits of the item's hash and its slot. Eight bytes, so a million items'
@@ -44,11 +49,34 @@ struct Entry {
     generation: u32,
 }
 
-/// The ready items of one priority, in the order they became ready at it.
+/// The ready items of one priority, in the order they became ready at it; with fairness on,
+/// also in the round-robin that hands them out, and `fifo` serves only to find the oldest (it
+/// may then hold entries already handed out, dropped once they reach its front).
 #[derive(Debug)]
 struct Level {
     priority: Priority,
     fifo: VecDeque<Entry>,
+    tree: Tree<Entry>,
+    /// Live entries (fairness on): at zero the level's round-robin holds only stale ones, and
+    /// is emptied at once, so that a level's rotation never keeps places for groups with
+    /// nothing ready.
+    live: usize,
+}
+
+impl Level {
+    fn new(priority: Priority) -> Self {
+        Self { priority, fifo: VecDeque::new(), tree: Tree::new(), live: 0 }
+    }
+}
+
+/// A queue's fairness: how it finds keys, its groups, and what it counts.
+struct Fair<T> {
+    config: Fairness<T>,
+    groups: Groups,
+    /// Count ready items per flow and first-level group: for metrics and the cap.
+    count: bool,
+    /// First-level groups at their in-flight cap.
+    capped: Vec<u32>,
 }
 
 /// Spreads 32 bits of hash over 64 for the table (a bijection: multiplying by an odd
@@ -113,7 +141,12 @@ pub(crate) struct Popped<T> {
 ///   never match a lookup, because every lookup compares the slot's item; unoccupied slots
 ///   are listed in `free`;
 /// - `working` maps exactly the processing items to their slots;
-/// - `levels` is sorted by priority, highest first, and holds no empty level but `NORMAL`'s.
+/// - `levels` is sorted by priority, highest first, and holds no empty level but `NORMAL`'s;
+/// - with fairness on, a slot has also exactly one live entry in its level's round-robin when
+///   it is dirty and not processing, and the levels' `fifo`s may hold entries already handed
+///   out (not live);
+/// - `occupied` counts the levels that hold entries (their `fifo`s, or with fairness on their
+///   round-robins).
 ///
 /// Items live once, in a slab; the ready queues and the hash indexes hold slot numbers. So an
 /// add moves the item in without cloning it and `get` walks the slab in the order items came.
@@ -142,12 +175,28 @@ pub(crate) struct Queue<T> {
     stale: usize,
     /// Levels that hold at least one entry (live or stale).
     occupied: usize,
+    /// Round-robin across fairness keys within each priority; `None`: FIFO.
+    fair: Option<Fair<T>>,
 }
 
 impl<T: Clone + Eq> Queue<T> {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
+        Self::with_fairness(None, false)
+    }
+
+    /// A queue fair across `fairness`'s keys (FIFO without), counting ready items per group
+    /// with `metrics` (or a cap).
+    pub(crate) fn with_fairness(fairness: Option<Fairness<T>>, metrics: bool) -> Self {
+        let fair = fairness.map(|config| Fair {
+            count: metrics || config.max_in_flight.is_some(),
+            config,
+            groups: Groups::default(),
+            capped: Vec::new(),
+        });
         Self {
-            levels: vec![Level { priority: Priority::NORMAL, fifo: VecDeque::new() }],
+            fair,
+            levels: vec![Level::new(Priority::NORMAL)],
             slots: Vec::new(),
             tags: Vec::new(),
             occupied_slots: Vec::new(),
@@ -175,20 +224,35 @@ impl<T: Clone + Eq> Queue<T> {
     fn push_ready(&mut self, slot: usize) {
         let entry = &mut self.slots[slot];
         entry.generation = entry.generation.wrapping_add(1);
-        let (priority, generation) = (entry.priority, entry.generation);
+        let (priority, generation, flow) = (entry.priority, entry.generation, entry.flow);
         let level = match self.levels.iter().position(|l| l.priority <= priority) {
             Some(i) if self.levels[i].priority == priority => i,
             at => {
                 let at = at.unwrap_or(self.levels.len());
-                self.levels.insert(at, Level { priority, fifo: VecDeque::new() });
+                self.levels.insert(at, Level::new(priority));
                 at
             }
         };
-        let fifo = &mut self.levels[level].fifo;
-        if fifo.is_empty() {
-            self.occupied += 1;
+        let entry = Entry { slot: slot as u32, generation };
+        let level = &mut self.levels[level];
+        match &mut self.fair {
+            None => {
+                if level.fifo.is_empty() {
+                    self.occupied += 1;
+                }
+            }
+            Some(fair) => {
+                if level.tree.is_empty() {
+                    self.occupied += 1;
+                }
+                level.tree.push(&fair.groups, flow, entry);
+                level.live += 1;
+                if fair.count {
+                    fair.count_ready(flow, 1);
+                }
+            }
         }
-        fifo.push_back(Entry { slot: slot as u32, generation });
+        level.fifo.push_back(entry);
         self.ready += 1;
     }
 
@@ -215,6 +279,12 @@ impl<T: Clone + Eq> Queue<T> {
             // The entry at the old priority goes stale; `push_ready` counts the new one.
             self.ready -= 1;
             self.stale += 1;
+            if let Some(fair) = &mut self.fair {
+                if fair.count {
+                    fair.count_ready(self.slots[slot].flow, -1);
+                }
+                self.left_level(from);
+            }
             self.push_ready(slot);
             return Added::Raised { from, to: priority };
         }
@@ -226,6 +296,7 @@ impl<T: Clone + Eq> Queue<T> {
             generation: 0,
             dirty: true,
             processing: false,
+            flow: 0,
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -245,6 +316,13 @@ impl<T: Clone + Eq> Queue<T> {
         };
         self.tags[slot] = hash;
         self.occupied_slots[slot / 64] |= 1 << (slot % 64);
+        if let Some(fair) = &mut self.fair {
+            // The key's flow, found (or made) once per item that becomes ready anew; re-adds
+            // of a queued item returned above, so dedup costs fairness nothing.
+            let item = self.slots[slot].item.as_ref().expect("just filled");
+            let key = (fair.config.key)(item);
+            self.slots[slot].flow = fair.groups.flow(key);
+        }
         let ix = Ix { hash, slot: u32::try_from(slot).expect("fewer than 2^32 items") };
         self.index.insert_unique(widen(hash), ix, |ix| widen(ix.hash));
         self.live += 1;
@@ -301,8 +379,7 @@ impl<T: Clone + Eq> Queue<T> {
             }
         }
         let strict = aging_off(aging);
-        let mut top = None;
-        let mut oldest: Option<(usize, Instant)> = None;
+        let mut heads = Heads::default();
         let mut level = 0;
         while level < self.levels.len() {
             let Some(head) = self.head(level) else {
@@ -312,22 +389,90 @@ impl<T: Clone + Eq> Queue<T> {
                 }
                 continue;
             };
-            top.get_or_insert(level);
-            if strict {
+            if heads.consider(level, self.slots[head.slot as usize].queued_at, strict) {
                 break;
-            }
-            let queued_at = self.slots[head.slot as usize].queued_at;
-            if oldest.is_none_or(|(_, at)| queued_at < at) {
-                oldest = Some((level, queued_at));
             }
             level += 1;
         }
-        // The clock is read only to age a head: never with strict priorities (`oldest` empty).
-        let aged = |at| now.unwrap_or_else(Instant::now).saturating_duration_since(at) >= aging;
-        match oldest {
-            Some((level, at)) if aged(at) => Some(level),
-            _ => top,
+        heads.choose(aging, now)
+    }
+
+    /// With fairness on: a live entry of the level of `priority` went (stale, or handed out).
+    /// A level left with none is emptied (its round-robin holds only stale entries) and, but
+    /// for `NORMAL`'s, dropped.
+    fn left_level(&mut self, priority: Priority) {
+        let Some(i) = self.levels.iter().position(|l| l.priority == priority) else { return };
+        let level = &mut self.levels[i];
+        level.live -= 1;
+        if level.live > 0 {
+            return;
         }
+        if !level.tree.is_empty() {
+            self.occupied -= 1;
+        }
+        level.tree.clear();
+        level.fifo.clear();
+        if priority != Priority::NORMAL {
+            self.levels.remove(i);
+        }
+    }
+
+    /// With fairness on: the next entry, by the round-robin of the priority `next_level_fair`
+    /// chooses, or (when every ready group there is at its in-flight cap) of the next priority
+    /// that has one a worker may take.
+    fn pop_fair(&mut self, aging: Duration, now: Option<Instant>) -> Option<Entry> {
+        let first = self.next_level_fair(aging, now)?;
+        let found = std::iter::once(first)
+            .chain(0..self.levels.len())
+            .find_map(|level| self.pop_tree(level).map(|e| (e, self.levels[level].priority)));
+        let (entry, priority) = found?;
+        self.left_level(priority);
+        Some(entry)
+    }
+
+    /// Takes the next live entry of `level`'s round-robin, skipping stale ones.
+    fn pop_tree(&mut self, level: usize) -> Option<Entry> {
+        let fair = self.fair.as_ref().expect("fairness on");
+        let slots = &self.slots;
+        let groups = &fair.groups;
+        let cap = fair.config.max_in_flight;
+        let tree = &mut self.levels[level].tree;
+        if tree.is_empty() {
+            return None;
+        }
+        // A pop that finds only stale entries cannot empty the tree: `live` counts a live one.
+        let found = tree.pop(
+            |e| live(slots, e),
+            |top| cap.is_some_and(|cap| groups.groups[top as usize].in_flight >= cap),
+        );
+        if tree.is_empty() {
+            self.occupied -= 1;
+        }
+        found
+    }
+
+    /// `next_level` with fairness on: each level's oldest live entry is the front of its
+    /// `fifo` once entries handed out are dropped from it.
+    fn next_level_fair(&mut self, aging: Duration, now: Option<Instant>) -> Option<usize> {
+        if self.ready == 0 {
+            return None;
+        }
+        let strict = aging_off(aging) || self.occupied == 1;
+        let mut heads = Heads::default();
+        for level in 0..self.levels.len() {
+            let head = loop {
+                let Some(&head) = self.levels[level].fifo.front() else { break None };
+                if live(&self.slots, &head) {
+                    break Some(head);
+                }
+                self.levels[level].fifo.pop_front();
+            };
+            let Some(head) = head else { continue };
+            if heads.consider(level, self.slots[head.slot as usize].queued_at, strict) {
+                break;
+            }
+        }
+        heads.choose(aging, now)
     }
 
     /// Takes the next ready item (see `next_level`) and marks it processing. `now` is the time
@@ -339,11 +484,19 @@ impl<T: Clone + Eq> Queue<T> {
         now: Option<Instant>,
         record_start: bool,
     ) -> Option<Popped<T>> {
-        let level = self.next_level(aging, now)?;
+        let entry = match self.fair {
+            None => {
+                let level = self.next_level(aging, now)?;
+                self.pop_level(level).expect("the chosen level has a live head")
+            }
+            Some(_) => self.pop_fair(aging, now)?,
+        };
         let started = now.filter(|_| record_start);
-        let entry = self.pop_level(level).expect("the chosen level has a live head");
         let slot = entry.slot as usize;
         self.ready -= 1;
+        if let Some(fair) = &mut self.fair {
+            fair.popped(self.slots[slot].flow);
+        }
         let ix = Ix { hash: self.tags[slot], slot: entry.slot };
         self.working.insert_unique(widen(ix.hash), ix, |ix| widen(ix.hash));
         if let Some(at) = started {
@@ -373,6 +526,13 @@ impl<T: Clone + Eq> Queue<T> {
         let started = self.started.get_mut(index).and_then(Option::take);
         let slot = &mut self.slots[index];
         slot.processing = false;
+        if let Some(fair) = &mut self.fair
+            && let Some(top) = fair.finished(slot.flow)
+        {
+            for level in &mut self.levels {
+                level.tree.unpark(top);
+            }
+        }
         if slot.dirty {
             let priority = slot.priority;
             self.push_ready(index);
@@ -405,7 +565,11 @@ impl<T: Clone + Eq> Queue<T> {
         self.index = index;
         // Slots past the last occupied one can go, unless a stale ready entry still names one
         // (a slot made anew restarts its generation). No index entry names them any more.
-        if self.stale == 0 {
+        let named = match self.fair {
+            None => self.stale > 0,
+            Some(_) => self.levels.iter().any(|l| !l.fifo.is_empty() || !l.tree.is_empty()),
+        };
+        if !named {
             let used = self.slots.iter().rposition(|s| s.item.is_some()).map_or(0, |i| i + 1);
             self.slots.truncate(used);
             self.tags.truncate(used);
@@ -425,9 +589,104 @@ impl<T: Clone + Eq> Queue<T> {
         }
     }
 
+    /// The flow of `item`'s fairness key (made if new); `None` with fairness off.
+    pub(crate) fn flow_of(&mut self, item: &T) -> Option<u32> {
+        let fair = self.fair.as_mut()?;
+        let key = (fair.config.key)(item);
+        Some(fair.groups.flow(key))
+    }
+
+    /// Each fairness level's figures and its three deepest groups (with metrics on: the ready
+    /// counts are kept then); empty with fairness off. Costs a pass over the flows.
+    pub(crate) fn fairness_levels(&self, now: Instant) -> Vec<LevelSnapshot> {
+        let Some(fair) = self.fair.as_ref().filter(|f| f.count) else { return Vec::new() };
+        let groups = &fair.groups;
+        // Per group: ready items, the oldest ready item's start, a slot of one of its items.
+        let mut seen: HashMap<u32, (usize, Instant, u32)> = HashMap::new();
+        for level in &self.levels {
+            for (flow, entries) in level.tree.flows() {
+                let Some(first) = entries.iter().find(|e| live(&self.slots, e)) else { continue };
+                let at = self.slots[first.slot as usize].queued_at;
+                let ready = groups.groups[flow as usize].ready;
+                let mut group = Some(flow);
+                let mut first_level = true;
+                while let Some(g) = group {
+                    let agg = seen.entry(g).or_insert((0, at, first.slot));
+                    if agg.1 > at {
+                        (agg.1, agg.2) = (at, first.slot);
+                    }
+                    if first_level {
+                        // A flow's count once, however many priorities it is ready at.
+                        agg.0 = ready;
+                    }
+                    first_level = false;
+                    group = groups.parent(g);
+                }
+            }
+        }
+        // Groups above the flows sum their flows' counts.
+        let mut sums: HashMap<u32, usize> = HashMap::new();
+        for (&g, &(ready, _, _)) in &seen {
+            if usize::from(groups.groups[g as usize].level) + 1 == groups.depth() {
+                let mut up = groups.parent(g);
+                while let Some(p) = up {
+                    *sums.entry(p).or_default() += ready;
+                    up = groups.parent(p);
+                }
+            }
+        }
+        let mut levels: Vec<LevelSnapshot> =
+            (0..groups.depth()).map(|_| LevelSnapshot::default()).collect();
+        let mut by_level: Vec<Vec<(usize, u32)>> = vec![Vec::new(); groups.depth()];
+        for (&g, &(ready, at, _)) in &seen {
+            let level = usize::from(groups.groups[g as usize].level);
+            let ready = sums.get(&g).copied().unwrap_or(ready);
+            let stats = &mut levels[level].stats;
+            stats.groups += 1;
+            stats.deepest = stats.deepest.max(ready);
+            let wait = now.saturating_duration_since(at).as_secs_f64();
+            stats.longest_wait_seconds = stats.longest_wait_seconds.max(wait);
+            by_level[level].push((ready, g));
+        }
+        for (level, mut ranked) in by_level.into_iter().enumerate() {
+            ranked.sort_unstable_by_key(|&(ready, _)| std::cmp::Reverse(ready));
+            levels[level].deepest = ranked
+                .into_iter()
+                .take(3)
+                .map(|(ready, g)| {
+                    let slot = seen[&g].2 as usize;
+                    let name = match (&fair.config.label, &self.slots[slot].item) {
+                        (Some(label), Some(item)) => label(item, level),
+                        _ => format!("#{g}"),
+                    };
+                    (name, ready)
+                })
+                .collect();
+        }
+        levels
+    }
+
+    /// The fairness groups; `None` with fairness off.
+    pub(crate) fn groups(&self) -> Option<&Groups> {
+        self.fair.as_ref().map(|f| &f.groups)
+    }
+
     /// Items ready to be handed out.
     pub(crate) fn len(&self) -> usize {
         self.ready
+    }
+
+    /// Items ready that a worker may take now: those of groups at their in-flight cap left
+    /// out.
+    pub(crate) fn available(&self) -> usize {
+        match &self.fair {
+            Some(fair) if fair.config.max_in_flight.is_some() => {
+                let held: usize =
+                    fair.capped.iter().map(|&g| fair.groups.groups[g as usize].top_ready).sum();
+                self.ready.saturating_sub(held)
+            }
+            _ => self.ready,
+        }
     }
 
     /// Whether more than one priority holds ready items, so that `pop` compares ages.
@@ -455,6 +714,84 @@ impl<T: Clone + Eq> Queue<T> {
     /// Start times of the items being processed (recorded only with metrics on).
     pub(crate) fn processing_started(&self) -> impl Iterator<Item = Instant> + '_ {
         self.working.iter().filter_map(|ix| self.started.get(ix.slot as usize).copied().flatten())
+    }
+}
+
+/// The levels' heads seen so far, highest priority first: the first, and the oldest.
+#[derive(Default)]
+struct Heads {
+    top: Option<usize>,
+    oldest: Option<(usize, Instant)>,
+}
+
+impl Heads {
+    /// Notes the head of `level`, which started waiting at `queued_at`; true when no other
+    /// head matters (strict priorities: the first wins).
+    fn consider(&mut self, level: usize, queued_at: Instant, strict: bool) -> bool {
+        self.top.get_or_insert(level);
+        if strict {
+            return true;
+        }
+        if self.oldest.is_none_or(|(_, at)| queued_at < at) {
+            self.oldest = Some((level, queued_at));
+        }
+        false
+    }
+
+    /// The oldest head's level if it has waited `aging`, else the highest priority's. The
+    /// clock is read only to age a head: never with strict priorities (`oldest` empty).
+    fn choose(&self, aging: Duration, now: Option<Instant>) -> Option<usize> {
+        let aged = |at| now.unwrap_or_else(Instant::now).saturating_duration_since(at) >= aging;
+        match self.oldest {
+            Some((level, at)) if aged(at) => Some(level),
+            _ => self.top,
+        }
+    }
+}
+
+/// Whether `entry` is its slot's live one, with fairness on: the newest pushed, and not handed
+/// out since (a level's `fifo` keeps handed-out entries until they reach its front).
+fn live<T>(slots: &[Slot<T>], entry: &Entry) -> bool {
+    let slot = &slots[entry.slot as usize];
+    slot.generation == entry.generation && slot.dirty && !slot.processing
+}
+
+impl<T> Fair<T> {
+    /// Moves the ready counts of `flow` and its first-level group by `delta`.
+    fn count_ready(&mut self, flow: u32, delta: isize) {
+        let top = self.groups.top_of(flow) as usize;
+        let groups = &mut self.groups.groups;
+        groups[flow as usize].ready = groups[flow as usize].ready.wrapping_add_signed(delta);
+        groups[top].top_ready = groups[top].top_ready.wrapping_add_signed(delta);
+    }
+
+    /// An item of `flow` was handed out.
+    fn popped(&mut self, flow: u32) {
+        if !self.count {
+            return;
+        }
+        self.count_ready(flow, -1);
+        if let Some(cap) = self.config.max_in_flight {
+            let top = self.groups.top_of(flow);
+            let group = &mut self.groups.groups[top as usize];
+            group.in_flight += 1;
+            if group.in_flight == cap {
+                self.capped.push(top);
+            }
+        }
+    }
+
+    /// An item of `flow` is done; returns its first-level group if that left its cap.
+    fn finished(&mut self, flow: u32) -> Option<u32> {
+        let cap = self.config.max_in_flight?;
+        let top = self.groups.top_of(flow);
+        let group = &mut self.groups.groups[top as usize];
+        group.in_flight -= 1;
+        if group.in_flight + 1 != cap {
+            return None;
+        }
+        self.capped.retain(|&g| g != top);
+        Some(top)
     }
 }
 

@@ -12,9 +12,13 @@ use tokio::time::Instant;
 use super::Priority;
 use super::add_buffer::{AddBuffer, Batch, PendingAdd, Pushed};
 use super::delaying::{Due, WaitingSet, deadline_after};
+use super::fair_bucket::{FairBucket, Gated};
+use super::fairness::Fairness;
 use super::metrics::{Recorder, seconds_since};
 use super::queue::{Added, Finished, Popped, Queue, aging_off};
-use super::rate_limiters::{RateLimiter, default_controller_rate_limiter};
+use super::rate_limiters::{
+    ItemExponentialFailureRateLimiter, RateLimiter, default_controller_rate_limiter,
+};
 
 /// How many times a lock found taken is tried again before the thread waits; see
 /// `Inner::lock_raw`.
@@ -77,11 +81,27 @@ pub(crate) struct Inner<T> {
     hasher: foldhash::quality::RandomState,
     /// See [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging).
     aging: Duration,
+    /// Retries wait for the fair bucket (`State::bucket` is there).
+    fair_bucket: bool,
+}
+
+/// What a [`WorkQueueBuilder`](super::WorkQueueBuilder) hands [`WorkQueue::from_parts`].
+pub(crate) struct Parts<T> {
+    pub(crate) name: String,
+    pub(crate) rate_limiter: Option<Box<dyn RateLimiter<T>>>,
+    pub(crate) metrics: Option<Recorder>,
+    pub(crate) aging: Duration,
+    pub(crate) fairness: Option<Fairness<T>>,
+    /// Whether the default limiter's overall bucket is the fair one.
+    pub(crate) fair_bucket: bool,
 }
 
 struct State<T> {
     queue: Queue<T>,
     waiting: WaitingSet<T>,
+    /// Retries past their own backoff waiting for a token (a fair queue with the default
+    /// limiter; see `fair_bucket.rs`).
+    bucket: Option<FairBucket<T>>,
     shutting_down: bool,
     /// `shut_down_with_drain` callers waiting: `done` wakes them only if there are some.
     drainers: usize,
@@ -93,17 +113,42 @@ impl<T> State<T>
 where
     T: Clone + Eq + Hash,
 {
-    /// Moves every waiting item whose deadline has passed into the queue.
+    /// Moves every waiting item whose deadline has passed into the queue (a gated retry into
+    /// its line at the bucket), then the retries the bucket has tokens for.
     fn promote_due(&mut self, metrics: Option<&Recorder>) {
-        if self.waiting.is_empty() {
+        let gated = self.bucket.as_ref().is_some_and(|b| b.len() > 0);
+        if self.waiting.is_empty() && !gated {
             return;
         }
         let now = Instant::now();
-        while let Some(Due { item, hash, priority }) = self.waiting.pop_due(now) {
+        while let Some(Due { item, hash, priority, gated }) = self.waiting.pop_due(now) {
+            if gated
+                && let (Some(bucket), Some(flow)) = (&mut self.bucket, self.queue.flow_of(&item))
+            {
+                let groups = self.queue.groups().expect("a fair queue has groups");
+                bucket.push(groups, flow, Gated { item, hash, priority });
+                continue;
+            }
             let added = self.queue.add(item, hash, priority, now);
             if let Some(m) = metrics {
                 m.record_add(added);
             }
+        }
+        let Some(bucket) = &mut self.bucket else { return };
+        while let Some(Gated { item, hash, priority }) = bucket.release(now) {
+            let added = self.queue.add(item, hash, priority, now);
+            if let Some(m) = metrics {
+                m.record_add(added);
+            }
+        }
+    }
+
+    /// When a parked `get` must look again: the next deadline, or the bucket's next token.
+    fn next_wake(&mut self) -> Option<Instant> {
+        let token = self.bucket.as_ref().and_then(FairBucket::next_release);
+        match (self.waiting.next_deadline(), token) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -114,19 +159,33 @@ where
 {
     /// The queue a [`WorkQueueBuilder`](super::WorkQueueBuilder) builds (its constructors,
     /// `new` and `builder`, are in `builder.rs`, above this file).
-    pub(crate) fn from_parts(
-        name: String,
-        rate_limiter: Option<Box<dyn RateLimiter<T>>>,
-        metrics: Option<Recorder>,
-        aging: Duration,
-    ) -> Self {
+    pub(crate) fn from_parts(parts: Parts<T>) -> Self {
+        let Parts { name, rate_limiter, metrics, aging, fairness, fair_bucket } = parts;
         let with_metrics = metrics.is_some();
+        // A fair bucket takes the overall bucket's place: the limiter keeps the per-item
+        // backoff of the default one alone.
+        let (rate_limiter, bucket) = match (rate_limiter, fair_bucket) {
+            (Some(limiter), _) => (limiter, None),
+            (None, true) => {
+                let per_item: Box<dyn RateLimiter<T>> =
+                    Box::new(ItemExponentialFailureRateLimiter::new(
+                        Duration::from_millis(5),
+                        Duration::from_secs(1000),
+                    ));
+                (per_item, Some(FairBucket::new(10.0, 100)))
+            }
+            (None, false) => {
+                (Box::new(default_controller_rate_limiter()) as Box<dyn RateLimiter<T>>, None)
+            }
+        };
+        let fair_bucket = bucket.is_some();
         let queue = Self {
             inner: Arc::new(Inner {
                 name,
                 state: Mutex::new(State {
-                    queue: Queue::new(),
+                    queue: Queue::with_fairness(fairness, with_metrics),
                     waiting: WaitingSet::new(),
+                    bucket,
                     shutting_down: false,
                     drainers: 0,
                     spare: Batch::new(),
@@ -136,11 +195,11 @@ where
                 priorities_in_use: AtomicBool::new(false),
                 getters: Notify::new(),
                 drained: Notify::new(),
-                rate_limiter: rate_limiter
-                    .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+                rate_limiter,
                 metrics,
                 hasher: foldhash::quality::RandomState::default(),
                 aging,
+                fair_bucket,
             }),
         };
         if with_metrics {
@@ -217,6 +276,12 @@ where
         if delay.is_zero() {
             return self.add_with_priority(item, priority);
         }
+        self.wait_then_add(item, delay, priority, false);
+    }
+
+    /// Makes `item` wait `delay` (then, `gated`, for a token of the fair bucket) before it is
+    /// added at `priority`.
+    fn wait_then_add(&self, item: T, delay: Duration, priority: Priority, gated: bool) {
         let hash = self.inner.hasher.hash_one(&item);
         let now = Instant::now();
         let mut state = self.lock();
@@ -225,7 +290,7 @@ where
         }
         let deadline = deadline_after(now, delay);
         // A new earliest deadline must re-arm a parked getter's timer.
-        if state.waiting.insert(item, hash, deadline, priority) && self.idle_getters() > 0 {
+        if state.waiting.insert(item, hash, deadline, priority, gated) && self.idle_getters() > 0 {
             self.inner.getters.notify_one();
         }
     }
@@ -237,11 +302,17 @@ where
     }
 
     /// Adds `item` at `priority` after the wait its rate limiter decides, counting one more
-    /// failure.
+    /// failure. A fair queue with the default limiter then waits for its fairness key's turn
+    /// at the overall bucket (see
+    /// [`WorkQueueBuilder::fair_retries`](super::WorkQueueBuilder::fair_retries)).
     pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
         let delay = self.inner.rate_limiter.when(&item);
         if let Some(m) = &self.inner.metrics {
             m.call("retried", |h| h.retried());
+        }
+        if self.inner.fair_bucket {
+            // Through the waiting set even at a zero delay: the bucket's line is beyond it.
+            return self.wait_then_add(item, delay.max(Duration::from_nanos(1)), priority, true);
         }
         self.add_after_with_priority(item, delay, priority);
     }
@@ -321,7 +392,7 @@ where
                     self.inner.idle_getters.fetch_sub(1, Ordering::SeqCst);
                     continue;
                 }
-                state.waiting.next_deadline()
+                state.next_wake()
             };
             let _idle = IdleGuard(self);
             match deadline {
@@ -409,6 +480,15 @@ where
         state.queue.len()
     }
 
+    /// Items ready that a worker may take now: [`len`](Self::len) less the items of groups at
+    /// their in-flight cap ([`WorkQueueBuilder::max_in_flight_per_key`](super::WorkQueueBuilder::max_in_flight_per_key)),
+    /// for anything that sizes workers by the queue's depth. Without a cap, `len`.
+    pub fn len_available(&self) -> usize {
+        let mut state = self.lock();
+        state.promote_due(self.inner.metrics.as_ref());
+        state.queue.available()
+    }
+
     /// Whether no item is ready to be handed out.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -423,6 +503,9 @@ where
             let mut state = self.lock();
             state.shutting_down = true;
             state.waiting.clear();
+            if let Some(bucket) = &mut state.bucket {
+                bucket.clear();
+            }
         }
         self.inner.getters.notify_waiters();
         self.inner.drained.notify_waiters();
@@ -550,8 +633,14 @@ where
 
     fn update_unfinished_work(&self) {
         if let Some(m) = &self.metrics {
+            let now = Instant::now();
             let state = self.lock();
-            m.update_unfinished(Instant::now(), state.queue.processing_started());
+            m.update_unfinished(now, state.queue.processing_started());
+            let levels = state.queue.fairness_levels(now);
+            drop(state);
+            if !levels.is_empty() {
+                m.fairness(&self.name, levels);
+            }
         }
     }
 }

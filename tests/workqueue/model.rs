@@ -1,10 +1,10 @@
 //! Property test: random operations against a small reference model of the queue contract,
-//! priorities and aging included.
+//! priorities, aging and fairness included.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use ctrlkit::workqueue::{ItemFastSlowRateLimiter, Priority, WorkQueue};
+use ctrlkit::workqueue::{FairnessKey, ItemFastSlowRateLimiter, Priority, WorkQueue};
 use futures::FutureExt;
 use proptest::prelude::*;
 
@@ -48,9 +48,29 @@ struct Ready {
     order: u64,
 }
 
+/// Item `k`'s fairness key in the fair runs: two levels, `k % 2` then `k % 4`, so that the
+/// first-level group 0 holds the flows 0 and 2, and group 1 the flows 1 and 3.
+fn fairness_key(k: &u8) -> FairnessKey {
+    FairnessKey::new().level(k % 2).level(k % 4)
+}
+
+/// One priority's round-robin: first-level groups in rotation, each with its flows in
+/// rotation, each flow with its entries (item, push number) in order, stale ones included
+/// (an entry is live while it is its item's newest and the item is ready).
+#[derive(Default, Debug)]
+struct Rotation {
+    root: VecDeque<u8>,
+    flows: HashMap<u8, VecDeque<u8>>,
+    entries: HashMap<u8, VecDeque<(u8, u64)>>,
+}
+
 /// The contract, written as plainly as possible.
 #[derive(Default)]
 struct Model {
+    /// Fair runs: each priority's round-robin, and each item's newest push number.
+    fair: bool,
+    rotations: BTreeMap<i32, Rotation>,
+    pushes: HashMap<u8, u64>,
     ready: Vec<Ready>,
     /// item → (priority, queued at): added and not handed out since.
     dirty: HashMap<u8, (i32, u64)>,
@@ -70,6 +90,68 @@ impl Model {
     fn push_ready(&mut self, k: u8, prio: i32, queued_at: u64) {
         self.order += 1;
         self.ready.push(Ready { k, prio, queued_at, order: self.order });
+        self.push_entry(k, prio);
+    }
+    /// The fair runs' side of a push: an entry at the back of its flow, which joins the back of
+    /// its group's rotation if it had no entry, as the group does the root's.
+    fn push_entry(&mut self, k: u8, prio: i32) {
+        if !self.fair {
+            return;
+        }
+        let push = self.order;
+        self.pushes.insert(k, push);
+        let (top, flow) = (k % 2, k % 4);
+        let rotation = self.rotations.entry(prio).or_default();
+        let entries = rotation.entries.entry(flow).or_default();
+        entries.push_back((k, push));
+        if entries.len() == 1 {
+            let flows = rotation.flows.entry(top).or_default();
+            flows.push_back(flow);
+            if flows.len() == 1 {
+                rotation.root.push_back(top);
+            }
+        }
+    }
+    /// A priority's live entries went to zero: its rotation holds stale entries only, and goes.
+    fn forget_rotation_if_idle(&mut self, prio: i32) {
+        if self.fair && !self.ready.iter().any(|r| r.prio == prio) {
+            self.rotations.remove(&prio);
+        }
+    }
+    /// The item the round-robin of `prio` hands out: each turn takes the next first-level
+    /// group, its next flow, and that flow's first live entry (stale ones are dropped in the
+    /// same turn); the group and flow served go to the back of their rotations, or leave them
+    /// once empty.
+    fn take_fair(&mut self, prio: i32) -> u8 {
+        let rotation = self.rotations.get_mut(&prio).expect("a priority with ready items");
+        loop {
+            let top = *rotation.root.front().expect("a live entry");
+            let flows = rotation.flows.get_mut(&top).unwrap();
+            let flow = *flows.front().unwrap();
+            let entries = rotation.entries.get_mut(&flow).unwrap();
+            let (k, push) = entries.pop_front().unwrap();
+            let live = self.pushes.get(&k) == Some(&push)
+                && self.ready.iter().any(|r| r.k == k && r.prio == prio);
+            flows.pop_front();
+            if !entries.is_empty() {
+                if live {
+                    flows.push_back(flow);
+                } else {
+                    flows.push_front(flow);
+                }
+            }
+            rotation.root.pop_front();
+            if !flows.is_empty() {
+                if live {
+                    rotation.root.push_back(top);
+                } else {
+                    rotation.root.push_front(top);
+                }
+            }
+            if live {
+                return k;
+            }
+        }
     }
     /// An add through the buffer: its wait starts with its batch.
     fn add(&mut self, k: u8, p: i32) {
@@ -88,11 +170,13 @@ impl Model {
             Some((prio, _)) if p <= *prio => {}
             Some((prio, _)) => {
                 // Raised: it moves to the back of the higher priority's line.
-                *prio = p;
+                let from = std::mem::replace(prio, p);
                 self.order += 1;
                 let order = self.order;
                 if let Some(r) = self.ready.iter_mut().find(|r| r.k == k) {
                     (r.prio, r.order) = (p, order);
+                    self.push_entry(k, p);
+                    self.forget_rotation_if_idle(from);
                 }
             }
             None => {
@@ -159,7 +243,16 @@ impl Model {
         self.lock();
         self.promote();
         if let Some(i) = self.next() {
+            let i = match self.fair {
+                false => i,
+                true => {
+                    // The priority `next` chose; its round-robin picks the item.
+                    let k = self.take_fair(self.ready[i].prio);
+                    self.ready.iter().position(|r| r.k == k).unwrap()
+                }
+            };
             let Ready { k, prio, .. } = self.ready.remove(i);
+            self.forget_rotation_if_idle(prio);
             self.dirty.remove(&k);
             self.processing.push(k);
             return Some(Some((k, prio)));
@@ -175,18 +268,19 @@ impl Model {
     }
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, fair: bool) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .unwrap();
     rt.block_on(async {
-        let q: WorkQueue<u8> = WorkQueue::builder()
+        let builder = WorkQueue::builder()
             .rate_limiter(ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::ZERO, 0))
-            .aging(Duration::from_millis(AGING_MS))
-            .build();
-        let mut m = Model::default();
+            .aging(Duration::from_millis(AGING_MS));
+        let q: WorkQueue<u8> =
+            if fair { builder.fairness(fairness_key).build() } else { builder.build() };
+        let mut m = Model { fair, ..Model::default() };
         for op in ops {
             match op {
                 Op::Add(k, p) => {
@@ -255,6 +349,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     #[test]
     fn queue_matches_the_reference_model(ops in prop::collection::vec(op(), 0..120)) {
-        run(ops)?;
+        run(ops, false)?;
+    }
+
+    #[test]
+    fn a_fair_queue_matches_the_reference_model(ops in prop::collection::vec(op(), 0..120)) {
+        run(ops, true)?;
     }
 }

@@ -1,0 +1,508 @@
+//! Fairness keys: which tenant an item belongs to, and the round-robin that takes ready items
+//! across tenants instead of in the order they came.
+//!
+//! A [`FairnessKey`] is a list of levels (a namespace; or a cluster, then a namespace). Items
+//! of one key form a *flow*; flows sharing their first levels form *groups*, one tree per
+//! priority: a group's turn serves one item from the next of its children in rotation, so at
+//! every level each group with ready items gets one item per round, however many children or
+//! items it has. A child that gets ready items joins the back of its parent's rotation; a child
+//! served goes to the back, or leaves the rotation once it has nothing left.
+//!
+//! The queue interns a flow (and its groups) at the first add of an item of a new key: an add
+//! of an item already queued never reaches this module, so dedup comes before fairness and
+//! costs it nothing. Every key of one queue has the same number of levels: the first key a
+//! queue sees sets it, a shorter key is padded with empty levels and a longer one has its extra
+//! levels folded into its last.
+
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
+use std::sync::{Arc, OnceLock};
+
+use hashbrown::HashTable;
+
+/// The most levels a fairness key has; more are folded into the last.
+pub const MAX_FAIRNESS_LEVELS: usize = 4;
+
+/// A group or flow number; `NONE` means no parent (a first-level group).
+const NONE: u32 = u32::MAX;
+
+/// Hashes levels with one seed per process, random, so that tenants cannot pick names whose
+/// levels collide on purpose, and the same name gives the same level in every queue.
+fn level_hasher() -> &'static foldhash::quality::RandomState {
+    static HASHER: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
+    HASHER.get_or_init(foldhash::quality::RandomState::default)
+}
+
+/// Which tenant an item belongs to, as a list of levels: for a controller's keys the namespace
+/// (cluster-scoped keys share one level of their own), for many clusters the cluster, then the
+/// namespace. Items are taken round-robin across keys at each level in turn (see the
+/// [module docs](super)).
+///
+/// Levels are kept as 64-bit hashes (a random seed per process), so a key is small and `Copy`;
+/// two different names of one level collide with a chance of 2^-64, merging their two tenants.
+///
+/// ```
+/// use ctrlkit::workqueue::FairnessKey;
+///
+/// let by_namespace = FairnessKey::new().level("team-a");
+/// let by_cluster = FairnessKey::new().level("eu-1").level("team-a");
+/// assert_ne!(by_namespace, by_cluster);
+/// assert_eq!(by_cluster.levels(), 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FairnessKey {
+    levels: [u64; MAX_FAIRNESS_LEVELS],
+    len: u8,
+}
+
+impl FairnessKey {
+    /// A key with no levels: every item with it shares one tenant.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The key with one more level, `value`'s hash. Past [`MAX_FAIRNESS_LEVELS`], the value
+    /// is folded into the last level.
+    #[must_use]
+    pub fn level(mut self, value: impl Hash) -> Self {
+        let hash = level_hasher().hash_one(value);
+        let len = usize::from(self.len);
+        if len < MAX_FAIRNESS_LEVELS {
+            self.levels[len] = hash;
+            self.len += 1;
+        } else {
+            let last = &mut self.levels[MAX_FAIRNESS_LEVELS - 1];
+            *last = level_hasher().hash_one((*last, hash));
+        }
+        self
+    }
+
+    /// How many levels the key has.
+    pub fn levels(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// The key with exactly `depth` levels: padded with empty ones, or its extra ones folded
+    /// into its last.
+    fn with_depth(self, depth: usize) -> Self {
+        let mut key = FairnessKey::new();
+        for (i, &level) in self.levels[..self.levels()].iter().enumerate() {
+            if i < depth {
+                key.levels[i] = level;
+                key.len += 1;
+            } else {
+                let last = &mut key.levels[depth - 1];
+                *last = level_hasher().hash_one((*last, level));
+            }
+        }
+        key.len = depth as u8;
+        key
+    }
+}
+
+/// One level of a fair queue's fairness key, at one moment: bounded-cardinality figures, with
+/// no series per group.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct FairnessLevelStats {
+    /// Groups of this level with ready items (namespaces, clusters).
+    pub groups: usize,
+    /// The most ready items of one group.
+    pub deepest: usize,
+    /// The longest wait, in seconds, of a group's oldest ready item.
+    pub longest_wait_seconds: f64,
+}
+
+/// One fairness level as the queue saw it: its figures, and its deepest groups by name.
+#[derive(Debug, Default)]
+pub(crate) struct LevelSnapshot {
+    pub(crate) stats: FairnessLevelStats,
+    pub(crate) deepest: Vec<(String, usize)>,
+}
+
+/// A fairness key's extractor.
+pub(crate) type FairnessFn<T> = Arc<dyn Fn(&T) -> FairnessKey + Send + Sync>;
+/// Names an item's level in logs.
+pub(crate) type LabelFn<T> = Arc<dyn Fn(&T, usize) -> String + Send + Sync>;
+
+/// How a queue finds its items' fairness keys: the function, and optionally how to name an
+/// item's level in logs.
+pub(crate) struct Fairness<T> {
+    pub(crate) key: FairnessFn<T>,
+    pub(crate) label: Option<LabelFn<T>>,
+    /// At most this many items of one first-level group processing at once.
+    pub(crate) max_in_flight: Option<usize>,
+}
+
+impl<T> Clone for Fairness<T> {
+    fn clone(&self) -> Self {
+        Self {
+            key: Arc::clone(&self.key),
+            label: self.label.clone(),
+            max_in_flight: self.max_in_flight,
+        }
+    }
+}
+
+/// One group of one level (a flow is a group of the last level).
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub(crate) parent: u32,
+    pub(crate) level: u8,
+    /// The level's hash, and (flows only) the whole key, to find the group again.
+    hash: u64,
+    key: FairnessKey,
+    /// Ready items of a flow, and of a first-level group (kept only when the queue counts
+    /// them: with metrics or a cap).
+    pub(crate) ready: usize,
+    pub(crate) top_ready: usize,
+    /// Items of this first-level group being processed (kept only under a cap).
+    pub(crate) in_flight: usize,
+}
+
+/// The groups and flows of one queue: interned once per new key.
+#[derive(Debug, Default)]
+pub(crate) struct Groups {
+    pub(crate) groups: Vec<Group>,
+    /// Groups of the first levels by (level, parent, hash); flows by their key's hash.
+    inner: HashTable<u32>,
+    flows: HashTable<u32>,
+    depth: usize,
+    /// For each flow, the first-level group it belongs to.
+    pub(crate) top: Vec<u32>,
+}
+
+impl Groups {
+    /// The flow of `key`, made with its groups if new.
+    #[inline]
+    pub(crate) fn flow(&mut self, key: FairnessKey) -> u32 {
+        if self.depth == 0 {
+            self.depth = key.levels().max(1);
+        }
+        let key = if key.levels() == self.depth { key } else { key.with_depth(self.depth) };
+        let hash = level_hasher().hash_one(key);
+        let groups = &self.groups;
+        if let Some(&flow) = self.flows.find(hash, |&g| groups[g as usize].key == key) {
+            return flow;
+        }
+        self.make_flow(key, hash)
+    }
+
+    #[inline(never)]
+    fn make_flow(&mut self, key: FairnessKey, hash: u64) -> u32 {
+        let mut parent = NONE;
+        for level in 0..self.depth - 1 {
+            let h = key.levels[level];
+            let groups = &self.groups;
+            let found = self.inner.find(level_hasher().hash_one((level, parent, h)), |&g| {
+                let g = &groups[g as usize];
+                usize::from(g.level) == level && g.parent == parent && g.hash == h
+            });
+            parent = match found {
+                Some(&g) => g,
+                None => {
+                    let g = self.push(parent, level, h, FairnessKey::new());
+                    let groups = &self.groups;
+                    self.inner.insert_unique(
+                        level_hasher().hash_one((level, parent, h)),
+                        g,
+                        |&g| {
+                            let g = &groups[g as usize];
+                            level_hasher().hash_one((usize::from(g.level), g.parent, g.hash))
+                        },
+                    );
+                    g
+                }
+            };
+        }
+        let flow = self.push(parent, self.depth - 1, key.levels[self.depth - 1], key);
+        let groups = &self.groups;
+        self.flows.insert_unique(hash, flow, |&g| level_hasher().hash_one(groups[g as usize].key));
+        flow
+    }
+
+    fn push(&mut self, parent: u32, level: usize, hash: u64, key: FairnessKey) -> u32 {
+        let id = u32::try_from(self.groups.len()).expect("fewer than 2^32 fairness groups");
+        self.groups.push(Group {
+            parent,
+            level: level as u8,
+            hash,
+            key,
+            ready: 0,
+            top_ready: 0,
+            in_flight: 0,
+        });
+        let top = if parent == NONE { id } else { self.top_of(parent) };
+        self.top.push(top);
+        id
+    }
+
+    /// The first-level group `group` belongs to (itself, for one).
+    pub(crate) fn top_of(&self, group: u32) -> u32 {
+        self.top[group as usize]
+    }
+
+    /// The group's parent, if it has one.
+    pub(crate) fn parent(&self, group: u32) -> Option<u32> {
+        let parent = self.groups[group as usize].parent;
+        (parent != NONE).then_some(parent)
+    }
+
+    /// The number of levels of this queue's keys (0 until the first key).
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+/// One group's place in one tree.
+#[derive(Debug, Default)]
+struct Node<E> {
+    /// Children with entries, in rotation order (groups of the levels above the last).
+    active: VecDeque<u32>,
+    /// Entries, in the order they came (flows).
+    entries: VecDeque<E>,
+    /// In its parent's rotation (or the root's, or parked).
+    queued: bool,
+}
+
+/// The round-robin over the groups of one queue for one set of entries (a priority's ready
+/// items, or the retries waiting for a token). Invariant: a node is `queued` exactly while its
+/// subtree holds an entry, and then it is in its parent's `active` once (a first-level group:
+/// in `root` or in `parked`, not both).
+#[derive(Debug)]
+pub(crate) struct Tree<E> {
+    nodes: Vec<Node<E>>,
+    root: VecDeque<u32>,
+    /// First-level groups at their in-flight cap, out of the rotation until one is done.
+    parked: Vec<u32>,
+    /// Entries in the tree.
+    len: usize,
+}
+
+impl<E: Copy> Tree<E> {
+    pub(crate) fn new() -> Self {
+        Self { nodes: Vec::new(), root: VecDeque::new(), parked: Vec::new(), len: 0 }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn node(&mut self, id: u32) -> &mut Node<E> {
+        let id = id as usize;
+        if self.nodes.len() <= id {
+            self.nodes.resize_with(id + 1, || Node {
+                active: VecDeque::new(),
+                entries: VecDeque::new(),
+                queued: false,
+            });
+        }
+        &mut self.nodes[id]
+    }
+
+    /// Appends `entry` to `flow`, which joins the back of its parent's rotation (and so on up)
+    /// if it had nothing.
+    #[inline]
+    pub(crate) fn push(&mut self, groups: &Groups, flow: u32, entry: E) {
+        self.len += 1;
+        let node = self.node(flow);
+        node.entries.push_back(entry);
+        if !node.queued {
+            self.activate(groups, flow);
+        }
+    }
+
+    fn activate(&mut self, groups: &Groups, mut group: u32) {
+        loop {
+            let node = self.node(group);
+            if node.queued {
+                return;
+            }
+            node.queued = true;
+            match groups.parent(group) {
+                Some(parent) => {
+                    self.node(parent).active.push_back(group);
+                    group = parent;
+                }
+                None => {
+                    self.root.push_back(group);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes the next entry of the rotation that `keep` accepts, skipping (and dropping) those
+    /// it refuses within the same turn; first-level groups that `capped` says are full are
+    /// parked instead. The groups along the served path go to the back of their rotations.
+    pub(crate) fn pop(
+        &mut self,
+        mut keep: impl FnMut(&E) -> bool,
+        capped: impl Fn(u32) -> bool,
+    ) -> Option<E> {
+        // The path from a first-level group to a flow: at most MAX_FAIRNESS_LEVELS long.
+        let mut path = [0u32; MAX_FAIRNESS_LEVELS];
+        loop {
+            let &top = self.root.front()?;
+            if capped(top) {
+                self.root.pop_front();
+                self.parked.push(top);
+                continue;
+            }
+            let mut depth = 0;
+            let mut group = top;
+            loop {
+                path[depth] = group;
+                depth += 1;
+                match self.nodes[group as usize].active.front() {
+                    Some(&child) => group = child,
+                    None => break,
+                }
+            }
+            let entry =
+                self.nodes[group as usize].entries.pop_front().expect("a queued flow has entries");
+            self.len -= 1;
+            if keep(&entry) {
+                self.rotate(&path[..depth]);
+                return Some(entry);
+            }
+            // Refused (stale): drop emptied nodes without rotating, and look again.
+            self.prune(&path[..depth]);
+        }
+    }
+
+    /// After a served entry: each group along `path` moves to the back of its parent's
+    /// rotation, or leaves it once empty.
+    fn rotate(&mut self, path: &[u32]) {
+        for (i, &group) in path.iter().enumerate().rev() {
+            let node = &self.nodes[group as usize];
+            let empty = node.entries.is_empty() && node.active.is_empty();
+            let parent_line = match i {
+                0 => &mut self.root,
+                _ => &mut self.nodes[path[i - 1] as usize].active,
+            };
+            parent_line.pop_front();
+            if empty {
+                self.nodes[group as usize].queued = false;
+            } else {
+                let parent_line = match i {
+                    0 => &mut self.root,
+                    _ => &mut self.nodes[path[i - 1] as usize].active,
+                };
+                parent_line.push_back(group);
+            }
+        }
+    }
+
+    /// After a refused entry: groups along `path` that emptied leave their rotations; the rest
+    /// keep their places.
+    fn prune(&mut self, path: &[u32]) {
+        for (i, &group) in path.iter().enumerate().rev() {
+            let node = &self.nodes[group as usize];
+            if !(node.entries.is_empty() && node.active.is_empty()) {
+                return;
+            }
+            self.nodes[group as usize].queued = false;
+            match i {
+                0 => self.root.pop_front(),
+                _ => self.nodes[path[i - 1] as usize].active.pop_front(),
+            };
+        }
+    }
+
+    /// Puts a parked first-level group back at the back of the rotation (its cap freed).
+    pub(crate) fn unpark(&mut self, top: u32) {
+        if let Some(i) = self.parked.iter().position(|&g| g == top) {
+            self.parked.swap_remove(i);
+            self.root.push_back(top);
+        }
+    }
+
+    /// Drops every entry.
+    pub(crate) fn clear(&mut self) {
+        *self = Self::new();
+    }
+
+    /// Each flow with entries, and its entries in order (for metrics).
+    pub(crate) fn flows(&self) -> impl Iterator<Item = (u32, &VecDeque<E>)> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.entries.is_empty())
+            .map(|(i, n)| (i as u32, &n.entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(levels: &[&str]) -> FairnessKey {
+        levels.iter().fold(FairnessKey::new(), |k, l| k.level(l))
+    }
+
+    #[test]
+    fn one_level_round_robin_lets_a_newcomer_in_after_one_of_the_flood() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        let noisy = groups.flow(key(&["noisy"]));
+        for i in 0..100 {
+            tree.push(&groups, noisy, i);
+        }
+        assert_eq!(tree.pop(|_| true, |_| false), Some(0));
+        let quiet = groups.flow(key(&["quiet"]));
+        tree.push(&groups, quiet, 1000);
+        assert_eq!(tree.pop(|_| true, |_| false), Some(1));
+        assert_eq!(tree.pop(|_| true, |_| false), Some(1000));
+        assert_eq!(tree.pop(|_| true, |_| false), Some(2));
+    }
+
+    #[test]
+    fn two_levels_share_first_by_cluster_then_by_namespace() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        // Cluster a: 3 namespaces with 2 items each; cluster b: one namespace, 3 items.
+        for ns in ["x", "y", "z"] {
+            let f = groups.flow(key(&["a", ns]));
+            tree.push(&groups, f, format!("a/{ns}/1").leak() as &str);
+            tree.push(&groups, f, format!("a/{ns}/2").leak() as &str);
+        }
+        let b = groups.flow(key(&["b", "w"]));
+        for i in 1..=3 {
+            tree.push(&groups, b, format!("b/w/{i}").leak() as &str);
+        }
+        let order: Vec<&str> =
+            std::iter::from_fn(|| tree.pop(|_| true, |_| false)).take(6).collect();
+        assert_eq!(order, ["a/x/1", "b/w/1", "a/y/1", "b/w/2", "a/z/1", "b/w/3"]);
+        assert!(tree.len == 3);
+    }
+
+    #[test]
+    fn a_capped_group_is_parked_until_unparked_and_refused_entries_are_skipped() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        let a = groups.flow(key(&["a"]));
+        let b = groups.flow(key(&["b"]));
+        tree.push(&groups, a, 1);
+        tree.push(&groups, a, 2);
+        tree.push(&groups, b, 3);
+        assert_eq!(tree.pop(|_| true, |g| g == a), Some(3));
+        assert_eq!(tree.pop(|_| true, |g| g == a), None, "a is parked");
+        tree.unpark(a);
+        assert_eq!(tree.pop(|&e| e != 1, |_| false), Some(2), "1 refused, skipped");
+        assert!(tree.is_empty());
+    }
+
+    #[test]
+    fn keys_of_other_lengths_are_padded_or_folded_to_the_first_keys_depth() {
+        let mut groups = Groups::default();
+        let f = groups.flow(key(&["a", "x"]));
+        assert_eq!(groups.depth(), 2);
+        let short = groups.flow(key(&["a"]));
+        let long = groups.flow(key(&["a", "x", "more"]));
+        assert_ne!(short, f);
+        assert_ne!(long, f);
+        assert_eq!(groups.parent(short), groups.parent(f), "the same first level");
+        assert_eq!(groups.flow(key(&["a", "x"])), f, "found again");
+    }
+}
