@@ -13,7 +13,7 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use kube_client::ResourceExt;
 
-use super::config::Config;
+use super::config::{Config, namespace_fairness, namespace_label};
 use super::controller::{Controller, Informers, Parts, Source};
 use super::metrics::ControllerMetricsProvider;
 use super::predicate::Predicate;
@@ -199,8 +199,9 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         self
     }
 
-    /// The queue (its rate limiter, its metrics). Default: client-go's default controller
-    /// rate limiter, no metrics, named after the controller.
+    /// The queue (its rate limiter, its metrics, its fairness). Default: client-go's default
+    /// controller rate limiter, no metrics, named after the controller, fair by namespace
+    /// unless [`Config::fair_queue`] says otherwise.
     #[must_use]
     pub fn queue(mut self, queue: WorkQueueBuilder<ObjectKey>) -> Self {
         self.spec.queue = Some(queue);
@@ -368,6 +369,9 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         }
         if let Some(metrics) = factory.queue_metrics().filter(|_| !queue.has_metrics()) {
             queue = queue.metrics(metrics);
+        }
+        if self.spec.config.fair_queue {
+            queue = queue.fairness_by_default(namespace_fairness, namespace_label);
         }
         let queue = queue.build();
         let shape = self.spec.informer.unwrap_or_else(|| Box::new(|b| b));

@@ -12,6 +12,21 @@ use std::time::Duration;
 
 use super::error::{DroppedHook, ReconcileFailure};
 use crate::cache::ObjectKey;
+use crate::workqueue::FairnessKey;
+
+/// A controller key's fairness key: its namespace, one level (cluster-scoped keys share one
+/// of their own). A controller's queue is fair by it unless told otherwise
+/// ([`Config::fair_queue`], or a queue given with its own
+/// [`fairness`](crate::workqueue::WorkQueueBuilder::fairness)); a queue over many clusters puts
+/// the cluster first: `FairnessKey::new().level(cluster).level(&key.namespace)`.
+pub fn namespace_fairness(key: &ObjectKey) -> FairnessKey {
+    FairnessKey::new().level(&key.namespace)
+}
+
+/// Names a controller key's fairness level in the queue's logs: its namespace.
+pub(crate) fn namespace_label(key: &ObjectKey, _level: usize) -> String {
+    key.namespace.clone().unwrap_or_else(|| "(cluster-scoped)".to_owned())
+}
 
 /// How a controller runs: set before it is built, read by its workers.
 ///
@@ -34,6 +49,7 @@ pub struct Config {
     pub(crate) shutdown_grace: Option<Duration>,
     pub(crate) stale_cache_timeout: Duration,
     pub(crate) needs_leader_election: bool,
+    pub(crate) fair_queue: bool,
 }
 
 impl Default for Config {
@@ -46,6 +62,7 @@ impl Default for Config {
             shutdown_grace: None,
             stale_cache_timeout: Duration::from_secs(5),
             needs_leader_election: true,
+            fair_queue: true,
         }
     }
 }
@@ -60,6 +77,7 @@ impl std::fmt::Debug for Config {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("stale_cache_timeout", &self.stale_cache_timeout)
             .field("needs_leader_election", &self.needs_leader_election)
+            .field("fair_queue", &self.fair_queue)
             .finish()
     }
 }
@@ -132,6 +150,21 @@ impl Config {
     #[must_use]
     pub fn needs_leader_election(mut self, needs: bool) -> Self {
         self.needs_leader_election = needs;
+        self
+    }
+
+    /// Whether the controller's queue is fair by namespace (default `true`): within a
+    /// priority, keys are taken round-robin across namespaces, so a namespace with thousands
+    /// of changes queued delays another's one change by a few keys, not by all of them; and
+    /// retries take the default limiter's overall bucket in turns (see
+    /// [`WorkQueueBuilder::fair_retries`](crate::workqueue::WorkQueueBuilder::fair_retries)).
+    /// With `false` the queue is FIFO within a priority, as client-go's. A queue given to
+    /// [`ControllerBuilder::queue`](super::ControllerBuilder::queue) with its own
+    /// [`fairness`](crate::workqueue::WorkQueueBuilder::fairness) or
+    /// [`fifo`](crate::workqueue::WorkQueueBuilder::fifo) keeps it.
+    #[must_use]
+    pub fn fair_queue(mut self, fair: bool) -> Self {
+        self.fair_queue = fair;
         self
     }
 }

@@ -86,7 +86,7 @@ mod worker;
 mod writes;
 
 pub use builder::ControllerBuilder;
-pub use config::Config;
+pub use config::{Config, namespace_fairness};
 pub use controller::Controller;
 pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};

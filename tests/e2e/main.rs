@@ -14,6 +14,7 @@ mod convergence;
 mod events;
 mod example;
 mod factory;
+mod fairness;
 mod finalizer;
 mod guards;
 mod handle;
