@@ -30,6 +30,9 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `name`, `controller` | age of the work in progress, summed |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` | age of the oldest work in progress |
 //! | `workqueue_retries_total` | counter | `name`, `controller` | `add_rate_limited` calls |
+//! | `ctrlkit_workqueue_fairness_groups` | gauge | `name`, `controller`, `level` | a fair queue's groups (namespaces, clusters) with ready items at one level of its fairness key; a series per level, never per group |
+//! | `ctrlkit_workqueue_fairness_deepest` | gauge | `name`, `controller`, `level` | the most ready items of one group at that level |
+//! | `ctrlkit_workqueue_fairness_longest_wait_seconds` | gauge | `name`, `controller`, `level` | the longest wait of a group's oldest ready item at that level |
 //! | `controller_runtime_reconcile_total` | counter | `controller`, `result` | reconciles by `success`, `error`, `requeue`, `requeue_after` |
 //! | `controller_runtime_reconcile_errors_total` | counter | `controller` | errors, panics and timeouts |
 //! | `controller_runtime_terminal_reconcile_errors_total` | counter | `controller` | keys given up on |

@@ -18,7 +18,7 @@ use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileO
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
 use crate::sharding::{AssignReason, ShardingMetrics};
-use crate::workqueue::{Priority, QueueMetrics, QueueMetricsProvider};
+use crate::workqueue::{FairnessLevelStats, Priority, QueueMetrics, QueueMetricsProvider};
 
 type Labels<const N: usize> = [(&'static str, String); N];
 type Seconds = Gauge<f64, AtomicU64>;
@@ -46,6 +46,9 @@ struct Families {
     queue_unfinished: Family<Labels<2>, Seconds>,
     queue_longest: Family<Labels<2>, Seconds>,
     queue_retries: Family<Labels<2>, Counter>,
+    fairness_groups: Family<Labels<3>, Gauge>,
+    fairness_deepest: Family<Labels<3>, Gauge>,
+    fairness_wait: Family<Labels<3>, Seconds>,
     reconcile_total: Family<Labels<2>, Counter>,
     reconcile_errors: Family<Labels<1>, Counter>,
     terminal_errors: Family<Labels<1>, Counter>,
@@ -156,6 +159,21 @@ impl Registry {
                 r,
                 "workqueue_retries",
                 "Total number of retries handled by workqueue"
+            ),
+            fairness_groups: register!(
+                r,
+                "ctrlkit_workqueue_fairness_groups",
+                "Groups (namespaces, clusters) with ready items at one level of a fair workqueue's fairness key"
+            ),
+            fairness_deepest: register!(
+                r,
+                "ctrlkit_workqueue_fairness_deepest",
+                "The most ready items of one group at one level of a fair workqueue's fairness key"
+            ),
+            fairness_wait: register!(
+                r,
+                "ctrlkit_workqueue_fairness_longest_wait_seconds",
+                "The longest wait of a group's oldest ready item at one level of a fair workqueue's fairness key"
             ),
             reconcile_total: register!(
                 r,
@@ -401,6 +419,15 @@ impl QueueMetrics for QueueHooks {
     }
     fn retried(&self) {
         self.retries.inc();
+    }
+    fn fairness_level(&self, level: usize, stats: &FairnessLevelStats) {
+        let [a, b] = queue_labels(&self.name);
+        let labels = [a, b, ("level", level.to_string())];
+        let f = &self.families;
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        f.fairness_groups.get_or_create(&labels).set(count(stats.groups));
+        f.fairness_deepest.get_or_create(&labels).set(count(stats.deepest));
+        f.fairness_wait.get_or_create(&labels).set(stats.longest_wait_seconds);
     }
 }
 

@@ -97,7 +97,13 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
             &exposition,
             r#"controller_runtime_terminal_reconcile_errors_total{controller="pods"}"#,
         )
-        .is_some_and(|v| v >= 3.0);
+        .is_some_and(|v| v >= 3.0)
+            // The fairness gauges come with the queue's first refresh (every 500 ms).
+            && value(
+                &exposition,
+                r#"ctrlkit_workqueue_fairness_groups{name="pods",controller="pods",level="0"}"#,
+            )
+            .is_some();
         if done {
             break;
         }
@@ -112,6 +118,9 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         ("workqueue_unfinished_work_seconds", "gauge"),
         ("workqueue_longest_running_processor_seconds", "gauge"),
         ("workqueue_retries_total", "counter"),
+        ("ctrlkit_workqueue_fairness_groups", "gauge"),
+        ("ctrlkit_workqueue_fairness_deepest", "gauge"),
+        ("ctrlkit_workqueue_fairness_longest_wait_seconds", "gauge"),
         ("controller_runtime_reconcile_total", "counter"),
         ("controller_runtime_reconcile_errors_total", "counter"),
         ("controller_runtime_terminal_reconcile_errors_total", "counter"),
@@ -151,6 +160,9 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
     expect(&format!("controller_runtime_reconcile_time_seconds_count{{{c}}}"), &|v| v >= 8.0);
     expect(&format!("workqueue_adds_total{{{q}}}"), &|v| v >= 5.0);
     expect(&format!("workqueue_retries_total{{{q}}}"), &|v| v >= 3.0);
+    // A controller's queue is fair by namespace: one level, one series, however many
+    // namespaces.
+    expect(&format!(r#"ctrlkit_workqueue_fairness_groups{{{q},level="0"}}"#), &|v| v >= 0.0);
     // Per priority: the pods of the initial list went in low.
     expect(&format!(r#"workqueue_depth{{{q},priority="-100"}}"#), &|v| v >= 0.0);
     let unlabelled = format!(r#"workqueue_depth{{{q},priority=""}}"#);
