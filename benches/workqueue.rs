@@ -35,6 +35,14 @@
 //! - `strict` (`get_done` only): `priorities` on a queue with aging off
 //!   (`WorkQueueBuilder::aging(Duration::MAX)`, controller-runtime's strict order). Not in the
 //!   README's table: client-go has no priorities, and aging is on by default.
+//! - `fair` (`add`, `get_done`, `dedup_alone`): `plain` on a queue fair by namespace
+//!   (`WorkQueueBuilder::fairness`, as a controller's queue is by default), its keys spread
+//!   over 100 namespaces (`"ns-42/pod-123456"`, two bytes shorter than `plain`'s).
+//!
+//! and, apart (`--once` prints `SCENARIO P50_NS P99_NS`; criterion does not run them):
+//! - `quiet_wait/fair` and `quiet_wait/fifo`: two workers (a 2 µs spin per item) drain a queue
+//!   that a noisy namespace keeps 5,000 keys deep, while a quiet namespace adds one key every
+//!   millisecond, 300 in all: the quiet keys' waits from add to `get`, fair against FIFO.
 //!
 //! Workers are tokio tasks on the 2-thread runtime, started and parked before the clock
 //! starts, as a controller's are. client-go's harness runs the same scenarios with
@@ -50,13 +58,13 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use ctrlkit::workqueue::{Priority, WorkQueue};
+use ctrlkit::workqueue::{FairnessKey, Priority, WorkQueue};
 use futures::FutureExt;
 
 const N: usize = 1_000_000;
 
 /// Every scenario and shape, as `--once` and criterion name them.
-const SCENARIOS: [&str; 18] = [
+const SCENARIOS: [&str; 21] = [
     "add/plain",
     "add/priorities",
     "get_done/plain",
@@ -75,16 +83,44 @@ const SCENARIOS: [&str; 18] = [
     "dedup_alone/lookup",
     "rate_limited_forget/plain",
     "rate_limited_forget/priorities",
+    "add/fair",
+    "get_done/fair",
+    "dedup_alone/fair",
 ];
+
+/// The wait scenarios (their percentiles, not a time per operation).
+const WAIT_SCENARIOS: [&str; 2] = ["quiet_wait/fair", "quiet_wait/fifo"];
 
 fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("default/pod-{:06}", i)).collect()
 }
 
+/// `keys`, spread over 100 namespaces for the `fair` shape.
+fn keys_for(shape: Shape, n: usize) -> Vec<String> {
+    match shape {
+        Shape::Fair => (0..n).map(|i| format!("ns-{:02}/pod-{:06}", i % 100, i)).collect(),
+        _ => keys(n),
+    }
+}
+
 /// The keys of the storm: a million adds over 1,000 keys.
-fn storm_keys() -> Vec<String> {
-    let distinct = keys(1000);
+fn storm_keys(shape: Shape) -> Vec<String> {
+    let distinct = keys_for(shape, 1000);
     (0..N).map(|i| distinct[i % 1000].clone()).collect()
+}
+
+/// A key's namespace as its fairness key, as a controller's queue has it.
+#[allow(clippy::ptr_arg)] // the queue's items are `String`s
+fn by_namespace(key: &String) -> FairnessKey {
+    FairnessKey::new().level(key.split('/').next())
+}
+
+/// The queue of a shape: fair by namespace for `fair`, else `WorkQueue::new()`.
+fn queue_for(shape: Shape) -> WorkQueue<String> {
+    match shape {
+        Shape::Fair => WorkQueue::builder().fairness(by_namespace).build(),
+        _ => WorkQueue::new(),
+    }
 }
 
 /// Alternating low and normal priorities, or (with `three`) cycling through three.
@@ -116,6 +152,10 @@ enum Shape {
     Floor,
     /// No queue: the floor with the key looked up in a table (see the module docs).
     Lookup,
+    /// A queue fair by namespace, keys over 100 namespaces.
+    Fair,
+    /// FIFO, for the wait scenarios.
+    Fifo,
 }
 
 impl Shape {
@@ -129,6 +169,8 @@ impl Shape {
             "strict" => Shape::Strict,
             "floor" => Shape::Floor,
             "lookup" => Shape::Lookup,
+            "fair" => Shape::Fair,
+            "fifo" => Shape::Fifo,
             other => panic!("unknown shape {other}"),
         }
     }
@@ -200,8 +242,8 @@ fn perf_control(command: &str) {
 }
 
 fn add(shape: Shape) -> Duration {
-    let keys = keys(N);
-    let q = WorkQueue::new();
+    let keys = keys_for(shape, N);
+    let q = queue_for(shape);
     let start = Timed::start();
     for (i, k) in keys.into_iter().enumerate() {
         if shape == Shape::Priorities {
@@ -214,10 +256,10 @@ fn add(shape: Shape) -> Duration {
 }
 
 fn get_done(shape: Shape) -> Duration {
-    let keys = keys(N);
+    let keys = keys_for(shape, N);
     let q = match shape {
         Shape::Strict => WorkQueue::builder().aging(Duration::MAX).build(),
-        _ => WorkQueue::new(),
+        _ => queue_for(shape),
     };
     for (i, k) in keys.into_iter().enumerate() {
         if matches!(shape, Shape::Priorities | Shape::Strict) {
@@ -286,7 +328,7 @@ fn producers_workers(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
 }
 
 fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
-    let adds = storm_keys();
+    let adds = storm_keys(shape);
     let q = WorkQueue::new();
     let workers = workers(rt, &q);
     std::thread::sleep(Duration::from_millis(5));
@@ -318,7 +360,7 @@ fn dedup_storm(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
 }
 
 fn dedup_alone(shape: Shape) -> Duration {
-    let adds = storm_keys();
+    let adds = storm_keys(shape);
     if shape == Shape::Floor || shape == Shape::Lookup {
         use std::hash::BuildHasher;
         let hasher = foldhash::quality::RandomState::default();
@@ -345,7 +387,7 @@ fn dedup_alone(shape: Shape) -> Duration {
         assert!(shape == Shape::Floor || found == N, "every key found");
         return elapsed;
     }
-    let q = WorkQueue::new();
+    let q = queue_for(shape);
     let start = Timed::start();
     for k in adds {
         q.add(k);
@@ -353,6 +395,76 @@ fn dedup_alone(shape: Shape) -> Duration {
     let elapsed = start.stop();
     assert_eq!(q.len(), 1000, "each key queued once");
     elapsed
+}
+
+/// The quiet namespace's waits (see the module docs): their median and 99th percentile.
+fn quiet_wait(rt: &tokio::runtime::Runtime, shape: Shape) -> (Duration, Duration) {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    const QUIET: usize = 300;
+    const BACKLOG: usize = 5000;
+    let q = match shape {
+        Shape::Fair => queue_for(shape),
+        _ => WorkQueue::new(),
+    };
+    let added: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let waits: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (q, added, waits) = (q.clone(), added.clone(), waits.clone());
+            rt.spawn(async move {
+                while let Some(k) = q.get().await {
+                    if k.starts_with("quiet/") {
+                        let at = added.lock().unwrap().remove(&k).expect("added");
+                        waits.lock().unwrap().push(at.elapsed());
+                    }
+                    let spin = Instant::now();
+                    while spin.elapsed() < Duration::from_micros(2) {
+                        std::hint::spin_loop();
+                    }
+                    q.done(&k);
+                }
+            })
+        })
+        .collect();
+    let noisy = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !q.is_shutting_down() {
+                if q.len() < BACKLOG {
+                    for _ in 0..256 {
+                        q.add(format!("noisy/pod-{i:07}"));
+                        i += 1;
+                    }
+                } else {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        })
+    };
+    while q.len() < BACKLOG {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for j in 0..QUIET {
+        let key = format!("quiet/pod-{j:04}");
+        added.lock().unwrap().insert(key.clone(), Instant::now());
+        q.add(key);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    while waits.lock().unwrap().len() < QUIET {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    q.shut_down();
+    noisy.join().unwrap();
+    rt.block_on(async {
+        for w in workers {
+            w.await.unwrap();
+        }
+    });
+    let mut waits = std::mem::take(&mut *waits.lock().unwrap());
+    waits.sort();
+    (waits[waits.len() / 2], waits[waits.len() * 99 / 100])
 }
 
 fn rate_limited_forget(rt: &tokio::runtime::Runtime, shape: Shape) -> Duration {
@@ -406,6 +518,12 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(at) = args.iter().position(|a| a == "--once") {
         let scenario = args.get(at + 1).expect("--once SCENARIO");
+        if WAIT_SCENARIOS.contains(&scenario.as_str()) {
+            let shape = Shape::parse(scenario.split_once('/').expect("scenario/shape").1);
+            let (p50, p99) = quiet_wait(&runtime(), shape);
+            println!("{scenario} {} {}", p50.as_nanos(), p99.as_nanos());
+            return;
+        }
         assert!(SCENARIOS.contains(&scenario.as_str()), "unknown scenario {scenario}");
         let elapsed = run(&runtime(), scenario);
         println!("{scenario} {:.1}", elapsed.as_nanos() as f64 / N as f64);
