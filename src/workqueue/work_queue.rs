@@ -413,7 +413,9 @@ where
         let mut state = self.lock();
         match self.pop_locked(&mut state, now) {
             Some(item) => Taken::Item(item),
-            None if state.shutting_down => Taken::ShutDown,
+            // Ready items held back by an in-flight cap are still handed out once a worker
+            // is done: `None` only when nothing is ready.
+            None if state.shutting_down && state.queue.len() == 0 => Taken::ShutDown,
             None => Taken::Nothing(state),
         }
     }
@@ -427,7 +429,8 @@ where
         (self.inner.metrics.is_some() || aging).then(Instant::now)
     }
 
-    /// Promotes due items and pops the next ready one, waking another getter if more remain.
+    /// Promotes due items and pops the next ready one, waking another getter if more remain
+    /// that a worker may take, or every getter once a shut-down queue has none left.
     fn pop_locked(&self, state: &mut State<T>, now: Option<Instant>) -> Option<(T, Priority)> {
         let metrics = self.inner.metrics.as_ref();
         state.promote_due(metrics);
@@ -441,8 +444,13 @@ where
             m.depth_changed(priority, -1);
             m.call("queue_latency", |h| h.queue_latency(seconds_since(queued_at, now)));
         }
-        if state.queue.len() > 0 && self.idle_getters() > 0 {
-            self.inner.getters.notify_one();
+        if self.idle_getters() > 0 {
+            if state.queue.available() > 0 {
+                self.inner.getters.notify_one();
+            } else if state.shutting_down && state.queue.len() == 0 {
+                // Getters that waited for capped items now get `None`.
+                self.inner.getters.notify_waiters();
+            }
         }
         Some((item, priority))
     }
@@ -455,7 +463,12 @@ where
         let (finished, started_at) = state.queue.done(item, hash);
         match finished {
             Finished::NotProcessing => return,
-            Finished::Released => {}
+            Finished::Released => {
+                // Under a cap, this may have let a group's ready items go to a waiting worker.
+                if self.idle_getters() > 0 && state.queue.available() > 0 {
+                    self.inner.getters.notify_one();
+                }
+            }
             Finished::Requeued(priority) => {
                 if let Some(m) = &self.inner.metrics {
                     m.depth_changed(priority, 1);
@@ -494,8 +507,9 @@ where
         self.len() == 0
     }
 
-    /// Stops accepting adds and drops waiting items. `get` still hands out the ready items,
-    /// then returns `None` to every caller.
+    /// Stops accepting adds and drops waiting items. `get` still hands out the ready items
+    /// (those of a group at its in-flight cap once one of its workers is done), then returns
+    /// `None` to every caller.
     pub fn shut_down(&self) {
         // Adds from now on are dropped; those already buffered are applied by `lock`.
         self.inner.adds.close();

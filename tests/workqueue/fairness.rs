@@ -274,3 +274,43 @@ async fn metrics_report_each_level_with_no_series_per_group() {
     assert_eq!(level(1).deepest, 30);
     assert!(level(1).longest_wait_seconds >= 3.0);
 }
+
+/// A queue capped at one item per namespace, with slow/0 held by a worker and slow/1 ready
+/// behind the cap; and a `get` spawned after `before_get`, checked parked.
+async fn a_get_waiting_behind_the_cap(
+    before_get: impl FnOnce(&WorkQueue<String>),
+) -> (WorkQueue<String>, String, tokio::task::JoinHandle<Option<String>>) {
+    let q = WorkQueue::builder().fairness(by_namespace).max_in_flight_per_key(1).build();
+    q.add("slow/0".to_owned());
+    q.add("slow/1".to_owned());
+    let held = q.get().await.unwrap();
+    before_get(&q);
+    let waiter = tokio::spawn({
+        let q = q.clone();
+        async move { q.get().await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished(), "slow/1 is ready but slow is at its cap: get waits");
+    (q, held, waiter)
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_under_a_cap_wakes_a_get_waiting_for_that_groups_items() {
+    let (q, held, waiter) = a_get_waiting_behind_the_cap(|_| {}).await;
+    q.done(&held);
+    let got = tokio::time::timeout(Duration::from_secs(60), waiter).await;
+    assert_eq!(got.expect("done wakes the waiting get").unwrap().as_deref(), Some("slow/1"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_shut_down_a_capped_groups_ready_items_are_still_handed_out() {
+    let (q, held, waiter) = a_get_waiting_behind_the_cap(|q| {
+        q.shut_down();
+        assert_eq!(q.len(), 1);
+    })
+    .await;
+    q.done(&held);
+    let got = tokio::time::timeout(Duration::from_secs(60), waiter).await;
+    assert_eq!(got.expect("done wakes it").unwrap().as_deref(), Some("slow/1"));
+    assert_eq!(q.get().await, None, "then None");
+}
