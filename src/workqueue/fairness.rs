@@ -277,11 +277,13 @@ pub(crate) struct Tree<E> {
     parked: Vec<u32>,
     /// Entries in the tree.
     len: usize,
+    /// Nodes made so far: kept across `clear`, so that refilling an emptied tree makes none.
+    made: usize,
 }
 
 impl<E: Copy> Tree<E> {
     pub(crate) fn new() -> Self {
-        Self { nodes: Vec::new(), root: VecDeque::new(), parked: Vec::new(), len: 0 }
+        Self { nodes: Vec::new(), root: VecDeque::new(), parked: Vec::new(), len: 0, made: 0 }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -291,6 +293,7 @@ impl<E: Copy> Tree<E> {
     fn node(&mut self, id: u32) -> &mut Node<E> {
         let id = id as usize;
         if self.nodes.len() <= id {
+            self.made += id + 1 - self.nodes.len();
             self.nodes.resize_with(id + 1, || Node {
                 active: VecDeque::new(),
                 entries: VecDeque::new(),
@@ -418,9 +421,18 @@ impl<E: Copy> Tree<E> {
         }
     }
 
-    /// Drops every entry.
+    /// Drops every entry. Resets only the nodes in a rotation (the rest are empty already)
+    /// and keeps them all, so that it and the next push cost the groups with entries, not
+    /// every group the queue has seen.
     pub(crate) fn clear(&mut self) {
-        *self = Self::new();
+        let mut stack: Vec<u32> = self.root.drain(..).chain(self.parked.drain(..)).collect();
+        while let Some(group) = stack.pop() {
+            let node = &mut self.nodes[group as usize];
+            node.queued = false;
+            node.entries.clear();
+            stack.extend(node.active.drain(..));
+        }
+        self.len = 0;
     }
 
     /// Each flow with entries, and its entries in order (for metrics).
@@ -491,6 +503,24 @@ mod tests {
         tree.unpark(a);
         assert_eq!(tree.pop(|&e| e != 1, |_| false), Some(2), "1 refused, skipped");
         assert!(tree.is_empty());
+    }
+
+    #[test]
+    fn an_emptied_tree_is_refilled_without_making_a_node_per_group_ever_seen() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        let flows: Vec<u32> = (0..1000).map(|i| groups.flow(key(&["c", &i.to_string()]))).collect();
+        for &f in &flows {
+            tree.push(&groups, f, f);
+        }
+        tree.pop(|_| true, |_| false);
+        tree.clear();
+        assert!(tree.is_empty());
+        let made = tree.made;
+        tree.push(&groups, flows[999], 1);
+        assert_eq!(tree.made - made, 0, "the emptied tree's nodes are reused");
+        assert_eq!(tree.pop(|_| true, |_| false), Some(1));
+        assert_eq!(tree.pop(|_| true, |_| false), None, "cleared entries are gone");
     }
 
     #[test]
