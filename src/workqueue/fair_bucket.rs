@@ -109,6 +109,12 @@ impl<T> FairBucket<T> {
         last.checked_add(wait)
     }
 
+    /// The flows of the retries released or cleared since the last call, one per retry: the
+    /// queue gives each its user back.
+    pub(crate) fn released(&mut self) -> std::vec::Drain<'_, u32> {
+        self.tree.released()
+    }
+
     /// Retries waiting for a token.
     pub(crate) fn len(&self) -> usize {
         self.items.len() - self.free.len()

@@ -10,7 +10,8 @@
 //!
 //! The queue interns a flow (and its groups) at the first add of an item of a new key: an add
 //! of an item already queued never reaches this module, so dedup comes before fairness and
-//! costs it nothing. Every key of one queue has the same number of levels: the first key a
+//! costs it nothing. A group is freed when its last user goes (its items, the entries naming it,
+//! its children) and its number reused, so namespace churn costs no memory. Every key of one queue has the same number of levels: the first key a
 //! queue sees sets it, a shorter key is padded with empty levels and a longer one has its extra
 //! levels folded into its last.
 
@@ -144,7 +145,8 @@ impl<T> Clone for Fairness<T> {
     }
 }
 
-/// One group of one level (a flow is a group of the last level).
+/// One group of one level (a flow is a group of the last level). It lives while it has users
+/// (see [`Groups`]); then its number goes to the next new group.
 #[derive(Debug)]
 pub(crate) struct Group {
     pub(crate) parent: u32,
@@ -158,9 +160,15 @@ pub(crate) struct Group {
     pub(crate) top_ready: usize,
     /// Items of this first-level group being processed (kept only under a cap).
     pub(crate) in_flight: usize,
+    /// Users: for a flow, the queue's items of its key (ready or processing) and the entries
+    /// naming it in a round-robin (stale ones too) or at the fair bucket; for a group above,
+    /// its children. At zero the group is freed.
+    users: u32,
 }
 
-/// The groups and flows of one queue: interned once per new key.
+/// The groups and flows of one queue: interned at the first add of a new key, freed when their
+/// last user goes (see [`Group::users`]), their numbers reused, so that memory and every walk
+/// over the groups follow the tenants in use, not every tenant ever seen.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
     pub(crate) groups: Vec<Group>,
@@ -170,12 +178,61 @@ pub(crate) struct Groups {
     depth: usize,
     /// For each flow, the first-level group it belongs to.
     pub(crate) top: Vec<u32>,
+    /// Numbers of freed groups, for the next new ones.
+    free: Vec<u32>,
 }
 
 impl Groups {
-    /// The flow of `key`, made with its groups if new.
+    /// The flow of `key`, made with its groups if new, with one more user: the caller gives
+    /// it back with [`release`](Self::release).
     #[inline]
     pub(crate) fn flow(&mut self, key: FairnessKey) -> u32 {
+        let flow = self.find_or_make(key);
+        self.acquire(flow);
+        flow
+    }
+
+    /// One more user of `group` (a flow: an entry naming it).
+    #[inline]
+    pub(crate) fn acquire(&mut self, group: u32) {
+        self.groups[group as usize].users += 1;
+    }
+
+    /// One user fewer of `group`; at none, it is freed, and its parent loses a user.
+    #[inline]
+    pub(crate) fn release(&mut self, mut group: u32) {
+        loop {
+            let g = &mut self.groups[group as usize];
+            g.users -= 1;
+            if g.users > 0 {
+                return;
+            }
+            let (parent, level, h, key) = (g.parent, usize::from(g.level), g.hash, g.key);
+            if level + 1 == self.depth {
+                let hash = level_hasher().hash_one(key);
+                if let Ok(e) = self.flows.find_entry(hash, |&g| g == group) {
+                    e.remove();
+                }
+            } else if let Ok(e) =
+                self.inner.find_entry(level_hasher().hash_one((level, parent, h)), |&g| g == group)
+            {
+                e.remove();
+            }
+            self.free.push(group);
+            if parent == NONE {
+                return;
+            }
+            group = parent;
+        }
+    }
+
+    /// Groups alive now (for tests).
+    #[cfg(test)]
+    pub(crate) fn alive(&self) -> usize {
+        self.groups.len() - self.free.len()
+    }
+
+    fn find_or_make(&mut self, key: FairnessKey) -> u32 {
         if self.depth == 0 {
             self.depth = key.levels().max(1);
         }
@@ -221,9 +278,9 @@ impl Groups {
         flow
     }
 
+    /// A new group, a user of its parent.
     fn push(&mut self, parent: u32, level: usize, hash: u64, key: FairnessKey) -> u32 {
-        let id = u32::try_from(self.groups.len()).expect("fewer than 2^32 fairness groups");
-        self.groups.push(Group {
+        let group = Group {
             parent,
             level: level as u8,
             hash,
@@ -231,9 +288,24 @@ impl Groups {
             ready: 0,
             top_ready: 0,
             in_flight: 0,
-        });
-        let top = if parent == NONE { id } else { self.top_of(parent) };
-        self.top.push(top);
+            users: 0,
+        };
+        let top = if parent == NONE { None } else { Some(self.top_of(parent)) };
+        if parent != NONE {
+            self.acquire(parent);
+        }
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.groups[id as usize] = group;
+                id
+            }
+            None => {
+                self.groups.push(group);
+                self.top.push(0);
+                u32::try_from(self.groups.len() - 1).expect("fewer than 2^32 fairness groups")
+            }
+        };
+        self.top[id as usize] = top.unwrap_or(id);
         id
     }
 
@@ -279,11 +351,21 @@ pub(crate) struct Tree<E> {
     len: usize,
     /// Nodes made so far: kept across `clear`, so that refilling an emptied tree makes none.
     made: usize,
+    /// The flows of the entries taken out since the last `released` (served, refused or
+    /// cleared): the owner gives each its user back.
+    released: Vec<u32>,
 }
 
 impl<E: Copy> Tree<E> {
     pub(crate) fn new() -> Self {
-        Self { nodes: Vec::new(), root: VecDeque::new(), parked: Vec::new(), len: 0, made: 0 }
+        Self {
+            nodes: Vec::new(),
+            root: VecDeque::new(),
+            parked: Vec::new(),
+            len: 0,
+            made: 0,
+            released: Vec::new(),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -365,6 +447,7 @@ impl<E: Copy> Tree<E> {
             let entry =
                 self.nodes[group as usize].entries.pop_front().expect("a queued flow has entries");
             self.len -= 1;
+            self.released.push(group);
             if keep(&entry) {
                 self.rotate(&path[..depth]);
                 return Some(entry);
@@ -413,6 +496,11 @@ impl<E: Copy> Tree<E> {
         }
     }
 
+    /// The flows of the entries taken out since the last call, one per entry.
+    pub(crate) fn released(&mut self) -> std::vec::Drain<'_, u32> {
+        self.released.drain(..)
+    }
+
     /// Puts a parked first-level group back at the back of the rotation (its cap freed).
     pub(crate) fn unpark(&mut self, top: u32) {
         if let Some(i) = self.parked.iter().position(|&g| g == top) {
@@ -429,6 +517,7 @@ impl<E: Copy> Tree<E> {
         while let Some(group) = stack.pop() {
             let node = &mut self.nodes[group as usize];
             node.queued = false;
+            self.released.extend(std::iter::repeat_n(group, node.entries.len()));
             node.entries.clear();
             stack.extend(node.active.drain(..));
         }
@@ -521,6 +610,33 @@ mod tests {
         assert_eq!(tree.made - made, 0, "the emptied tree's nodes are reused");
         assert_eq!(tree.pop(|_| true, |_| false), Some(1));
         assert_eq!(tree.pop(|_| true, |_| false), None, "cleared entries are gone");
+    }
+
+    #[test]
+    fn a_group_is_freed_with_its_last_user_and_its_number_reused_under_another_parent() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        let ax = groups.flow(key(&["a", "x"]));
+        let ay = groups.flow(key(&["a", "y"]));
+        let a = groups.parent(ax).unwrap();
+        tree.push(&groups, ax, 1);
+        groups.acquire(ax);
+        groups.release(ax);
+        assert_eq!(groups.alive(), 3, "x still has its entry");
+        groups.release(ay);
+        assert_eq!(groups.alive(), 2, "y went; a keeps x");
+        assert_eq!(tree.pop(|_| true, |_| false), Some(1));
+        tree.released().for_each(|f| groups.release(f));
+        assert_eq!(groups.alive(), 0, "x, then a, with their last users");
+        let bz = groups.flow(key(&["b", "z"]));
+        let b = groups.parent(bz).unwrap();
+        assert!([a, ax, ay].contains(&bz) && [a, ax, ay].contains(&b), "numbers reused");
+        assert_eq!(groups.top_of(bz), b);
+        assert_eq!(groups.flow(key(&["b", "z"])), bz, "found again");
+        assert_ne!(groups.flow(key(&["a", "x"])), bz, "a freed key is made anew");
+        tree.push(&groups, bz, 2);
+        assert_eq!(tree.pop(|_| true, |_| false), Some(2));
+        assert!(tree.is_empty());
     }
 
     #[test]

@@ -246,6 +246,7 @@ impl<T: Clone + Eq> Queue<T> {
                     self.occupied += 1;
                 }
                 level.tree.push(&fair.groups, flow, entry);
+                fair.groups.acquire(flow);
                 level.live += 1;
                 if fair.count {
                     fair.count_ready(flow, 1);
@@ -412,6 +413,9 @@ impl<T: Clone + Eq> Queue<T> {
         }
         level.tree.clear();
         level.fifo.clear();
+        if let Some(fair) = &mut self.fair {
+            level.tree.released().for_each(|flow| fair.groups.release(flow));
+        }
         if priority != Priority::NORMAL {
             self.levels.remove(i);
         }
@@ -448,6 +452,8 @@ impl<T: Clone + Eq> Queue<T> {
         if tree.is_empty() {
             self.occupied -= 1;
         }
+        let groups = &mut self.fair.as_mut().expect("fairness on").groups;
+        tree.released().for_each(|flow| groups.release(flow));
         found
     }
 
@@ -539,6 +545,10 @@ impl<T: Clone + Eq> Queue<T> {
             return (Finished::Requeued(priority), started);
         }
         slot.item = None;
+        if let Some(fair) = &mut self.fair {
+            // The item's hold on its flow (taken at its add) goes.
+            fair.groups.release(slot.flow);
+        }
         self.occupied_slots[index / 64] &= !(1 << (index % 64));
         self.free.push(index as u32);
         self.live -= 1;
@@ -589,11 +599,19 @@ impl<T: Clone + Eq> Queue<T> {
         }
     }
 
-    /// The flow of `item`'s fairness key (made if new); `None` with fairness off.
+    /// The flow of `item`'s fairness key (made if new), with a user for the caller to give
+    /// back with [`release_flows`](Self::release_flows); `None` with fairness off.
     pub(crate) fn flow_of(&mut self, item: &T) -> Option<u32> {
         let fair = self.fair.as_mut()?;
         let key = (fair.config.key)(item);
         Some(fair.groups.flow(key))
+    }
+
+    /// Gives back a user of each flow (one taken by [`flow_of`](Self::flow_of)).
+    pub(crate) fn release_flows(&mut self, flows: impl Iterator<Item = u32>) {
+        if let Some(fair) = &mut self.fair {
+            flows.for_each(|flow| fair.groups.release(flow));
+        }
     }
 
     /// Each fairness level's figures and its three deepest groups (with metrics on: the ready
@@ -908,6 +926,50 @@ mod tests {
         assert_eq!(q.pop(), None);
         assert_eq!(q.0.levels.len(), 1, "emptied levels go, but NORMAL's");
         assert_eq!(q.0.occupied, 0);
+    }
+
+    /// A fair queue by the item's first part ("ns/name"), counting (as with metrics).
+    fn fair_queue() -> Q {
+        let key: super::super::fairness::FairnessFn<&'static str> =
+            std::sync::Arc::new(|s: &&str| {
+                super::super::FairnessKey::new().level(s.split('/').next())
+            });
+        let config = Fairness { key, label: None, max_in_flight: Some(2) };
+        Q(Queue::with_fairness(Some(config), true))
+    }
+
+    fn alive(q: &Q) -> usize {
+        q.0.groups().expect("fair").alive()
+    }
+
+    #[test]
+    fn namespace_churn_frees_groups_and_reuses_them_safely() {
+        let mut q = fair_queue();
+        let names: Vec<&'static str> = (0..5000).map(|i| &*format!("ns-{i}/a").leak()).collect();
+        for &name in &names {
+            q.add(name, 0);
+            assert_eq!(q.pop(), Some(name));
+            assert_eq!(q.done(name), Finished::Released);
+        }
+        assert_eq!(alive(&q), 0, "every namespace's group went with its last item");
+        // A stale entry (a raised item's old one) keeps its flow: a new namespace must not
+        // take its number while the entry is in the LOW round-robin.
+        q.add("x/1", -100);
+        q.add("y/1", -100);
+        q.add("x/1", 0);
+        assert_eq!(q.pop(), Some("x/1"));
+        assert_eq!(q.done("x/1"), Finished::Released);
+        assert_eq!(alive(&q), 2, "x is held by its stale LOW entry");
+        q.add("z/1", -100);
+        q.add("z/2", -100);
+        assert_eq!(q.pop(), Some("y/1"));
+        assert_eq!(q.pop(), Some("z/1"));
+        assert_eq!(q.pop(), Some("z/2"));
+        for s in ["y/1", "z/1", "z/2"] {
+            assert_eq!(q.done(s), Finished::Released);
+        }
+        assert_eq!(alive(&q), 0);
+        assert_eq!(q.pop(), None);
     }
 
     #[test]

@@ -123,7 +123,8 @@ where
         let now = Instant::now();
         while let Some(Due { item, hash, priority, gated }) = self.waiting.pop_due(now) {
             if gated
-                && let (Some(bucket), Some(flow)) = (&mut self.bucket, self.queue.flow_of(&item))
+                && let Some(bucket) = &mut self.bucket
+                && let Some(flow) = self.queue.flow_of(&item)
             {
                 let groups = self.queue.groups().expect("a fair queue has groups");
                 bucket.push(groups, flow, Gated { item, hash, priority });
@@ -141,6 +142,7 @@ where
                 m.record_add(added);
             }
         }
+        self.queue.release_flows(bucket.released());
     }
 
     /// When a parked `get` must look again: the next deadline, or the bucket's next token.
@@ -517,8 +519,10 @@ where
             let mut state = self.lock();
             state.shutting_down = true;
             state.waiting.clear();
+            let state = &mut *state;
             if let Some(bucket) = &mut state.bucket {
                 bucket.clear();
+                state.queue.release_flows(bucket.released());
             }
         }
         self.inner.getters.notify_waiters();
