@@ -514,8 +514,26 @@ impl<T: Clone + Eq> Queue<T> {
         let slot = &mut self.slots[slot];
         slot.dirty = false;
         slot.processing = true;
-        let item = slot.item.clone().expect("a live entry's slot is occupied");
-        Some(Popped { item, priority: slot.priority, queued_at: slot.queued_at })
+        let popped = Popped {
+            item: slot.item.clone().expect("a live entry's slot is occupied"),
+            priority: slot.priority,
+            queued_at: slot.queued_at,
+        };
+        if self.fair.is_some() {
+            self.compact_fifo(popped.priority);
+        }
+        Some(popped)
+    }
+
+    /// With fairness on: drops the entries handed out from the `fifo` of `priority` once they
+    /// outnumber twice its live ones (by `SWEEP_SLACK`). They go at its front otherwise, and
+    /// a front held by a group at its cap (a hung worker) kept every later one.
+    fn compact_fifo(&mut self, priority: Priority) {
+        let Some(level) = self.levels.iter_mut().find(|l| l.priority == priority) else { return };
+        if level.fifo.len() > 2 * level.live + SWEEP_SLACK {
+            let slots = &self.slots;
+            level.fifo.retain(|e| live(slots, e));
+        }
     }
 
     /// Ends the processing of `item`; requeues it if it was added while held. Returns also
@@ -970,6 +988,28 @@ mod tests {
         }
         assert_eq!(alive(&q), 0);
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn a_parked_groups_oldest_item_does_not_keep_every_later_entry() {
+        let mut q = fair_queue();
+        for s in ["hung/1", "hung/2", "hung/3"] {
+            q.add(s, 0);
+        }
+        assert_eq!(q.pop(), Some("hung/1"));
+        assert_eq!(q.pop(), Some("hung/2"), "the cap is 2: hung/3 waits at the front");
+        let names: Vec<&'static str> =
+            (0..10_000).map(|i| &*format!("ns-{}/a", i % 64).leak()).collect();
+        for &name in &names {
+            q.add(name, 0);
+            assert_eq!(q.pop(), Some(name));
+            assert_eq!(q.done(name), Finished::Released);
+        }
+        let fifo = q.0.levels[0].fifo.len();
+        assert!(fifo <= 2 + SWEEP_SLACK + 1, "handed-out entries are dropped: {fifo}");
+        assert_eq!(q.0.len(), 1);
+        assert_eq!(q.done("hung/1"), Finished::Released);
+        assert_eq!(q.pop(), Some("hung/3"));
     }
 
     #[test]
