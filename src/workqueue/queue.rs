@@ -10,7 +10,7 @@ use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::Priority;
-use super::fairness::{Fairness, Groups, LevelSnapshot, Tree};
+use super::fairness::{Fairness, FairnessKey, Groups, LevelSnapshot, Tree};
 
 /// Dead index entries are swept once they outnumber twice the live ones by this many.
 const SWEEP_SLACK: usize = 1024;
@@ -77,6 +77,8 @@ struct Fair<T> {
     count: bool,
     /// First-level groups at their in-flight cap.
     capped: Vec<u32>,
+    /// Calls of the key extractor that panicked.
+    key_panics: u64,
 }
 
 /// Spreads 32 bits of hash over 64 for the table (a bijection: multiplying by an odd
@@ -193,6 +195,7 @@ impl<T: Clone + Eq> Queue<T> {
             config,
             groups: Groups::default(),
             capped: Vec::new(),
+            key_panics: 0,
         });
         Self {
             fair,
@@ -321,7 +324,7 @@ impl<T: Clone + Eq> Queue<T> {
             // The key's flow, found (or made) once per item that becomes ready anew; re-adds
             // of a queued item returned above, so dedup costs fairness nothing.
             let item = self.slots[slot].item.as_ref().expect("just filled");
-            let key = (fair.config.key)(item);
+            let key = fair.key_of(item);
             self.slots[slot].flow = fair.groups.flow(key);
         }
         let ix = Ix { hash, slot: u32::try_from(slot).expect("fewer than 2^32 items") };
@@ -621,7 +624,7 @@ impl<T: Clone + Eq> Queue<T> {
     /// back with [`release_flows`](Self::release_flows); `None` with fairness off.
     pub(crate) fn flow_of(&mut self, item: &T) -> Option<u32> {
         let fair = self.fair.as_mut()?;
-        let key = (fair.config.key)(item);
+        let key = fair.key_of(item);
         Some(fair.groups.flow(key))
     }
 
@@ -700,6 +703,11 @@ impl<T: Clone + Eq> Queue<T> {
                 .collect();
         }
         levels
+    }
+
+    /// How many calls of the fairness key extractor panicked.
+    pub(crate) fn key_panics(&self) -> u64 {
+        self.fair.as_ref().map_or(0, |f| f.key_panics)
     }
 
     /// The fairness groups; `None` with fairness off.
@@ -793,6 +801,17 @@ fn live<T>(slots: &[Slot<T>], entry: &Entry) -> bool {
 }
 
 impl<T> Fair<T> {
+    /// `item`'s fairness key. The extractor is user code run under the queue's lock: its panic
+    /// is caught (it would lose other callers' buffered adds and leave a slot half filled),
+    /// logged and counted, and the item goes to the default key's group.
+    fn key_of(&mut self, item: &T) -> FairnessKey {
+        crate::panic::catch(|| (self.config.key)(item)).unwrap_or_else(|panic| {
+            self.key_panics += 1;
+            tracing::error!(%panic, "a fairness key extractor panicked; the item takes the default key");
+            FairnessKey::new()
+        })
+    }
+
     /// Moves the ready counts of `flow` and its first-level group by `delta`.
     fn count_ready(&mut self, flow: u32, delta: isize) {
         let top = self.groups.top_of(flow) as usize;

@@ -325,6 +325,14 @@ where
         self.inner.rate_limiter.forget(item);
     }
 
+    /// How many times the fairness key extractor
+    /// ([`WorkQueueBuilder::fairness`](super::WorkQueueBuilder::fairness)) panicked: each such
+    /// item was queued under the default key (no levels), and the panic logged. 0 without
+    /// fairness.
+    pub fn fairness_key_panics(&self) -> u64 {
+        self.lock().queue.key_panics()
+    }
+
     /// How many times `item` was rate-limited since it was last forgotten.
     pub fn num_requeues(&self, item: &T) -> u32 {
         self.inner.rate_limiter.num_requeues(item)

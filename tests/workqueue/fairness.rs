@@ -314,3 +314,25 @@ async fn after_shut_down_a_capped_groups_ready_items_are_still_handed_out() {
     assert_eq!(got.expect("done wakes it").unwrap().as_deref(), Some("slow/1"));
     assert_eq!(q.get().await, None, "then None");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_key_extractor_loses_no_add_and_is_counted() {
+    let q = WorkQueue::builder()
+        .fairness(|k: &String| {
+            assert!(!k.starts_with("bad"), "no key for {k}");
+            by_namespace(k)
+        })
+        .build();
+    for k in ["a/1", "bad/1", "b/1", "bad/2"] {
+        q.add(k.to_owned());
+    }
+    let mut got: Vec<String> = std::iter::from_fn(|| get_now(&q)).collect();
+    got.sort();
+    assert_eq!(got, ["a/1", "b/1", "bad/1", "bad/2"], "every add was queued");
+    assert_eq!(q.fairness_key_panics(), 2);
+    for k in &got {
+        q.done(k);
+    }
+    q.add("a/2".to_owned());
+    assert_eq!(get_now(&q).as_deref(), Some("a/2"), "the queue keeps working");
+}
