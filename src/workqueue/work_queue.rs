@@ -341,9 +341,10 @@ where
     /// Waits for an item and hands it out; the caller must call [`done`](Self::done) with it.
     /// Returns `None` once the queue is shut down and nothing ready is left.
     ///
-    /// Items come highest priority first, in the order they became ready within a priority,
-    /// except that an item that has waited the queue's aging period is served before newer
-    /// items of any priority (see [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging)).
+    /// Items come highest priority first; within a priority, in the order they became ready,
+    /// or with fairness keys ([`WorkQueueBuilder::fairness`](super::WorkQueueBuilder::fairness))
+    /// round-robin across them, except that an item that has waited the queue's aging period
+    /// is served before newer items of any priority (see [`WorkQueueBuilder::aging`](super::WorkQueueBuilder::aging)).
     pub async fn get(&self) -> Option<T> {
         // `get_with_priority`'s body, not an await of it, which moved the item through one more
         // future's output (`docs/design/workqueue.md`, "A small get future").
