@@ -9,6 +9,7 @@
 //! at once): only who gets each token changes. It knows nothing of the queue but the groups it
 //! rotates over.
 
+use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::Priority;
@@ -33,6 +34,8 @@ pub(crate) struct FairBucket<T> {
     tree: Tree<u32>,
     items: Vec<Option<Gated<T>>>,
     free: Vec<u32>,
+    /// The waiting retries' slots by their item's hash: an item waits here once.
+    index: HashTable<u32>,
 }
 
 impl<T> FairBucket<T> {
@@ -48,11 +51,27 @@ impl<T> FairBucket<T> {
             tree: Tree::new(),
             items: Vec::new(),
             free: Vec::new(),
+            index: HashTable::new(),
         }
     }
 
-    /// Puts a retry of `flow` in its line.
-    pub(crate) fn push(&mut self, groups: &Groups, flow: u32, gated: Gated<T>) {
+    /// Puts a retry of `flow` in its line; `false` when the item waits here already (it keeps
+    /// its place, at the higher priority of the two), as a queued item is deduplicated.
+    pub(crate) fn push(&mut self, groups: &Groups, flow: u32, gated: Gated<T>) -> bool
+    where
+        T: Eq,
+    {
+        let items = &mut self.items;
+        let found = self.index.find(gated.hash, |&s| {
+            items[s as usize].as_ref().is_some_and(|g| g.item == gated.item)
+        });
+        if let Some(&slot) = found {
+            // Already waiting: it keeps its place, at the higher of the two priorities.
+            let waiting = items[slot as usize].as_mut().expect("an indexed slot is filled");
+            waiting.priority = waiting.priority.max(gated.priority);
+            return false;
+        }
+        let hash = gated.hash;
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.items[slot as usize] = Some(gated);
@@ -64,6 +83,11 @@ impl<T> FairBucket<T> {
             }
         };
         self.tree.push(groups, flow, slot);
+        let items = &self.items;
+        self.index.insert_unique(hash, slot, |&s| {
+            items[s as usize].as_ref().expect("an indexed slot is filled").hash
+        });
+        true
     }
 
     fn refill(&mut self, now: Instant) {
@@ -90,10 +114,16 @@ impl<T> FairBucket<T> {
         self.tokens -= 1.0;
         self.free.push(slot);
         let gated = self.items[slot as usize].take();
+        if let Some(g) = &gated
+            && let Ok(e) = self.index.find_entry(g.hash, |&s| s == slot)
+        {
+            e.remove();
+        }
         if self.tree.is_empty() && self.items.capacity() > 1024 {
             // The last one: give back what a burst of retries took.
             self.items = Vec::new();
             self.free = Vec::new();
+            self.index = HashTable::new();
         }
         gated
     }
@@ -125,6 +155,7 @@ impl<T> FairBucket<T> {
         self.tree.clear();
         self.items = Vec::new();
         self.free = Vec::new();
+        self.index = HashTable::new();
     }
 }
 

@@ -127,7 +127,10 @@ where
                 && let Some(flow) = self.queue.flow_of(&item)
             {
                 let groups = self.queue.groups().expect("a fair queue has groups");
-                bucket.push(groups, flow, Gated { item, hash, priority });
+                if !bucket.push(groups, flow, Gated { item, hash, priority }) {
+                    // Deduplicated: no entry names the flow for it.
+                    self.queue.release_flows(std::iter::once(flow));
+                }
                 continue;
             }
             let added = self.queue.add(item, hash, priority, now);

@@ -336,3 +336,28 @@ async fn a_panicking_key_extractor_loses_no_add_and_is_counted() {
     q.add("a/2".to_owned());
     assert_eq!(get_now(&q).as_deref(), Some("a/2"), "the queue keeps working");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_re_added_while_waiting_for_a_token_waits_there_once() {
+    let q = WorkQueue::builder().fairness(by_namespace).build();
+    // 150 retries spend the burst of 100: 50 wait for tokens at 10 a second.
+    for i in 0..150 {
+        q.add_rate_limited(format!("noisy/cm-{i}"));
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    q.len();
+    let quiet = "quiet/cm-0".to_owned();
+    q.add_rate_limited(quiet.clone());
+    tokio::time::sleep(Duration::from_millis(6)).await;
+    q.len(); // past its 5 ms backoff: in its line at the bucket
+    q.add_rate_limited(quiet.clone());
+    tokio::time::sleep(Duration::from_millis(11)).await;
+    q.len(); // past its 10 ms backoff: at the bucket again
+    let mut handed_out = 0;
+    while let Ok(Some(key)) = tokio::time::timeout(Duration::from_secs(30), q.get()).await {
+        handed_out += usize::from(key == quiet);
+        q.forget(&key);
+        q.done(&key);
+    }
+    assert_eq!(handed_out, 1, "the re-added retry is deduplicated at the bucket");
+}
