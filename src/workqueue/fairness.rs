@@ -11,9 +11,9 @@
 //! The queue interns a flow (and its groups) at the first add of an item of a new key: an add
 //! of an item already queued never reaches this module, so dedup comes before fairness and
 //! costs it nothing. A group is freed when its last user goes (its items, the entries naming it,
-//! its children) and its number reused, so namespace churn costs no memory. Every key of one queue has the same number of levels: the first key a
-//! queue sees sets it, a shorter key is padded with empty levels and a longer one has its extra
-//! levels folded into its last.
+//! its children) and its number reused, so namespace churn costs no memory. Keys of one queue
+//! may have different numbers of levels: each key's flow sits at its own depth, so a one-level
+//! key `a` and the group `a` of two-level keys `a/x` are two tenants of the first level.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
@@ -82,23 +82,6 @@ impl FairnessKey {
     pub fn levels(&self) -> usize {
         usize::from(self.len)
     }
-
-    /// The key with exactly `depth` levels: padded with empty ones, or its extra ones folded
-    /// into its last.
-    fn with_depth(self, depth: usize) -> Self {
-        let mut key = FairnessKey::new();
-        for (i, &level) in self.levels[..self.levels()].iter().enumerate() {
-            if i < depth {
-                key.levels[i] = level;
-                key.len += 1;
-            } else {
-                let last = &mut key.levels[depth - 1];
-                *last = level_hasher().hash_one((*last, level));
-            }
-        }
-        key.len = depth as u8;
-        key
-    }
 }
 
 /// One level of a fair queue's fairness key, at one moment: bounded-cardinality figures, with
@@ -160,6 +143,8 @@ pub(crate) struct Group {
     pub(crate) top_ready: usize,
     /// Items of this first-level group being processed (kept only under a cap).
     pub(crate) in_flight: usize,
+    /// A flow (a whole key's group), not a group of the levels above one.
+    pub(crate) is_flow: bool,
     /// Users: for a flow, the queue's items of its key (ready or processing) and the entries
     /// naming it in a round-robin (stale ones too) or at the fair bucket; for a group above,
     /// its children. At zero the group is freed.
@@ -208,7 +193,8 @@ impl Groups {
                 return;
             }
             let (parent, level, h, key) = (g.parent, usize::from(g.level), g.hash, g.key);
-            if level + 1 == self.depth {
+            let is_flow = g.is_flow;
+            if is_flow {
                 let hash = level_hasher().hash_one(key);
                 if let Ok(e) = self.flows.find_entry(hash, |&g| g == group) {
                     e.remove();
@@ -233,10 +219,6 @@ impl Groups {
     }
 
     fn find_or_make(&mut self, key: FairnessKey) -> u32 {
-        if self.depth == 0 {
-            self.depth = key.levels().max(1);
-        }
-        let key = if key.levels() == self.depth { key } else { key.with_depth(self.depth) };
         let hash = level_hasher().hash_one(key);
         let groups = &self.groups;
         if let Some(&flow) = self.flows.find(hash, |&g| groups[g as usize].key == key) {
@@ -247,8 +229,11 @@ impl Groups {
 
     #[inline(never)]
     fn make_flow(&mut self, key: FairnessKey, hash: u64) -> u32 {
+        // A key with no levels is a flow of the first level, as one with a single level.
+        let depth = key.levels().max(1);
+        self.depth = self.depth.max(depth);
         let mut parent = NONE;
-        for level in 0..self.depth - 1 {
+        for level in 0..depth - 1 {
             let h = key.levels[level];
             let groups = &self.groups;
             let found = self.inner.find(level_hasher().hash_one((level, parent, h)), |&g| {
@@ -258,7 +243,7 @@ impl Groups {
             parent = match found {
                 Some(&g) => g,
                 None => {
-                    let g = self.push(parent, level, h, FairnessKey::new());
+                    let g = self.push(parent, level, h, FairnessKey::new(), false);
                     let groups = &self.groups;
                     self.inner.insert_unique(
                         level_hasher().hash_one((level, parent, h)),
@@ -272,14 +257,21 @@ impl Groups {
                 }
             };
         }
-        let flow = self.push(parent, self.depth - 1, key.levels[self.depth - 1], key);
+        let flow = self.push(parent, depth - 1, key.levels[depth - 1], key, true);
         let groups = &self.groups;
         self.flows.insert_unique(hash, flow, |&g| level_hasher().hash_one(groups[g as usize].key));
         flow
     }
 
     /// A new group, a user of its parent.
-    fn push(&mut self, parent: u32, level: usize, hash: u64, key: FairnessKey) -> u32 {
+    fn push(
+        &mut self,
+        parent: u32,
+        level: usize,
+        hash: u64,
+        key: FairnessKey,
+        is_flow: bool,
+    ) -> u32 {
         let group = Group {
             parent,
             level: level as u8,
@@ -289,6 +281,7 @@ impl Groups {
             top_ready: 0,
             in_flight: 0,
             users: 0,
+            is_flow,
         };
         let top = if parent == NONE { None } else { Some(self.top_of(parent)) };
         if parent != NONE {
@@ -320,7 +313,7 @@ impl Groups {
         (parent != NONE).then_some(parent)
     }
 
-    /// The number of levels of this queue's keys (0 until the first key).
+    /// The most levels of this queue's keys so far (0 until the first key).
     pub(crate) fn depth(&self) -> usize {
         self.depth
     }
@@ -640,15 +633,26 @@ mod tests {
     }
 
     #[test]
-    fn keys_of_other_lengths_are_padded_or_folded_to_the_first_keys_depth() {
+    fn keys_of_other_lengths_keep_their_own_levels_whichever_came_first() {
         let mut groups = Groups::default();
-        let f = groups.flow(key(&["a", "x"]));
+        let mut tree = Tree::new();
+        // A one-level key first: later two-level keys still share by their second level.
+        let lone = groups.flow(key(&["lone"]));
+        assert_eq!(groups.depth(), 1);
+        let ax = groups.flow(key(&["a", "x"]));
+        let ay = groups.flow(key(&["a", "y"]));
         assert_eq!(groups.depth(), 2);
-        let short = groups.flow(key(&["a"]));
-        let long = groups.flow(key(&["a", "x", "more"]));
-        assert_ne!(short, f);
-        assert_ne!(long, f);
-        assert_eq!(groups.parent(short), groups.parent(f), "the same first level");
-        assert_eq!(groups.flow(key(&["a", "x"])), f, "found again");
+        assert_ne!(ax, ay, "two namespaces of cluster a, not folded into one");
+        assert_eq!(groups.parent(ax), groups.parent(ay));
+        assert_eq!(groups.parent(lone), None);
+        for i in 0..2 {
+            tree.push(&groups, ax, ("a/x", i));
+        }
+        tree.push(&groups, ay, ("a/y", 0));
+        tree.push(&groups, lone, ("lone", 0));
+        tree.push(&groups, lone, ("lone", 1));
+        let order: Vec<_> = std::iter::from_fn(|| tree.pop(|_| true, |_| false)).collect();
+        assert_eq!(order, [("a/x", 0), ("lone", 0), ("a/y", 0), ("lone", 1), ("a/x", 1)]);
+        assert_eq!(groups.flow(key(&["a", "x"])), ax, "found again");
     }
 }

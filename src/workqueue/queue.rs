@@ -666,7 +666,7 @@ impl<T: Clone + Eq> Queue<T> {
         // Groups above the flows sum their flows' counts.
         let mut sums: HashMap<u32, usize> = HashMap::new();
         for (&g, &(ready, _, _)) in &seen {
-            if usize::from(groups.groups[g as usize].level) + 1 == groups.depth() {
+            if groups.groups[g as usize].is_flow {
                 let mut up = groups.parent(g);
                 while let Some(p) = up {
                     *sums.entry(p).or_default() += ready;
