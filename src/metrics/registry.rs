@@ -77,6 +77,8 @@ struct Families {
     /// The priorities each queue's depth has a series for, so that a queue's series can go.
     queue_priorities:
         Mutex<std::collections::HashMap<String, std::collections::BTreeSet<Priority>>>,
+    /// How many fairness levels each fair queue has series for, so that they can go too.
+    queue_levels: Mutex<std::collections::HashMap<String, usize>>,
     /// The shards each ring's objects gauge has a series for, so one left empty reads 0.
     sharding_shards: Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     /// How many informers not released report under each label set (two factories, or a
@@ -293,6 +295,7 @@ impl Registry {
                 "TokenReviews of metrics scrapes by result: authenticated, unauthenticated, failed, or throttled (refused unsent, over the rate of unknown tokens' reviews)"
             ),
             queue_priorities: Mutex::default(),
+            queue_levels: Mutex::default(),
             sharding_shards: Mutex::default(),
             informer_users: Mutex::default(),
         };
@@ -350,6 +353,13 @@ impl Registry {
             let [a, b] = labels.clone();
             f.queue_depth.remove(&[a, b, ("priority", priority.to_string())]);
         }
+        let levels = f.queue_levels.lock().unwrap_or_else(PoisonError::into_inner).remove(queue);
+        for level in 0..levels.unwrap_or(0) {
+            let labels = level_labels(queue, level);
+            f.fairness_groups.remove(&labels);
+            f.fairness_deepest.remove(&labels);
+            f.fairness_wait.remove(&labels);
+        }
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.
@@ -368,6 +378,15 @@ fn queue_labels(name: &str) -> Labels<2> {
     [("name", name.to_owned()), ("controller", name.to_owned())]
 }
 
+/// A fair queue's labels for one level of its fairness key.
+fn level_labels(name: &str, level: usize) -> Labels<3> {
+    let [a, b] = queue_labels(name);
+    [a, b, ("level", level.to_string())]
+}
+
+/// One fairness level's gauges: groups, deepest, longest wait.
+type LevelGauges = (Gauge, Gauge, Seconds);
+
 /// One queue's metrics. Its depth is exported per priority only, as controller-runtime's
 /// priority queue does: the total is their sum, and a series without a priority beside them
 /// would count items twice.
@@ -382,6 +401,9 @@ struct QueueHooks {
     unfinished: Seconds,
     longest: Seconds,
     retries: Counter,
+    /// One set of gauges per fairness level seen, made once: a refresh after the queue's
+    /// series were removed then writes to gauges no longer exported, and makes none again.
+    levels: Mutex<Vec<LevelGauges>>,
 }
 
 impl QueueMetrics for QueueHooks {
@@ -421,13 +443,24 @@ impl QueueMetrics for QueueHooks {
         self.retries.inc();
     }
     fn fairness_level(&self, level: usize, stats: &FairnessLevelStats) {
-        let [a, b] = queue_labels(&self.name);
-        let labels = [a, b, ("level", level.to_string())];
-        let f = &self.families;
+        let mut gauges = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
+        while gauges.len() <= level {
+            let f = &self.families;
+            let labels = level_labels(&self.name, gauges.len());
+            gauges.push((
+                f.fairness_groups.get_or_create(&labels).clone(),
+                f.fairness_deepest.get_or_create(&labels).clone(),
+                f.fairness_wait.get_or_create(&labels).clone(),
+            ));
+            let mut known = f.queue_levels.lock().unwrap_or_else(PoisonError::into_inner);
+            let known = known.entry(self.name.clone()).or_default();
+            *known = (*known).max(gauges.len());
+        }
+        let (groups, deepest, wait) = &gauges[level];
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        f.fairness_groups.get_or_create(&labels).set(count(stats.groups));
-        f.fairness_deepest.get_or_create(&labels).set(count(stats.deepest));
-        f.fairness_wait.get_or_create(&labels).set(stats.longest_wait_seconds);
+        groups.set(count(stats.groups));
+        deepest.set(count(stats.deepest));
+        wait.set(stats.longest_wait_seconds);
     }
 }
 
@@ -445,6 +478,7 @@ impl QueueMetricsProvider for Registry {
             unfinished: f.queue_unfinished.get_or_create(&labels).clone(),
             longest: f.queue_longest.get_or_create(&labels).clone(),
             retries: f.queue_retries.get_or_create(&labels).clone(),
+            levels: Mutex::new(Vec::new()),
         })
     }
 }
@@ -746,5 +780,24 @@ mod tests {
         registry.new_informer_metrics(&pods()).objects(1);
         let objects = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 1"#;
         assert!(registry.encode().contains(objects), "{}", registry.encode());
+    }
+
+    #[test]
+    fn a_removed_queues_fairness_series_go_and_a_late_refresh_brings_none_back() {
+        let registry = Registry::new();
+        let hooks = registry.new_queue_metrics("q");
+        let stats = FairnessLevelStats { groups: 3, deepest: 7, longest_wait_seconds: 1.5 };
+        hooks.fairness_level(0, &stats);
+        hooks.fairness_level(1, &stats);
+        let out = registry.encode();
+        let series = r#"ctrlkit_workqueue_fairness_groups{name="q",controller="q",level="1"} 3"#;
+        assert!(out.contains(series), "{out}");
+        registry.remove_controller("q", "q");
+        let out = registry.encode();
+        assert!(!out.contains(r#"name="q""#), "the queue's series are gone: {out}");
+        // The queue's refresh task may run once more after its controller was removed.
+        hooks.fairness_level(0, &stats);
+        let out = registry.encode();
+        assert!(!out.contains(r#"name="q""#), "a late refresh makes none again: {out}");
     }
 }

@@ -404,6 +404,13 @@ async fn readyz_and_metrics_follow_runnables_added_and_removed() {
     let controller =
         handle.controller(cms.clone()).name("passing").complete(passing.clone()).unwrap();
     eventually("the passing controller reconciled", || !passing.keys_present().is_empty()).await;
+    // A fair queue's level series, from its first refresh.
+    let level =
+        r#"ctrlkit_workqueue_fairness_groups{name="passing",controller="passing",level="0"}"#;
+    eventually_async_within(Duration::from_secs(10), "the fairness series", || async {
+        get(address, "/metrics").await.is_some_and(|(_, body)| body.contains(level))
+    })
+    .await;
     let metrics = get(address, "/metrics").await.unwrap().1;
     for series in [
         r#"controller_runtime_reconcile_total{controller="passing",result="success"}"#,
