@@ -324,8 +324,11 @@ impl Groups {
 struct Node<E> {
     /// Children with entries, in rotation order (groups of the levels above the last).
     active: VecDeque<u32>,
-    /// Entries, in the order they came (flows).
+    /// Entries, in the order they came (flows), but for aged ones moved in from a lower
+    /// priority, which come first.
     entries: VecDeque<E>,
+    /// How many of `entries`' first ones were moved in by aging (see `push_aged`).
+    aged: usize,
     /// In its parent's rotation (or the root's, or parked).
     queued: bool,
 }
@@ -372,6 +375,7 @@ impl<E: Copy> Tree<E> {
             self.nodes.resize_with(id + 1, || Node {
                 active: VecDeque::new(),
                 entries: VecDeque::new(),
+                aged: 0,
                 queued: false,
             });
         }
@@ -385,6 +389,19 @@ impl<E: Copy> Tree<E> {
         self.len += 1;
         let node = self.node(flow);
         node.entries.push_back(entry);
+        if !node.queued {
+            self.activate(groups, flow);
+        }
+    }
+
+    /// Puts `entry`, an item aged at a lower priority, into `flow` behind the aged entries it
+    /// has and ahead of the rest: it has waited longer than they have, as the FIFO queue
+    /// serves an aged item ahead of newer ones. The flow joins its rotations as with `push`.
+    pub(crate) fn push_aged(&mut self, groups: &Groups, flow: u32, entry: E) {
+        self.len += 1;
+        let node = self.node(flow);
+        node.entries.insert(node.aged, entry);
+        node.aged += 1;
         if !node.queued {
             self.activate(groups, flow);
         }
@@ -437,8 +454,9 @@ impl<E: Copy> Tree<E> {
                     None => break,
                 }
             }
-            let entry =
-                self.nodes[group as usize].entries.pop_front().expect("a queued flow has entries");
+            let flow = &mut self.nodes[group as usize];
+            let entry = flow.entries.pop_front().expect("a queued flow has entries");
+            flow.aged = flow.aged.saturating_sub(1);
             self.len -= 1;
             self.released.push(group);
             if keep(&entry) {
@@ -512,6 +530,7 @@ impl<E: Copy> Tree<E> {
             node.queued = false;
             self.released.extend(std::iter::repeat_n(group, node.entries.len()));
             node.entries.clear();
+            node.aged = 0;
             stack.extend(node.active.drain(..));
         }
         self.len = 0;

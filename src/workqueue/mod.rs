@@ -52,8 +52,10 @@
 //!   can keep it.
 //! - **Aging**: an item that has waited the queue's aging period
 //!   ([`WorkQueueBuilder::aging`], 5 minutes by default) is served before newer items of any
-//!   priority: the oldest such first (in a fair queue, the priority holding the oldest such
-//!   item is served, by its round-robin, so fairness holds among aged items too). So nothing
+//!   priority: the oldest such first. In a fair queue each aged item (and only it) joins the
+//!   round-robin of the highest priority with ready items, ahead of its fairness key's items
+//!   there that did not age: fairness holds among aged items and against that priority's,
+//!   so one group's aged backlog does not hold up another group. So nothing
 //!   starves: under a constant stream of
 //!   high-priority items, a low-priority item waits at most the aging period plus the time to
 //!   serve the items that were ready before it. Priorities are always on: a queue whose

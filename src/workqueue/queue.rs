@@ -79,6 +79,9 @@ struct Fair<T> {
     capped: Vec<u32>,
     /// Calls of the key extractor that panicked.
     key_panics: u64,
+    /// Items promoted by aging (slot → the priority whose round-robin holds them now): their
+    /// live entry is there, not at their own priority.
+    promoted: HashMap<u32, Priority>,
 }
 
 /// Spreads 32 bits of hash over 64 for the table (a bijection: multiplying by an odd
@@ -146,7 +149,8 @@ pub(crate) struct Popped<T> {
 /// - `levels` is sorted by priority, highest first, and holds no empty level but `NORMAL`'s;
 /// - with fairness on, a slot has also exactly one live entry in its level's round-robin when
 ///   it is dirty and not processing, and the levels' `fifo`s may hold entries already handed
-///   out (not live);
+///   out (not live); a slot aging moved up has both at the priority `Fair::promoted` records
+///   for it, not at its own;
 /// - `occupied` counts the levels that hold entries (their `fifo`s, or with fairness on their
 ///   round-robins).
 ///
@@ -196,6 +200,7 @@ impl<T: Clone + Eq> Queue<T> {
             groups: Groups::default(),
             capped: Vec::new(),
             key_panics: 0,
+            promoted: HashMap::new(),
         });
         Self {
             fair,
@@ -281,13 +286,24 @@ impl<T: Clone + Eq> Queue<T> {
                 return Added::Deduplicated;
             }
             // The entry at the old priority goes stale; `push_ready` counts the new one.
+            let mut at = from;
+            if let Some(fair) = &mut self.fair
+                && let Some(&promoted) = fair.promoted.get(&(slot as u32))
+            {
+                if priority <= promoted {
+                    // Aging put it higher already: it keeps its place there.
+                    return Added::Raised { from, to: priority };
+                }
+                fair.promoted.remove(&(slot as u32));
+                at = promoted;
+            }
             self.ready -= 1;
             self.stale += 1;
             if let Some(fair) = &mut self.fair {
                 if fair.count {
                     fair.count_ready(self.slots[slot].flow, -1);
                 }
-                self.left_level(from);
+                self.left_level(at);
             }
             self.push_ready(slot);
             return Added::Raised { from, to: priority };
@@ -424,17 +440,72 @@ impl<T: Clone + Eq> Queue<T> {
         }
     }
 
-    /// With fairness on: the next entry, by the round-robin of the priority `next_level_fair`
-    /// chooses, or (when every ready group there is at its in-flight cap) of the next priority
-    /// that has one a worker may take.
+    /// With fairness on: the next entry, by the round-robin of the highest priority with ready
+    /// items once aged items of lower ones joined it (see `promote_aged`), or (when every ready
+    /// group there is at its in-flight cap) of the next priority that has one a worker may take.
     fn pop_fair(&mut self, aging: Duration, now: Option<Instant>) -> Option<Entry> {
-        let first = self.next_level_fair(aging, now)?;
+        if self.ready == 0 {
+            return None;
+        }
+        if !aging_off(aging) && self.occupied > 1 {
+            self.promote_aged(aging, now);
+        }
+        let first = self.levels.iter().position(|l| l.live > 0)?;
         let found = std::iter::once(first)
             .chain(0..self.levels.len())
             .find_map(|level| self.pop_tree(level).map(|e| (e, self.levels[level].priority)));
         let (entry, priority) = found?;
         self.left_level(priority);
         Some(entry)
+    }
+
+    /// With fairness on: moves each item of a priority below the highest one with ready items
+    /// that has waited `aging` into that one's round-robin, ahead of its flow's items there
+    /// that did not age. Only aged items move, as the FIFO queue serves only an aged head out
+    /// of turn, and the round-robin keeps them fair among themselves and against the top
+    /// priority's items, so a noisy group's aged backlog takes no turn of another group. The
+    /// moved entry goes to the front of the top priority's arrival line, so that it ages on
+    /// from there should a higher priority come. Each level's line is read from its front
+    /// while it holds aged items: a pop costs one look per lower level when none aged.
+    fn promote_aged(&mut self, aging: Duration, now: Option<Instant>) {
+        let Some(top) = self.levels.iter().position(|l| l.live > 0) else { return };
+        let mut now = now;
+        let mut level = top + 1;
+        while level < self.levels.len() {
+            let head = loop {
+                let Some(&head) = self.levels[level].fifo.front() else { break None };
+                if live(&self.slots, &head) {
+                    break Some(head);
+                }
+                self.levels[level].fifo.pop_front();
+            };
+            let Some(head) = head else {
+                level += 1;
+                continue;
+            };
+            let at = *now.get_or_insert_with(Instant::now);
+            let slot = head.slot as usize;
+            if at.saturating_duration_since(self.slots[slot].queued_at) < aging {
+                level += 1;
+                continue;
+            }
+            // A new generation: its entries at its own priority go stale.
+            self.levels[level].fifo.pop_front();
+            let entry = &mut self.slots[slot];
+            entry.generation = entry.generation.wrapping_add(1);
+            let (flow, generation) = (entry.flow, entry.generation);
+            self.stale += 1;
+            self.left_level(self.levels[level].priority);
+            let entry = Entry { slot: head.slot, generation };
+            let fair = self.fair.as_mut().expect("fairness on");
+            let target = &mut self.levels[top];
+            target.tree.push_aged(&fair.groups, flow, entry);
+            fair.groups.acquire(flow);
+            target.live += 1;
+            target.fifo.push_front(entry);
+            fair.promoted.insert(head.slot, target.priority);
+            // The same index again: this level's next item, or (the level gone) the next one.
+        }
     }
 
     /// Takes the next live entry of `level`'s round-robin, skipping stale ones.
@@ -460,30 +531,6 @@ impl<T: Clone + Eq> Queue<T> {
         found
     }
 
-    /// `next_level` with fairness on: each level's oldest live entry is the front of its
-    /// `fifo` once entries handed out are dropped from it.
-    fn next_level_fair(&mut self, aging: Duration, now: Option<Instant>) -> Option<usize> {
-        if self.ready == 0 {
-            return None;
-        }
-        let strict = aging_off(aging) || self.occupied == 1;
-        let mut heads = Heads::default();
-        for level in 0..self.levels.len() {
-            let head = loop {
-                let Some(&head) = self.levels[level].fifo.front() else { break None };
-                if live(&self.slots, &head) {
-                    break Some(head);
-                }
-                self.levels[level].fifo.pop_front();
-            };
-            let Some(head) = head else { continue };
-            if heads.consider(level, self.slots[head.slot as usize].queued_at, strict) {
-                break;
-            }
-        }
-        heads.choose(aging, now)
-    }
-
     /// Takes the next ready item (see `next_level`) and marks it processing. `now` is the time
     /// if the caller read it (else aging reads it when it needs to); with `record_start` (metrics
     /// on) it is recorded as the item's start.
@@ -505,6 +552,9 @@ impl<T: Clone + Eq> Queue<T> {
         self.ready -= 1;
         if let Some(fair) = &mut self.fair {
             fair.popped(self.slots[slot].flow);
+            if !fair.promoted.is_empty() {
+                fair.promoted.remove(&entry.slot);
+            }
         }
         let ix = Ix { hash: self.tags[slot], slot: entry.slot };
         self.working.insert_unique(widen(ix.hash), ix, |ix| widen(ix.hash));
@@ -744,7 +794,12 @@ impl<T: Clone + Eq> Queue<T> {
         let mut counts: Vec<(Priority, usize)> =
             self.levels.iter().map(|l| (l.priority, 0)).collect();
         for (level, count) in self.levels.iter().zip(&mut counts) {
-            count.1 = level.fifo.iter().filter(|e| self.live(e)).count();
+            // With fairness on a `fifo` keeps entries handed out: `live` tells them apart.
+            let ready = |e: &&Entry| match self.fair {
+                None => self.live(e),
+                Some(_) => live(&self.slots, e),
+            };
+            count.1 = level.fifo.iter().filter(ready).count();
         }
         counts.retain(|c| c.1 > 0);
         counts
@@ -973,6 +1028,70 @@ mod tests {
             });
         let config = Fairness { key, label: None, max_in_flight: Some(2) };
         Q(Queue::with_fairness(Some(config), true))
+    }
+
+    #[test]
+    fn aging_promotes_only_the_aged_items_and_serves_them_fairly() {
+        // Five LOW items of a that aged, b's LOW item that did not, and c's NORMAL ones: a's
+        // join NORMAL's round-robin and take turns with c; b's waits its turn at LOW.
+        let key: super::super::fairness::FairnessFn<&'static str> =
+            std::sync::Arc::new(|s: &&str| {
+                super::super::FairnessKey::new().level(s.split('/').next())
+            });
+        let config = Fairness { key, label: None, max_in_flight: None };
+        let mut q = Queue::with_fairness(Some(config), false);
+        let (t0, h) = (Instant::now(), Q::hash);
+        let aging = Duration::from_secs(1);
+        for s in ["a/1", "a/2", "a/3", "a/4", "a/5"] {
+            q.add(s, h(s), Priority::LOW, t0);
+        }
+        let t1 = t0 + Duration::from_millis(1500);
+        q.add("b/1", h("b/1"), Priority::LOW, t1);
+        for s in ["c/1", "c/2", "c/3"] {
+            q.add(s, h(s), Priority::NORMAL, t1);
+        }
+        let t2 = t0 + Duration::from_secs(2);
+        let mut order = Vec::new();
+        while let Some(p) = q.pop(aging, Some(t2), false) {
+            order.push((p.item, p.priority));
+        }
+        let items: Vec<&str> = order.iter().map(|(item, _)| *item).collect();
+        assert_eq!(
+            items,
+            ["c/1", "a/1", "c/2", "a/2", "c/3", "a/3", "a/4", "a/5", "b/1"],
+            "only aged items are promoted, in turns with the top priority's"
+        );
+        assert!(
+            order.iter().all(|(item, p)| (*p == Priority::NORMAL) == item.starts_with('c')),
+            "a promoted item keeps its own priority: {order:?}"
+        );
+        // A promoted item raised to a priority at or under the one it was promoted to keeps
+        // its place; above it, it moves.
+        for s in ["a/1", "a/2", "c/1"] {
+            q.done(&s, h(s));
+        }
+        q.add("a/1", h("a/1"), Priority::LOW, t0);
+        q.add("a/2", h("a/2"), Priority::LOW, t0);
+        q.add("c/1", h("c/1"), Priority::NORMAL, t2);
+        let t3 = t2 + Duration::from_secs(2);
+        assert_eq!(q.pop(aging, Some(t3), false).map(|p| p.item), Some("c/1"));
+        assert_eq!(
+            q.add("a/2", h("a/2"), Priority::NORMAL, t3),
+            Added::Raised { from: Priority::LOW, to: Priority::NORMAL }
+        );
+        assert_eq!(
+            q.add("a/2", h("a/2"), Priority(100), t3),
+            Added::Raised { from: Priority::NORMAL, to: Priority(100) }
+        );
+        assert_eq!(
+            q.len_by_priority(),
+            [(Priority(100), 1), (Priority::NORMAL, 1)],
+            "raised above its promotion, a/2 moved; a/1 stayed"
+        );
+        let rest: Vec<_> =
+            std::iter::from_fn(|| q.pop(aging, Some(t3), false).map(|p| p.item)).collect();
+        assert_eq!(rest, ["a/1", "a/2"], "a/1 aged again, and goes ahead of a/2 there");
+        assert_eq!(q.len(), 0);
     }
 
     fn alive(q: &Q) -> usize {

@@ -131,7 +131,7 @@ fn priorities_come_first_and_fairness_holds_within_each() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn aged_items_are_promoted_as_before_and_served_fairly_among_themselves() {
+async fn only_aged_items_are_promoted_and_served_fairly_among_themselves() {
     let q = WorkQueue::builder().fairness(by_namespace).aging(Duration::from_secs(60)).build();
     for i in 0..100 {
         q.add_with_priority(format!("noisy/old-{i}"), Priority::LOW);
@@ -140,9 +140,16 @@ async fn aged_items_are_promoted_as_before_and_served_fairly_among_themselves() 
     assert_eq!(q.len(), 101, "applied: their wait starts now");
     tokio::time::advance(Duration::from_secs(61)).await;
     q.add_with_priority("noisy/new".to_owned(), Priority::NORMAL);
-    // The low priority has aged past the newer normal item: it is served first, fairly.
+    q.add_with_priority("quiet/young".to_owned(), Priority::LOW);
+    // The aged low items have waited longer than the newer normal item: they go first, fairly.
     assert_eq!(q.get().await.as_deref(), Some("noisy/old-0"));
     assert_eq!(q.get().await.as_deref(), Some("quiet/old"), "fair among the aged");
+    // Only the aged items were promoted: quiet/young, which did not age, comes after every
+    // normal item, and after the aged ones.
+    let rest: Vec<String> = std::iter::from_fn(|| get_now(&q)).collect();
+    assert_eq!(rest.len(), 101);
+    assert_eq!(rest[99], "noisy/new", "behind noisy's aged items");
+    assert_eq!(rest[100], "quiet/young", "a low item that did not age waits for the normal one");
 }
 
 #[tokio::test(start_paused = true)]

@@ -39,13 +39,15 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A ready item: its priority, when it became dirty, and when it entered its priority's line.
+/// A ready item: its priority, the priority whose line holds it (its own, or in the fair runs
+/// a higher one aging moved it to), when it became dirty, and its place in that line.
 #[derive(Debug, Clone, Copy)]
 struct Ready {
     k: u8,
     prio: i32,
+    level: i32,
     queued_at: u64,
-    order: u64,
+    order: i64,
 }
 
 /// Item `k`'s fairness key in the fair runs: two levels, `k % 2` then `k % 4`, so that the
@@ -61,7 +63,9 @@ fn fairness_key(k: &u8) -> FairnessKey {
 struct Rotation {
     root: VecDeque<u8>,
     flows: HashMap<u8, VecDeque<u8>>,
-    entries: HashMap<u8, VecDeque<(u8, u64)>>,
+    entries: HashMap<u8, VecDeque<(u8, i64)>>,
+    /// Per flow: how many of its first entries aging moved in from a lower priority.
+    aged: HashMap<u8, usize>,
 }
 
 /// The contract, written as plainly as possible.
@@ -70,7 +74,8 @@ struct Model {
     /// Fair runs: each priority's round-robin, and each item's newest push number.
     fair: bool,
     rotations: BTreeMap<i32, Rotation>,
-    pushes: HashMap<u8, u64>,
+    pushes: HashMap<u8, i64>,
+    pushed: i64,
     ready: Vec<Ready>,
     /// item → (priority, queued at): added and not handed out since.
     dirty: HashMap<u8, (i32, u64)>,
@@ -78,7 +83,9 @@ struct Model {
     /// item → (deadline ms, insertion sequence, priority)
     waiting: BTreeMap<u8, (u64, u64, i32)>,
     seq: u64,
-    order: u64,
+    order: i64,
+    /// Places at the front of a line (an aged item moved up): counting down from zero.
+    front: i64,
     now: u64,
     shut_down: bool,
     /// When the first add since the queue's lock was last taken came: the add buffer's batch,
@@ -89,21 +96,29 @@ struct Model {
 impl Model {
     fn push_ready(&mut self, k: u8, prio: i32, queued_at: u64) {
         self.order += 1;
-        self.ready.push(Ready { k, prio, queued_at, order: self.order });
-        self.push_entry(k, prio);
+        self.ready.push(Ready { k, prio, level: prio, queued_at, order: self.order });
+        self.push_entry(k, prio, false);
     }
-    /// The fair runs' side of a push: an entry at the back of its flow, which joins the back of
-    /// its group's rotation if it had no entry, as the group does the root's.
-    fn push_entry(&mut self, k: u8, prio: i32) {
+    /// The fair runs' side of a push: an entry at the back of its flow (an aged one: behind
+    /// the flow's aged ones, ahead of the rest), which joins the back of its group's rotation
+    /// if it had no entry, as the group does the root's.
+    fn push_entry(&mut self, k: u8, prio: i32, aged: bool) {
         if !self.fair {
             return;
         }
-        let push = self.order;
+        self.pushed += 1;
+        let push = self.pushed;
         self.pushes.insert(k, push);
         let (top, flow) = (k % 2, k % 4);
         let rotation = self.rotations.entry(prio).or_default();
         let entries = rotation.entries.entry(flow).or_default();
-        entries.push_back((k, push));
+        if aged {
+            let at = rotation.aged.entry(flow).or_default();
+            entries.insert(*at, (k, push));
+            *at += 1;
+        } else {
+            entries.push_back((k, push));
+        }
         if entries.len() == 1 {
             let flows = rotation.flows.entry(top).or_default();
             flows.push_back(flow);
@@ -114,7 +129,7 @@ impl Model {
     }
     /// A priority's live entries went to zero: its rotation holds stale entries only, and goes.
     fn forget_rotation_if_idle(&mut self, prio: i32) {
-        if self.fair && !self.ready.iter().any(|r| r.prio == prio) {
+        if self.fair && !self.ready.iter().any(|r| r.level == prio) {
             self.rotations.remove(&prio);
         }
     }
@@ -130,8 +145,10 @@ impl Model {
             let flow = *flows.front().unwrap();
             let entries = rotation.entries.get_mut(&flow).unwrap();
             let (k, push) = entries.pop_front().unwrap();
+            let aged = rotation.aged.entry(flow).or_default();
+            *aged = aged.saturating_sub(1);
             let live = self.pushes.get(&k) == Some(&push)
-                && self.ready.iter().any(|r| r.k == k && r.prio == prio);
+                && self.ready.iter().any(|r| r.k == k && r.level == prio);
             flows.pop_front();
             if !entries.is_empty() {
                 if live {
@@ -169,14 +186,19 @@ impl Model {
         match self.dirty.get_mut(&k) {
             Some((prio, _)) if p <= *prio => {}
             Some((prio, _)) => {
-                // Raised: it moves to the back of the higher priority's line.
-                let from = std::mem::replace(prio, p);
+                // Raised: it moves to the back of the higher priority's line, unless aging
+                // moved it to that priority's or a higher one already.
+                *prio = p;
                 self.order += 1;
                 let order = self.order;
                 if let Some(r) = self.ready.iter_mut().find(|r| r.k == k) {
-                    (r.prio, r.order) = (p, order);
-                    self.push_entry(k, p);
-                    self.forget_rotation_if_idle(from);
+                    r.prio = p;
+                    if p > r.level {
+                        let from = std::mem::replace(&mut r.level, p);
+                        r.order = order;
+                        self.push_entry(k, p, false);
+                        self.forget_rotation_if_idle(from);
+                    }
                 }
             }
             None => {
@@ -238,21 +260,57 @@ impl Model {
             heads.values().next_back().copied()
         }
     }
+    /// The fair runs: each item of a priority below the highest one with ready items that has
+    /// waited `AGING_MS` moves to that one's round-robin (ahead of its flow's items that did
+    /// not age) and to the front of its line; each lower priority's line is read from its
+    /// front, highest priority first, while its first item has aged.
+    fn age_fair(&mut self) {
+        let Some(top) = self.ready.iter().map(|r| r.level).max() else { return };
+        let mut lower: Vec<i32> = self.ready.iter().map(|r| r.level).filter(|&l| l < top).collect();
+        lower.sort_unstable_by(|a, b| b.cmp(a));
+        lower.dedup();
+        for level in lower {
+            loop {
+                let first = self
+                    .ready
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.level == level)
+                    .min_by_key(|(_, r)| r.order)
+                    .map(|(i, _)| i);
+                let Some(i) = first.filter(|&i| self.now - self.ready[i].queued_at >= AGING_MS)
+                else {
+                    break;
+                };
+                self.front -= 1;
+                let r = &mut self.ready[i];
+                (r.level, r.order) = (top, self.front);
+                let k = r.k;
+                self.push_entry(k, top, true);
+                self.forget_rotation_if_idle(level);
+            }
+        }
+    }
     /// `Some(result)` when `get` must return at once, `None` when it must wait.
     fn get(&mut self) -> Option<Option<(u8, i32)>> {
         self.lock();
         self.promote();
+        if self.fair {
+            self.age_fair();
+        }
         if let Some(i) = self.next() {
             let i = match self.fair {
                 false => i,
                 true => {
-                    // The priority `next` chose; its round-robin picks the item.
-                    let k = self.take_fair(self.ready[i].prio);
+                    // The highest priority with ready items, aged ones moved in; its
+                    // round-robin picks the item.
+                    let top = self.ready.iter().map(|r| r.level).max().unwrap();
+                    let k = self.take_fair(top);
                     self.ready.iter().position(|r| r.k == k).unwrap()
                 }
             };
-            let Ready { k, prio, .. } = self.ready.remove(i);
-            self.forget_rotation_if_idle(prio);
+            let Ready { k, level, prio, .. } = self.ready.remove(i);
+            self.forget_rotation_if_idle(level);
             self.dirty.remove(&k);
             self.processing.push(k);
             return Some(Some((k, prio)));
