@@ -319,6 +319,12 @@ impl Groups {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Nodes made by every tree of this thread (a test's), dropped trees included.
+    pub(crate) static NODES_MADE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// One group's place in one tree.
 #[derive(Debug, Default)]
 struct Node<E> {
@@ -372,6 +378,8 @@ impl<E: Copy> Tree<E> {
         let id = id as usize;
         if self.nodes.len() <= id {
             self.made += id + 1 - self.nodes.len();
+            #[cfg(test)]
+            NODES_MADE.with(|n| n.set(n.get() + id + 1 - self.nodes.len()));
             self.nodes.resize_with(id + 1, || Node {
                 active: VecDeque::new(),
                 entries: VecDeque::new(),
