@@ -173,6 +173,24 @@ impl<T: Eq> WaitingSet<T> {
         Some(Due { item, hash, priority, gated })
     }
 
+    /// Takes `item` out of the set, if it waits (its heap entry goes stale): its priority.
+    pub(crate) fn remove(&mut self, item: &T, hash: u64) -> Option<Priority> {
+        let tag = narrow(hash);
+        let slots = &self.slots;
+        let Ok(found) = self.index.find_entry(widen(tag), |ix| {
+            ix.tag == tag
+                && slots[ix.slot as usize]
+                    .as_ref()
+                    .is_some_and(|w| w.hash == hash && w.item == *item)
+        }) else {
+            return None;
+        };
+        let slot = found.remove().0.slot;
+        let waiting = self.slots[slot as usize].take();
+        self.free.push(slot);
+        waiting.map(|w| w.priority)
+    }
+
     /// Whether nothing waits.
     pub(crate) fn is_empty(&self) -> bool {
         self.index.is_empty()

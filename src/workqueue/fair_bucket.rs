@@ -24,8 +24,10 @@ pub(crate) struct Gated<T> {
 
 /// Retries waiting for a token, in one line per flow.
 ///
-/// Invariant: `tree` holds the number of each occupied slot of `items` once; free slots are in
-/// `free`. `tokens` is the bucket's content at `last`, at most `burst`.
+/// Invariant: `tree` holds the number of each occupied slot of `items` once, and of each
+/// cancelled one (emptied, not yet free: skipped when its turn comes, then freed); free slots
+/// are in `free`; `waiting` counts the occupied slots. `tokens` is the bucket's content at
+/// `last`, at most `burst`.
 pub(crate) struct FairBucket<T> {
     qps: f64,
     burst: f64,
@@ -36,6 +38,7 @@ pub(crate) struct FairBucket<T> {
     free: Vec<u32>,
     /// The waiting retries' slots by their item's hash: an item waits here once.
     index: HashTable<u32>,
+    waiting: usize,
 }
 
 impl<T> FairBucket<T> {
@@ -52,6 +55,7 @@ impl<T> FairBucket<T> {
             items: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
+            waiting: 0,
         }
     }
 
@@ -83,6 +87,7 @@ impl<T> FairBucket<T> {
             }
         };
         self.tree.push(groups, flow, slot);
+        self.waiting += 1;
         let items = &self.items;
         self.index.insert_unique(hash, slot, |&s| {
             items[s as usize].as_ref().expect("an indexed slot is filled").hash
@@ -101,6 +106,25 @@ impl<T> FairBucket<T> {
         self.last = Some(now.max(last));
     }
 
+    /// Takes `item`'s retry out, if it waits here (added meanwhile by an earlier deadline, as
+    /// client-go's waiting items keep the earlier of two adds); true if it did. Its place in
+    /// its line is skipped, and costs no token. Returns the retry's priority.
+    pub(crate) fn cancel(&mut self, item: &T, hash: u64) -> Option<Priority>
+    where
+        T: Eq,
+    {
+        let items = &self.items;
+        let Ok(found) = self
+            .index
+            .find_entry(hash, |&s| items[s as usize].as_ref().is_some_and(|g| g.item == *item))
+        else {
+            return None;
+        };
+        let slot = found.remove().0;
+        self.waiting -= 1;
+        self.items[slot as usize].take().map(|g| g.priority)
+    }
+
     /// The next retry a token is free for now, taking the token.
     pub(crate) fn release(&mut self, now: Instant) -> Option<Gated<T>> {
         if self.tree.is_empty() {
@@ -110,22 +134,39 @@ impl<T> FairBucket<T> {
         if self.tokens < 1.0 {
             return None;
         }
-        let slot = self.tree.pop(|_| true, |_| false)?;
+        let (items, free) = (&self.items, &mut self.free);
+        // A cancelled retry's place is skipped (and its slot freed) in the same turn.
+        let keep = |&s: &u32| {
+            let kept = items[s as usize].is_some();
+            if !kept {
+                free.push(s);
+            }
+            kept
+        };
+        let Some(slot) = self.tree.pop(keep, |_| false) else {
+            self.shrink();
+            return None;
+        };
         self.tokens -= 1.0;
         self.free.push(slot);
+        self.waiting -= 1;
         let gated = self.items[slot as usize].take();
         if let Some(g) = &gated
             && let Ok(e) = self.index.find_entry(g.hash, |&s| s == slot)
         {
             e.remove();
         }
+        self.shrink();
+        gated
+    }
+
+    /// Once the last retry went: gives back what a burst of retries took.
+    fn shrink(&mut self) {
         if self.tree.is_empty() && self.items.capacity() > 1024 {
-            // The last one: give back what a burst of retries took.
             self.items = Vec::new();
             self.free = Vec::new();
             self.index = HashTable::new();
         }
-        gated
     }
 
     /// When the next token comes for a waiting retry (`None` when none waits, or never).
@@ -147,12 +188,13 @@ impl<T> FairBucket<T> {
 
     /// Retries waiting for a token.
     pub(crate) fn len(&self) -> usize {
-        self.items.len() - self.free.len()
+        self.waiting
     }
 
     /// Drops every waiting retry (at shut down).
     pub(crate) fn clear(&mut self) {
         self.tree.clear();
+        self.waiting = 0;
         self.items = Vec::new();
         self.free = Vec::new();
         self.index = HashTable::new();

@@ -133,6 +133,15 @@ where
                 }
                 continue;
             }
+            // A retry of the same item waiting for a token merges with this earlier add, at the
+            // higher of the two priorities, as two waiting adds do.
+            let mut priority = priority;
+            if let Some(bucket) = &mut self.bucket
+                && bucket.len() > 0
+                && let Some(retry) = bucket.cancel(&item, hash)
+            {
+                priority = priority.max(retry);
+            }
             let added = self.queue.add(item, hash, priority, now);
             if let Some(m) = metrics {
                 m.record_add(added);
@@ -140,6 +149,13 @@ where
         }
         let Some(bucket) = &mut self.bucket else { return };
         while let Some(Gated { item, hash, priority }) = bucket.release(now) {
+            // So does a later add of the same item still waiting for its deadline.
+            let mut priority = priority;
+            if !self.waiting.is_empty()
+                && let Some(later) = self.waiting.remove(&item, hash)
+            {
+                priority = priority.max(later);
+            }
             let added = self.queue.add(item, hash, priority, now);
             if let Some(m) = metrics {
                 m.record_add(added);

@@ -377,3 +377,47 @@ async fn a_retry_re_added_while_waiting_for_a_token_waits_there_once() {
     }
     assert_eq!(handed_out, 1, "the re-added retry is deduplicated at the bucket");
 }
+
+/// A fair queue with the default limiter whose burst was spent (by 100 retries of another
+/// namespace, handed out and done), and a quiet namespace's retry past its 5 ms backoff,
+/// waiting for a token.
+async fn a_retry_waiting_for_a_token() -> (WorkQueue<String>, String) {
+    let q = WorkQueue::builder().fairness(by_namespace).build();
+    for i in 0..100 {
+        q.add_rate_limited(format!("noisy/cm-{i}"));
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    while let Some(key) = get_now(&q) {
+        q.done(&key);
+    }
+    let quiet = "quiet/cm-0".to_owned();
+    q.add_rate_limited(quiet.clone());
+    tokio::time::sleep(Duration::from_millis(6)).await;
+    assert_eq!(q.len(), 0, "past its 5 ms backoff, it waits for a token");
+    (q, quiet)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_after_merges_with_a_retry_waiting_for_a_token() {
+    let (q, quiet) = a_retry_waiting_for_a_token().await;
+    // A requeue-after of the same key, due before the token: one add, at the earlier time,
+    // as client-go's waiting items keep the earlier of two.
+    q.add_after(quiet.clone(), Duration::from_millis(10));
+    tokio::time::sleep(Duration::from_millis(11)).await;
+    assert_eq!(get_now(&q), Some(quiet.clone()));
+    q.done(&quiet);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(get_now(&q), None, "the token's turn adds it no second time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_for_a_retry_merges_with_a_later_add_after() {
+    let (q, quiet) = a_retry_waiting_for_a_token().await;
+    // A requeue-after due long after the token: one add, at the token.
+    q.add_after(quiet.clone(), Duration::from_secs(5));
+    let got = tokio::time::timeout(Duration::from_secs(1), q.get()).await;
+    assert_eq!(got, Ok(Some(quiet.clone())), "the token comes within a second");
+    q.done(&quiet);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(get_now(&q), None, "the requeue-after adds it no second time");
+}

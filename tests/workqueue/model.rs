@@ -199,7 +199,8 @@ struct Model {
     /// there with its priority.
     tokens: Option<Tokens>,
     bucket: Rotation,
-    at_bucket: HashMap<u8, i32>,
+    /// Retries waiting at the bucket: item → (priority, push number of its live entry).
+    at_bucket: HashMap<u8, (i32, i64)>,
     /// Failures per item since it was last forgotten: the per-item backoff's exponent.
     failures: HashMap<u8, u32>,
     rotations: BTreeMap<i32, Rotation>,
@@ -334,6 +335,9 @@ impl Model {
         self.wait(k, backoff.min(1_000_000), p, true);
     }
     fn promote(&mut self) {
+        if self.waiting.is_empty() && self.at_bucket.is_empty() {
+            return;
+        }
         let mut due: Vec<_> = self
             .waiting
             .iter()
@@ -346,18 +350,23 @@ impl Model {
             if gated {
                 // Its line at the bucket, once: a second one keeps the first's place.
                 match self.at_bucket.get_mut(&k) {
-                    Some(prio) => *prio = (*prio).max(p),
+                    Some((prio, _)) => *prio = (*prio).max(p),
                     None => {
-                        self.at_bucket.insert(k, p);
-                        self.bucket.push(self.shape, k, 0, false);
+                        self.pushed += 1;
+                        self.at_bucket.insert(k, (p, self.pushed));
+                        self.bucket.push(self.shape, k, self.pushed, false);
                     }
                 }
             } else {
+                // A retry of it at the bucket merges with this earlier add (its place there
+                // is skipped when its turn comes).
+                let p = self.at_bucket.remove(&k).map_or(p, |(q, _)| p.max(q));
                 self.add_at(k, p, self.now);
             }
         }
         let Some(mut tokens) = self.tokens else { return };
-        if self.at_bucket.is_empty() {
+        // The bucket refills while its lines hold entries, skipped ones included.
+        if self.bucket.entries.values().all(VecDeque::is_empty) {
             return;
         }
         // As the bucket computes it, so that the model's floats match the queue's.
@@ -366,9 +375,13 @@ impl Model {
         tokens.tokens = (tokens.tokens + elapsed * QPS).min(BURST);
         tokens.last = Some(self.now.max(last));
         while tokens.tokens >= 1.0 {
-            let Some(k) = self.bucket.take(|_, _| true, |_| false) else { break };
+            let at_bucket = &self.at_bucket;
+            let live = |k, push| at_bucket.get(&k).is_some_and(|&(_, p)| p == push);
+            let Some(k) = self.bucket.take(live, |_| false) else { break };
             tokens.tokens -= 1.0;
-            let p = self.at_bucket.remove(&k).unwrap();
+            let (p, _) = self.at_bucket.remove(&k).unwrap();
+            // A later add of it still waiting for its deadline merges with this one.
+            let p = self.waiting.remove(&k).map_or(p, |(_, _, q, _)| p.max(q));
             self.add_at(k, p, self.now);
         }
         self.tokens = Some(tokens);
