@@ -118,7 +118,8 @@ where
 
     /// Names an item's fairness level (0 for the first) in the queue's logs of its busiest
     /// groups, such as the namespace of a key. Without it, groups are named by number. Only
-    /// for a fair queue.
+    /// for a fair queue. It runs under the queue's lock at each metrics refresh, so it must
+    /// not call the queue; a panic in it is logged and the group named by number.
     #[must_use]
     pub fn fairness_labels(
         mut self,

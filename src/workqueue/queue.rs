@@ -751,10 +751,16 @@ impl<T: Clone + Eq> Queue<T> {
                 .take(3)
                 .map(|(ready, g)| {
                     let slot = seen[&g].2 as usize;
-                    let name = match (&fair.config.label, &self.slots[slot].item) {
-                        (Some(label), Some(item)) => label(item, level),
-                        _ => format!("#{g}"),
+                    // User code under the queue's lock: a panic must not unwind out of it.
+                    let named = match (&fair.config.label, &self.slots[slot].item) {
+                        (Some(label), Some(item)) => crate::panic::catch(|| label(item, level))
+                            .inspect_err(|panic| {
+                                tracing::error!(%panic, "a fairness label function panicked");
+                            })
+                            .ok(),
+                        _ => None,
                     };
+                    let name = named.unwrap_or_else(|| format!("#{g}"));
                     (name, ready)
                 })
                 .collect();

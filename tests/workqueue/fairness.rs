@@ -421,3 +421,19 @@ async fn a_token_for_a_retry_merges_with_a_later_add_after() {
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(get_now(&q), None, "the requeue-after adds it no second time");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_label_function_stops_no_refresh() {
+    let levels = Arc::new(Levels::default());
+    let q = WorkQueue::builder()
+        .fairness(by_namespace)
+        .fairness_labels(|_: &String, _| panic!("no label"))
+        .metrics(Arc::new(Provider(levels.clone())))
+        .build();
+    q.add("a/1".to_owned());
+    // User code run under the queue's lock at each refresh: its panic must not unwind out.
+    q.update_unfinished_work();
+    let seen = levels.0.lock().unwrap().clone();
+    assert_eq!(seen.last().map(|(level, stats)| (*level, stats.groups)), Some((0, 1)));
+    assert_eq!(get_now(&q).as_deref(), Some("a/1"), "the queue works on");
+}
