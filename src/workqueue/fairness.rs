@@ -11,7 +11,8 @@
 //! The queue interns a flow (and its groups) at the first add of an item of a new key: an add
 //! of an item already queued never reaches this module, so dedup comes before fairness and
 //! costs it nothing. A group is freed when its last user goes (its items, the entries naming it,
-//! its children) and its number reused, so namespace churn costs no memory. Keys of one queue
+//! its children) and its number reused, so namespace churn costs no memory beyond the peak of
+//! groups in use at once (the tables keep that size). Keys of one queue
 //! may have different numbers of levels: each key's flow sits at its own depth, so a one-level
 //! key `a` and the group `a` of two-level keys `a/x` are two tenants of the first level.
 
@@ -339,6 +340,23 @@ struct Node<E> {
     queued: bool,
 }
 
+/// A node's lines keep their capacity while it empties and refills, up to this many entries;
+/// beyond, an emptied node gives it back, so that one burst does not keep its memory for good.
+const KEPT_CAPACITY: usize = 1024;
+
+impl<E> Node<E> {
+    /// The node left its parent's rotation, its lines empty.
+    fn leave(&mut self) {
+        self.queued = false;
+        if self.entries.capacity() > KEPT_CAPACITY {
+            self.entries = VecDeque::new();
+        }
+        if self.active.capacity() > KEPT_CAPACITY {
+            self.active = VecDeque::new();
+        }
+    }
+}
+
 /// The round-robin over the groups of one queue for one set of entries (a priority's ready
 /// items, or the retries waiting for a token). Invariant: a node is `queued` exactly while its
 /// subtree holds an entry, and then it is in its parent's `active` once (a first-level group:
@@ -488,7 +506,7 @@ impl<E: Copy> Tree<E> {
             };
             parent_line.pop_front();
             if empty {
-                self.nodes[group as usize].queued = false;
+                self.nodes[group as usize].leave();
             } else {
                 let parent_line = match i {
                     0 => &mut self.root,
@@ -507,7 +525,7 @@ impl<E: Copy> Tree<E> {
             if !(node.entries.is_empty() && node.active.is_empty()) {
                 return;
             }
-            self.nodes[group as usize].queued = false;
+            self.nodes[group as usize].leave();
             match i {
                 0 => self.root.pop_front(),
                 _ => self.nodes[path[i - 1] as usize].active.pop_front(),
@@ -535,11 +553,11 @@ impl<E: Copy> Tree<E> {
         let mut stack: Vec<u32> = self.root.drain(..).chain(self.parked.drain(..)).collect();
         while let Some(group) = stack.pop() {
             let node = &mut self.nodes[group as usize];
-            node.queued = false;
             self.released.extend(std::iter::repeat_n(group, node.entries.len()));
             node.entries.clear();
             node.aged = 0;
             stack.extend(node.active.drain(..));
+            node.leave();
         }
         self.len = 0;
     }
@@ -630,6 +648,28 @@ mod tests {
         assert_eq!(tree.made - made, 0, "the emptied tree's nodes are reused");
         assert_eq!(tree.pop(|_| true, |_| false), Some(1));
         assert_eq!(tree.pop(|_| true, |_| false), None, "cleared entries are gone");
+    }
+
+    #[test]
+    fn a_burst_gives_its_lines_memory_back_once_served_or_cleared() {
+        let mut groups = Groups::default();
+        let mut tree = Tree::new();
+        let flow = groups.flow(key(&["burst", "x"]));
+        let top = groups.top_of(flow) as usize;
+        let capacity = |tree: &Tree<u32>| {
+            tree.nodes.iter().map(|n| n.entries.capacity() + n.active.capacity()).sum::<usize>()
+        };
+        for i in 0..100_000 {
+            tree.push(&groups, flow, i);
+        }
+        while tree.pop(|_| true, |_| false).is_some() {}
+        assert!(capacity(&tree) <= 2 * KEPT_CAPACITY, "served: {}", capacity(&tree));
+        for i in 0..100_000 {
+            tree.push(&groups, flow, i);
+        }
+        tree.clear();
+        assert!(capacity(&tree) <= 2 * KEPT_CAPACITY, "cleared: {}", capacity(&tree));
+        assert!(tree.nodes[top].active.capacity() <= KEPT_CAPACITY);
     }
 
     #[test]

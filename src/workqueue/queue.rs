@@ -161,7 +161,8 @@ pub(crate) struct Popped<T> {
 /// million keys the index outgrows the caches, and a probe into it cost `done` more than
 /// everything else together. Once dead entries outnumber twice the live ones (by
 /// `SWEEP_SLACK`), one sequential pass over the index drops them, so the index's cost stays
-/// proportional to the live items and memory returns when traffic stops. Callers hash items
+/// proportional to the live items and memory returns when traffic stops (with fairness on,
+/// but for the fairness tables, which keep the peak of groups in use at once). Callers hash items
 /// themselves (outside their lock) and pass the hash in.
 pub(crate) struct Queue<T> {
     levels: Vec<Level>,
