@@ -27,8 +27,11 @@
 //!   spawned.
 //! - **Shutdown notifications**: `get` waits for an item. After
 //!   [`shut_down`](WorkQueue::shut_down) it still hands out the items already queued, then
-//!   returns `None` to every caller, waking those that wait. An `add` after shut down is
-//!   dropped. `shut_down_with_drain` returns once every item handed out has been `done`.
+//!   returns `None` to every caller, waking those that wait. With an in-flight cap
+//!   ([`WorkQueueBuilder::max_in_flight_per_key`]) the cap still holds: a group's ready items
+//!   are handed out as its held ones are `done`, and `get` waits for them until then (a worker
+//!   that must stop at once selects on its own stop signal, as a controller's do). An `add`
+//!   after shut down is dropped. `shut_down_with_drain` returns once every item handed out has been `done`.
 //! - **No lost adds**: an item re-added while held is handed out again after `done` even when
 //!   `shut_down` came in between: an add accepted before shut down is never lost.
 //! - **`done` is idempotent**: `done` for an item that is not being processed changes nothing.

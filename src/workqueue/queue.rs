@@ -139,7 +139,7 @@ pub(crate) struct Popped<T> {
 /// Invariants:
 /// - a slot has exactly one live entry (same generation) in the level of its priority when it
 ///   is dirty and not processing, and none otherwise; levels may also hold stale entries
-///   (older generations, counted by `stale`), which `pop` skips;
+///   (older generations, counted by `stale` with fairness off), which `pop` skips;
 /// - `ready` counts the live entries, `live` the occupied slots;
 /// - every occupied slot has an entry in `index` (its hash, its slot); `index` may also hold
 ///   dead entries (pointing at a free slot, or at a slot since given to another item), which
@@ -305,7 +305,9 @@ impl<T: Clone + Eq> Queue<T> {
                 at = promoted;
             }
             self.ready -= 1;
-            self.stale += 1;
+            if self.fair.is_none() {
+                self.stale += 1;
+            }
             if let Some(fair) = &mut self.fair {
                 if fair.count {
                     fair.count_ready(self.slots[slot].flow, -1);
@@ -502,7 +504,6 @@ impl<T: Clone + Eq> Queue<T> {
             let entry = &mut self.slots[slot];
             entry.generation = entry.generation.wrapping_add(1);
             let (flow, generation) = (entry.flow, entry.generation);
-            self.stale += 1;
             self.left_level(self.levels[level].priority);
             let entry = Entry { slot: head.slot, generation };
             let fair = self.fair.as_mut().expect("fairness on");
