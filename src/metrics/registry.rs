@@ -800,4 +800,36 @@ mod tests {
         let out = registry.encode();
         assert!(!out.contains(r#"name="q""#), "a late refresh makes none again: {out}");
     }
+
+    #[test]
+    fn a_fair_queue_has_one_series_per_level_however_many_namespaces() {
+        use crate::workqueue::{FairnessKey, WorkQueue};
+        let registry = Registry::new();
+        let q: WorkQueue<String> = WorkQueue::builder()
+            .name("fair")
+            .metrics(Arc::new(registry.clone()))
+            .fairness(|key: &String| {
+                let mut parts = key.split('/');
+                FairnessKey::new().level(parts.next()).level(parts.next())
+            })
+            .build();
+        for ns in 0..50 {
+            q.add(format!("cluster-{}/ns-{ns}/cm", ns % 2));
+        }
+        q.update_unfinished_work();
+        let out = registry.encode();
+        for family in ["groups", "deepest", "longest_wait_seconds"] {
+            let prefix = format!("ctrlkit_workqueue_fairness_{family}{{");
+            let series: Vec<&str> = out.lines().filter(|l| l.starts_with(&prefix)).collect();
+            assert_eq!(series.len(), 2, "one series per level, none per group: {series:?}");
+        }
+        let groups = |level: usize| {
+            format!(
+                r#"ctrlkit_workqueue_fairness_groups{{name="fair",controller="fair",level="{level}"}}"#
+            )
+        };
+        assert!(out.contains(&format!("{} 2\n", groups(0))), "two clusters: {out}");
+        assert!(out.contains(&format!("{} 50\n", groups(1))), "50 namespaces: {out}");
+        assert!(!out.contains("ns-"), "no namespace in a label: {out}");
+    }
 }
