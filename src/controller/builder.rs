@@ -14,6 +14,7 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use kube_client::ResourceExt;
 
 use super::config::{Config, namespace_fairness, namespace_label};
+use super::context::Reasons;
 use super::controller::{Controller, Informers, Parts, Source};
 use super::metrics::ControllerMetricsProvider;
 use super::predicate::Predicate;
@@ -39,6 +40,7 @@ struct Wiring {
     owner: OwnerKind,
     prioritize: bool,
     shard: Option<Arc<ShardMember>>,
+    reasons: Reasons,
 }
 
 /// Builds a [`Controller`]; see [`Controller::builder`].
@@ -317,9 +319,10 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
                 Some(map) => Mapper::Map(map),
                 None => Mapper::Owner(wiring.owner.clone()),
             };
-            let queue = wiring.queue.clone();
-            let prioritize = wiring.prioritize;
-            let handler = EnqueueHandler { queue, predicate, mapper, prioritize };
+            let (queue, prioritize, reasons) =
+                (wiring.queue.clone(), wiring.prioritize, wiring.reasons.clone());
+            let kind = String::new(); // the informer's, set at registration
+            let handler = EnqueueHandler { queue, predicate, mapper, prioritize, reasons, kind };
             (Source::register(&informer, handler), guard)
         }));
         self
@@ -382,11 +385,14 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             ranges.watch_deletes(&informer);
             ranges.queue_taken(informer.indexer(), queue.clone());
         }
+        let reasons = Reasons::default();
         let primary = EnqueueHandler {
             queue: queue.clone(),
             predicate: self.spec.predicate,
             mapper: Mapper::Own,
             prioritize: self.spec.prioritize,
+            reasons: reasons.clone(),
+            kind: String::new(),
         };
         let mut sources = vec![Source::register(&informer, primary)];
         let wiring = Wiring {
@@ -395,6 +401,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             owner,
             prioritize: self.spec.prioritize,
             shard: shard.clone(),
+            reasons: reasons.clone(),
         };
         for add in self.spec.sources {
             let (source, guard) = add(&wiring);
@@ -413,6 +420,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             config: self.spec.config,
             shard,
             guards,
+            reasons,
         });
         if let Some(provider) = self.spec.metrics {
             controller.report_to_if_unset(provider.as_ref());

@@ -132,9 +132,11 @@ impl Config {
         self
     }
 
-    /// How long a key's reconcile waits for the cache to hold the controller's own last write
-    /// of it, reported with [`report_write`](super::report_write) (see its docs); after it,
-    /// the reconcile proceeds, logged and counted. Default 5 s; zero turns the wait off.
+    /// How long a key's reconcile is held for the controller's caches to hold the writes its
+    /// last reconcile made, through a [`recording_client`](super::recording_client) or
+    /// reported with [`report_write`](super::report_write) (see the `writes` module docs);
+    /// after it, the reconcile proceeds, logged and counted. Default 5 s; zero turns the guard
+    /// off.
     #[must_use]
     pub fn stale_cache_timeout(mut self, timeout: Duration) -> Self {
         self.stale_cache_timeout = timeout;

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::stream::BoxStream;
 
 use super::config::Config;
+use super::context::Reasons;
 use super::metrics::{ControllerMetrics, ControllerMetricsProvider};
 use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
-use super::writes::PendingWrites;
+use super::writes::{CacheView, PendingWrites};
 use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerGuard, InformerHandle, InformerObject,
     ObjectKey, SharedInformerFactory,
@@ -38,6 +39,8 @@ pub(crate) struct Source {
     pub(crate) informer: Arc<dyn InformerHandle>,
     pub(crate) remove: Box<dyn Fn(&HandlerRegistration) -> bool + Send + Sync>,
     pub(crate) registration: HandlerRegistration,
+    /// The informer's cache, as a hold for the controller's own writes reads it.
+    pub(crate) view: Arc<dyn CacheView>,
 }
 
 impl Source {
@@ -45,8 +48,9 @@ impl Source {
     /// (no predicate, no mapper), on a task of its own otherwise.
     pub(crate) fn register<K: InformerObject>(
         informer: &Informer<K>,
-        handler: EnqueueHandler<K>,
+        mut handler: EnqueueHandler<K>,
     ) -> Self {
+        handler.kind.clone_from(&informer.list_watch().api_resource().kind);
         let registration = match handler.runs_user_code() {
             true => informer.add_event_handler(handler),
             false => informer.add_inline_event_handler(handler),
@@ -56,6 +60,7 @@ impl Source {
             informer: Arc::new(informer.clone()),
             remove: Box::new(move |r| remover.remove_event_handler(r)),
             registration,
+            view: Arc::new(informer.clone()),
         }
     }
 }
@@ -75,6 +80,8 @@ pub(crate) struct Parts<K> {
     pub(crate) shard: Option<Arc<ShardMember>>,
     /// Its hold on each factory informer it reads.
     pub(crate) guards: Vec<InformerGuard>,
+    /// Why each key was queued, filled by its sources.
+    pub(crate) reasons: Reasons,
 }
 
 /// What the clones of one controller share.
@@ -84,6 +91,10 @@ pub(super) struct Shared {
     pub(super) in_flight: Mutex<BTreeSet<ObjectKey>>,
     /// The versions of the controller's own writes that keys' next reconciles wait for.
     pub(super) pending_writes: PendingWrites,
+    /// Why each key was queued since its last reconcile.
+    pub(super) reasons: Reasons,
+    /// Every cache the controller reads, the primary's first, as its holds read them.
+    pub(super) views: Vec<Arc<dyn CacheView>>,
     /// Handlers to remove at stop.
     pub(super) sources: Mutex<Vec<Source>>,
     /// External triggers, taken by `run`.
@@ -216,6 +227,7 @@ impl<K: InformerObject> Controller<K> {
             config,
             shard: None,
             guards: Vec::new(),
+            reasons: Reasons::default(),
         })
     }
 
@@ -231,7 +243,11 @@ impl<K: InformerObject> Controller<K> {
             config,
             shard,
             guards,
+            reasons,
         } = parts;
+        let primary: Arc<dyn CacheView> = Arc::new(informer.clone());
+        let views =
+            std::iter::once(primary).chain(sources.iter().map(|s| s.view.clone())).collect();
         Self {
             name,
             queue,
@@ -245,6 +261,8 @@ impl<K: InformerObject> Controller<K> {
                 counters: Counters::default(),
                 in_flight: Mutex::new(BTreeSet::new()),
                 pending_writes: PendingWrites::default(),
+                reasons,
+                views,
                 sources: Mutex::new(sources),
                 triggers: Mutex::new(triggers),
                 ran: AtomicBool::new(false),
@@ -317,6 +335,7 @@ impl<K: InformerObject> Controller<K> {
             terminal: c.terminal.load(Ordering::Relaxed),
             abandoned: c.abandoned.load(Ordering::Relaxed),
             stale_cache_timeouts: c.stale_cache_timeouts.load(Ordering::Relaxed),
+            holds: c.holds.load(Ordering::Relaxed),
             fenced: c.fenced.load(Ordering::Relaxed),
             outlived_lease: c.outlived_lease.load(Ordering::Relaxed),
         }

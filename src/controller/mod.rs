@@ -66,32 +66,44 @@
 //! factory of its own and owns it; client-go's explicit wiring ([`Controller::new`]) runs its
 //! informer unless someone else already does.
 //!
+//! Inside a reconcile, [`ReconcileContext::current`] says why the key was queued since its
+//! last reconcile ([`Reason`]s, also in the reconcile's span) and what it wrote through a
+//! [`recording_client`]; the key's next reconcile is held until every cache the controller
+//! reads holds those writes, for at most [`Config::stale_cache_timeout`] (the `writes`
+//! module's contract: reading one's own writes).
+//!
 //! Two ways to build one: client-go's explicit wiring ([`Controller::new`] with a queue, an
 //! indexer and an informer whose handlers enqueue keys, such as [`enqueue_handler`]), or
 //! [`Controller::builder`].
 
 mod builder;
 mod config;
+mod context;
 #[allow(clippy::module_inception)]
 mod controller;
 mod error;
 mod metrics;
 mod predicate;
 mod reconciler;
+mod recording;
 mod run;
 mod shard;
 mod source;
 mod stats;
 mod worker;
 mod writes;
+mod written;
 
 pub use builder::ControllerBuilder;
 pub use config::{Config, namespace_fairness};
+pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, Reason, ReconcileContext};
 pub use controller::Controller;
 pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
+pub use recording::recording_client;
 pub use source::enqueue_handler;
 pub use stats::ControllerStats;
 pub use writes::{report_write, report_written};
+pub use written::{Verb, Write};

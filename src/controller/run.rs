@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::context::{Reason, Reasons};
 use super::controller::{Controller, Informers};
 use super::error::ControllerError;
 use super::reconciler::Reconciler;
@@ -174,7 +175,7 @@ impl<K: InformerObject> Controller<K> {
                 );
                 for trigger in triggers {
                     let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
-                    tasks.spawn(forward(trigger, queue, stop));
+                    tasks.spawn(forward(trigger, queue, self.shared.reasons.clone(), stop));
                 }
                 // A shard of a ring of shard selectors takes and gives up its ranges as the
                 // ring changes, while the workers run.
@@ -275,6 +276,7 @@ impl<K: InformerObject> Controller<K> {
 async fn forward(
     mut trigger: BoxStream<'static, ObjectKey>,
     queue: WorkQueue<ObjectKey>,
+    reasons: Reasons,
     stop: impl Future<Output = ()>,
 ) {
     tokio::pin!(stop);
@@ -283,7 +285,10 @@ async fn forward(
             biased;
             _ = &mut stop => return,
             key = trigger.next() => match key {
-                Some(key) => queue.add(key),
+                Some(key) => {
+                    reasons.add(&key, Reason::Triggered);
+                    queue.add(key)
+                }
                 None => return,
             },
         }

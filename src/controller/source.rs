@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use kube_client::Resource;
 
+use super::context::{Changed, Event, Reason, Reasons};
 use super::predicate::{Change, Predicate};
 use crate::cache::{
     Deleted, InformerObject, InlineHandler, Notification, ObjectKey, ResourceEventHandler,
@@ -114,6 +115,10 @@ pub(crate) struct EnqueueHandler<S> {
     pub(crate) mapper: Mapper<S>,
     /// Whether unchanged objects' keys go in at low priority (see [`event_priority`]).
     pub(crate) prioritize: bool,
+    /// Where the controller keeps why each key was queued.
+    pub(crate) reasons: Reasons,
+    /// The kind of the informer's objects, as reasons name them (set at registration).
+    pub(crate) kind: String,
 }
 
 impl<S: InformerObject> EnqueueHandler<S> {
@@ -169,7 +174,36 @@ impl<S: InformerObject> EnqueueHandler<S> {
         let priority =
             if self.prioritize { event_priority(event, initial) } else { Priority::NORMAL };
         for key in keys {
+            self.reasons.add(&key, self.reason(event, initial));
             self.queue.add_with_priority(key, priority);
+        }
+    }
+
+    /// Why an event queues a key: the primary's own change, or that of a related object.
+    fn reason(&self, event: &Change<'_, S>, initial: bool) -> Reason {
+        let (object, how) = match event {
+            Change::Add(o) => (*o, Event::Added),
+            Change::Update { new, .. } => (*new, Event::Updated),
+            Change::Delete(o) => (*o, Event::Deleted),
+        };
+        let related = || {
+            (
+                self.kind.clone(),
+                meta_namespace_key_func(object).unwrap_or_else(|_| ObjectKey::cluster("")),
+            )
+        };
+        match (&self.mapper, event) {
+            (Mapper::Own, Change::Add(_)) => Reason::Added { initial },
+            (Mapper::Own, Change::Update { old, new }) => own_update(*old, *new),
+            (Mapper::Own, Change::Delete(_)) => Reason::Deleted,
+            (Mapper::Owner(_), _) => {
+                let (kind, key) = related();
+                Reason::Owned { kind, key, event: how }
+            }
+            (Mapper::Map(_), _) => {
+                let (kind, key) = related();
+                Reason::Watched { kind, key, event: how }
+            }
         }
     }
 
@@ -201,6 +235,19 @@ impl<S: InformerObject> InlineHandler<S> for EnqueueHandler<S> {
         };
         let priority = if self.prioritize && unchanged { Priority::LOW } else { Priority::NORMAL };
         if let Some(key) = key {
+            let reason = match notification {
+                Notification::Add(_, initial) => Reason::Added { initial: *initial },
+                Notification::Update(_, _) if unchanged => Reason::Resync,
+                // Only an update that changed something decodes the objects, to say what.
+                Notification::Update(old, new) => {
+                    match (old.load_transient(), new.load_transient()) {
+                        (Some(old), Some(new)) => Reason::Updated(Changed::between(&*old, &*new)),
+                        _ => Reason::Updated(Changed::default()),
+                    }
+                }
+                Notification::Delete(_) => Reason::Deleted,
+            };
+            self.reasons.add(&key, reason);
             self.queue.add_with_priority(key, priority);
         }
         true
@@ -237,6 +284,15 @@ impl<S: InformerObject> ResourceEventHandler<S> for EnqueueHandler<S> {
             _ => self.enqueue(self.keys(object), &event, false),
         }
     }
+}
+
+/// The reason of an update of the primary object: a resync when nothing changed (the same
+/// object, or the same version), else the parts that changed.
+fn own_update<S: InformerObject>(old: &S, new: &S) -> Reason {
+    if std::ptr::eq(old, new) || old.meta().resource_version == new.meta().resource_version {
+        return Reason::Resync;
+    }
+    Reason::Updated(Changed::between(old, new))
 }
 
 /// The keys of `object`'s controlling owners of kind `owner` (there is at most one in a valid
@@ -299,7 +355,8 @@ mod tests {
 
     fn handler(mapper: Mapper<ConfigMap>) -> EnqueueHandler<ConfigMap> {
         let queue = WorkQueue::builder().build();
-        EnqueueHandler { queue, predicate: None, mapper, prioritize: true }
+        let (reasons, kind) = (Reasons::default(), "ConfigMap".to_owned());
+        EnqueueHandler { queue, predicate: None, mapper, prioritize: true, reasons, kind }
     }
 
     #[test]

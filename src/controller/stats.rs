@@ -21,9 +21,12 @@ pub struct ControllerStats {
     /// Reconciles still running when the shutdown grace period ran out (or when the run was
     /// dropped), abandoned.
     pub abandoned: u64,
-    /// Reconciles that started on a cache without the controller's own last write of their
-    /// key, after waiting [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout) for it.
+    /// Reconciles that started on caches without the writes their key's last reconcile
+    /// made, after waiting [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout) for it.
     pub stale_cache_timeouts: u64,
+    /// Reconciles held until the controller's caches caught up with the writes the key's last
+    /// reconcile made (those that timed out among them).
+    pub holds: u64,
     /// Keys not reconciled because a Lease the controller runs under (under a
     /// [`Manager`](crate::manager::Manager): the leader's, or the shard's) had lapsed by this
     /// replica's own clock when the reconcile was about to start; each was queued again.
@@ -44,6 +47,7 @@ pub(crate) struct Counters {
     pub(crate) terminal: AtomicU64,
     pub(crate) abandoned: AtomicU64,
     pub(crate) stale_cache_timeouts: AtomicU64,
+    pub(crate) holds: AtomicU64,
     pub(crate) fenced: AtomicU64,
     pub(crate) outlived_lease: AtomicU64,
 }

@@ -30,7 +30,8 @@ use super::shard::{CACHE_LAG_RETRY, Gate};
 const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How soon a key whose processing panicked outside its reconcile is tried again.
 const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-use super::writes;
+use super::context::{Reason, ReconcileContext};
+use super::writes::{self, Held, Pending};
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::{catch, observe, panic_message};
 use crate::workqueue::Priority;
@@ -52,7 +53,12 @@ impl<K: InformerObject> Controller<K> {
                 },
             };
             let (key, priority) = key;
-            let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+            let span = tracing::info_span!(
+                "reconcile",
+                controller = %self.name,
+                key = %key,
+                reasons = tracing::field::Empty
+            );
             let processed = self.process_item(reconciler.as_ref(), key.clone(), priority);
             // The reconcile's own panic is caught inside, and a metrics hook's where it is
             // called; this one is the rest of the user code a key's processing calls (a rate
@@ -125,29 +131,38 @@ impl<K: InformerObject> Controller<K> {
                 None => self.queue.add_after(key.clone(), FENCED_RETRY),
                 Some(Gate::Retry) => self.queue.add_rate_limited(key.clone()),
                 Some(Gate::Later) => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
-                Some(_) => self.queue.forget(&key),
+                Some(_) => {
+                    // Not this replica's key: its reasons go with it.
+                    self.shared.reasons.forget(&key);
+                    self.queue.forget(&key)
+                }
             }
             self.finish_unreconciled(&key);
             return;
         }
-        let reconcile =
-            writes::recording(AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind());
+        let context =
+            ReconcileContext::new(&self.name, key.clone(), self.shared.reasons.take(&key));
+        let reasons = context.describe_reasons();
+        tracing::Span::current().record("reasons", tracing::field::display(&reasons));
+        let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
+        let reconcile = ReconcileContext::scope(context.clone(), reconcile);
         let outcome = match self.config.reconcile_timeout {
             Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
             None => Ok(reconcile.await),
         };
-        let outcome = outcome.map(|(outcome, reported)| {
-            if reported > 0 {
-                self.shared.pending_writes.insert(&key, reported);
-            }
-            outcome
-        });
+        // What it wrote before it ended, however it ended (a timeout's writes were made too).
+        let pending = Pending {
+            reported: context.reported.load(Ordering::Relaxed),
+            writes: context.take_writes(),
+        };
+        self.shared.pending_writes.insert(&key, pending);
         let counted = match outcome {
             Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                 self.queue.forget(&key);
                 match action.requeue_delay() {
                     Some(delay) => {
+                        self.shared.reasons.add(&key, Reason::Requeue);
                         let asked = action.priority().unwrap_or(Priority::NORMAL);
                         self.queue.add_after_with_priority(key.clone(), delay, asked);
                         ReconcileOutcome::RequeueAfter
@@ -221,32 +236,43 @@ impl<K: InformerObject> Controller<K> {
         true
     }
 
-    /// Waits (up to the stale-cache timeout) for the cache to hold the controller's own last
-    /// reported write of `key`; see the `writes` module. False if the informer stopped short
-    /// of it: the cache will never hold it.
+    /// Holds `key`'s reconcile (up to the stale-cache timeout) until every cache the
+    /// controller reads caught up with the writes its last reconcile made; see the `writes`
+    /// module. Counted, timed and logged. False if an informer stopped short of one: its
+    /// cache will never hold it.
     async fn wait_for_own_write(&self, key: &ObjectKey) -> bool {
-        let Some(rv) = self.shared.pending_writes.take(key) else { return true };
+        let Some(pending) = self.shared.pending_writes.take(key) else { return true };
         if self.config.stale_cache_timeout.is_zero() {
             return true;
         }
-        let rv = rv.to_string();
-        let wait = self.informer.wait_for_resource_version(&rv);
-        match tokio::time::timeout(self.config.stale_cache_timeout, wait).await {
-            Ok(false) if self.informer.has_stopped() => {
+        let Some(hold) = writes::hold(&self.shared.views, &pending) else { return true };
+        self.shared.counters.holds.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let held = tokio::time::timeout(self.config.stale_cache_timeout, hold).await;
+        let waited = started.elapsed();
+        if let Some(metrics) = &self.metrics {
+            observe("held", || metrics.held(waited, held.is_err()));
+        }
+        match held {
+            Ok(Held::Stopped) => {
                 tracing::info!(
-                    resource_version = %rv,
-                    "the informer stopped before its cache held this controller's own write; \
+                    writes = pending.writes.len(),
+                    "an informer stopped before its cache held this controller's own write; \
                      not reconciling"
                 );
                 false
             }
-            Ok(_) => true,
+            Ok(_) => {
+                tracing::debug!(?waited, "the caches hold this controller's own writes");
+                true
+            }
             Err(_) => {
                 self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    resource_version = %rv,
+                    writes = ?pending.writes,
+                    reported = pending.reported,
                     timeout = ?self.config.stale_cache_timeout,
-                    "the cache does not hold this controller's own write yet; reconciling anyway"
+                    "the caches do not hold this controller's own writes yet; reconciling anyway"
                 );
                 true
             }
@@ -270,6 +296,7 @@ impl<K: InformerObject> Controller<K> {
         let attempt = self.queue.num_requeues(key);
         if attempt < self.config.max_retries {
             tracing::info!(attempt, error = %failure, "error syncing; will retry");
+            self.shared.reasons.add(key, Reason::ErrorRetry);
             self.queue.add_rate_limited_with_priority(key.clone(), priority);
             return;
         }

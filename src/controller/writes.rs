@@ -1,43 +1,62 @@
-//! Reading one's own writes: a reconcile after the controller's own write waits until the
-//! cache has that write (Kubernetes' stale-controller mitigation, KEP-5647, which upstream
-//! built into kube-controller-manager's controllers only).
+//! Reading one's own writes: a key's next reconcile is held until every cache the controller
+//! reads has caught up with the writes the key's last reconcile made (Kubernetes' stale-
+//! controller mitigation, KEP-5647, which upstream built into four of kube-controller-
+//! manager's controllers only; ReplicaSet's expectations for the creates it cannot name).
 //!
-//! A reconciler that updates its object and is triggered again before the watch brought the
-//! update back reads the old object from the cache and acts on it twice (a count incremented
-//! twice, a pod created twice). A reconciler that reports the resourceVersion the server
-//! answered its write with ([`report_write`], or [`report_written`] with the object the server
-//! returned) makes that key's next reconcile wait until the primary informer's cache reached
-//! that version: the write itself, or a later event or bookmark, which holds it. The wait is
-//! bounded ([`Config::stale_cache_timeout`](super::Config::stale_cache_timeout), 5 s by
-//! default); past it the reconcile proceeds, logged and counted
-//! ([`ControllerStats::stale_cache_timeouts`](super::ControllerStats::stale_cache_timeouts)).
+//! A controller that creates a child and is woken again before its cache saw the child reads
+//! a cache without it and creates a second one: with a fixed name the second create fails
+//! with 409 and is retried, with `generateName` it silently makes two. The writes a reconcile
+//! makes through a [`recording_client`](super::recording_client) are recorded in its
+//! [`ReconcileContext`](super::ReconcileContext); when the reconcile ends they become its
+//! key's pending writes, and the key's next reconcile waits until each is caught up in every
+//! cache of the controller (the primary informer, and those of `owns` and `watches`) that
+//! lists and watches the written resource in the written namespace:
 //!
-//! Reports are read from the reconcile's task (a task-local): a write reported from a task
-//! the reconciler spawned is not seen. Versions are compared as integers; one that is not an
-//! integer is not waited for. Writes to other kinds (owned objects) are compared with the
-//! primary's cache too, whose version moves only with its own events and bookmarks, so a
-//! report of them may wait until the timeout: report writes of the primary kind.
+//! - a create or update (or patch) of a named object: the cache applied a list, event or
+//!   bookmark at the resourceVersion the server answered with, or later;
+//! - a create with `generateName`: counted per owner (the created object's controller
+//!   `ownerReference`, or the reconciled key), as ReplicaSet's expectations count creates;
+//!   each is observed when the cache holds the created object or has gone past its version
+//!   (it was deleted since); the owner is caught up when its count is zero;
+//! - a delete: the cache no longer holds the object (a delete's answer carries no
+//!   resourceVersion to compare); a delete that left the object in place (finalizers) is
+//!   caught up as an update, at the version it answered with.
+//!
+//! A kind written but not watched never holds a reconcile. Nor does a delete of a collection.
+//! The wait is bounded ([`Config::stale_cache_timeout`](super::Config::stale_cache_timeout),
+//! 5 s by default; zero turns the guard off); past it the reconcile runs, logged and counted
+//! ([`ControllerStats::stale_cache_timeouts`](super::ControllerStats::stale_cache_timeouts),
+//! and the metrics' hold timeouts). Every hold is counted with its time
+//! ([`ControllerStats::holds`](super::ControllerStats::holds), the metrics' holds).
+//!
+//! A cache with a label or field selector that the written object does not match moves past
+//! its version only with a later event or bookmark: such a write may hold its key until the
+//! timeout. Versions are compared as integers, as etcd's revisions; one that is not an integer
+//! is not waited for. A write the reconciler makes through another client can still be
+//! reported by hand, for the primary kind: [`report_write`], [`report_written`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use kube_client::Resource;
 
-use crate::cache::ObjectKey;
+use super::context::ReconcileContext;
+use super::written::{Verb, Write};
+use crate::cache::{Informer, InformerObject, ObjectKey};
 
-tokio::task_local! {
-    /// The highest resourceVersion the reconcile running on this task reported.
-    static REPORTED: Arc<AtomicU64>;
-}
-
-/// Tells the controller that the reconcile running on this task wrote an object and the
-/// server answered with `resource_version`: this key's next reconcile will not start before
-/// the cache holds that write (see the module docs). Returns whether it was recorded: not
-/// outside a reconcile, nor for a version that is not an integer.
+/// Tells the controller that the reconcile running on this task wrote an object of the
+/// primary kind and the server answered with `resource_version`: this key's next reconcile
+/// will not start before the primary cache holds that write (see the module docs). Returns
+/// whether it was recorded: not outside a reconcile, nor for a version that is not an
+/// integer. Writes through a [`recording_client`](super::recording_client) need no report.
 pub fn report_write(resource_version: &str) -> bool {
     let Ok(rv) = resource_version.parse::<u64>() else { return false };
-    REPORTED.try_with(|reported| reported.fetch_max(rv, Ordering::Relaxed)).is_ok()
+    let Some(context) = ReconcileContext::current() else { return false };
+    context.reported.fetch_max(rv, Ordering::Relaxed);
+    true
 }
 
 /// [`report_write`] with the object the server returned from a write.
@@ -45,30 +64,169 @@ pub fn report_written<K: Resource>(object: &K) -> bool {
     object.meta().resource_version.as_deref().is_some_and(report_write)
 }
 
-/// Runs `reconcile` with a place for its reports; returns its output and the highest
-/// version reported (0 for none).
-pub(crate) async fn recording<F: Future>(reconcile: F) -> (F::Output, u64) {
-    let reported = Arc::new(AtomicU64::new(0));
-    let output = REPORTED.scope(reported.clone(), reconcile).await;
-    (output, reported.load(Ordering::Relaxed))
+/// What a key's next reconcile waits for.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// The highest primary version reported by hand (0 for none).
+    pub(crate) reported: u64,
+    /// The writes made through a recording client.
+    pub(crate) writes: Vec<Write>,
 }
 
-/// The versions each key's next reconcile waits for.
+impl Pending {
+    /// Whether it holds nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.reported == 0 && self.writes.is_empty()
+    }
+}
+
+/// The writes each key's next reconcile waits for.
 #[derive(Default)]
-pub(crate) struct PendingWrites(Mutex<HashMap<ObjectKey, u64>>);
+pub(crate) struct PendingWrites(Mutex<HashMap<ObjectKey, Pending>>);
 
 impl PendingWrites {
-    /// Records that `key`'s next reconcile waits for `rv` (the higher of two reports).
-    pub(crate) fn insert(&self, key: &ObjectKey, rv: u64) {
-        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = pending.entry(key.clone()).or_default();
-        *entry = (*entry).max(rv);
+    /// Records what `key`'s next reconcile waits for (replacing what an earlier reconcile
+    /// left: its next reconcile waited for that already, or ran past it).
+    pub(crate) fn insert(&self, key: &ObjectKey, pending: Pending) {
+        if pending.is_empty() {
+            return;
+        }
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone(), pending);
     }
 
     /// What `key`'s reconcile waits for, taken.
-    pub(crate) fn take(&self, key: &ObjectKey) -> Option<u64> {
+    pub(crate) fn take(&self, key: &ObjectKey) -> Option<Pending> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(key)
     }
+}
+
+/// A cache the controller reads, with its kind erased, as the hold asks it.
+pub(crate) trait CacheView: Send + Sync + 'static {
+    /// Whether it lists and watches `resource` of `group` in `namespace`.
+    fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool;
+    /// The resourceVersion of the object under `key` in the cache, if it holds it (0 for a
+    /// version that is not an integer).
+    fn held(&self, key: &ObjectKey) -> Option<u64>;
+    /// The version the cache is at (0 before its first list).
+    fn at(&self) -> u64;
+    /// Resolves `true` once the cache is at `rv` or later, `false` if its informer stopped
+    /// short of it.
+    fn reach(&self, rv: u64) -> BoxFuture<'static, bool>;
+}
+
+impl<K: InformerObject> CacheView for Informer<K> {
+    fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+        let list_watch = self.list_watch();
+        let api = list_watch.api_resource();
+        api.group == group
+            && api.plural == resource
+            && (list_watch.namespace().is_none() || list_watch.namespace() == namespace)
+    }
+    fn held(&self, key: &ObjectKey) -> Option<u64> {
+        let object = self.indexer().get(key)?;
+        Some(object.meta().resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0))
+    }
+    fn at(&self) -> u64 {
+        self.last_sync_resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
+    }
+    fn reach(&self, rv: u64) -> BoxFuture<'static, bool> {
+        let informer = self.clone();
+        async move { informer.wait_for_resource_version(&rv.to_string()).await }.boxed()
+    }
+}
+
+/// Resolves once `view` holds the object under `key` (`present`) or no longer does, checked
+/// after each list, event or bookmark the cache applies; `false` if its informer stopped
+/// first. The store is written before the cache's version moves, so a version read before
+/// the check that has not moved since means the check saw the latest store.
+async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> bool {
+    loop {
+        let at = view.at();
+        if view.held(key).is_some() == present {
+            return true;
+        }
+        if !view.reach(at + 1).await {
+            return view.held(key).is_some() == present;
+        }
+    }
+}
+
+/// Resolves once `view` caught up with `write`; `false` if its informer stopped first.
+async fn caught_up(view: &dyn CacheView, write: &Write) -> bool {
+    match (write.verb, write.resource_version) {
+        // Gone: the cache must lose it.
+        (Verb::Delete, None) => until_held(view, &write.key, false).await,
+        // A create with generateName: observed once the cache holds it, or went past its
+        // version (it was deleted since).
+        (Verb::Create, Some(rv)) if write.generate_name => {
+            let held = until_held(view, &write.key, true);
+            let passed = view.reach(rv);
+            futures::pin_mut!(held);
+            futures::future::select(held, passed).await.factor_first().0
+        }
+        (_, Some(rv)) => view.reach(rv).await,
+        (_, None) => true,
+    }
+}
+
+/// How a key's wait for its own writes ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// Every cache caught up.
+    CaughtUp,
+    /// An informer stopped short of a write: its cache will never hold it.
+    Stopped,
+}
+
+/// Waits until every view that covers one of `pending`'s writes caught up with it (the
+/// primary view, first, with the versions reported by hand); see the module docs.
+pub(crate) fn hold<'a>(
+    views: &'a [Arc<dyn CacheView>],
+    pending: &'a Pending,
+) -> Option<BoxFuture<'a, Held>> {
+    let mut waits: Vec<BoxFuture<'a, bool>> = Vec::new();
+    if pending.reported > 0
+        && let Some(primary) = views.first()
+    {
+        waits.push(primary.reach(pending.reported));
+    }
+    // Creates with generateName, counted per owner and cache: one wait per owner, done when
+    // its count of unobserved creates is zero.
+    let mut expectations: HashMap<(usize, Option<&ObjectKey>), Vec<&Write>> = HashMap::new();
+    for write in &pending.writes {
+        let namespace = write.key.namespace.as_deref();
+        for (at, view) in views.iter().enumerate() {
+            if !view.covers(&write.group, &write.resource, namespace) {
+                continue;
+            }
+            match write.verb == Verb::Create && write.generate_name {
+                true => expectations.entry((at, write.owner.as_ref())).or_default().push(write),
+                false => waits.push(async move { caught_up(view.as_ref(), write).await }.boxed()),
+            }
+        }
+    }
+    for ((at, _owner), creates) in expectations {
+        let view = &views[at];
+        waits.push(
+            async move {
+                let observed = creates.iter().map(|write| caught_up(view.as_ref(), write));
+                futures::future::join_all(observed).await.into_iter().all(|ok| ok)
+            }
+            .boxed(),
+        );
+    }
+    if waits.is_empty() {
+        return None;
+    }
+    Some(
+        async move {
+            match futures::future::join_all(waits).await.into_iter().all(|ok| ok) {
+                true => Held::CaughtUp,
+                false => Held::Stopped,
+            }
+        }
+        .boxed(),
+    )
 }
 
 #[cfg(test)]
@@ -78,14 +236,127 @@ mod tests {
     #[tokio::test]
     async fn reports_are_kept_per_reconcile_and_only_inside_one() {
         assert!(!report_write("7"), "outside a reconcile nothing is recorded");
-        let ((), reported) = recording(async {
+        let context = ReconcileContext::new("c", ObjectKey::cluster("a"), Default::default());
+        ReconcileContext::scope(context.clone(), async {
             assert!(report_write("7"));
             assert!(report_write("5"));
             assert!(!report_write("not-a-number"));
         })
         .await;
-        assert_eq!(reported, 7, "the highest");
-        let ((), reported) = recording(async {}).await;
-        assert_eq!(reported, 0);
+        assert_eq!(context.reported.load(Ordering::Relaxed), 7, "the highest");
+    }
+
+    /// A cache of secrets in `ns`, moved by hand.
+    struct FakeView {
+        objects: Mutex<HashMap<ObjectKey, u64>>,
+        at: tokio::sync::watch::Sender<u64>,
+    }
+
+    impl FakeView {
+        fn new() -> Arc<Self> {
+            Arc::new(Self { objects: Mutex::default(), at: tokio::sync::watch::channel(1).0 })
+        }
+        /// Applies an event at `rv`: the store first, then the version, as an informer does.
+        fn apply(&self, name: &str, rv: u64, present: bool) {
+            let key = ObjectKey::namespaced("ns", name);
+            let mut objects = self.objects.lock().unwrap();
+            match present {
+                true => objects.insert(key, rv),
+                false => objects.remove(&key),
+            };
+            drop(objects);
+            self.at.send_replace(rv);
+        }
+    }
+
+    impl CacheView for FakeView {
+        fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+            group.is_empty() && resource == "secrets" && namespace == Some("ns")
+        }
+        fn held(&self, key: &ObjectKey) -> Option<u64> {
+            self.objects.lock().unwrap().get(key).copied()
+        }
+        fn at(&self) -> u64 {
+            *self.at.borrow()
+        }
+        fn reach(&self, rv: u64) -> BoxFuture<'static, bool> {
+            let mut at = self.at.subscribe();
+            async move { at.wait_for(|at| *at >= rv).await.is_ok() }.boxed()
+        }
+    }
+
+    fn write(verb: Verb, name: &str, rv: Option<u64>, generate_name: bool) -> Write {
+        Write {
+            verb,
+            group: String::new(),
+            resource: "secrets".into(),
+            key: ObjectKey::namespaced("ns", name),
+            resource_version: rv,
+            generate_name,
+            owner: Some(ObjectKey::namespaced("ns", "parent")),
+        }
+    }
+
+    /// Polls `hold` once: whether it is done.
+    fn done(hold: &mut BoxFuture<'_, Held>) -> bool {
+        hold.as_mut().now_or_never().is_some()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_is_caught_up_at_its_version() {
+        let view = FakeView::new();
+        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
+        let pending =
+            Pending { reported: 0, writes: vec![write(Verb::Update, "s", Some(10), false)] };
+        let mut hold = hold(&views, &pending).expect("a watched kind holds");
+        assert!(!done(&mut hold));
+        view.apply("other", 9, true);
+        assert!(!done(&mut hold), "an event before the write's version");
+        view.apply("other", 11, true);
+        assert_eq!(hold.await, Held::CaughtUp, "any event at or past it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn creates_with_generate_name_are_counted_per_owner_until_each_is_held() {
+        let view = FakeView::new();
+        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
+        let writes = vec![
+            write(Verb::Create, "parent-a1", Some(20), true),
+            write(Verb::Create, "parent-b2", Some(21), true),
+        ];
+        let pending = Pending { reported: 0, writes };
+        let mut hold = hold(&views, &pending).expect("held");
+        view.apply("parent-a1", 20, true);
+        assert!(!done(&mut hold), "one of the owner's two creates observed");
+        // The second was created and deleted again before the cache saw it: the cache went
+        // past its version without holding it.
+        view.apply("unrelated", 30, true);
+        assert_eq!(hold.await, Held::CaughtUp);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_is_caught_up_when_the_cache_no_longer_holds_the_object() {
+        let view = FakeView::new();
+        view.apply("gone", 5, true);
+        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
+        let pending =
+            Pending { reported: 0, writes: vec![write(Verb::Delete, "gone", None, false)] };
+        let mut hold = hold(&views, &pending).expect("held");
+        view.apply("other", 40, true);
+        assert!(!done(&mut hold), "the cache still holds it, at whatever version");
+        view.apply("gone", 41, false);
+        assert_eq!(hold.await, Held::CaughtUp);
+    }
+
+    #[test]
+    fn nothing_watched_nothing_held() {
+        let view = FakeView::new();
+        let views: Vec<Arc<dyn CacheView>> = vec![view];
+        let mut other = write(Verb::Create, "s", Some(5), false);
+        other.resource = "configmaps".into();
+        let mut elsewhere = write(Verb::Create, "s", Some(5), false);
+        elsewhere.key = ObjectKey::namespaced("other-ns", "s");
+        let pending = Pending { reported: 0, writes: vec![other, elsewhere] };
+        assert!(hold(&views, &pending).is_none(), "a kind or namespace not watched holds nothing");
     }
 }

@@ -591,7 +591,8 @@ async fn reconcile_logs_name_the_controller_and_the_key() {
     let line = logs.text().lines().find(|l| l.contains("dropping key")).unwrap().to_owned();
     for part in [
         "controller{name=pod-checker}",
-        "reconcile{controller=pod-checker key=default/bad}",
+        // And why it ran: the pod was listed when the informer started.
+        "reconcile{controller=pod-checker key=default/bad reasons=added (initial list)}",
         // The error with its source chain.
         "no good: the disk is full",
     ] {

@@ -1,0 +1,421 @@
+//! [`ReconcileContext`]: what a reconcile knows about its own run, reachable from inside it
+//! without a change to the [`Reconciler`](super::Reconciler) trait: why the key was queued
+//! since its last reconcile ([`Reason`]s), and what it wrote through a
+//! [`recording_client`](super::recording_client).
+//!
+//! The context is a task-local of the worker's task, set for the length of one reconcile:
+//! [`ReconcileContext::current`] answers `None` outside a reconcile and in a task the
+//! reconciler spawned (hand the context over by value there). The reasons also go in the
+//! reconcile's log span (`reasons`), so every line it logs says why it ran.
+//!
+//! Reasons are collected in a side table of the controller, keyed by the key, where its
+//! sources enqueue (the primary kind's events, owned and watched objects, triggers) and where
+//! its workers requeue (an `Action`'s requeue, an error's retry), and taken when the key's
+//! reconcile starts: the queue itself keeps only the key, so a burst of events still costs
+//! one reconcile, and that reconcile sees every distinct reason of the burst. The table is
+//! bounded: at most [`MAX_REASONS`] distinct reasons per key (past them, a count of those
+//! left out) and [`MAX_KEYS`] keys (past them, a new key's reasons are left out, and its
+//! reconcile says so with [`ReconcileContext::reasons_left_out`]). A requeue's reason is
+//! recorded when the requeue is asked for, so a change that comes before the requeue's delay
+//! runs the key with both reasons. A controller wired by hand ([`Controller::new`]
+//! (super::Controller::new)) knows only its requeues and retries: its handlers are the user's.
+//!
+//! Reasons are for logs and traces, not to branch on: a reconcile must bring the world in line
+//! whatever woke it (a lost event, a restart, a resync all look like nothing at all here).
+//!
+//! The context is built to carry more: a controller over many clusters will put the cluster's
+//! name and client in it, reached the same way.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::cache::ObjectKey;
+
+use super::written::Write;
+
+/// The most distinct reasons kept for one key between two reconciles.
+pub const MAX_REASONS: usize = 16;
+/// The most keys whose reasons a controller keeps at once (keys queued and not yet reconciled).
+pub const MAX_KEYS: usize = 65_536;
+
+/// Which parts of an object an update changed: the spec (everything but `metadata` and
+/// `status`: a ConfigMap's `data` counts), the metadata (besides its `resourceVersion` and
+/// `managedFields`, which every write changes), the status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Changed {
+    /// Anything outside `metadata` and `status`.
+    pub spec: bool,
+    /// `metadata`, besides `resourceVersion`, `managedFields` and `generation`.
+    pub metadata: bool,
+    /// `status`.
+    pub status: bool,
+}
+
+impl Changed {
+    /// What changed between `old` and `new`, compared as JSON.
+    pub(crate) fn between<K: serde::Serialize>(old: &K, new: &K) -> Self {
+        let (Ok(old), Ok(new)) = (serde_json::to_value(old), serde_json::to_value(new)) else {
+            return Self { spec: true, metadata: true, status: true };
+        };
+        let part = |v: &serde_json::Value, name: &str| v.get(name).cloned();
+        let content = |v: &serde_json::Value| match v {
+            serde_json::Value::Object(map) => map
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<serde_json::Map<_, _>>(),
+            _ => serde_json::Map::new(),
+        };
+        let metadata = |v: &serde_json::Value| {
+            let mut meta = part(v, "metadata");
+            if let Some(serde_json::Value::Object(map)) = &mut meta {
+                for volatile in ["resourceVersion", "managedFields", "generation"] {
+                    map.remove(volatile);
+                }
+            }
+            meta
+        };
+        Self {
+            spec: content(&old) != content(&new),
+            metadata: metadata(&old) != metadata(&new),
+            status: part(&old, "status") != part(&new, "status"),
+        }
+    }
+}
+
+impl fmt::Display for Changed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<&str> =
+            [(self.spec, "spec"), (self.metadata, "metadata"), (self.status, "status")]
+                .into_iter()
+                .filter_map(|(changed, name)| changed.then_some(name))
+                .collect();
+        match parts.is_empty() {
+            true => f.write_str("nothing"),
+            false => f.write_str(&parts.join("+")),
+        }
+    }
+}
+
+/// How a related object (owned or watched) changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Event {
+    /// It appeared (or was listed at start).
+    Added,
+    /// It changed.
+    Updated,
+    /// It went away.
+    Deleted,
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Added => "added",
+            Self::Updated => "updated",
+            Self::Deleted => "deleted",
+        })
+    }
+}
+
+/// Why a key was queued.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The object appeared (`initial`: listed when the informer started).
+    Added {
+        /// Whether it came with the informer's first list.
+        initial: bool,
+    },
+    /// The object changed.
+    Updated(Changed),
+    /// The object went away.
+    Deleted,
+    /// The informer's periodic resync replayed the object unchanged.
+    Resync,
+    /// An object the primary owns (`ownerReferences`, controller) changed.
+    Owned {
+        /// Its kind.
+        kind: String,
+        /// Its key.
+        key: ObjectKey,
+        /// How it changed.
+        event: Event,
+    },
+    /// A watched object changed and the mapper named this key.
+    Watched {
+        /// Its kind.
+        kind: String,
+        /// Its key.
+        key: ObjectKey,
+        /// How it changed.
+        event: Event,
+    },
+    /// An external trigger ([`ControllerBuilder::trigger`](super::ControllerBuilder::trigger)).
+    Triggered,
+    /// The last reconcile asked for a requeue ([`Action::requeue_after`](super::Action::requeue_after)).
+    Requeue,
+    /// The last reconcile failed (an error, a panic, a timeout) and is retried.
+    ErrorRetry,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Added { initial: true } => f.write_str("added (initial list)"),
+            Self::Added { initial: false } => f.write_str("added"),
+            Self::Updated(changed) => write!(f, "updated ({changed})"),
+            Self::Deleted => f.write_str("deleted"),
+            Self::Resync => f.write_str("resync"),
+            Self::Owned { kind, key, event } => write!(f, "owned {kind} {key} {event}"),
+            Self::Watched { kind, key, event } => write!(f, "watched {kind} {key} {event}"),
+            Self::Triggered => f.write_str("triggered"),
+            Self::Requeue => f.write_str("requeue"),
+            Self::ErrorRetry => f.write_str("error retry"),
+        }
+    }
+}
+
+/// The distinct reasons one key was queued for, and how many were left out past the bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyReasons {
+    reasons: Vec<Reason>,
+    left_out: usize,
+}
+
+impl KeyReasons {
+    fn add(&mut self, reason: Reason) {
+        if self.reasons.contains(&reason) {
+            return;
+        }
+        match self.reasons.len() < MAX_REASONS {
+            true => self.reasons.push(reason),
+            false => self.left_out += 1,
+        }
+    }
+}
+
+/// The controller's side table of reasons, keyed by key: filled where keys are queued, taken
+/// when a key's reconcile starts. Cloning shares it.
+#[derive(Clone, Default)]
+pub(crate) struct Reasons(Arc<Mutex<ReasonTable>>);
+
+#[derive(Default)]
+struct ReasonTable {
+    /// At most [`MAX_KEYS`] entries, each of at most [`MAX_REASONS`] reasons.
+    by_key: HashMap<ObjectKey, KeyReasons>,
+    /// Keys queued while the table was full, whose reasons were not kept.
+    overflowed: std::collections::HashSet<ObjectKey>,
+}
+
+impl Reasons {
+    /// Records that `key` was queued for `reason`.
+    pub(crate) fn add(&self, key: &ObjectKey, reason: Reason) {
+        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = table.by_key.get_mut(key) {
+            entry.add(reason);
+            return;
+        }
+        if table.by_key.len() >= MAX_KEYS {
+            // The overflow set is bounded by the same figure: past it, a reconcile with no
+            // reasons is all that is lost.
+            if table.overflowed.len() < MAX_KEYS {
+                table.overflowed.insert(key.clone());
+            }
+            return;
+        }
+        table.by_key.entry(key.clone()).or_default().add(reason);
+    }
+
+    /// `key`'s reasons since its last reconcile, taken.
+    pub(crate) fn take(&self, key: &ObjectKey) -> KeyReasons {
+        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut reasons = table.by_key.remove(key).unwrap_or_default();
+        if table.overflowed.remove(key) {
+            reasons.left_out += 1;
+        }
+        reasons
+    }
+
+    /// Forgets `key`'s reasons (a key this controller will not reconcile: another shard's).
+    pub(crate) fn forget(&self, key: &ObjectKey) {
+        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        table.by_key.remove(key);
+        table.overflowed.remove(key);
+    }
+
+    /// How many keys it holds reasons for.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).by_key.len()
+    }
+}
+
+tokio::task_local! {
+    /// The context of the reconcile running on this task.
+    static CONTEXT: Arc<ReconcileContext>;
+}
+
+/// What a running reconcile knows about itself: why its key was queued since its last
+/// reconcile ([`reasons`](Self::reasons), also in the reconcile's span as `reasons`), and what
+/// it wrote through a [`recording_client`](super::recording_client) ([`writes`](Self::writes)),
+/// which the key's next reconcile waits for the caches to hold.
+///
+/// Reached with [`ReconcileContext::current`] from inside
+/// [`Reconciler::reconcile`](super::Reconciler::reconcile): a task-local of the worker, set
+/// for the length of one reconcile. Reasons are collected where the controller's sources
+/// enqueue and its workers requeue, deduplicated, at most [`MAX_REASONS`] per key and
+/// [`MAX_KEYS`] keys; they are for logs and traces, not to branch on (a lost event or a
+/// restart looks like no reason at all).
+#[derive(Debug)]
+pub struct ReconcileContext {
+    controller: String,
+    key: ObjectKey,
+    reasons: KeyReasons,
+    /// What the reconcile wrote through a recording client, in order.
+    writes: Mutex<Vec<Write>>,
+    /// The highest primary version reported by hand ([`report_write`](super::report_write)).
+    pub(crate) reported: AtomicU64,
+}
+
+impl ReconcileContext {
+    pub(crate) fn new(controller: &str, key: ObjectKey, reasons: KeyReasons) -> Arc<Self> {
+        Arc::new(Self {
+            controller: controller.to_owned(),
+            key,
+            reasons,
+            writes: Mutex::new(Vec::new()),
+            reported: AtomicU64::new(0),
+        })
+    }
+
+    /// The context of the reconcile running on this task; `None` outside one (and in a task
+    /// the reconciler spawned: clone the `Arc` into it).
+    pub fn current() -> Option<Arc<ReconcileContext>> {
+        CONTEXT.try_with(Arc::clone).ok()
+    }
+
+    /// The controller's name.
+    pub fn controller(&self) -> &str {
+        &self.controller
+    }
+
+    /// The key being reconciled.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// Why the key was queued since its last reconcile: each distinct reason once, in the
+    /// order they came, at most [`MAX_REASONS`]. Empty for a key whose queuing the controller
+    /// did not see (a controller wired by hand, a requeue asked for by a reconcile that a
+    /// change overtook).
+    pub fn reasons(&self) -> &[Reason] {
+        &self.reasons.reasons
+    }
+
+    /// How many reasons were left out past the bounds.
+    pub fn reasons_left_out(&self) -> usize {
+        self.reasons.left_out
+    }
+
+    /// The reasons as one line, as the reconcile's span shows them.
+    pub fn describe_reasons(&self) -> String {
+        let mut line =
+            self.reasons.reasons.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        if self.reasons.left_out > 0 {
+            if !line.is_empty() {
+                line.push_str(", ");
+            }
+            line.push_str(&format!("{} more", self.reasons.left_out));
+        }
+        line
+    }
+
+    /// What this reconcile wrote so far through a
+    /// [`recording_client`](super::recording_client), in order.
+    pub fn writes(&self) -> Vec<Write> {
+        self.writes.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn record(&self, write: Write) {
+        self.writes.lock().unwrap_or_else(PoisonError::into_inner).push(write);
+    }
+
+    /// The writes, taken (at the reconcile's end).
+    pub(crate) fn take_writes(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.writes.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Runs `reconcile` with `context` as the task's current context.
+    pub(crate) async fn scope<F: Future>(context: Arc<Self>, reconcile: F) -> F::Output {
+        CONTEXT.scope(context, reconcile).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_kept_once_each_bounded_per_key_and_taken_by_the_reconcile() {
+        let reasons = Reasons::default();
+        let key = ObjectKey::namespaced("ns", "a");
+        reasons.add(&key, Reason::Added { initial: false });
+        reasons.add(&key, Reason::Resync);
+        reasons.add(&key, Reason::Resync);
+        for i in 0..(MAX_REASONS + 3) {
+            let owned = ObjectKey::namespaced("ns", &format!("child-{i}"));
+            reasons
+                .add(&key, Reason::Owned { kind: "Pod".into(), key: owned, event: Event::Added });
+        }
+        let taken = reasons.take(&key);
+        assert_eq!(taken.reasons[..2], [Reason::Added { initial: false }, Reason::Resync]);
+        assert_eq!(taken.reasons.len(), MAX_REASONS, "bounded");
+        assert_eq!(taken.left_out, 5, "the 2 + 19 distinct reasons past the first 16");
+        assert_eq!(
+            reasons.take(&key),
+            KeyReasons::default(),
+            "taken: the next reconcile starts afresh"
+        );
+        assert_eq!(reasons.len(), 0);
+    }
+
+    #[test]
+    fn the_table_holds_a_bounded_number_of_keys_and_says_what_it_left_out() {
+        let reasons = Reasons::default();
+        for i in 0..MAX_KEYS {
+            reasons.add(&ObjectKey::cluster(&i.to_string()), Reason::Requeue);
+        }
+        let late = ObjectKey::cluster("late");
+        reasons.add(&late, Reason::Deleted);
+        assert_eq!(reasons.len(), MAX_KEYS);
+        let taken = reasons.take(&late);
+        assert!(taken.reasons.is_empty());
+        assert_eq!(taken.left_out, 1, "its reconcile says a reason was left out");
+    }
+
+    #[test]
+    fn an_update_names_the_parts_it_changed() {
+        use k8s_openapi::api::core::v1::Pod;
+        let pod = |labels: &str, image: &str, phase: &str, rv: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "resourceVersion": rv, "labels": {"l": labels}},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        let base = pod("a", "i", "Pending", "1");
+        let spec = Changed::between(&base, &pod("a", "j", "Pending", "2"));
+        assert_eq!(spec, Changed { spec: true, metadata: false, status: false });
+        let status = Changed::between(&base, &pod("a", "i", "Running", "2"));
+        assert_eq!(status, Changed { spec: false, metadata: false, status: true });
+        let meta = Changed::between(&base, &pod("b", "i", "Pending", "2"));
+        assert_eq!(meta, Changed { spec: false, metadata: true, status: false });
+        assert_eq!(Reason::Updated(meta).to_string(), "updated (metadata)");
+    }
+}

@@ -1,0 +1,255 @@
+//! [`recording_client`]: a `kube_client::Client` whose writes made inside a reconcile are
+//! recorded in its [`ReconcileContext`], so that the key's next reconcile reads them back
+//! (see the `writes` module).
+//!
+//! A tower layer on the client's service, as the User-Agent's is. kube-client runs its service
+//! behind `tower::Buffer`, whose worker task calls `call()`; the future `call()` returns is
+//! polled by the caller's task, so the reconcile's context is read there, not in `call()`.
+//! Only creates, updates, patches and deletes of one object that the server answered with
+//! success are recorded (not dry runs, nor deletes of a collection); their answers are read
+//! whole to learn the name, version and owner, and handed on unchanged. Outside a reconcile
+//! (or from a task a reconcile spawned) the client sends as the one it wraps.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::Method;
+use kube_client::Client;
+use kube_client::client::Body;
+use serde::Deserialize;
+
+use super::context::ReconcileContext;
+use super::written::{Verb, Write};
+use crate::cache::ObjectKey;
+
+/// `client`, recording the writes each reconcile makes through it for the controller that
+/// runs the reconcile: its next reconcile of that key waits until the controller's caches
+/// hold them (see [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout)).
+/// Hand it to the reconciler and write through it; reads pass through untouched.
+pub fn recording_client(client: Client) -> Client {
+    let namespace = client.default_namespace().to_owned();
+    Client::new(RecordWrites { inner: client }, namespace)
+}
+
+#[derive(Clone)]
+struct RecordWrites {
+    inner: Client,
+}
+
+type Sent = Pin<Box<dyn Future<Output = Result<http::Response<Body>, kube_client::Error>> + Send>>;
+
+impl tower::Service<http::Request<Body>> for RecordWrites {
+    type Response = http::Response<Body>;
+    type Error = kube_client::Error;
+    type Future = Sent;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // The wrapped client waits for its own capacity in `send`.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        // This runs on the buffer's task: the target is worked out here, the context is read
+        // in the future below, which the caller's task polls.
+        let target = Target::of(&request);
+        let client = self.inner.clone();
+        Box::pin(async move {
+            let context = target.as_ref().and_then(|_| ReconcileContext::current());
+            let response = client.send(request).await?;
+            let (Some(target), Some(context)) = (target, context) else { return Ok(response) };
+            if !response.status().is_success() {
+                return Ok(response);
+            }
+            let (parts, body) = response.into_parts();
+            let bytes = body.collect_bytes().await?;
+            if let Some(write) = target.write(&bytes) {
+                context.record(write);
+            }
+            Ok(http::Response::from_parts(parts, Body::from(bytes.to_vec())))
+        })
+    }
+}
+
+/// What a write request addresses, from its method and path.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    verb: Verb,
+    group: String,
+    resource: String,
+    namespace: Option<String>,
+    /// The name in the path (none for a create).
+    name: Option<String>,
+}
+
+impl Target {
+    /// The target of a write of one object; `None` for a read, a dry run, a delete of a
+    /// collection, or a path that is not a resource's.
+    fn of<B>(request: &http::Request<B>) -> Option<Self> {
+        let verb = match *request.method() {
+            Method::POST => Verb::Create,
+            Method::PUT => Verb::Update,
+            Method::PATCH => Verb::Patch,
+            Method::DELETE => Verb::Delete,
+            _ => return None,
+        };
+        let uri = request.uri();
+        if uri.query().is_some_and(|q| q.split('&').any(|p| p.starts_with("dryRun="))) {
+            return None;
+        }
+        let segments: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+        let (group, rest) = match segments.as_slice() {
+            ["api", _version, rest @ ..] => ("", rest),
+            ["apis", group, _version, rest @ ..] => (*group, rest),
+            _ => return None,
+        };
+        // `namespaces/{ns}/{resource}...`, or a cluster-scoped `{resource}...` (namespaces
+        // themselves among them: `namespaces/{name}[/status|/finalize]`).
+        let (namespace, resource, name) = match rest {
+            ["namespaces", ns, resource, name @ ..]
+                if !matches!(*resource, "status" | "finalize") =>
+            {
+                (Some((*ns).to_owned()), *resource, name.first().copied())
+            }
+            [resource, name @ ..] if !resource.is_empty() => {
+                (None, *resource, name.first().copied())
+            }
+            _ => return None,
+        };
+        // A create names no object in its path; every other write names one.
+        if (verb == Verb::Create) != name.is_none() {
+            return None;
+        }
+        Some(Self {
+            verb,
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            namespace,
+            name: name.map(str::to_owned),
+        })
+    }
+
+    /// The write the server's answer `body` tells of; `None` if it is not an object.
+    fn write(self, body: &[u8]) -> Option<Write> {
+        let answer: Answer = serde_json::from_slice(body).ok()?;
+        let status = answer.kind.as_deref() == Some("Status");
+        if status && self.verb != Verb::Delete {
+            return None;
+        }
+        // A delete answered with a Status: the object is gone; its name is the path's.
+        let meta = if status { AnswerMeta::default() } else { answer.metadata };
+        let name = meta.name.or(self.name)?;
+        let namespace = meta.namespace.or(self.namespace);
+        let key = match &namespace {
+            Some(ns) => ObjectKey::namespaced(ns, &name),
+            None => ObjectKey::cluster(&name),
+        };
+        let resource_version = meta.resource_version.and_then(|rv| rv.parse().ok());
+        let resource_version = match self.verb {
+            // Still there (finalizers, a grace period): caught up as an update.
+            Verb::Delete if meta.deletion_timestamp.is_none() => None,
+            _ => Some(resource_version?),
+        };
+        let owner = meta.owner_references.into_iter().find(|r| r.controller == Some(true));
+        let owner = owner.map(|r| match &namespace {
+            Some(ns) => ObjectKey::namespaced(ns, &r.name),
+            None => ObjectKey::cluster(&r.name),
+        });
+        Some(Write {
+            verb: self.verb,
+            group: self.group,
+            resource: self.resource,
+            key,
+            resource_version,
+            generate_name: self.verb == Verb::Create && meta.generate_name.is_some(),
+            owner,
+        })
+    }
+}
+
+/// The parts of a write's answer the record needs.
+#[derive(Deserialize)]
+struct Answer {
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: AnswerMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AnswerMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    generate_name: Option<String>,
+    deletion_timestamp: Option<String>,
+    #[serde(default)]
+    owner_references: Vec<OwnerRef>,
+}
+
+#[derive(Deserialize)]
+struct OwnerRef {
+    name: String,
+    controller: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(method: Method, uri: &str) -> Option<Target> {
+        Target::of(&http::Request::builder().method(method).uri(uri).body(()).unwrap())
+    }
+
+    #[test]
+    fn writes_of_one_object_are_told_from_reads_dry_runs_and_collections() {
+        let create = target(Method::POST, "/api/v1/namespaces/ns/configmaps?fieldManager=x");
+        assert_eq!(
+            create,
+            Some(Target {
+                verb: Verb::Create,
+                group: String::new(),
+                resource: "configmaps".into(),
+                namespace: Some("ns".into()),
+                name: None,
+            })
+        );
+        let status = target(Method::PATCH, "/apis/apps/v1/namespaces/ns/deployments/d/status");
+        assert_eq!(
+            status.map(|t| (t.group, t.resource)),
+            Some(("apps".into(), "deployments".into()))
+        );
+        let namespace = target(Method::PUT, "/api/v1/namespaces/ns/finalize").unwrap();
+        assert_eq!((namespace.resource.as_str(), namespace.namespace), ("namespaces", None));
+        assert!(target(Method::GET, "/api/v1/namespaces/ns/configmaps/c").is_none());
+        assert!(
+            target(Method::DELETE, "/api/v1/namespaces/ns/configmaps").is_none(),
+            "a collection"
+        );
+        assert!(target(Method::POST, "/api/v1/namespaces/ns/configmaps?dryRun=All").is_none());
+        assert!(target(Method::POST, "/version").is_none());
+    }
+
+    #[test]
+    fn the_answer_names_the_object_its_version_and_its_owner() {
+        let create = target(Method::POST, "/api/v1/namespaces/ns/configmaps").unwrap();
+        let body = br#"{"kind":"ConfigMap","metadata":{"name":"child-x1","generateName":"child-",
+            "namespace":"ns","resourceVersion":"42","ownerReferences":[
+            {"name":"other","controller":false},{"name":"parent","controller":true}]}}"#;
+        let write = create.write(body).unwrap();
+        assert_eq!(write.key, ObjectKey::namespaced("ns", "child-x1"));
+        assert_eq!(write.resource_version, Some(42));
+        assert!(write.generate_name);
+        assert_eq!(write.owner, Some(ObjectKey::namespaced("ns", "parent")));
+        let delete = target(Method::DELETE, "/api/v1/namespaces/ns/configmaps/c").unwrap();
+        let gone = br#"{"kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","resourceVersion":"43"}}"#;
+        assert_eq!(delete.write(gone).unwrap().resource_version, None, "gone: no version");
+        let delete = target(Method::DELETE, "/api/v1/namespaces/ns/configmaps/c").unwrap();
+        let kept = br#"{"metadata":{"name":"c","resourceVersion":"44","deletionTimestamp":"t"}}"#;
+        assert_eq!(delete.write(kept).unwrap().resource_version, Some(44), "still there");
+        let delete = target(Method::DELETE, "/api/v1/namespaces/ns/configmaps/c").unwrap();
+        let status = br#"{"kind":"Status","status":"Success"}"#;
+        let write = delete.write(status).unwrap();
+        assert_eq!((write.key, write.resource_version), (ObjectKey::namespaced("ns", "c"), None));
+    }
+}

@@ -1,0 +1,228 @@
+//! The reconcile context: why a reconcile runs (in the context and in its log span), and what
+//! it wrote through a recording client, held against the caches that watch it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ctrlkit::cache::{HasSynced, ListWatch, ObjectKey, SharedInformerFactory};
+use ctrlkit::controller::{
+    Action, Config, Controller, ControllerMetrics, ControllerMetricsProvider, Event, Reason,
+    ReconcileContext, ReconcileOutcome, Reconciler, Verb, recording_client,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube_client::Api;
+use kube_client::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::common::*;
+use crate::support::Failed;
+
+/// Records each reconcile's reasons; logs a line inside its span; requeues once when asked.
+#[derive(Clone, Default)]
+struct Why {
+    seen: Arc<Mutex<Vec<Vec<Reason>>>>,
+    requeue_once: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Reconciler for Why {
+    type Object = ConfigMap;
+    type Error = Failed;
+
+    async fn reconcile(&self, _: &ObjectKey, _: Option<Arc<ConfigMap>>) -> Result<Action, Failed> {
+        let context = ReconcileContext::current().expect("inside a reconcile");
+        tracing::info!("reconciling");
+        self.seen.lock().unwrap().push(context.reasons().to_vec());
+        if self.requeue_once.fetch_sub(1, Ordering::SeqCst) == 1 {
+            return Ok(Action::requeue_after(Duration::ZERO));
+        }
+        Ok(Action::done())
+    }
+}
+
+impl Why {
+    fn saw(&self, reason: &Reason) -> bool {
+        self.seen.lock().unwrap().iter().any(|reasons| reasons.contains(reason))
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_reconcile_knows_why_it_runs_and_its_span_says_so() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.capture();
+    let server = server().await;
+    let client = server.client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let controller = Controller::builder(configmaps.clone()).owns(secrets.clone()).build();
+    let why = Why::default();
+    let (stop, run) = run_controller(&controller, why.clone());
+    eventually("the caches synced", || controller.informer().has_synced()).await;
+
+    let parent = create_configmap(&server, "a").await;
+    eventually("added", || why.saw(&Reason::Added { initial: false })).await;
+    let patch = Patch::Merge(json!({"data": {"k": "v"}}));
+    configmaps.patch("a", &PatchParams::default(), &patch).await.unwrap();
+    eventually("updated: its data, a ConfigMap's spec", || {
+        why.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .any(|r| matches!(r, Reason::Updated(c) if c.spec && !c.metadata && !c.status))
+    })
+    .await;
+    let child = serde_json::from_value(json!({"metadata": {"name": "child", "ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "a",
+        "uid": parent.metadata.uid, "controller": true,
+    }]}}))
+    .unwrap();
+    why.requeue_once.store(1, Ordering::SeqCst);
+    secrets.create(&PostParams::default(), &child).await.unwrap();
+    let owned = Reason::Owned {
+        kind: "Secret".into(),
+        key: ObjectKey::namespaced("default", "child"),
+        event: Event::Added,
+    };
+    eventually("the owned secret named", || why.saw(&owned)).await;
+    eventually("the requeue it asked for", || why.saw(&Reason::Requeue)).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    let text = logs.text();
+    let line = text.lines().find(|l| l.contains("reasons=owned Secret default/child added"));
+    assert!(line.is_some_and(|l| l.contains("reconciling")), "the span names the reasons:\n{text}");
+    assert!(ReconcileContext::current().is_none(), "no context outside a reconcile");
+}
+
+/// Counts the holds reported to the metrics.
+#[derive(Clone, Default)]
+struct Holds(Arc<Mutex<Vec<(Duration, bool)>>>);
+
+impl ControllerMetrics for Holds {
+    fn max_concurrent_reconciles(&self, _: usize) {}
+    fn worker_started(&self) {}
+    fn worker_finished(&self) {}
+    fn reconciled(&self, _: ReconcileOutcome, _: Duration) {}
+    fn dropped(&self) {}
+    fn held(&self, waited: Duration, timed_out: bool) {
+        self.0.lock().unwrap().push((waited, timed_out));
+    }
+}
+
+impl ControllerMetricsProvider for Holds {
+    fn new_controller_metrics(&self, _: &str) -> Arc<dyn ControllerMetrics> {
+        Arc::new(self.clone())
+    }
+}
+
+/// Creates a Secret with `generateName` through a recording client on its first reconcile,
+/// and keeps what each reconcile's context recorded.
+struct CreatesOnce {
+    secrets: Api<Secret>,
+    calls: Arc<AtomicUsize>,
+    written: Arc<Mutex<Vec<ctrlkit::controller::Write>>>,
+}
+
+#[async_trait]
+impl Reconciler for CreatesOnce {
+    type Object = ConfigMap;
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        _: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Ok(Action::done());
+        }
+        let child = serde_json::from_value(json!({"metadata": {"generateName": "a-"}})).unwrap();
+        self.secrets.create(&PostParams::default(), &child).await?;
+        let context = ReconcileContext::current().expect("inside a reconcile");
+        self.written.lock().unwrap().extend(context.writes());
+        Ok(Action::requeue_after(Duration::ZERO))
+    }
+}
+
+/// A server that lists one ConfigMap and no Secrets, never sends a watch event, and answers a
+/// Secret's create with "a-x1" at version 100.
+async fn stalled_server() -> crate::support::scripted::Scripted {
+    use crate::support::scripted::{Reply, Scripted, configmap, list};
+    Scripted::start(|asked| match (asked.watch, asked.line.as_str()) {
+        (true, _) => Reply::Stream { lines: Vec::new(), stall: true },
+        (false, line) if line.starts_with("POST") => Reply::json(
+            json!({"kind": "Secret", "apiVersion": "v1", "metadata": {
+                "name": "a-x1", "generateName": "a-", "namespace": "default",
+                "resourceVersion": "100",
+            }})
+            .to_string(),
+        ),
+        (false, line) if line.contains("/secrets") => Reply::json(
+            json!({"kind": "SecretList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": "10"}, "items": []})
+            .to_string(),
+        ),
+        _ => Reply::json(list(10, &[configmap("a", 5)])),
+    })
+    .await
+}
+
+/// A write of a watched kind whose cache never catches up holds the next reconcile for the
+/// timeout, then runs it: counted, in the metrics. A kind written but not watched holds
+/// nothing.
+#[tokio::test]
+async fn a_hold_that_times_out_runs_the_reconcile_counted_and_measured() {
+    for watched in [true, false] {
+        let server = stalled_server().await;
+        let client = server.client();
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+        let factory = SharedInformerFactory::new(client.clone());
+        let timeout = Duration::from_millis(300);
+        let holds = Holds::default();
+        let mut builder = Controller::builder(configmaps)
+            .factory(&factory)
+            .informer(|b| b.streaming_list(false))
+            .metrics(Arc::new(holds.clone()))
+            .config(Config::default().stale_cache_timeout(timeout));
+        if watched {
+            let lw = ListWatch::new(secrets.clone());
+            factory.informer_with(lw.clone(), |b| b.streaming_list(false));
+            builder = builder.owns(lw);
+        }
+        let controller = builder.build();
+        let (stop_factory, factory_stopped) = shutdown();
+        factory.start(factory_stopped);
+        let (calls, written) = (Arc::new(AtomicUsize::new(0)), Arc::default());
+        let reconciler = CreatesOnce {
+            secrets: Api::namespaced(recording_client(client), "default"),
+            calls: calls.clone(),
+            written: Arc::clone(&written),
+        };
+        let (stop, run) = run_controller(&controller, reconciler);
+        eventually("the reconcile after the write", || calls.load(Ordering::SeqCst) == 2).await;
+        stop.send(()).unwrap();
+        run.await.unwrap().unwrap();
+        let _ = stop_factory.send(());
+        let written = written.lock().unwrap().clone();
+        assert_eq!(written.len(), 1, "the create, recorded in the context: {written:?}");
+        assert_eq!(
+            (written[0].verb, written[0].key.name.as_str(), written[0].resource_version),
+            (Verb::Create, "a-x1", Some(100))
+        );
+        assert!(written[0].generate_name);
+        let stats = controller.stats();
+        let holds = holds.0.lock().unwrap().clone();
+        if watched {
+            assert_eq!((stats.holds, stats.stale_cache_timeouts), (1, 1), "{stats:?}");
+            assert_eq!(holds.len(), 1);
+            assert!(holds[0].1, "timed out");
+            assert!(holds[0].0 >= timeout, "held the whole timeout: {:?}", holds[0].0);
+        } else {
+            assert_eq!((stats.holds, stats.stale_cache_timeouts), (0, 0), "{stats:?}");
+            assert!(holds.is_empty(), "a kind not watched holds nothing");
+        }
+    }
+}
