@@ -55,6 +55,9 @@ struct Families {
     reconcile_panics: Family<Labels<1>, Counter>,
     reconcile_timeouts: Family<Labels<1>, Counter>,
     reconcile_time: Histograms<1>,
+    holds: Family<Labels<1>, Counter>,
+    hold_time: Histograms<1>,
+    hold_timeouts: Family<Labels<1>, Counter>,
     max_concurrent: Family<Labels<1>, Gauge>,
     active_workers: Family<Labels<1>, Gauge>,
     leader: Family<Labels<1>, Gauge>,
@@ -207,6 +210,22 @@ impl Registry {
                 "controller_runtime_reconcile_time_seconds",
                 "Length of time per reconciliation per controller",
                 reconcile_buckets
+            ),
+            holds: register!(
+                r,
+                "ctrlkit_controller_read_your_writes_holds",
+                "Total number of reconciles held until the controller's caches held the key's own last writes"
+            ),
+            hold_time: register!(
+                r,
+                "ctrlkit_controller_read_your_writes_hold_seconds",
+                "Length of time reconciles were held for the controller's own writes",
+                reconcile_buckets
+            ),
+            hold_timeouts: register!(
+                r,
+                "ctrlkit_controller_read_your_writes_hold_timeouts",
+                "Total number of holds that ran out before the caches held the controller's own writes"
             ),
             max_concurrent: register!(
                 r,
@@ -529,6 +548,14 @@ impl ControllerMetrics for ControllerHooks {
     fn dropped(&self) {
         self.families.terminal_errors.get_or_create(&self.labels).inc();
     }
+    fn held(&self, waited: Duration, timed_out: bool) {
+        let f = &self.families;
+        f.holds.get_or_create(&self.labels).inc();
+        f.hold_time.get_or_create(&self.labels).observe(waited.as_secs_f64());
+        if timed_out {
+            f.hold_timeouts.get_or_create(&self.labels).inc();
+        }
+    }
 }
 
 impl ControllerMetricsProvider for Registry {
@@ -541,9 +568,14 @@ impl ControllerMetricsProvider for Registry {
             let [controller] = labels.clone();
             let _ = f.reconcile_total.get_or_create(&[controller, ("result", result.to_owned())]);
         }
-        for family in
-            [&f.reconcile_errors, &f.terminal_errors, &f.reconcile_panics, &f.reconcile_timeouts]
-        {
+        for family in [
+            &f.reconcile_errors,
+            &f.terminal_errors,
+            &f.reconcile_panics,
+            &f.reconcile_timeouts,
+            &f.holds,
+            &f.hold_timeouts,
+        ] {
             let _ = family.get_or_create(&labels);
         }
         Arc::new(ControllerHooks {

@@ -308,3 +308,39 @@ async fn a_ready_check_that_panics_fails_readyz_with_its_name() {
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
 }
+
+/// Holds for a controller's own writes are exported per controller: their count, their time and
+/// those that ran out, the counters at zero from the controller's start.
+#[test]
+fn read_your_writes_holds_are_counted_timed_and_their_timeouts_told_apart() {
+    use ctrlkit::controller::ControllerMetricsProvider;
+    let registry = Registry::new();
+    let hooks = registry.new_controller_metrics("sets");
+    let c = r#"controller="sets""#;
+    let at_start = parse(&registry.encode());
+    for name in ["holds", "hold_timeouts"] {
+        let series = format!("ctrlkit_controller_read_your_writes_{name}_total{{{c}}}");
+        assert_eq!(at_start.samples.get(&series).copied(), Some(0.0), "{series}");
+    }
+    hooks.held(Duration::from_millis(20), false);
+    hooks.held(Duration::from_secs(5), true);
+    let exposition = parse(&registry.encode());
+    let types = [
+        ("ctrlkit_controller_read_your_writes_holds_total", "counter"),
+        ("ctrlkit_controller_read_your_writes_hold_seconds", "histogram"),
+        ("ctrlkit_controller_read_your_writes_hold_timeouts_total", "counter"),
+    ];
+    for (name, kind) in types {
+        assert_eq!(exposition.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
+    }
+    let value = |series: String| exposition.samples.get(&series).copied();
+    assert_eq!(value(format!("ctrlkit_controller_read_your_writes_holds_total{{{c}}}")), Some(2.0));
+    assert_eq!(
+        value(format!("ctrlkit_controller_read_your_writes_hold_timeouts_total{{{c}}}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(format!("ctrlkit_controller_read_your_writes_hold_seconds_sum{{{c}}}")),
+        Some(5.02)
+    );
+}
