@@ -20,6 +20,7 @@ mod guards;
 mod handle;
 mod informer;
 mod leaderelection;
+mod read_your_writes;
 #[cfg(feature = "secure-metrics")]
 mod secure_metrics;
 #[cfg(feature = "webhook")]
