@@ -69,6 +69,7 @@ mod informer;
 mod informer_error;
 mod initial_events;
 pub(crate) mod list_watch;
+pub(crate) mod meta_change;
 mod metrics;
 mod object_key;
 mod prepare;
@@ -102,4 +103,6 @@ pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};
+#[cfg(test)]
+pub(crate) use stored::{Codec, Stored};
 pub(crate) use sync::wait_for_informers;

@@ -25,6 +25,7 @@ use serde::de::DeserializeOwned;
 
 use super::ObjectKey;
 use super::hot::{Entry, HotSet};
+use super::meta_change::{metadata_changed, metadata_fingerprint};
 
 /// One object as the store holds it; cloning shares it.
 pub(crate) enum Stored<K> {
@@ -60,6 +61,10 @@ pub(crate) struct Compact<K> {
     key: ObjectKey,
     /// Compared by a relist to tell changed objects from unchanged ones.
     resource_version: Option<Box<str>>,
+    /// `metadata.generation`, and a fingerprint of the metadata an update's handlers compare
+    /// (see the `meta_change` module): what changed is told without a decode.
+    generation: Option<i64>,
+    metadata: u64,
     decode: fn(&str) -> serde_json::Result<K>,
     /// The store's hot set, if it keeps one.
     hot: Option<Arc<HotSet<Compact<K>>>>,
@@ -167,6 +172,30 @@ impl<K: Resource> Stored<K> {
             Self::Compact(c) => c.resource_version.as_deref(),
         }
     }
+
+    /// The object's `metadata.generation`, without decoding it.
+    pub(crate) fn generation(&self) -> Option<i64> {
+        match self {
+            Self::Shared(o) => o.meta().generation,
+            Self::Compact(c) => c.generation,
+        }
+    }
+
+    /// Whether the metadata a controller acts on differs between `self` and `other` (see the
+    /// `meta_change` module), without decoding either.
+    pub(crate) fn metadata_changed(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Shared(a), Self::Shared(b)) => metadata_changed(a.meta(), b.meta()),
+            _ => self.metadata_fingerprint() != other.metadata_fingerprint(),
+        }
+    }
+
+    fn metadata_fingerprint(&self) -> u64 {
+        match self {
+            Self::Shared(o) => metadata_fingerprint(o.meta()),
+            Self::Compact(c) => c.metadata,
+        }
+    }
 }
 
 /// Whether a compact store has checked that its kind's JSON reads back.
@@ -246,6 +275,8 @@ impl<K: Resource> Codec<K> {
             json: json.into_boxed_str(),
             key,
             resource_version: object.meta().resource_version.as_deref().map(Box::from),
+            generation: object.meta().generation,
+            metadata: metadata_fingerprint(object.meta()),
             decode: self.decode,
             hot: self.hot.clone(),
             decoded: Mutex::new(None),

@@ -32,6 +32,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::cache::ObjectKey;
+use crate::cache::meta_change::metadata_changed;
 
 use super::written::Write;
 
@@ -40,56 +41,49 @@ pub const MAX_REASONS: usize = 16;
 /// The most keys whose reasons a controller keeps at once (keys queued and not yet reconciled).
 pub const MAX_KEYS: usize = 65_536;
 
-/// Which parts of an object an update changed: the spec (everything but `metadata` and
-/// `status`: a ConfigMap's `data` counts), the metadata (besides its `resourceVersion` and
-/// `managedFields`, which every write changes), the status.
+/// Which parts of an object an update changed, told from its metadata alone (no object is
+/// serialized or decoded to tell it), as controller-runtime's predicates tell them:
+///
+/// - `spec`: `metadata.generation` moved (`GenerationChangedPredicate`). The server moves it
+///   on a change of the spec of a kind that has one (Deployments, custom resources with a
+///   status subresource); a kind without a generation (ConfigMaps, Secrets) never sets `spec`.
+/// - `metadata`: labels, annotations, finalizers, ownerReferences, the deletion timestamp or
+///   its grace period changed (not `resourceVersion`, `managedFields` or `generation`).
+/// - `other`: the object changed (its resourceVersion moved) and neither of the two did:
+///   its status, for a kind with a generation; any content for a kind without one (a
+///   ConfigMap's `data`). A status change that comes with a spec or metadata change is not
+///   told apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Changed {
-    /// Anything outside `metadata` and `status`.
+    /// `metadata.generation` moved.
     pub spec: bool,
-    /// `metadata`, besides `resourceVersion`, `managedFields` and `generation`.
+    /// The metadata a controller acts on changed (see the type's docs).
     pub metadata: bool,
-    /// `status`.
-    pub status: bool,
+    /// Something else changed, and neither of the above: the status, or the content of a kind
+    /// without a generation.
+    pub other: bool,
 }
 
 impl Changed {
-    /// What changed between `old` and `new`, compared as JSON.
-    pub(crate) fn between<K: serde::Serialize>(old: &K, new: &K) -> Self {
-        let (Ok(old), Ok(new)) = (serde_json::to_value(old), serde_json::to_value(new)) else {
-            return Self { spec: true, metadata: true, status: true };
-        };
-        let part = |v: &serde_json::Value, name: &str| v.get(name).cloned();
-        let content = |v: &serde_json::Value| match v {
-            serde_json::Value::Object(map) => map
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect::<serde_json::Map<_, _>>(),
-            _ => serde_json::Map::new(),
-        };
-        let metadata = |v: &serde_json::Value| {
-            let mut meta = part(v, "metadata");
-            if let Some(serde_json::Value::Object(map)) = &mut meta {
-                for volatile in ["resourceVersion", "managedFields", "generation"] {
-                    map.remove(volatile);
-                }
-            }
-            meta
-        };
-        Self {
-            spec: content(&old) != content(&new),
-            metadata: metadata(&old) != metadata(&new),
-            status: part(&old, "status") != part(&new, "status"),
-        }
+    /// What changed, from the old and new generations and whether the metadata changed; for
+    /// an update whose resourceVersion moved.
+    pub(crate) fn from_parts(generation: (Option<i64>, Option<i64>), metadata: bool) -> Self {
+        let spec = generation.0 != generation.1;
+        Self { spec, metadata, other: !spec && !metadata }
+    }
+
+    /// What changed between two decoded objects.
+    pub(crate) fn between<K: kube_client::Resource>(old: &K, new: &K) -> Self {
+        let (old, new) = (old.meta(), new.meta());
+        Self::from_parts((old.generation, new.generation), metadata_changed(old, new))
     }
 }
 
 impl fmt::Display for Changed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<&str> =
-            [(self.spec, "spec"), (self.metadata, "metadata"), (self.status, "status")]
+            [(self.spec, "spec"), (self.metadata, "metadata"), (self.other, "other")]
                 .into_iter()
                 .filter_map(|(changed, name)| changed.then_some(name))
                 .collect();
@@ -183,7 +177,7 @@ impl fmt::Display for Reason {
 /// The distinct reasons one key was queued for, and how many were left out past the bound.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct KeyReasons {
-    reasons: Vec<Reason>,
+    pub(crate) reasons: Vec<Reason>,
     left_out: usize,
 }
 
@@ -196,6 +190,21 @@ impl KeyReasons {
             true => self.reasons.push(reason),
             false => self.left_out += 1,
         }
+    }
+}
+
+impl ReasonTable {
+    /// Records the first reason of a key it holds none for, within the bounds.
+    fn add_new(&mut self, key: &ObjectKey, reason: Reason) {
+        if self.by_key.len() >= MAX_KEYS {
+            // The overflow set is bounded by the same figure: past it, a reconcile with no
+            // reasons is all that is lost.
+            if self.overflowed.len() < MAX_KEYS {
+                self.overflowed.insert(key.clone());
+            }
+            return;
+        }
+        self.by_key.entry(key.clone()).or_default().add(reason);
     }
 }
 
@@ -220,15 +229,26 @@ impl Reasons {
             entry.add(reason);
             return;
         }
-        if table.by_key.len() >= MAX_KEYS {
-            // The overflow set is bounded by the same figure: past it, a reconcile with no
-            // reasons is all that is lost.
-            if table.overflowed.len() < MAX_KEYS {
-                table.overflowed.insert(key.clone());
+        table.add_new(key, reason);
+    }
+
+    /// Records that `key` was queued for the reason `make` builds, which `same` recognizes:
+    /// a reason the key already has is not built again (a burst of events of one related
+    /// object allocates its reason once).
+    pub(crate) fn add_with(
+        &self,
+        key: &ObjectKey,
+        same: impl Fn(&Reason) -> bool,
+        make: impl FnOnce() -> Reason,
+    ) {
+        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = table.by_key.get_mut(key) {
+            if !entry.reasons.iter().any(same) {
+                entry.add(make());
             }
             return;
         }
-        table.by_key.entry(key.clone()).or_default().add(reason);
+        table.add_new(key, make());
     }
 
     /// `key`'s reasons since its last reconcile, taken.
@@ -400,22 +420,33 @@ mod tests {
 
     #[test]
     fn an_update_names_the_parts_it_changed() {
-        use k8s_openapi::api::core::v1::Pod;
-        let pod = |labels: &str, image: &str, phase: &str, rv: &str| -> Pod {
+        use k8s_openapi::api::apps::v1::Deployment;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let deployment = |labels: &str, generation: i64, replicas: i64| -> Deployment {
             serde_json::from_value(serde_json::json!({
-                "metadata": {"name": "p", "resourceVersion": rv, "labels": {"l": labels}},
-                "spec": {"containers": [{"name": "c", "image": image}]},
-                "status": {"phase": phase},
+                "metadata": {"name": "d", "labels": {"l": labels}, "generation": generation},
+                "status": {"replicas": replicas},
             }))
             .unwrap()
         };
-        let base = pod("a", "i", "Pending", "1");
-        let spec = Changed::between(&base, &pod("a", "j", "Pending", "2"));
-        assert_eq!(spec, Changed { spec: true, metadata: false, status: false });
-        let status = Changed::between(&base, &pod("a", "i", "Running", "2"));
-        assert_eq!(status, Changed { spec: false, metadata: false, status: true });
-        let meta = Changed::between(&base, &pod("b", "i", "Pending", "2"));
-        assert_eq!(meta, Changed { spec: false, metadata: true, status: false });
+        let base = deployment("a", 1, 0);
+        let spec = Changed::between(&base, &deployment("a", 2, 0));
+        assert_eq!(spec, Changed { spec: true, metadata: false, other: false });
+        let status = Changed::between(&base, &deployment("a", 1, 1));
+        assert_eq!(status, Changed { spec: false, metadata: false, other: true });
+        let meta = Changed::between(&base, &deployment("b", 1, 0));
+        assert_eq!(meta, Changed { spec: false, metadata: true, other: false });
         assert_eq!(Reason::Updated(meta).to_string(), "updated (metadata)");
+        // A kind without a generation: a change of its content is "other".
+        let cm = |data: &str| -> ConfigMap {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c"}, "data": {"k": data},
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            Changed::between(&cm("x"), &cm("y")),
+            Changed { spec: false, metadata: false, other: true }
+        );
     }
 }

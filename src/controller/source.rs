@@ -174,9 +174,37 @@ impl<S: InformerObject> EnqueueHandler<S> {
         let priority =
             if self.prioritize { event_priority(event, initial) } else { Priority::NORMAL };
         for key in keys {
-            self.reasons.add(&key, self.reason(event, initial));
+            self.add_reason(&key, event, initial);
             self.queue.add_with_priority(key, priority);
         }
+    }
+
+    /// Records why `key` is queued. A related object's reason names it (a kind and a key to
+    /// allocate): it is built only if the key does not have it yet.
+    fn add_reason(&self, key: &ObjectKey, event: &Change<'_, S>, initial: bool) {
+        let (object, how) = match event {
+            Change::Add(o) => (*o, Event::Added),
+            Change::Update { new, .. } => (*new, Event::Updated),
+            Change::Delete(o) => (*o, Event::Deleted),
+        };
+        let owned = match self.mapper {
+            Mapper::Own => return self.reasons.add(key, self.reason(event, initial)),
+            Mapper::Owner(_) => true,
+            Mapper::Map(_) => false,
+        };
+        let meta = object.meta();
+        let names_it = |kind: &str, related: &ObjectKey, event: &Event| {
+            kind == self.kind
+                && *event == how
+                && related.name == meta.name.as_deref().unwrap_or_default()
+                && related.namespace.as_deref() == meta.namespace.as_deref()
+        };
+        let same = |reason: &Reason| match reason {
+            Reason::Owned { kind, key, event } if owned => names_it(kind, key, event),
+            Reason::Watched { kind, key, event } if !owned => names_it(kind, key, event),
+            _ => false,
+        };
+        self.reasons.add_with(key, same, || self.reason(event, initial));
     }
 
     /// Why an event queues a key: the primary's own change, or that of a related object.
@@ -238,13 +266,11 @@ impl<S: InformerObject> InlineHandler<S> for EnqueueHandler<S> {
             let reason = match notification {
                 Notification::Add(_, initial) => Reason::Added { initial: *initial },
                 Notification::Update(_, _) if unchanged => Reason::Resync,
-                // Only an update that changed something decodes the objects, to say what.
-                Notification::Update(old, new) => {
-                    match (old.load_transient(), new.load_transient()) {
-                        (Some(old), Some(new)) => Reason::Updated(Changed::between(&*old, &*new)),
-                        _ => Reason::Updated(Changed::default()),
-                    }
-                }
+                // Told from what the store keeps beside each object's text: no decode.
+                Notification::Update(old, new) => Reason::Updated(Changed::from_parts(
+                    (old.generation(), new.generation()),
+                    old.metadata_changed(new),
+                )),
                 Notification::Delete(_) => Reason::Deleted,
             };
             self.reasons.add(&key, reason);
@@ -432,6 +458,135 @@ mod tests {
             owner_keys(&cm, &cluster)[0],
             ObjectKey::cluster("mine"),
             "a cluster-scoped owner's key has no namespace"
+        );
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use std::borrow::Cow;
+    use std::cell::Cell;
+
+    use k8s_openapi::NamespaceResourceScope;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::*;
+    use crate::cache::{Codec, Stored};
+
+    thread_local! {
+        /// How often a [`Probe`] was serialized or deserialized on this thread.
+        static CODED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    struct Inner {
+        metadata: ObjectMeta,
+        spec: String,
+    }
+
+    /// An object that counts its serializations and decodes.
+    #[derive(Clone, Debug, Default)]
+    struct Probe(Inner);
+
+    impl Serialize for Probe {
+        fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            CODED.with(|c| c.set(c.get() + 1));
+            self.0.serialize(s)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Probe {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            CODED.with(|c| c.set(c.get() + 1));
+            Inner::deserialize(d).map(Probe)
+        }
+    }
+
+    impl Resource for Probe {
+        type DynamicType = ();
+        type Scope = NamespaceResourceScope;
+        fn kind(_: &()) -> Cow<'_, str> {
+            "Probe".into()
+        }
+        fn group(_: &()) -> Cow<'_, str> {
+            "".into()
+        }
+        fn version(_: &()) -> Cow<'_, str> {
+            "v1".into()
+        }
+        fn plural(_: &()) -> Cow<'_, str> {
+            "probes".into()
+        }
+        fn meta(&self) -> &ObjectMeta {
+            &self.0.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.0.metadata
+        }
+    }
+
+    fn probe(rv: &str, generation: i64, label: &str) -> Arc<Probe> {
+        Arc::new(Probe(Inner {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                generation: Some(generation),
+                labels: Some([("l".to_owned(), label.to_owned())].into()),
+                ..Default::default()
+            },
+            spec: "x".repeat(generation as usize),
+        }))
+    }
+
+    fn handler(reasons: &Reasons) -> EnqueueHandler<Probe> {
+        EnqueueHandler {
+            queue: WorkQueue::new(),
+            predicate: None,
+            mapper: Mapper::Own,
+            prioritize: true,
+            reasons: reasons.clone(),
+            kind: "Probe".into(),
+        }
+    }
+
+    fn updated(reasons: &Reasons) -> Vec<Reason> {
+        reasons.take(&ObjectKey::namespaced("ns", "p")).reasons
+    }
+
+    #[tokio::test]
+    async fn an_update_of_the_primary_is_told_without_serializing_or_decoding_it() {
+        let reasons = Reasons::default();
+        let handler = handler(&reasons);
+        let (old, spec, labels) = (probe("1", 1, "a"), probe("2", 2, "a"), probe("3", 1, "b"));
+        CODED.with(|c| c.set(0));
+        handler.on_update(&old, &spec);
+        handler.on_update(&old, &labels);
+        assert_eq!(CODED.with(Cell::get), 0, "the decoded path serialized an object");
+        assert_eq!(
+            updated(&reasons),
+            [
+                Reason::Updated(Changed { spec: true, metadata: false, other: false }),
+                Reason::Updated(Changed { spec: false, metadata: true, other: false }),
+            ]
+        );
+
+        // A compact store's objects, kept as their JSON (none hot): nothing is decoded.
+        let codec = Codec::<Probe>::json(0);
+        let (old, spec, labels) =
+            (codec.store(old, false), codec.store(spec, false), codec.store(labels, false));
+        assert!(matches!(old, Stored::Compact(_)));
+        CODED.with(|c| c.set(0));
+        assert!(handler.handle_keys(&Notification::Update(old.clone(), spec)));
+        assert!(handler.handle_keys(&Notification::Update(old, labels)));
+        assert_eq!(CODED.with(Cell::get), 0, "the compact path decoded an object");
+        assert_eq!(
+            updated(&reasons),
+            [
+                Reason::Updated(Changed { spec: true, metadata: false, other: false }),
+                Reason::Updated(Changed { spec: false, metadata: true, other: false }),
+            ]
         );
     }
 }
