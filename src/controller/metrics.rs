@@ -37,7 +37,8 @@ pub trait ControllerMetrics: Send + Sync {
     /// A key was given up on: after its last retry, or at once for a terminal error
     /// (`controller_runtime_terminal_reconcile_errors_total`).
     fn dropped(&self);
-    /// A reconcile was held `waited` for the controller's caches to catch up with the key's
+    /// A reconcile was held `waited` (from when its key was first parked, the worker free
+    /// meanwhile, to the reconcile) for the controller's caches to catch up with the key's
     /// own last writes; `timed_out` if it ran at the timeout without them
     /// (`ctrlkit_controller_read_your_writes_holds_total`, `..._hold_seconds`,
     /// `..._hold_timeouts_total`). Default: nothing, so exporters written before it still

@@ -22,10 +22,12 @@ pub struct ControllerStats {
     /// dropped), abandoned.
     pub abandoned: u64,
     /// Reconciles that started on caches without the writes their key's last reconcile
-    /// made, after waiting [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout) for it.
+    /// made, after their key was parked for
+    /// [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout).
     pub stale_cache_timeouts: u64,
     /// Reconciles held until the controller's caches caught up with the writes the key's last
-    /// reconcile made (those that timed out among them).
+    /// reconcile made (those that timed out among them): one per set of writes, however often
+    /// the key came back to a worker while parked.
     pub holds: u64,
     /// Keys not reconciled because a Lease the controller runs under (under a
     /// [`Manager`](crate::manager::Manager): the leader's, or the shard's) had lapsed by this

@@ -28,6 +28,16 @@ use super::shard::{CACHE_LAG_RETRY, Gate};
 /// How soon a key not reconciled because a Lease had lapsed is looked at again (the manager
 /// normally stops first; a renewal that was in flight at the lapse may have kept the Lease).
 const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// What a worker does with a key, given the controller's own writes its last reconcile made.
+enum Admit {
+    /// Reconcile it.
+    Run,
+    /// Not yet: the caches have not caught up; it is queued again when they have.
+    Parked,
+    /// Not at all: an informer stopped short of a write.
+    Stopped,
+}
+
 /// How soon a key whose processing panicked outside its reconcile is tried again.
 const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::context::{Reason, ReconcileContext};
@@ -103,13 +113,18 @@ impl<K: InformerObject> Controller<K> {
             observe("worker_started", || m.worker_started());
             Instant::now()
         });
-        if !self.wait_for_own_write(&key).await {
-            // The informer stopped (with the controller) short of the key's own write: a
-            // reconcile now would read a cache known to lack it. The key goes back, for a
-            // queue that is not shut down yet.
-            self.queue.add(key.clone());
-            self.finish_unreconciled(&key);
-            return;
+        match self.admit(&key) {
+            Admit::Run => {}
+            // Its own writes are not in the caches yet: the worker moves on, and the key
+            // comes back when they are (or at the timeout).
+            Admit::Parked => return self.finish_unreconciled(&key),
+            Admit::Stopped => {
+                // The informer stopped (with the controller) short of the key's own write: a
+                // reconcile now would read a cache known to lack it. The key goes back, for a
+                // queue that is not shut down yet.
+                self.queue.add(key.clone());
+                return self.finish_unreconciled(&key);
+            }
         }
         let object = self.informer.indexer().get(&key);
         let mut gate = match self.fenced() {
@@ -236,37 +251,60 @@ impl<K: InformerObject> Controller<K> {
         true
     }
 
-    /// Holds `key`'s reconcile (up to the stale-cache timeout) until every cache the
-    /// controller reads caught up with the writes its last reconcile made; see the `writes`
-    /// module. Counted, timed and logged. False if an informer stopped short of one: its
-    /// cache will never hold it.
-    async fn wait_for_own_write(&self, key: &ObjectKey) -> bool {
-        let Some(pending) = self.shared.pending_writes.take(key) else { return true };
+    /// Whether `key`'s reconcile runs now, given the writes its last reconcile made (see the
+    /// `writes` module): it runs if every cache the controller reads caught up with them, or
+    /// if the key has been parked on them for the stale-cache timeout (counted and logged);
+    /// else the key is parked, as client-go's expectations skip a sync: the worker moves on,
+    /// the writes and the key's reasons stay, and a task queues the key again when the caches
+    /// catch up or the timeout passes. [`Admit::Stopped`] if an informer stopped short of a
+    /// write: its cache will never hold it.
+    fn admit(&self, key: &ObjectKey) -> Admit {
         if self.config.stale_cache_timeout.is_zero() {
-            return true;
+            self.shared.pending_writes.take(key);
+            return Admit::Run;
         }
-        let Some(hold) = writes::hold(&self.shared.views, &pending) else { return true };
-        self.shared.counters.holds.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        let held = tokio::time::timeout(self.config.stale_cache_timeout, hold).await;
-        let waited = started.elapsed();
+        let Some((pending, parked)) = self.shared.pending_writes.get(key) else {
+            return Admit::Run;
+        };
+        let Some(mut hold) = writes::hold(&self.shared.views, &pending) else {
+            self.shared.pending_writes.take(key);
+            return Admit::Run;
+        };
+        let now = Instant::now();
+        // One hold per set of writes, however often its key comes back parked.
+        if parked.is_none() {
+            self.shared.counters.holds.fetch_add(1, Ordering::Relaxed);
+        }
+        let since = parked.unwrap_or(now);
+        let waited = now - since;
+        let held = hold.as_mut().now_or_never();
+        let timed_out = held.is_none() && waited >= self.config.stale_cache_timeout;
+        if held.is_none() && !timed_out {
+            drop(hold);
+            if self.shared.pending_writes.park(key, since) {
+                self.wake_when_caught_up(key, pending, since);
+            }
+            tracing::debug!("parked until the caches hold this controller's own writes");
+            return Admit::Parked;
+        }
+        self.shared.pending_writes.take(key);
         if let Some(metrics) = &self.metrics {
-            observe("held", || metrics.held(waited, held.is_err()));
+            observe("held", || metrics.held(waited, timed_out));
         }
         match held {
-            Ok(Held::Stopped) => {
+            Some(Held::Stopped) => {
                 tracing::info!(
                     writes = pending.writes.len(),
                     "an informer stopped before its cache held this controller's own write; \
                      not reconciling"
                 );
-                false
+                Admit::Stopped
             }
-            Ok(_) => {
+            Some(Held::CaughtUp) => {
                 tracing::debug!(?waited, "the caches hold this controller's own writes");
-                true
+                Admit::Run
             }
-            Err(_) => {
+            None => {
                 self.shared.counters.stale_cache_timeouts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     writes = ?pending.writes,
@@ -274,9 +312,26 @@ impl<K: InformerObject> Controller<K> {
                     timeout = ?self.config.stale_cache_timeout,
                     "the caches do not hold this controller's own writes yet; reconciling anyway"
                 );
-                true
+                Admit::Run
             }
         }
+    }
+
+    /// Queues `key` again once the caches caught up with `pending` (woken by the informer's
+    /// event, list or bookmark that moves a cache past it) or at the end of its timeout,
+    /// unless it ran meanwhile. After the controller stops, its informers stop too, so the
+    /// wait ends and the add goes to a queue that is shut down.
+    fn wake_when_caught_up(&self, key: &ObjectKey, pending: Arc<Pending>, since: Instant) {
+        let (shared, queue, key) = (self.shared.clone(), self.queue.clone(), key.clone());
+        let deadline = since + self.config.stale_cache_timeout;
+        tokio::spawn(async move {
+            if let Some(hold) = writes::hold(&shared.views, &pending) {
+                let _ = tokio::time::timeout_at(deadline, hold).await;
+            }
+            if shared.pending_writes.wake(&key, since) {
+                queue.add(key);
+            }
+        });
     }
 
     /// A terminal error: no retry (controller-runtime's `TerminalError`); the key is forgotten,

@@ -8,7 +8,7 @@
 //! with 409 and is retried, with `generateName` it silently makes two. The writes a reconcile
 //! makes through a [`recording_client`](super::recording_client) are recorded in its
 //! [`ReconcileContext`](super::ReconcileContext); when the reconcile ends they become its
-//! key's pending writes, and the key's next reconcile waits until each is caught up in every
+//! key's pending writes, and the key's next reconcile is held until each is caught up in every
 //! cache of the controller (the primary informer, and those of `owns` and `watches`) that
 //! lists and watches the written resource in the written namespace:
 //!
@@ -23,10 +23,20 @@
 //!   caught up as an update, at the version it answered with.
 //!
 //! A kind written but not watched never holds a reconcile. Nor does a delete of a collection.
-//! The wait is bounded ([`Config::stale_cache_timeout`](super::Config::stale_cache_timeout),
-//! 5 s by default; zero turns the guard off); past it the reconcile runs, logged and counted
+//!
+//! A held key does not keep its worker, as client-go's expectations skip a sync rather than
+//! wait for it: a worker that finds the key's writes not caught up parks the key (marks it
+//! done without a reconcile, keeping its pending writes and its reasons) and takes the next
+//! key; one task per parked key waits on the caches and queues the key again when the
+//! informer's list, event or bookmark that catches them up arrives, or when the timeout
+//! passes. The key is never lost: an add while it is parked brings it to a worker, which
+//! parks it again, and the task's add runs it. One key is still on one worker at a time.
+//! The hold is bounded ([`Config::stale_cache_timeout`](super::Config::stale_cache_timeout),
+//! 5 s by default, from when the key was first parked; zero turns the guard off); past it the
+//! reconcile runs, logged and counted
 //! ([`ControllerStats::stale_cache_timeouts`](super::ControllerStats::stale_cache_timeouts),
-//! and the metrics' hold timeouts). Every hold is counted with its time
+//! and the metrics' hold timeouts). Every hold (one per set of writes, however often its key
+//! comes back parked) is counted with its time from the first park to the reconcile
 //! ([`ControllerStats::holds`](super::ControllerStats::holds), the metrics' holds).
 //!
 //! A cache with a label or field selector that the written object does not match moves past
@@ -42,6 +52,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube_client::Resource;
+use tokio::time::Instant;
 
 use super::context::ReconcileContext;
 use super::written::{Verb, Write};
@@ -80,9 +91,18 @@ impl Pending {
     }
 }
 
-/// The writes each key's next reconcile waits for.
+/// The writes each key's next reconcile waits for, and whether that key is parked on them.
 #[derive(Default)]
-pub(crate) struct PendingWrites(Mutex<HashMap<ObjectKey, Pending>>);
+pub(crate) struct PendingWrites(Mutex<HashMap<ObjectKey, Waiting>>);
+
+/// One key's pending writes and its parking.
+struct Waiting {
+    pending: Arc<Pending>,
+    /// When a worker first found the writes not caught up and parked the key.
+    parked: Option<Instant>,
+    /// Whether a task waits to queue the key again when the caches catch up.
+    woken: bool,
+}
 
 impl PendingWrites {
     /// Records what `key`'s next reconcile waits for (replacing what an earlier reconcile
@@ -91,12 +111,43 @@ impl PendingWrites {
         if pending.is_empty() {
             return;
         }
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone(), pending);
+        let waiting = Waiting { pending: Arc::new(pending), parked: None, woken: false };
+        self.lock().insert(key.clone(), waiting);
     }
 
-    /// What `key`'s reconcile waits for, taken.
-    pub(crate) fn take(&self, key: &ObjectKey) -> Option<Pending> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(key)
+    /// What `key`'s reconcile waits for, and since when it is parked on it, left in place.
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<(Arc<Pending>, Option<Instant>)> {
+        self.lock().get(key).map(|w| (w.pending.clone(), w.parked))
+    }
+
+    /// What `key`'s reconcile waits for, taken: it runs now.
+    pub(crate) fn take(&self, key: &ObjectKey) -> Option<Arc<Pending>> {
+        self.lock().remove(key).map(|w| w.pending)
+    }
+
+    /// Parks `key` (since `since`, if it was not yet); true if no task waits to wake it yet
+    /// (the caller starts one).
+    pub(crate) fn park(&self, key: &ObjectKey, since: Instant) -> bool {
+        let mut map = self.lock();
+        let Some(waiting) = map.get_mut(key) else { return false };
+        waiting.parked.get_or_insert(since);
+        !std::mem::replace(&mut waiting.woken, true)
+    }
+
+    /// The task that waited for `key`'s writes since `since` is done: true if the key is
+    /// still parked on them (the task queues it), false if it ran meanwhile.
+    pub(crate) fn wake(&self, key: &ObjectKey, since: Instant) -> bool {
+        let mut map = self.lock();
+        let Some(waiting) = map.get_mut(key) else { return false };
+        if waiting.parked != Some(since) {
+            return false;
+        }
+        waiting.woken = false;
+        true
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Waiting>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

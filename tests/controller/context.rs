@@ -226,3 +226,87 @@ async fn a_hold_that_times_out_runs_the_reconcile_counted_and_measured() {
         }
     }
 }
+
+/// Creates a Secret for `a` on its first reconcile and requeues it; notes, when `b` runs,
+/// how often `a` ran.
+struct CreatesForA {
+    secrets: Api<Secret>,
+    a: Arc<AtomicUsize>,
+    a_when_b: Arc<Mutex<Vec<usize>>>,
+}
+
+#[async_trait]
+impl Reconciler for CreatesForA {
+    type Object = ConfigMap;
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Self::Error> {
+        if key.name == "b" {
+            self.a_when_b.lock().unwrap().push(self.a.load(Ordering::SeqCst));
+            return Ok(Action::done());
+        }
+        if self.a.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Ok(Action::done());
+        }
+        let child = serde_json::from_value(json!({"metadata": {"generateName": "a-"}})).unwrap();
+        self.secrets.create(&PostParams::default(), &child).await?;
+        Ok(Action::requeue_after(Duration::ZERO))
+    }
+}
+
+/// A key held for its own writes does not keep the only worker: a key queued after it is
+/// reconciled while it waits. Queued again while parked, it still runs once, at its hold's
+/// end, counted as one hold that timed out.
+#[tokio::test]
+async fn a_held_key_leaves_its_worker_to_the_next_key() {
+    let server = stalled_server().await;
+    let client = server.client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let factory = SharedInformerFactory::new(client.clone());
+    let timeout = Duration::from_secs(2);
+    let holds = Holds::default();
+    let lw = ListWatch::new(secrets.clone());
+    factory.informer_with(lw.clone(), |b| b.streaming_list(false));
+    let (trigger, triggered) = futures::channel::mpsc::unbounded();
+    let controller = Controller::builder(configmaps)
+        .factory(&factory)
+        .informer(|b| b.streaming_list(false))
+        .owns(lw)
+        .trigger(triggered)
+        .metrics(Arc::new(holds.clone()))
+        .config(Config::default().workers(1).stale_cache_timeout(timeout))
+        .build();
+    let (stop_factory, factory_stopped) = shutdown();
+    factory.start(factory_stopped);
+    let (a, a_when_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
+    let reconciler = CreatesForA {
+        secrets: Api::namespaced(recording_client(client), "default"),
+        a: a.clone(),
+        a_when_b: a_when_b.clone(),
+    };
+    let (stop, run) = run_controller(&controller, reconciler);
+    eventually("a's next reconcile is held", || controller.stats().holds == 1).await;
+    trigger.unbounded_send(ObjectKey::namespaced("default", "a")).unwrap();
+    trigger.unbounded_send(ObjectKey::namespaced("default", "b")).unwrap();
+    eventually("b reconciled", || !a_when_b.lock().unwrap().is_empty()).await;
+    assert_eq!(
+        a_when_b.lock().unwrap()[0],
+        1,
+        "b ran while a's hold lasted (a had run once, its next run held)"
+    );
+    eventually_within(timeout * 5, "a's hold ended", || a.load(Ordering::SeqCst) == 2).await;
+    let stats = controller.stats();
+    assert_eq!((stats.holds, stats.stale_cache_timeouts), (1, 1), "{stats:?}");
+    let held = holds.0.lock().unwrap().clone();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].1 && held[0].0 >= timeout, "timed out after the whole timeout: {held:?}");
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    let _ = stop_factory.send(());
+    assert_eq!(a.load(Ordering::SeqCst), 2, "a queued again while parked ran once, not twice");
+}

@@ -621,8 +621,8 @@ impl Reconciler for WritesOnce {
     }
 }
 
-/// A controller stopped while a reconcile waits for the cache to hold that key's own last
-/// write stops at once: its informer stopped with it, so the cache will never hold the write,
+/// A controller stopped while a key is held for the cache to hold its own last write (parked:
+/// its worker free) stops at once: its informer stopped with it, so the cache will never hold the write,
 /// and the reconcile is not run on a cache known to lack it. (It waited out the whole
 /// stale-cache timeout, then reconciled on the stopped cache.)
 #[tokio::test]
@@ -643,8 +643,8 @@ async fn a_stop_while_a_reconcile_waits_for_its_own_write_ends_the_wait_without_
     let calls = Arc::new(AtomicUsize::new(0));
     let (stop, run) = run_controller(&controller, WritesOnce(calls.clone()));
     eventually("the first reconcile", || calls.load(Ordering::SeqCst) == 1).await;
-    // Requeued at once, "a" now waits for version 100, which this server never sends.
-    eventually("a in flight again", || !controller.in_flight().is_empty()).await;
+    // Requeued at once, "a" is now held for version 100, which this server never sends.
+    eventually("a held", || controller.stats().holds == 1).await;
     stop.send(()).unwrap();
     let ended = tokio::time::timeout(stale_cache_timeout / 2, run).await;
     let ended = ended.expect("the controller stops without waiting out the stale-cache timeout");
