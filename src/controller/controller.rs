@@ -356,6 +356,13 @@ impl<K: InformerObject> Controller<K> {
         self.lock_in_flight().iter().cloned().collect()
     }
 
+    /// The keys held for the controller's own writes (parked: neither queued nor in flight,
+    /// they are queued again when the caches catch up or the hold times out; see
+    /// [`Config::stale_cache_timeout`](super::Config::stale_cache_timeout)), sorted.
+    pub fn held(&self) -> Vec<ObjectKey> {
+        self.shared.pending_writes.parked()
+    }
+
     pub(super) fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<ObjectKey>> {
         self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
     }

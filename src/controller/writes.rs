@@ -146,6 +146,15 @@ impl PendingWrites {
         true
     }
 
+    /// The keys parked now, sorted.
+    pub(crate) fn parked(&self) -> Vec<ObjectKey> {
+        let map = self.lock();
+        let mut keys: Vec<_> =
+            map.iter().filter(|(_, w)| w.parked.is_some()).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Waiting>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -299,6 +299,7 @@ async fn a_held_key_leaves_its_worker_to_the_next_key() {
         1,
         "b ran while a's hold lasted (a had run once, its next run held)"
     );
+    assert_eq!(controller.held(), [ObjectKey::namespaced("default", "a")], "a is parked");
     eventually_within(timeout * 5, "a's hold ended", || a.load(Ordering::SeqCst) == 2).await;
     let stats = controller.stats();
     assert_eq!((stats.holds, stats.stale_cache_timeouts), (1, 1), "{stats:?}");

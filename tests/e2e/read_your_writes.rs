@@ -84,8 +84,8 @@ async fn children_per_parent(t: &Target, ns: &str, guard: bool) -> BTreeMap<Stri
     let children = ListWatch::new(Api::<Secret>::namespaced(cut_off, ns)).labels("role=child");
     let factory = SharedInformerFactory::builder(t.client.clone()).namespace(ns).build();
     let child_informer = factory.informer_with(children.clone(), |b| b.backoff(fast_backoff()));
-    // A held key keeps its worker: one worker per parent, so that every parent is held at once.
-    let config = Config::default().workers(PARENTS); // the hold's timeout: 5 s by default
+    // One worker: a held key leaves it to the next, so every parent is held at once.
+    let config = Config::default().workers(1); // the hold's timeout: 5 s by default
     let config = if guard { config } else { config.stale_cache_timeout(Duration::ZERO) };
     let primary = ListWatch::new(parents.clone()).labels("role=parent");
     let controller =
@@ -144,7 +144,10 @@ async fn children_per_parent(t: &Target, ns: &str, guard: bool) -> BTreeMap<Stri
         let server: BTreeSet<_> = list.items.into_iter().map(|s| s.name_any()).collect();
         let cached: BTreeSet<_> =
             child_informer.indexer().list().iter().map(|s| s.name_any()).collect();
-        server == cached && controller.queue().is_empty() && controller.in_flight().is_empty()
+        server == cached
+            && controller.queue().is_empty()
+            && controller.in_flight().is_empty()
+            && controller.held().is_empty()
     };
     eventually_async_within(
         Duration::from_secs(20),
