@@ -105,6 +105,10 @@ struct Inner<K> {
     /// The highest resourceVersion applied, as an integer (0 before the first list, and for
     /// versions that are not integers), for [`Informer::wait_for_resource_version`].
     reached: watch::Sender<u64>,
+    /// How many lists, events and bookmarks the cache applied, whatever their versions: a
+    /// wait for the store to change cannot use `reached`, which a version that is empty,
+    /// not an integer or older (a relist) does not move.
+    applied: watch::Sender<u64>,
     span: tracing::Span,
     metrics: Option<Arc<dyn InformerMetrics>>,
 }
@@ -336,6 +340,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 resync: config.resync,
                 last_sync_rv: Mutex::new(String::new()),
                 reached: watch::channel(0).0,
+                applied: watch::channel(0).0,
                 span,
                 metrics,
             }),
@@ -442,6 +447,23 @@ impl<K: InformerObject> Informer<K> {
             held = reached.wait_for(|rv| *rv >= target) => held.is_ok(),
             // The run may have applied the version just before it ended.
             _ = state.wait_for(|s| *s == RunState::Stopped) => *self.inner.reached.borrow() >= target,
+        }
+    }
+
+    /// How many lists, events and bookmarks the cache has applied.
+    pub(crate) fn applied(&self) -> u64 {
+        *self.inner.applied.borrow()
+    }
+
+    /// Resolves `true` once the cache has applied more than `count` lists, events and
+    /// bookmarks, `false` if the informer's run ended first.
+    pub(crate) async fn wait_for_applied(&self, count: u64) -> bool {
+        let mut applied = self.inner.applied.subscribe();
+        let mut state = self.inner.state.subscribe();
+        tokio::select! {
+            biased;
+            moved = applied.wait_for(|n| *n > count) => moved.is_ok(),
+            _ = state.wait_for(|s| *s == RunState::Stopped) => *self.inner.applied.borrow() > count,
         }
     }
 
@@ -629,6 +651,7 @@ impl<K: Send + Sync + 'static> Inner<K> {
                 newer
             });
         }
+        self.applied.send_modify(|n| *n += 1);
     }
 
     /// Tells the metrics hooks (user code: outside the processor's lock) the cache's version.

@@ -167,8 +167,11 @@ pub(crate) trait CacheView: Send + Sync + 'static {
     /// The resourceVersion of the object under `key` in the cache, if it holds it (0 for a
     /// version that is not an integer).
     fn held(&self, key: &ObjectKey) -> Option<u64>;
-    /// The version the cache is at (0 before its first list).
-    fn at(&self) -> u64;
+    /// How many lists, events and bookmarks the cache has applied.
+    fn applied(&self) -> u64;
+    /// Resolves `true` once the cache applied more than `count` lists, events and bookmarks,
+    /// `false` if its informer stopped first.
+    fn changed(&self, count: u64) -> BoxFuture<'static, bool>;
     /// Resolves `true` once the cache is at `rv` or later, `false` if its informer stopped
     /// short of it.
     fn reach(&self, rv: u64) -> BoxFuture<'static, bool>;
@@ -186,8 +189,12 @@ impl<K: InformerObject> CacheView for Informer<K> {
         let object = self.indexer().get(key)?;
         Some(object.meta().resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0))
     }
-    fn at(&self) -> u64 {
-        self.last_sync_resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
+    fn applied(&self) -> u64 {
+        Informer::applied(self)
+    }
+    fn changed(&self, count: u64) -> BoxFuture<'static, bool> {
+        let informer = self.clone();
+        async move { informer.wait_for_applied(count).await }.boxed()
     }
     fn reach(&self, rv: u64) -> BoxFuture<'static, bool> {
         let informer = self.clone();
@@ -197,15 +204,17 @@ impl<K: InformerObject> CacheView for Informer<K> {
 
 /// Resolves once `view` holds the object under `key` (`present`) or no longer does, checked
 /// after each list, event or bookmark the cache applies; `false` if its informer stopped
-/// first. The store is written before the cache's version moves, so a version read before
-/// the check that has not moved since means the check saw the latest store.
+/// first. The store is written before the count of applied lists, events and bookmarks moves,
+/// so a count read before the check that has not moved since means the check saw the latest
+/// store. The count, not the version, is waited on: a list with no version, or an older one,
+/// changes the store without moving the version.
 async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> bool {
     loop {
-        let at = view.at();
+        let applied = view.applied();
         if view.held(key).is_some() == present {
             return true;
         }
-        if !view.reach(at + 1).await {
+        if !view.changed(applied).await {
             return view.held(key).is_some() == present;
         }
     }
@@ -309,12 +318,21 @@ mod tests {
     /// A cache of secrets in `ns`, moved by hand.
     struct FakeView {
         objects: Mutex<HashMap<ObjectKey, u64>>,
+        /// The highest version applied, as an informer's `reached`.
         at: tokio::sync::watch::Sender<u64>,
+        applied: tokio::sync::watch::Sender<u64>,
+        /// How often `held` was asked: a wait that spins asks without end.
+        asked: std::sync::atomic::AtomicU64,
     }
 
     impl FakeView {
         fn new() -> Arc<Self> {
-            Arc::new(Self { objects: Mutex::default(), at: tokio::sync::watch::channel(1).0 })
+            Arc::new(Self {
+                objects: Mutex::default(),
+                at: tokio::sync::watch::channel(1).0,
+                applied: tokio::sync::watch::channel(0).0,
+                asked: Default::default(),
+            })
         }
         /// Applies an event at `rv`: the store first, then the version, as an informer does.
         fn apply(&self, name: &str, rv: u64, present: bool) {
@@ -325,7 +343,8 @@ mod tests {
                 false => objects.remove(&key),
             };
             drop(objects);
-            self.at.send_replace(rv);
+            self.at.send_modify(|at| *at = (*at).max(rv));
+            self.applied.send_modify(|n| *n += 1);
         }
     }
 
@@ -334,10 +353,16 @@ mod tests {
             group.is_empty() && resource == "secrets" && namespace == Some("ns")
         }
         fn held(&self, key: &ObjectKey) -> Option<u64> {
+            let asked = self.asked.fetch_add(1, Ordering::Relaxed);
+            assert!(asked < 100, "held() asked {asked} times: the wait spins");
             self.objects.lock().unwrap().get(key).copied()
         }
-        fn at(&self) -> u64 {
-            *self.at.borrow()
+        fn applied(&self) -> u64 {
+            *self.applied.borrow()
+        }
+        fn changed(&self, count: u64) -> BoxFuture<'static, bool> {
+            let mut applied = self.applied.subscribe();
+            async move { applied.wait_for(|n| *n > count).await.is_ok() }.boxed()
         }
         fn reach(&self, rv: u64) -> BoxFuture<'static, bool> {
             let mut at = self.at.subscribe();
@@ -406,6 +431,23 @@ mod tests {
         assert!(!done(&mut hold), "the cache still holds it, at whatever version");
         view.apply("gone", 41, false);
         assert_eq!(hold.await, Held::CaughtUp);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_waits_without_spinning_through_events_that_do_not_move_the_version() {
+        let view = FakeView::new();
+        view.apply("gone", 50, true);
+        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
+        let pending =
+            Pending { reported: 0, writes: vec![write(Verb::Delete, "gone", None, false)] };
+        let mut hold = hold(&views, &pending).expect("held");
+        // A relist at no version (or an older one) that still holds the object: the
+        // store changed, the version did not.
+        view.apply("other", 0, true);
+        assert!(!done(&mut hold), "the cache still holds it");
+        assert!(!done(&mut hold), "polled again, it waits for the next change");
+        view.apply("gone", 0, false);
+        assert_eq!(hold.await, Held::CaughtUp, "an event without a version that drops it");
     }
 
     #[test]
