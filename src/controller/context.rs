@@ -365,6 +365,19 @@ impl ReconcileContext {
         self.writes.lock().unwrap_or_else(PoisonError::into_inner).push(write);
     }
 
+    /// Settles the write recorded as `expected` before it was sent: replaced by what the
+    /// answer tells (`Some`), or withdrawn (`None`: the server refused it).
+    pub(crate) fn settle(&self, expected: &Write, answer: Option<Write>) {
+        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(at) = writes.iter().rposition(|w| w == expected) else { return };
+        match answer {
+            Some(write) => writes[at] = write,
+            None => {
+                writes.remove(at);
+            }
+        }
+    }
+
     /// The writes, taken (at the reconcile's end).
     pub(crate) fn take_writes(&self) -> Vec<Write> {
         std::mem::take(&mut *self.writes.lock().unwrap_or_else(PoisonError::into_inner))

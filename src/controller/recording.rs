@@ -5,9 +5,14 @@
 //! A tower layer on the client's service, as the User-Agent's is. kube-client runs its service
 //! behind `tower::Buffer`, whose worker task calls `call()`; the future `call()` returns is
 //! polled by the caller's task, so the reconcile's context is read there, not in `call()`.
-//! Only creates, updates, patches and deletes of one object that the server answered with
-//! success are recorded (not dry runs, nor deletes of a collection); their answers are read
-//! whole to learn the name, version and owner, and handed on unchanged. Outside a reconcile
+//! Creates, updates, patches and deletes of one object are recorded (not dry runs, nor
+//! deletes of a collection) before they are sent, as client-go raises an expectation before
+//! a create: from the request (the path's name; a create's name or `generateName` and
+//! controlling owner from its body). A success's answer is read whole to learn the name,
+//! version and owner, settles the record, and is handed on unchanged; a refusal (a 4xx)
+//! withdraws it; a write whose answer is lost (the reconcile's future dropped at its
+//! timeout, a dropped connection, a 5xx such as a 504 after the commit) stays recorded
+//! unanswered, and holds the next reconcile as the `writes` module tells. Outside a reconcile
 //! (or from a task a reconcile spawned) the client sends as the one it wraps.
 
 use std::future::Future;
@@ -56,15 +61,31 @@ impl tower::Service<http::Request<Body>> for RecordWrites {
         let client = self.inner.clone();
         Box::pin(async move {
             let context = target.as_ref().and_then(|_| ReconcileContext::current());
+            let (Some(target), Some(context)) = (target, context) else {
+                return client.send(request).await;
+            };
+            // Recorded before it is sent: a write whose answer is lost (the reconcile ended
+            // first, the connection dropped) may have been made, and must hold the next
+            // reconcile all the same.
+            let (parts, body) = request.into_parts();
+            let sent = body.collect_bytes().await?;
+            let expected = target.expect(&sent);
+            context.record(expected.clone());
+            let request = http::Request::from_parts(parts, Body::from(sent.to_vec()));
             let response = client.send(request).await?;
-            let (Some(target), Some(context)) = (target, context) else { return Ok(response) };
-            if !response.status().is_success() {
+            let status = response.status();
+            if !status.is_success() {
+                // A refusal made nothing; a server error (a 504 after etcd committed) may
+                // have, and stays expected.
+                if !status.is_server_error() {
+                    context.settle(&expected, None);
+                }
                 return Ok(response);
             }
             let (parts, body) = response.into_parts();
             let bytes = body.collect_bytes().await?;
             if let Some(write) = target.write(&bytes) {
-                context.record(write);
+                context.settle(&expected, Some(write));
             }
             Ok(http::Response::from_parts(parts, Body::from(bytes.to_vec())))
         })
@@ -129,8 +150,32 @@ impl Target {
         })
     }
 
+    /// The write expected from the request's `body` before it is sent: the object named in
+    /// the path, or for a create in the body (its `generateName` prefix if it has no name),
+    /// with the controlling owner the body gives.
+    fn expect(&self, body: &[u8]) -> Write {
+        let meta = match self.verb {
+            Verb::Create => serde_json::from_slice::<Answer>(body).map(|a| a.metadata).ok(),
+            _ => None,
+        };
+        let meta = meta.unwrap_or_default();
+        let generate_name = meta.name.is_none() && meta.generate_name.is_some();
+        let name = self.name.clone().or(meta.name).or(meta.generate_name).unwrap_or_default();
+        let namespace = self.namespace.clone().or(meta.namespace);
+        Write {
+            verb: self.verb,
+            group: self.group.clone(),
+            resource: self.resource.clone(),
+            key: key_in(namespace.as_deref(), &name),
+            resource_version: None,
+            generate_name,
+            owner: controller_of(meta.owner_references, namespace.as_deref()),
+            answered: false,
+        }
+    }
+
     /// The write the server's answer `body` tells of; `None` if it is not an object.
-    fn write(self, body: &[u8]) -> Option<Write> {
+    fn write(&self, body: &[u8]) -> Option<Write> {
         let answer: Answer = serde_json::from_slice(body).ok()?;
         let status = answer.kind.as_deref() == Some("Status");
         if status && self.verb != Verb::Delete {
@@ -138,33 +183,40 @@ impl Target {
         }
         // A delete answered with a Status: the object is gone; its name is the path's.
         let meta = if status { AnswerMeta::default() } else { answer.metadata };
-        let name = meta.name.or(self.name)?;
-        let namespace = meta.namespace.or(self.namespace);
-        let key = match &namespace {
-            Some(ns) => ObjectKey::namespaced(ns, &name),
-            None => ObjectKey::cluster(&name),
-        };
+        let name = meta.name.or_else(|| self.name.clone())?;
+        let namespace = meta.namespace.or_else(|| self.namespace.clone());
+        let key = key_in(namespace.as_deref(), &name);
         let resource_version = meta.resource_version.and_then(|rv| rv.parse().ok());
         let resource_version = match self.verb {
             // Still there (finalizers, a grace period): caught up as an update.
             Verb::Delete if meta.deletion_timestamp.is_none() => None,
             _ => Some(resource_version?),
         };
-        let owner = meta.owner_references.into_iter().find(|r| r.controller == Some(true));
-        let owner = owner.map(|r| match &namespace {
-            Some(ns) => ObjectKey::namespaced(ns, &r.name),
-            None => ObjectKey::cluster(&r.name),
-        });
         Some(Write {
             verb: self.verb,
-            group: self.group,
-            resource: self.resource,
+            group: self.group.clone(),
+            resource: self.resource.clone(),
             key,
             resource_version,
             generate_name: self.verb == Verb::Create && meta.generate_name.is_some(),
-            owner,
+            owner: controller_of(meta.owner_references, namespace.as_deref()),
+            answered: true,
         })
     }
+}
+
+/// `name` in `namespace`, or cluster-scoped.
+fn key_in(namespace: Option<&str>, name: &str) -> ObjectKey {
+    match namespace {
+        Some(ns) => ObjectKey::namespaced(ns, name),
+        None => ObjectKey::cluster(name),
+    }
+}
+
+/// The controlling owner among `references`, in `namespace`.
+fn controller_of(references: Vec<OwnerRef>, namespace: Option<&str>) -> Option<ObjectKey> {
+    let owner = references.into_iter().find(|r| r.controller == Some(true))?;
+    Some(key_in(namespace, &owner.name))
 }
 
 /// The parts of a write's answer the record needs.
@@ -251,5 +303,62 @@ mod tests {
         let status = br#"{"kind":"Status","status":"Success"}"#;
         let write = delete.write(status).unwrap();
         assert_eq!((write.key, write.resource_version), (ObjectKey::namespaced("ns", "c"), None));
+    }
+
+    /// A server that commits every create and answers by namespace: never (`lost`), with a
+    /// refusal (`refused`), or with a 504 after the commit (`late`).
+    fn server() -> Client {
+        let service = tower::service_fn(|request: http::Request<Body>| async move {
+            let status = match request.uri().path().split('/').nth(4) {
+                Some("lost") => futures::future::pending().await,
+                Some("refused") => http::StatusCode::CONFLICT,
+                _ => http::StatusCode::GATEWAY_TIMEOUT,
+            };
+            let answer = br#"{"kind":"Status","status":"Failure"}"#.to_vec();
+            let response = http::Response::builder().status(status).body(Body::from(answer));
+            Ok::<_, std::convert::Infallible>(response.expect("a valid response"))
+        });
+        Client::new(service, "default")
+    }
+
+    fn create(client: &Client, namespace: &str) -> impl Future<Output = bool> + use<> {
+        let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"child-",
+            "ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"parent",
+            "uid":"u","controller":true}]}}"#;
+        let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/configmaps"))
+            .body(Body::from(body.to_vec()))
+            .expect("a valid request");
+        let client = client.clone();
+        async move { client.send(request).await.is_ok() }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_is_expected_before_it_is_sent_and_only_a_refusal_withdraws_it() {
+        let client = recording_client(server());
+        let context = ReconcileContext::new("c", ObjectKey::cluster("p"), Default::default());
+        ReconcileContext::scope(context.clone(), async {
+            let lost =
+                tokio::time::timeout(std::time::Duration::from_secs(1), create(&client, "lost"));
+            assert!(lost.await.is_err(), "the answer never comes: the reconcile moves on");
+            assert!(create(&client, "refused").await, "a 409 is an answer");
+            assert!(create(&client, "late").await, "a 504 is an answer");
+        })
+        .await;
+        let expected = |namespace: &str| Write {
+            verb: Verb::Create,
+            group: String::new(),
+            resource: "configmaps".into(),
+            key: ObjectKey::namespaced(namespace, "child-"),
+            resource_version: None,
+            generate_name: true,
+            owner: Some(ObjectKey::namespaced(namespace, "parent")),
+            answered: false,
+        };
+        assert_eq!(
+            context.writes(),
+            vec![expected("lost"), expected("late")],
+            "a create whose answer was lost, and one a 504 followed, still hold the next \
+             reconcile; the refused one does not"
+        );
     }
 }

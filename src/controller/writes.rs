@@ -22,6 +22,11 @@
 //!   resourceVersion to compare); a delete that left the object in place (finalizers) is
 //!   caught up as an update, at the version it answered with.
 //!
+//! - a write whose answer was lost (recorded before it was sent, never settled): a named
+//!   create is caught up when the cache holds the object, a delete when it no longer does;
+//!   a create with `generateName` keeps its owner's count raised until the timeout (its
+//!   name is unknown); an update or patch, whose version is unknown, holds nothing.
+//!
 //! A kind written but not watched never holds a reconcile. Nor does a delete of a collection.
 //!
 //! A held key does not keep its worker, as client-go's expectations skip a sync rather than
@@ -223,6 +228,15 @@ async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> boo
 /// Resolves once `view` caught up with `write`; `false` if its informer stopped first.
 async fn caught_up(view: &dyn CacheView, write: &Write) -> bool {
     match (write.verb, write.resource_version) {
+        // Lost answers: a create with generateName has no name to look for; its owner's
+        // count stays raised until the timeout.
+        (Verb::Create, _) if !write.answered && write.generate_name => {
+            futures::future::pending().await
+        }
+        // A named create: made once the cache holds it.
+        (Verb::Create, _) if !write.answered => until_held(view, &write.key, true).await,
+        // An update or patch whose version is unknown cannot be waited for.
+        (Verb::Update | Verb::Patch, _) if !write.answered => true,
         // Gone: the cache must lose it.
         (Verb::Delete, None) => until_held(view, &write.key, false).await,
         // A create with generateName: observed once the cache holds it, or went past its
@@ -379,6 +393,7 @@ mod tests {
             resource_version: rv,
             generate_name,
             owner: Some(ObjectKey::namespaced("ns", "parent")),
+            answered: true,
         }
     }
 
@@ -448,6 +463,30 @@ mod tests {
         assert!(!done(&mut hold), "polled again, it waits for the next change");
         view.apply("gone", 0, false);
         assert_eq!(hold.await, Held::CaughtUp, "an event without a version that drops it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn creates_whose_answers_were_lost_hold_until_the_cache_shows_them_or_the_timeout() {
+        let view = FakeView::new();
+        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
+        let mut named = write(Verb::Create, "child", None, false);
+        named.answered = false;
+        let mut generated = write(Verb::Create, "parent-", None, true);
+        generated.answered = false;
+        let pending = Pending { reported: 0, writes: vec![named.clone()] };
+        let mut named_hold = hold(&views, &pending).expect("held");
+        view.apply("other", 60, true);
+        assert!(!done(&mut named_hold), "the cache does not hold the named child yet");
+        view.apply("child", 61, true);
+        assert_eq!(named_hold.await, Held::CaughtUp, "made, and seen");
+        let pending = Pending { reported: 0, writes: vec![generated] };
+        let generated_hold = hold(&views, &pending).expect("held");
+        view.apply("parent-x7", 62, true);
+        let timeout = std::time::Duration::from_secs(5);
+        assert!(
+            tokio::time::timeout(timeout, generated_hold).await.is_err(),
+            "a generateName create with no answer holds its owner until the timeout"
+        );
     }
 
     #[test]

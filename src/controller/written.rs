@@ -33,11 +33,18 @@ pub struct Write {
     /// The object written (the name the server gave, for `generateName`).
     pub key: ObjectKey,
     /// The resourceVersion the server answered with; `None` for a delete that removed the
-    /// object.
+    /// object, and for a write whose answer never came.
     pub resource_version: Option<u64>,
     /// Whether it was a create with `generateName`.
     pub generate_name: bool,
     /// The created object's controlling owner (`ownerReferences` with `controller: true`),
     /// in the object's namespace.
     pub owner: Option<ObjectKey>,
+    /// Whether the server's answer was read. A write is recorded before it is sent, from its
+    /// request, as client-go raises an expectation before a create; the answer settles it
+    /// (or withdraws it: an answer that the write was refused). One whose answer was lost (the
+    /// reconcile ended first, the connection dropped, a server error that may follow a
+    /// commit) stays recorded unanswered: for a `generateName` create its `key` holds the
+    /// prefix as its name.
+    pub answered: bool,
 }
