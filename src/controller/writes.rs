@@ -14,10 +14,9 @@
 //!
 //! - a create or update (or patch) of a named object: the cache applied a list, event or
 //!   bookmark at the resourceVersion the server answered with, or later;
-//! - a create with `generateName`: counted per owner (the created object's controller
-//!   `ownerReference`, or the reconciled key), as ReplicaSet's expectations count creates;
-//!   each is observed when the cache holds the created object or has gone past its version
-//!   (it was deleted since); the owner is caught up when its count is zero;
+//! - a create with `generateName`: each awaited on its own, by the name the server gave it
+//!   (not counted per owner as ReplicaSet's expectations are): observed when the cache holds
+//!   the created object or has gone past its version (it was deleted since);
 //! - a delete: the cache no longer holds the object (a delete's answer carries no
 //!   resourceVersion to compare); a delete that left the object in place (finalizers) is
 //!   caught up as an update, at the version it answered with.
@@ -273,30 +272,11 @@ pub(crate) fn hold<'a>(
     {
         waits.push(primary.reach(pending.reported));
     }
-    // Creates with generateName, counted per owner and cache: one wait per owner, done when
-    // its count of unobserved creates is zero.
-    let mut expectations: HashMap<(usize, Option<&ObjectKey>), Vec<&Write>> = HashMap::new();
     for write in &pending.writes {
         let namespace = write.key.namespace.as_deref();
-        for (at, view) in views.iter().enumerate() {
-            if !view.covers(&write.group, &write.resource, namespace) {
-                continue;
-            }
-            match write.verb == Verb::Create && write.generate_name {
-                true => expectations.entry((at, write.owner.as_ref())).or_default().push(write),
-                false => waits.push(async move { caught_up(view.as_ref(), write).await }.boxed()),
-            }
+        for view in views.iter().filter(|v| v.covers(&write.group, &write.resource, namespace)) {
+            waits.push(async move { caught_up(view.as_ref(), write).await }.boxed());
         }
-    }
-    for ((at, _owner), creates) in expectations {
-        let view = &views[at];
-        waits.push(
-            async move {
-                let observed = creates.iter().map(|write| caught_up(view.as_ref(), write));
-                futures::future::join_all(observed).await.into_iter().all(|ok| ok)
-            }
-            .boxed(),
-        );
     }
     if waits.is_empty() {
         return None;
@@ -417,7 +397,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn creates_with_generate_name_are_counted_per_owner_until_each_is_held() {
+    async fn creates_with_generate_name_are_each_awaited_until_held_or_passed() {
         let view = FakeView::new();
         let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
         let writes = vec![
@@ -427,7 +407,7 @@ mod tests {
         let pending = Pending { reported: 0, writes };
         let mut hold = hold(&views, &pending).expect("held");
         view.apply("parent-a1", 20, true);
-        assert!(!done(&mut hold), "one of the owner's two creates observed");
+        assert!(!done(&mut hold), "one of two creates observed");
         // The second was created and deleted again before the cache saw it: the cache went
         // past its version without holding it.
         view.apply("unrelated", 30, true);
