@@ -170,7 +170,7 @@ impl<K: InformerObject> Controller<K> {
             reported: context.reported.load(Ordering::Relaxed),
             writes: context.take_writes(),
         };
-        self.shared.pending_writes.insert(&key, pending);
+        self.shared.pending_writes.insert(&key, writes::watched(&self.shared.views, pending));
         let counted = match outcome {
             Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);

@@ -206,6 +206,16 @@ impl<K: InformerObject> CacheView for Informer<K> {
     }
 }
 
+/// `pending` without the writes that no view covers: they hold nothing, and a key that is
+/// never reconciled again must not keep them.
+pub(crate) fn watched(views: &[Arc<dyn CacheView>], mut pending: Pending) -> Pending {
+    pending.writes.retain(|write| {
+        let namespace = write.key.namespace.as_deref();
+        views.iter().any(|view| view.covers(&write.group, &write.resource, namespace))
+    });
+    pending
+}
+
 /// Resolves once `view` holds the object under `key` (`present`) or no longer does, checked
 /// after each list, event or bookmark the cache applies; `false` if its informer stopped
 /// first. The store is written before the count of applied lists, events and bookmarks moves,
@@ -479,5 +489,9 @@ mod tests {
         elsewhere.key = ObjectKey::namespaced("other-ns", "s");
         let pending = Pending { reported: 0, writes: vec![other, elsewhere] };
         assert!(hold(&views, &pending).is_none(), "a kind or namespace not watched holds nothing");
+        let kept = PendingWrites::default();
+        let key = ObjectKey::namespaced("ns", "parent");
+        kept.insert(&key, watched(&views, pending));
+        assert!(kept.get(&key).is_none(), "nor is it kept for the key's next reconcile");
     }
 }
