@@ -90,6 +90,21 @@ struct Families {
     informer_users: Mutex<std::collections::HashMap<Labels<3>, usize>>,
 }
 
+impl Families {
+    /// The counters labelled with a controller's name alone, made at its start and removed
+    /// with it.
+    fn controller_counters(&self) -> [&Family<Labels<1>, Counter>; 6] {
+        [
+            &self.reconcile_errors,
+            &self.terminal_errors,
+            &self.reconcile_panics,
+            &self.reconcile_timeouts,
+            &self.holds,
+            &self.hold_timeouts,
+        ]
+    }
+}
+
 /// One Prometheus registry for everything ctrlkit measures; cheap to clone (clones share it).
 ///
 /// It is the metrics provider of each layer (work queues, informers, controllers, leader
@@ -348,12 +363,11 @@ impl Registry {
             let [controller] = labels.clone();
             f.reconcile_total.remove(&[controller, ("result", result.to_owned())]);
         }
-        for family in
-            [&f.reconcile_errors, &f.terminal_errors, &f.reconcile_panics, &f.reconcile_timeouts]
-        {
+        for family in f.controller_counters() {
             family.remove(&labels);
         }
         f.reconcile_time.remove(&labels);
+        f.hold_time.remove(&labels);
         f.max_concurrent.remove(&labels);
         f.active_workers.remove(&labels);
         let labels = queue_labels(queue);
@@ -568,14 +582,7 @@ impl ControllerMetricsProvider for Registry {
             let [controller] = labels.clone();
             let _ = f.reconcile_total.get_or_create(&[controller, ("result", result.to_owned())]);
         }
-        for family in [
-            &f.reconcile_errors,
-            &f.terminal_errors,
-            &f.reconcile_panics,
-            &f.reconcile_timeouts,
-            &f.holds,
-            &f.hold_timeouts,
-        ] {
+        for family in f.controller_counters() {
             let _ = family.get_or_create(&labels);
         }
         Arc::new(ControllerHooks {
