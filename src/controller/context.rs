@@ -268,6 +268,12 @@ impl Reasons {
         table.overflowed.remove(key);
     }
 
+    /// Forgets every key's reasons (the controller's run ended).
+    pub(crate) fn clear(&self) {
+        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *table = ReasonTable::default();
+    }
+
     /// How many keys it holds reasons for.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -324,7 +324,8 @@ impl<K: InformerObject> Controller<K> {
     fn wake_when_caught_up(&self, key: &ObjectKey, pending: Arc<Pending>, since: Instant) {
         let (shared, queue, key) = (self.shared.clone(), self.queue.clone(), key.clone());
         let deadline = since + self.config.stale_cache_timeout;
-        tokio::spawn(async move {
+        let parked = key.clone();
+        let waker = tokio::spawn(async move {
             if let Some(hold) = writes::hold(&shared.views, &pending) {
                 let _ = tokio::time::timeout_at(deadline, hold).await;
             }
@@ -332,6 +333,7 @@ impl<K: InformerObject> Controller<K> {
                 queue.add(key);
             }
         });
+        self.shared.pending_writes.waking(&parked, waker.abort_handle());
     }
 
     /// A terminal error: no retry (controller-runtime's `TerminalError`); the key is forgotten,

@@ -97,7 +97,14 @@ impl Pending {
 
 /// The writes each key's next reconcile waits for, and whether that key is parked on them.
 #[derive(Default)]
-pub(crate) struct PendingWrites(Mutex<HashMap<ObjectKey, Waiting>>);
+pub(crate) struct PendingWrites(Mutex<Table>);
+
+#[derive(Default)]
+struct Table {
+    keys: HashMap<ObjectKey, Waiting>,
+    /// The controller's run ended: nothing is kept or waited for any more.
+    closed: bool,
+}
 
 /// One key's pending writes and its parking.
 struct Waiting {
@@ -106,6 +113,16 @@ struct Waiting {
     parked: Option<Instant>,
     /// Whether a task waits to queue the key again when the caches catch up.
     woken: bool,
+    /// That task, ended when the key runs or the controller stops (it holds the caches).
+    waker: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.abort();
+        }
+    }
 }
 
 impl PendingWrites {
@@ -115,51 +132,76 @@ impl PendingWrites {
         if pending.is_empty() {
             return;
         }
-        let waiting = Waiting { pending: Arc::new(pending), parked: None, woken: false };
-        self.lock().insert(key.clone(), waiting);
+        let waiting =
+            Waiting { pending: Arc::new(pending), parked: None, woken: false, waker: None };
+        let mut table = self.lock();
+        if !table.closed {
+            table.keys.insert(key.clone(), waiting);
+        }
     }
 
     /// What `key`'s reconcile waits for, and since when it is parked on it, left in place.
     pub(crate) fn get(&self, key: &ObjectKey) -> Option<(Arc<Pending>, Option<Instant>)> {
-        self.lock().get(key).map(|w| (w.pending.clone(), w.parked))
+        self.lock().keys.get(key).map(|w| (w.pending.clone(), w.parked))
     }
 
-    /// What `key`'s reconcile waits for, taken: it runs now.
+    /// What `key`'s reconcile waits for, taken: it runs now (or is another shard's).
     pub(crate) fn take(&self, key: &ObjectKey) -> Option<Arc<Pending>> {
-        self.lock().remove(key).map(|w| w.pending)
+        let waiting = self.lock().keys.remove(key)?;
+        Some(waiting.pending.clone())
     }
 
     /// Parks `key` (since `since`, if it was not yet); true if no task waits to wake it yet
-    /// (the caller starts one).
+    /// (the caller starts one and hands it to [`waking`](Self::waking)).
     pub(crate) fn park(&self, key: &ObjectKey, since: Instant) -> bool {
-        let mut map = self.lock();
-        let Some(waiting) = map.get_mut(key) else { return false };
+        let mut table = self.lock();
+        let Some(waiting) = table.keys.get_mut(key) else { return false };
         waiting.parked.get_or_insert(since);
         !std::mem::replace(&mut waiting.woken, true)
+    }
+
+    /// `waker` is the task that wakes `key`: ended with the key's entry (at once if it is
+    /// gone already).
+    pub(crate) fn waking(&self, key: &ObjectKey, waker: tokio::task::AbortHandle) {
+        match self.lock().keys.get_mut(key) {
+            Some(waiting) => waiting.waker = Some(waker),
+            None => waker.abort(),
+        }
     }
 
     /// The task that waited for `key`'s writes since `since` is done: true if the key is
     /// still parked on them (the task queues it), false if it ran meanwhile.
     pub(crate) fn wake(&self, key: &ObjectKey, since: Instant) -> bool {
-        let mut map = self.lock();
-        let Some(waiting) = map.get_mut(key) else { return false };
+        let mut table = self.lock();
+        let Some(waiting) = table.keys.get_mut(key) else { return false };
         if waiting.parked != Some(since) {
             return false;
         }
         waiting.woken = false;
+        waiting.waker = None;
         true
     }
 
     /// The keys parked now, sorted.
     pub(crate) fn parked(&self) -> Vec<ObjectKey> {
-        let map = self.lock();
-        let mut keys: Vec<_> =
-            map.iter().filter(|(_, w)| w.parked.is_some()).map(|(k, _)| k.clone()).collect();
+        let table = self.lock();
+        let parked = table.keys.iter().filter(|(_, w)| w.parked.is_some());
+        let mut keys: Vec<_> = parked.map(|(k, _)| k.clone()).collect();
         keys.sort();
         keys
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Waiting>> {
+    /// The controller's run ended (a removal from a manager among the reasons): every key's
+    /// writes are let go of and the tasks that waited on them ended; none is kept after.
+    pub(crate) fn close(&self) {
+        let mut table = self.lock();
+        table.closed = true;
+        let keys = std::mem::take(&mut table.keys);
+        drop(table);
+        drop(keys);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

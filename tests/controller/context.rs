@@ -318,3 +318,35 @@ async fn a_held_key_leaves_its_worker_to_the_next_key() {
     let _ = stop_factory.send(());
     assert_eq!(a.load(Ordering::SeqCst), 2, "a queued again while parked ran once, not twice");
 }
+
+/// A controller's run that ends (as a removal from a manager ends it) lets go of its keys'
+/// pending writes: no key stays parked on a cache that goes on running without it.
+#[tokio::test]
+async fn a_stopped_controller_keeps_no_parked_keys() {
+    let server = stalled_server().await;
+    let client = server.client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let factory = SharedInformerFactory::new(client.clone());
+    let lw = ListWatch::new(secrets.clone());
+    factory.informer_with(lw.clone(), |b| b.streaming_list(false));
+    let controller = Controller::builder(configmaps)
+        .factory(&factory)
+        .informer(|b| b.streaming_list(false))
+        .owns(lw)
+        .config(Config::default().stale_cache_timeout(Duration::from_secs(3600)))
+        .build();
+    let (stop_factory, factory_stopped) = shutdown();
+    factory.start(factory_stopped);
+    let reconciler = CreatesForA {
+        secrets: Api::namespaced(recording_client(client), "default"),
+        a: Arc::default(),
+        a_when_b: Arc::default(),
+    };
+    let (stop, run) = run_controller(&controller, reconciler);
+    eventually("a is parked", || !controller.held().is_empty()).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    assert_eq!(controller.held(), [], "the run's end let go of the parked key");
+    let _ = stop_factory.send(());
+}
