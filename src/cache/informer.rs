@@ -450,6 +450,11 @@ impl<K: InformerObject> Informer<K> {
         }
     }
 
+    /// This informer's identity, shared by its clones.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
     /// How many lists, events and bookmarks the cache has applied.
     pub(crate) fn applied(&self) -> u64 {
         *self.inner.applied.borrow()

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::cache::ObjectKey;
 use crate::cache::meta_change::metadata_changed;
 
+use super::writes::Tracker;
 use super::written::Write;
 
 /// The most distinct reasons kept for one key between two reconciles.
@@ -306,16 +307,25 @@ pub struct ReconcileContext {
     writes: Mutex<Vec<Write>>,
     /// The highest primary version reported by hand ([`report_write`](super::report_write)).
     pub(crate) reported: AtomicU64,
+    /// Where creates with `generateName` raise their owners' counts (none with the guard
+    /// off).
+    tracker: Option<Arc<Tracker>>,
 }
 
 impl ReconcileContext {
-    pub(crate) fn new(controller: &str, key: ObjectKey, reasons: KeyReasons) -> Arc<Self> {
+    pub(crate) fn new(
+        controller: &str,
+        key: ObjectKey,
+        reasons: KeyReasons,
+        tracker: Option<Arc<Tracker>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             controller: controller.to_owned(),
             key,
             reasons,
             writes: Mutex::new(Vec::new()),
             reported: AtomicU64::new(0),
+            tracker,
         })
     }
 
@@ -367,19 +377,37 @@ impl ReconcileContext {
         self.writes.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    pub(crate) fn record(&self, write: Write) {
-        self.writes.lock().unwrap_or_else(PoisonError::into_inner).push(write);
+    /// Records `write` before it is sent (a create with `generateName` raises its owner's
+    /// count of expected creations first); returns it as recorded, to settle it by.
+    pub(crate) fn record(&self, mut write: Write) -> Write {
+        if let Some(tracker) = &self.tracker {
+            tracker.expect(&mut write);
+        }
+        self.writes.lock().unwrap_or_else(PoisonError::into_inner).push(write.clone());
+        write
     }
 
     /// Settles the write recorded as `expected` before it was sent: replaced by what the
-    /// answer tells (`Some`), or withdrawn (`None`: the server refused it).
+    /// answer tells (`Some`; a create keeps the owner it was counted under), or withdrawn
+    /// (`None`: the server refused it, and the counts it raised are lowered).
     pub(crate) fn settle(&self, expected: &Write, answer: Option<Write>) {
         let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(at) = writes.iter().rposition(|w| w == expected) else { return };
         match answer {
-            Some(write) => writes[at] = write,
+            Some(mut write) => {
+                if expected.generate_name.is_some() {
+                    write.generate_name.clone_from(&expected.generate_name);
+                    write.owner.clone_from(&expected.owner);
+                    write.raised.clone_from(&expected.raised);
+                }
+                writes[at] = write;
+            }
             None => {
                 writes.remove(at);
+                drop(writes);
+                if let Some(tracker) = &self.tracker {
+                    tracker.withdraw(expected);
+                }
             }
         }
     }

@@ -15,7 +15,7 @@ use super::metrics::{ControllerMetrics, ControllerMetricsProvider};
 use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
-use super::writes::{CacheView, PendingWrites};
+use super::writes::{CacheView, PendingWrites, Tracker};
 use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerGuard, InformerHandle, InformerObject,
     ObjectKey, SharedInformerFactory,
@@ -93,8 +93,9 @@ pub(super) struct Shared {
     pub(super) pending_writes: PendingWrites,
     /// Why each key was queued since its last reconcile.
     pub(super) reasons: Reasons,
-    /// Every cache the controller reads, the primary's first, as its holds read them.
-    pub(super) views: Vec<Arc<dyn CacheView>>,
+    /// Every cache the controller reads, the primary's first, and the creations it expects
+    /// in them, as its holds read them.
+    pub(super) tracker: Arc<Tracker>,
     /// Handlers to remove at stop.
     pub(super) sources: Mutex<Vec<Source>>,
     /// External triggers, taken by `run`.
@@ -246,8 +247,8 @@ impl<K: InformerObject> Controller<K> {
             reasons,
         } = parts;
         let primary: Arc<dyn CacheView> = Arc::new(informer.clone());
-        let views =
-            std::iter::once(primary).chain(sources.iter().map(|s| s.view.clone())).collect();
+        let views = std::iter::once(primary).chain(sources.iter().map(|s| s.view.clone()));
+        let tracker = Arc::new(Tracker::new(views));
         Self {
             name,
             queue,
@@ -262,7 +263,7 @@ impl<K: InformerObject> Controller<K> {
                 in_flight: Mutex::new(BTreeSet::new()),
                 pending_writes: PendingWrites::default(),
                 reasons,
-                views,
+                tracker,
                 sources: Mutex::new(sources),
                 triggers: Mutex::new(triggers),
                 ran: AtomicBool::new(false),

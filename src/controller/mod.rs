@@ -82,6 +82,7 @@ mod context;
 #[allow(clippy::module_inception)]
 mod controller;
 mod error;
+mod expectations;
 mod metrics;
 mod predicate;
 mod reconciler;

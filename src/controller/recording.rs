@@ -15,6 +15,7 @@
 //! unanswered, and holds the next reconcile as the `writes` module tells. Outside a reconcile
 //! (or from a task a reconcile spawned) the client sends as the one it wraps.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -69,8 +70,7 @@ impl tower::Service<http::Request<Body>> for RecordWrites {
             // reconcile all the same.
             let (parts, body) = request.into_parts();
             let sent = body.collect_bytes().await?;
-            let expected = target.expect(&sent);
-            context.record(expected.clone());
+            let expected = context.record(target.expect(&sent));
             let request = http::Request::from_parts(parts, Body::from(sent.to_vec()));
             let response = client.send(request).await?;
             let status = response.status();
@@ -159,8 +159,8 @@ impl Target {
             _ => None,
         };
         let meta = meta.unwrap_or_default();
-        let generate_name = meta.name.is_none() && meta.generate_name.is_some();
-        let name = self.name.clone().or(meta.name).or(meta.generate_name).unwrap_or_default();
+        let generate_name = meta.generate_name.filter(|_| meta.name.is_none());
+        let name = self.name.clone().or(meta.name).or(generate_name.clone()).unwrap_or_default();
         let namespace = self.namespace.clone().or(meta.namespace);
         Write {
             verb: self.verb,
@@ -169,8 +169,10 @@ impl Target {
             key: key_in(namespace.as_deref(), &name),
             resource_version: None,
             generate_name,
+            labels: (self.verb == Verb::Create).then_some(meta.labels),
             owner: controller_of(meta.owner_references, namespace.as_deref()),
             answered: false,
+            raised: Vec::new(),
         }
     }
 
@@ -198,9 +200,11 @@ impl Target {
             resource: self.resource.clone(),
             key,
             resource_version,
-            generate_name: self.verb == Verb::Create && meta.generate_name.is_some(),
+            generate_name: meta.generate_name.filter(|_| self.verb == Verb::Create),
+            labels: (!status).then_some(meta.labels),
             owner: controller_of(meta.owner_references, namespace.as_deref()),
             answered: true,
+            raised: Vec::new(),
         })
     }
 }
@@ -235,6 +239,8 @@ struct AnswerMeta {
     resource_version: Option<String>,
     generate_name: Option<String>,
     deletion_timestamp: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
     #[serde(default)]
     owner_references: Vec<OwnerRef>,
 }
@@ -291,7 +297,7 @@ mod tests {
         let write = create.write(body).unwrap();
         assert_eq!(write.key, ObjectKey::namespaced("ns", "child-x1"));
         assert_eq!(write.resource_version, Some(42));
-        assert!(write.generate_name);
+        assert_eq!(write.generate_name.as_deref(), Some("child-"));
         assert_eq!(write.owner, Some(ObjectKey::namespaced("ns", "parent")));
         let delete = target(Method::DELETE, "/api/v1/namespaces/ns/configmaps/c").unwrap();
         let gone = br#"{"kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","resourceVersion":"43"}}"#;
@@ -335,7 +341,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_is_expected_before_it_is_sent_and_only_a_refusal_withdraws_it() {
         let client = recording_client(server());
-        let context = ReconcileContext::new("c", ObjectKey::cluster("p"), Default::default());
+        let context = ReconcileContext::new("c", ObjectKey::cluster("p"), Default::default(), None);
         ReconcileContext::scope(context.clone(), async {
             let lost =
                 tokio::time::timeout(std::time::Duration::from_secs(1), create(&client, "lost"));
@@ -350,9 +356,11 @@ mod tests {
             resource: "configmaps".into(),
             key: ObjectKey::namespaced(namespace, "child-"),
             resource_version: None,
-            generate_name: true,
+            generate_name: Some("child-".into()),
+            labels: Some(BTreeMap::new()),
             owner: Some(ObjectKey::namespaced(namespace, "parent")),
             answered: false,
+            raised: Vec::new(),
         };
         assert_eq!(
             context.writes(),

@@ -67,6 +67,7 @@ impl<K> Drop for Cleanup<'_, K> {
         // Nothing runs the keys any more: their pending writes (and the tasks that wait on
         // them) and their reasons go with the run.
         self.0.shared.pending_writes.close();
+        self.0.shared.tracker.stop_observing();
         self.0.shared.reasons.clear();
         // The workers carry the fence's marks; the controller's own copy must not outlive them.
         let mut fence = self.0.shared.fence.lock().unwrap_or_else(PoisonError::into_inner);

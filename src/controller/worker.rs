@@ -41,7 +41,7 @@ enum Admit {
 /// How soon a key whose processing panicked outside its reconcile is tried again.
 const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::context::{Reason, ReconcileContext};
-use super::writes::{self, Held, Pending};
+use super::writes::{Held, Pending};
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::{catch, observe, panic_message};
 use crate::workqueue::Priority;
@@ -147,16 +147,22 @@ impl<K: InformerObject> Controller<K> {
                 Some(Gate::Retry) => self.queue.add_rate_limited(key.clone()),
                 Some(Gate::Later) => self.queue.add_after(key.clone(), CACHE_LAG_RETRY),
                 Some(_) => {
-                    // Not this replica's key: its reasons go with it.
+                    // Not this replica's key: its reasons and pending writes go with it.
                     self.shared.reasons.forget(&key);
+                    if let Some(pending) = self.shared.pending_writes.take(&key) {
+                        self.shared.tracker.release(&pending);
+                    }
                     self.queue.forget(&key)
                 }
             }
             self.finish_unreconciled(&key);
             return;
         }
-        let context =
-            ReconcileContext::new(&self.name, key.clone(), self.shared.reasons.take(&key));
+        // With the guard off, a create raises no owner's count: no hold would lower it.
+        let tracker =
+            (!self.config.stale_cache_timeout.is_zero()).then(|| self.shared.tracker.clone());
+        let reasons = self.shared.reasons.take(&key);
+        let context = ReconcileContext::new(&self.name, key.clone(), reasons, tracker);
         let reasons = context.describe_reasons();
         tracing::Span::current().record("reasons", tracing::field::display(&reasons));
         let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
@@ -170,7 +176,7 @@ impl<K: InformerObject> Controller<K> {
             reported: context.reported.load(Ordering::Relaxed),
             writes: context.take_writes(),
         };
-        self.shared.pending_writes.insert(&key, writes::watched(&self.shared.views, pending));
+        self.shared.pending_writes.insert(&key, self.shared.tracker.watched(pending));
         let counted = match outcome {
             Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);
@@ -266,7 +272,8 @@ impl<K: InformerObject> Controller<K> {
         let Some((pending, parked)) = self.shared.pending_writes.get(key) else {
             return Admit::Run;
         };
-        let Some(mut hold) = writes::hold(&self.shared.views, &pending) else {
+        let tracker = &self.shared.tracker;
+        let Some(mut hold) = tracker.hold(&pending) else {
             self.shared.pending_writes.take(key);
             return Admit::Run;
         };
@@ -288,6 +295,10 @@ impl<K: InformerObject> Controller<K> {
             return Admit::Parked;
         }
         self.shared.pending_writes.take(key);
+        if held != Some(Held::CaughtUp) {
+            // The counts its creates raised and no cache met are let go of with the hold.
+            tracker.release(&pending);
+        }
         if let Some(metrics) = &self.metrics {
             observe("held", || metrics.held(waited, timed_out));
         }
@@ -326,7 +337,7 @@ impl<K: InformerObject> Controller<K> {
         let deadline = since + self.config.stale_cache_timeout;
         let parked = key.clone();
         let waker = tokio::spawn(async move {
-            if let Some(hold) = writes::hold(&shared.views, &pending) {
+            if let Some(hold) = shared.tracker.hold(&pending) {
                 let _ = tokio::time::timeout_at(deadline, hold).await;
             }
             if shared.pending_writes.wake(&key, since) {

@@ -14,19 +14,26 @@
 //!
 //! - a create or update (or patch) of a named object: the cache applied a list, event or
 //!   bookmark at the resourceVersion the server answered with, or later;
-//! - a create with `generateName`: each awaited on its own, by the name the server gave it
-//!   (not counted per owner as ReplicaSet's expectations are): observed when the cache holds
-//!   the created object or has gone past its version (it was deleted since);
+//! - a create with `generateName`: counted per owner, as ReplicaSet's expectations count
+//!   them (the `expectations` module): its owner's count of expected creations is raised,
+//!   in each cache that would hold the child, before the request is sent; a cache lowers it
+//!   when it sees a new child of that owner, a refusal lowers it at once, and the hold waits
+//!   until every count the key's creates raised is back to zero. The owner is the child's
+//!   controlling `ownerReference`; without one, the creates are counted per `generateName`
+//!   prefix in the namespace;
 //! - a delete: the cache no longer holds the object (a delete's answer carries no
 //!   resourceVersion to compare); a delete that left the object in place (finalizers) is
-//!   caught up as an update, at the version it answered with.
-//!
+//!   caught up as an update, at the version it answered with;
 //! - a write whose answer was lost (recorded before it was sent, never settled): a named
 //!   create is caught up when the cache holds the object, a delete when it no longer does;
-//!   a create with `generateName` keeps its owner's count raised until the timeout (its
-//!   name is unknown); an update or patch, whose version is unknown, holds nothing.
+//!   a create with `generateName` keeps its owner's count raised until the cache shows a new
+//!   child of that owner or the timeout; an update or patch, whose version is unknown, holds
+//!   nothing.
 //!
-//! A kind written but not watched never holds a reconcile. Nor does a delete of a collection.
+//! A cache with a label or field selector that the written object does not match moves past
+//! its version only with a later event or bookmark: such a write may hold its key until the
+//! timeout. A kind written but not watched never holds a reconcile. Nor does a delete of a
+//! collection.
 //!
 //! A held key does not keep its worker, as client-go's expectations skip a sync rather than
 //! wait for it: a worker that finds the key's writes not caught up parks the key (marks it
@@ -43,9 +50,9 @@
 //! comes back parked) is counted with its time from the first park to the reconcile
 //! ([`ControllerStats::holds`](super::ControllerStats::holds), the metrics' holds).
 //!
-//! A cache with a label or field selector that the written object does not match moves past
-//! its version only with a later event or bookmark: such a write may hold its key until the
-//! timeout. Versions are compared as integers, as etcd's revisions; one that is not an integer
+//! A hold that ends without its writes (the timeout, an informer stopped, the key handed to
+//! another shard) lowers the counts its creates raised, and a controller's run that ends lets
+//! go of every key's pending writes. Versions are compared as integers, as etcd's revisions; one that is not an integer
 //! is not waited for. A write the reconciler makes through another client can still be
 //! reported by hand, for the primary kind: [`report_write`], [`report_written`].
 
@@ -59,6 +66,7 @@ use kube_client::Resource;
 use tokio::time::Instant;
 
 use super::context::ReconcileContext;
+use super::expectations::{Expectations, Observer, Owner};
 use super::written::{Verb, Write};
 use crate::cache::{Informer, InformerObject, ObjectKey};
 
@@ -208,8 +216,10 @@ impl PendingWrites {
 
 /// A cache the controller reads, with its kind erased, as the hold asks it.
 pub(crate) trait CacheView: Send + Sync + 'static {
-    /// Whether it lists and watches `resource` of `group` in `namespace`.
-    fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool;
+    /// The informer's identity: two views of one informer have the same.
+    fn id(&self) -> usize;
+    /// Whether it lists and watches the object `write` wrote: its resource, in its namespace.
+    fn covers(&self, write: &Write) -> bool;
     /// The resourceVersion of the object under `key` in the cache, if it holds it (0 for a
     /// version that is not an integer).
     fn held(&self, key: &ObjectKey) -> Option<u64>;
@@ -221,14 +231,21 @@ pub(crate) trait CacheView: Send + Sync + 'static {
     /// Resolves `true` once the cache is at `rv` or later, `false` if its informer stopped
     /// short of it.
     fn reach(&self, rv: u64) -> BoxFuture<'static, bool>;
+    /// Puts a handler on the informer that lowers `expectations` as new children show up in
+    /// the cache; returns what takes it off again.
+    fn observe(&self, expectations: &Expectations) -> Box<dyn FnOnce() + Send + Sync>;
 }
 
 impl<K: InformerObject> CacheView for Informer<K> {
-    fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+    fn id(&self) -> usize {
+        Informer::id(self)
+    }
+    fn covers(&self, write: &Write) -> bool {
         let list_watch = self.list_watch();
         let api = list_watch.api_resource();
-        api.group == group
-            && api.plural == resource
+        let namespace = write.key.namespace.as_deref();
+        api.group == write.group
+            && api.plural == write.resource
             && (list_watch.namespace().is_none() || list_watch.namespace() == namespace)
     }
     fn held(&self, key: &ObjectKey) -> Option<u64> {
@@ -246,16 +263,134 @@ impl<K: InformerObject> CacheView for Informer<K> {
         let informer = self.clone();
         async move { informer.wait_for_resource_version(&rv.to_string()).await }.boxed()
     }
+    fn observe(&self, expectations: &Expectations) -> Box<dyn FnOnce() + Send + Sync> {
+        let observer = Observer { expectations: expectations.clone(), view: self.id() };
+        let registration = self.add_inline_event_handler(observer);
+        let informer = self.clone();
+        Box::new(move || {
+            informer.remove_event_handler(&registration);
+        })
+    }
 }
 
-/// `pending` without the writes that no view covers: they hold nothing, and a key that is
-/// never reconciled again must not keep them.
-pub(crate) fn watched(views: &[Arc<dyn CacheView>], mut pending: Pending) -> Pending {
-    pending.writes.retain(|write| {
-        let namespace = write.key.namespace.as_deref();
-        views.iter().any(|view| view.covers(&write.group, &write.resource, namespace))
-    });
-    pending
+/// What a controller tracks of its own writes: the caches it reads (each once, the primary's
+/// first) and the creations it expects in them.
+pub(crate) struct Tracker {
+    pub(crate) views: Vec<Arc<dyn CacheView>>,
+    pub(crate) expectations: Expectations,
+    /// What takes each cache's observer off its informer.
+    observers: Mutex<Vec<Box<dyn FnOnce() + Send + Sync>>>,
+}
+
+impl Tracker {
+    /// Tracks writes against `views` (a view of an informer seen before is left out), with an
+    /// observer of new children on each.
+    pub(crate) fn new(views: impl IntoIterator<Item = Arc<dyn CacheView>>) -> Self {
+        let mut distinct: Vec<Arc<dyn CacheView>> = Vec::new();
+        for view in views {
+            if !distinct.iter().any(|v| v.id() == view.id()) {
+                distinct.push(view);
+            }
+        }
+        let expectations = Expectations::default();
+        let observers = distinct.iter().map(|v| v.observe(&expectations)).collect();
+        Self { views: distinct, expectations, observers: Mutex::new(observers) }
+    }
+
+    /// Takes the observers off their informers (the controller's run ended).
+    pub(crate) fn stop_observing(&self) {
+        let observers =
+            std::mem::take(&mut *self.observers.lock().unwrap_or_else(PoisonError::into_inner));
+        for remove in observers {
+            remove();
+        }
+    }
+
+    /// Before a create with `generateName` is sent: its owner's count is raised in each cache
+    /// that would hold the object, noted in `write.raised`.
+    pub(crate) fn expect(&self, write: &mut Write) {
+        let Some(owner) = Owner::of_write(write) else { return };
+        let covering: Vec<usize> =
+            self.views.iter().filter(|v| v.covers(write)).map(|v| v.id()).collect();
+        for view in covering {
+            self.expectations.raise(view, &owner);
+            write.raised.push(view);
+        }
+    }
+
+    /// Lowers the counts `write` raised and no cache has met: the server refused it, or its
+    /// key's hold ended without them (timed out, an informer stopped, the key went to
+    /// another shard). A count met meanwhile by another reconcile's create of the same owner
+    /// is not told apart (as ReplicaSet's expectations, per owner).
+    pub(crate) fn withdraw(&self, write: &Write) {
+        let Some(owner) = Owner::of_write(write) else { return };
+        for view in &write.raised {
+            self.expectations.lower(*view, &owner);
+        }
+    }
+
+    /// [`withdraw`](Self::withdraw) for each of `pending`'s writes.
+    pub(crate) fn release(&self, pending: &Pending) {
+        pending.writes.iter().for_each(|write| self.withdraw(write));
+    }
+
+    /// `pending` without the writes that no view covers: they hold nothing, and a key that is
+    /// never reconciled again must not keep them.
+    pub(crate) fn watched(&self, mut pending: Pending) -> Pending {
+        pending.writes.retain(|write| match Owner::of_write(write) {
+            Some(_) => !write.raised.is_empty(),
+            None => self.views.iter().any(|view| view.covers(write)),
+        });
+        pending
+    }
+
+    /// Waits until every view that covers one of `pending`'s writes caught up with it (the
+    /// primary view, first, with the versions reported by hand); see the module docs.
+    pub(crate) fn hold<'a>(&'a self, pending: &'a Pending) -> Option<BoxFuture<'a, Held>> {
+        let mut waits: Vec<BoxFuture<'a, bool>> = Vec::new();
+        if pending.reported > 0
+            && let Some(primary) = self.views.first()
+        {
+            waits.push(primary.reach(pending.reported));
+        }
+        for write in &pending.writes {
+            if let Some(owner) = Owner::of_write(write) {
+                // Counted per owner, in the caches it was raised in.
+                for view in &write.raised {
+                    let met = self.expectations.until_met(*view, owner.clone());
+                    waits.push(met.map(|()| true).boxed());
+                }
+                continue;
+            }
+            for view in self.views.iter().filter(|v| v.covers(write)) {
+                waits.push(async move { caught_up(view.as_ref(), write).await }.boxed());
+            }
+        }
+        if waits.is_empty() {
+            return None;
+        }
+        Some(
+            async move {
+                match futures::future::join_all(waits).await.into_iter().all(|ok| ok) {
+                    true => Held::CaughtUp,
+                    false => Held::Stopped,
+                }
+            }
+            .boxed(),
+        )
+    }
+}
+
+impl std::fmt::Debug for Tracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracker").field("views", &self.views.len()).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.stop_observing();
+    }
 }
 
 /// Resolves once `view` holds the object under `key` (`present`) or no longer does, checked
@@ -276,28 +411,16 @@ async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> boo
     }
 }
 
-/// Resolves once `view` caught up with `write`; `false` if its informer stopped first.
+/// Resolves once `view` caught up with `write`, a write of a named object (a create with
+/// `generateName` is counted per owner instead); `false` if its informer stopped first.
 async fn caught_up(view: &dyn CacheView, write: &Write) -> bool {
     match (write.verb, write.resource_version) {
-        // Lost answers: a create with generateName has no name to look for; its owner's
-        // count stays raised until the timeout.
-        (Verb::Create, _) if !write.answered && write.generate_name => {
-            futures::future::pending().await
-        }
-        // A named create: made once the cache holds it.
+        // A named create whose answer was lost: made once the cache holds it.
         (Verb::Create, _) if !write.answered => until_held(view, &write.key, true).await,
         // An update or patch whose version is unknown cannot be waited for.
         (Verb::Update | Verb::Patch, _) if !write.answered => true,
         // Gone: the cache must lose it.
         (Verb::Delete, None) => until_held(view, &write.key, false).await,
-        // A create with generateName: observed once the cache holds it, or went past its
-        // version (it was deleted since).
-        (Verb::Create, Some(rv)) if write.generate_name => {
-            let held = until_held(view, &write.key, true);
-            let passed = view.reach(rv);
-            futures::pin_mut!(held);
-            futures::future::select(held, passed).await.factor_first().0
-        }
         (_, Some(rv)) => view.reach(rv).await,
         (_, None) => true,
     }
@@ -312,46 +435,16 @@ pub(crate) enum Held {
     Stopped,
 }
 
-/// Waits until every view that covers one of `pending`'s writes caught up with it (the
-/// primary view, first, with the versions reported by hand); see the module docs.
-pub(crate) fn hold<'a>(
-    views: &'a [Arc<dyn CacheView>],
-    pending: &'a Pending,
-) -> Option<BoxFuture<'a, Held>> {
-    let mut waits: Vec<BoxFuture<'a, bool>> = Vec::new();
-    if pending.reported > 0
-        && let Some(primary) = views.first()
-    {
-        waits.push(primary.reach(pending.reported));
-    }
-    for write in &pending.writes {
-        let namespace = write.key.namespace.as_deref();
-        for view in views.iter().filter(|v| v.covers(&write.group, &write.resource, namespace)) {
-            waits.push(async move { caught_up(view.as_ref(), write).await }.boxed());
-        }
-    }
-    if waits.is_empty() {
-        return None;
-    }
-    Some(
-        async move {
-            match futures::future::join_all(waits).await.into_iter().all(|ok| ok) {
-                true => Held::CaughtUp,
-                false => Held::Stopped,
-            }
-        }
-        .boxed(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
     use super::*;
 
     #[tokio::test]
     async fn reports_are_kept_per_reconcile_and_only_inside_one() {
         assert!(!report_write("7"), "outside a reconcile nothing is recorded");
-        let context = ReconcileContext::new("c", ObjectKey::cluster("a"), Default::default());
+        let context = ReconcileContext::new("c", ObjectKey::cluster("a"), Default::default(), None);
         ReconcileContext::scope(context.clone(), async {
             assert!(report_write("7"));
             assert!(report_write("5"));
@@ -363,21 +456,25 @@ mod tests {
 
     /// A cache of secrets in `ns`, moved by hand.
     struct FakeView {
+        id: usize,
         objects: Mutex<HashMap<ObjectKey, u64>>,
         /// The highest version applied, as an informer's `reached`.
         at: tokio::sync::watch::Sender<u64>,
         applied: tokio::sync::watch::Sender<u64>,
         /// How often `held` was asked: a wait that spins asks without end.
         asked: std::sync::atomic::AtomicU64,
+        observer: Mutex<Option<Expectations>>,
     }
 
     impl FakeView {
         fn new() -> Arc<Self> {
             Arc::new(Self {
+                id: 1,
                 objects: Mutex::default(),
                 at: tokio::sync::watch::channel(1).0,
                 applied: tokio::sync::watch::channel(0).0,
                 asked: Default::default(),
+                observer: Mutex::default(),
             })
         }
         /// Applies an event at `rv`: the store first, then the version, as an informer does.
@@ -392,11 +489,34 @@ mod tests {
             self.at.send_modify(|at| *at = (*at).max(rv));
             self.applied.send_modify(|n| *n += 1);
         }
+        /// Adds `name`, made with `generateName: child-` and controlled by `owner`.
+        fn add_child(&self, name: &str, rv: u64, owner: &str) {
+            self.apply(name, rv, true);
+            let meta = ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                generate_name: Some("child-".into()),
+                owner_references: Some(vec![OwnerReference {
+                    name: owner.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            };
+            if let Some(expectations) = &*self.observer.lock().unwrap() {
+                expectations.observe(self.id, &meta);
+            }
+        }
     }
 
     impl CacheView for FakeView {
-        fn covers(&self, group: &str, resource: &str, namespace: Option<&str>) -> bool {
-            group.is_empty() && resource == "secrets" && namespace == Some("ns")
+        fn id(&self) -> usize {
+            self.id
+        }
+        fn covers(&self, write: &Write) -> bool {
+            write.group.is_empty()
+                && write.resource == "secrets"
+                && write.key.namespace.as_deref() == Some("ns")
         }
         fn held(&self, key: &ObjectKey) -> Option<u64> {
             let asked = self.asked.fetch_add(1, Ordering::Relaxed);
@@ -414,19 +534,44 @@ mod tests {
             let mut at = self.at.subscribe();
             async move { at.wait_for(|at| *at >= rv).await.is_ok() }.boxed()
         }
+        fn observe(&self, expectations: &Expectations) -> Box<dyn FnOnce() + Send + Sync> {
+            *self.observer.lock().unwrap() = Some(expectations.clone());
+            Box::new(|| {})
+        }
     }
 
-    fn write(verb: Verb, name: &str, rv: Option<u64>, generate_name: bool) -> Write {
+    fn tracker(views: &[Arc<FakeView>]) -> Tracker {
+        Tracker::new(views.iter().map(|v| v.clone() as Arc<dyn CacheView>))
+    }
+
+    fn write(verb: Verb, name: &str, rv: Option<u64>) -> Write {
         Write {
             verb,
             group: String::new(),
             resource: "secrets".into(),
             key: ObjectKey::namespaced("ns", name),
             resource_version: rv,
-            generate_name,
-            owner: Some(ObjectKey::namespaced("ns", "parent")),
+            generate_name: None,
+            labels: None,
+            owner: None,
             answered: true,
+            raised: Vec::new(),
         }
+    }
+
+    /// A create with `generateName: child-` controlled by `owner`, before it is sent,
+    /// expected through `tracker` as the recording client does.
+    fn create_child(tracker: &Tracker, owner: &str) -> Write {
+        let mut create = write(Verb::Create, "child-", None);
+        create.generate_name = Some("child-".into());
+        create.owner = Some(ObjectKey::namespaced("ns", owner));
+        create.answered = false;
+        tracker.expect(&mut create);
+        create
+    }
+
+    fn pending(writes: Vec<Write>) -> Pending {
+        Pending { reported: 0, writes }
     }
 
     /// Polls `hold` once: whether it is done.
@@ -437,10 +582,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_update_is_caught_up_at_its_version() {
         let view = FakeView::new();
-        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
-        let pending =
-            Pending { reported: 0, writes: vec![write(Verb::Update, "s", Some(10), false)] };
-        let mut hold = hold(&views, &pending).expect("a watched kind holds");
+        let tracker = tracker(std::slice::from_ref(&view));
+        let pending = pending(vec![write(Verb::Update, "s", Some(10))]);
+        let mut hold = tracker.hold(&pending).expect("a watched kind holds");
         assert!(!done(&mut hold));
         view.apply("other", 9, true);
         assert!(!done(&mut hold), "an event before the write's version");
@@ -448,32 +592,78 @@ mod tests {
         assert_eq!(hold.await, Held::CaughtUp, "any event at or past it");
     }
 
+    /// Two owners' creates with `generateName`, counted each under its owner: one owner's
+    /// child seen does not release the other's hold, and the count is raised before the
+    /// request is sent, so a create whose answer never came holds just the same.
     #[tokio::test(start_paused = true)]
-    async fn creates_with_generate_name_are_each_awaited_until_held_or_passed() {
+    async fn creates_with_generate_name_are_counted_per_owner_until_the_cache_shows_the_children() {
         let view = FakeView::new();
-        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
-        let writes = vec![
-            write(Verb::Create, "parent-a1", Some(20), true),
-            write(Verb::Create, "parent-b2", Some(21), true),
-        ];
-        let pending = Pending { reported: 0, writes };
-        let mut hold = hold(&views, &pending).expect("held");
-        view.apply("parent-a1", 20, true);
-        assert!(!done(&mut hold), "one of two creates observed");
-        // The second was created and deleted again before the cache saw it: the cache went
-        // past its version without holding it.
+        let tracker = tracker(std::slice::from_ref(&view));
+        let a = pending(vec![create_child(&tracker, "a"), create_child(&tracker, "a")]);
+        let mut answered = create_child(&tracker, "b");
+        answered.key = ObjectKey::namespaced("ns", "child-b1");
+        answered.resource_version = Some(20);
+        answered.answered = true;
+        let b = pending(vec![answered]);
+        let (mut a_hold, mut b_hold) = (tracker.hold(&a).unwrap(), tracker.hold(&b).unwrap());
         view.apply("unrelated", 30, true);
-        assert_eq!(hold.await, Held::CaughtUp);
+        assert!(!done(&mut b_hold), "the cache went past b's version without its child");
+        view.add_child("child-a1", 31, "a");
+        assert!(!done(&mut b_hold), "a's child does not release b");
+        assert!(!done(&mut a_hold), "one of a's two children");
+        view.add_child("child-b1", 32, "b");
+        assert_eq!(b_hold.await, Held::CaughtUp, "b's child seen");
+        assert!(!done(&mut a_hold), "b's child does not release a");
+        view.add_child("child-a2", 33, "a");
+        assert_eq!(a_hold.await, Held::CaughtUp, "both of a's children seen");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_create_with_generate_name_whose_answer_was_lost_holds_until_the_timeout() {
+        let view = FakeView::new();
+        let tracker = tracker(std::slice::from_ref(&view));
+        let lost = pending(vec![create_child(&tracker, "a")]);
+        let hold = tracker.hold(&lost).expect("held");
+        view.apply("unrelated", 40, true);
+        view.add_child("child-x", 41, "other-owner");
+        let timeout = std::time::Duration::from_secs(5);
+        assert!(
+            tokio::time::timeout(timeout, hold).await.is_err(),
+            "no child of its owner seen: held until the timeout"
+        );
+        tracker.release(&lost);
+        assert!(tracker.hold(&lost).unwrap().now_or_never().is_some(), "let go of at its end");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_create_lowers_its_owners_count() {
+        let view = FakeView::new();
+        let tracker = Arc::new(tracker(std::slice::from_ref(&view)));
+        let context = ReconcileContext::new(
+            "c",
+            ObjectKey::namespaced("ns", "a"),
+            Default::default(),
+            Some(tracker.clone()),
+        );
+        let mut create = write(Verb::Create, "child-", None);
+        (create.generate_name, create.answered) = (Some("child-".into()), false);
+        create.owner = Some(ObjectKey::namespaced("ns", "a"));
+        let recorded = context.record(create);
+        assert_eq!(recorded.raised, [1], "raised in the one cache that holds secrets");
+        let held = pending(context.writes());
+        assert!(!done(&mut tracker.hold(&held).unwrap()), "expected, before the answer");
+        context.settle(&recorded, None);
+        assert!(context.writes().is_empty());
+        assert!(done(&mut tracker.hold(&held).unwrap()), "refused: nothing made, nothing held");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_delete_is_caught_up_when_the_cache_no_longer_holds_the_object() {
         let view = FakeView::new();
         view.apply("gone", 5, true);
-        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
-        let pending =
-            Pending { reported: 0, writes: vec![write(Verb::Delete, "gone", None, false)] };
-        let mut hold = hold(&views, &pending).expect("held");
+        let tracker = tracker(std::slice::from_ref(&view));
+        let pending = pending(vec![write(Verb::Delete, "gone", None)]);
+        let mut hold = tracker.hold(&pending).expect("held");
         view.apply("other", 40, true);
         assert!(!done(&mut hold), "the cache still holds it, at whatever version");
         view.apply("gone", 41, false);
@@ -484,10 +674,9 @@ mod tests {
     async fn a_delete_waits_without_spinning_through_events_that_do_not_move_the_version() {
         let view = FakeView::new();
         view.apply("gone", 50, true);
-        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
-        let pending =
-            Pending { reported: 0, writes: vec![write(Verb::Delete, "gone", None, false)] };
-        let mut hold = hold(&views, &pending).expect("held");
+        let tracker = tracker(std::slice::from_ref(&view));
+        let pending = pending(vec![write(Verb::Delete, "gone", None)]);
+        let mut hold = tracker.hold(&pending).expect("held");
         // A relist at no version (or an older one) that still holds the object: the
         // store changed, the version did not.
         view.apply("other", 0, true);
@@ -498,42 +687,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn creates_whose_answers_were_lost_hold_until_the_cache_shows_them_or_the_timeout() {
+    async fn a_named_create_whose_answer_was_lost_holds_until_the_cache_shows_it() {
         let view = FakeView::new();
-        let views: Vec<Arc<dyn CacheView>> = vec![view.clone()];
-        let mut named = write(Verb::Create, "child", None, false);
+        let tracker = tracker(std::slice::from_ref(&view));
+        let mut named = write(Verb::Create, "child", None);
         named.answered = false;
-        let mut generated = write(Verb::Create, "parent-", None, true);
-        generated.answered = false;
-        let pending = Pending { reported: 0, writes: vec![named.clone()] };
-        let mut named_hold = hold(&views, &pending).expect("held");
+        let pending = pending(vec![named]);
+        let mut hold = tracker.hold(&pending).expect("held");
         view.apply("other", 60, true);
-        assert!(!done(&mut named_hold), "the cache does not hold the named child yet");
+        assert!(!done(&mut hold), "the cache does not hold the named child yet");
         view.apply("child", 61, true);
-        assert_eq!(named_hold.await, Held::CaughtUp, "made, and seen");
-        let pending = Pending { reported: 0, writes: vec![generated] };
-        let generated_hold = hold(&views, &pending).expect("held");
-        view.apply("parent-x7", 62, true);
-        let timeout = std::time::Duration::from_secs(5);
-        assert!(
-            tokio::time::timeout(timeout, generated_hold).await.is_err(),
-            "a generateName create with no answer holds its owner until the timeout"
-        );
+        assert_eq!(hold.await, Held::CaughtUp, "made, and seen");
     }
 
     #[test]
     fn nothing_watched_nothing_held() {
         let view = FakeView::new();
-        let views: Vec<Arc<dyn CacheView>> = vec![view];
-        let mut other = write(Verb::Create, "s", Some(5), false);
+        let tracker = tracker(&[view]);
+        let mut other = write(Verb::Create, "s", Some(5));
         other.resource = "configmaps".into();
-        let mut elsewhere = write(Verb::Create, "s", Some(5), false);
+        let mut elsewhere = write(Verb::Create, "s", Some(5));
         elsewhere.key = ObjectKey::namespaced("other-ns", "s");
-        let pending = Pending { reported: 0, writes: vec![other, elsewhere] };
-        assert!(hold(&views, &pending).is_none(), "a kind or namespace not watched holds nothing");
+        let mut generated = create_child(&tracker, "a");
+        generated.resource = "configmaps".into();
+        generated.raised.clear();
+        tracker.expect(&mut generated);
+        let pending = pending(vec![other, elsewhere, generated]);
+        assert!(tracker.hold(&pending).is_none(), "a kind or namespace not watched holds nothing");
         let kept = PendingWrites::default();
         let key = ObjectKey::namespaced("ns", "parent");
-        kept.insert(&key, watched(&views, pending));
+        kept.insert(&key, tracker.watched(pending));
         assert!(kept.get(&key).is_none(), "nor is it kept for the key's next reconcile");
     }
 }

@@ -3,6 +3,8 @@
 //! [`ReconcileContext`](super::ReconcileContext) records it and the key's next reconcile
 //! waits for it (the `writes` module).
 
+use std::collections::BTreeMap;
+
 use crate::cache::ObjectKey;
 
 /// What a write did, as a [`Write`] records it.
@@ -35,8 +37,13 @@ pub struct Write {
     /// The resourceVersion the server answered with; `None` for a delete that removed the
     /// object, and for a write whose answer never came.
     pub resource_version: Option<u64>,
-    /// Whether it was a create with `generateName`.
-    pub generate_name: bool,
+    /// The `generateName` prefix of a create that gave no name of its own (the server named
+    /// the object); `None` for every other write.
+    pub generate_name: Option<String>,
+    /// The written object's labels, as the answer gave them (a create's request, while its
+    /// answer has not come); `None` where neither told them (a delete answered with a
+    /// `Status`). A cache whose label selector these do not satisfy is not waited on.
+    pub labels: Option<BTreeMap<String, String>>,
     /// The created object's controlling owner (`ownerReferences` with `controller: true`),
     /// in the object's namespace.
     pub owner: Option<ObjectKey>,
@@ -47,4 +54,7 @@ pub struct Write {
     /// commit) stays recorded unanswered: for a `generateName` create its `key` holds the
     /// prefix as its name.
     pub answered: bool,
+    /// For a create with `generateName`: the ids of the caches in which it raised its owner's
+    /// count of expected creations (the `expectations` module).
+    pub(crate) raised: Vec<usize>,
 }

@@ -217,7 +217,7 @@ async fn a_hold_that_times_out_runs_the_reconcile_counted_and_measured() {
             (written[0].verb, written[0].key.name.as_str(), written[0].resource_version),
             (Verb::Create, "a-x1", Some(100))
         );
-        assert!(written[0].generate_name);
+        assert_eq!(written[0].generate_name.as_deref(), Some("a-"));
         let stats = controller.stats();
         let holds = holds.0.lock().unwrap().clone();
         if watched {
