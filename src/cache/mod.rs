@@ -75,6 +75,7 @@ mod object_key;
 mod prepare;
 mod processor;
 mod reflector;
+pub(crate) mod selector;
 mod stored;
 mod strip;
 mod sync;

@@ -30,10 +30,12 @@
 //!   child of that owner or the timeout; an update or patch, whose version is unknown, holds
 //!   nothing.
 //!
-//! A cache with a label or field selector that the written object does not match moves past
-//! its version only with a later event or bookmark: such a write may hold its key until the
-//! timeout. A kind written but not watched never holds a reconcile. Nor does a delete of a
-//! collection.
+//! A cache is waited on only if it lists and watches the written object: its resource, in
+//! its namespace, selected by its label selector (from the labels the answer, or a create's
+//! request, gave) and by its field selector on `metadata.name` and `metadata.namespace`.
+//! Other field selectors, and shard selectors, are not told on the client: a write they leave
+//! out may hold its key until the timeout. A kind written but not watched never holds a
+//! reconcile. Nor does a delete of a collection.
 //!
 //! A held key does not keep its worker, as client-go's expectations skip a sync rather than
 //! wait for it: a worker that finds the key's writes not caught up parks the key (marks it
@@ -68,6 +70,7 @@ use tokio::time::Instant;
 use super::context::ReconcileContext;
 use super::expectations::{Expectations, Observer, Owner};
 use super::written::{Verb, Write};
+use crate::cache::selector::{fields_match, labels_match};
 use crate::cache::{Informer, InformerObject, ObjectKey};
 
 /// Tells the controller that the reconcile running on this task wrote an object of the
@@ -218,7 +221,9 @@ impl PendingWrites {
 pub(crate) trait CacheView: Send + Sync + 'static {
     /// The informer's identity: two views of one informer have the same.
     fn id(&self) -> usize;
-    /// Whether it lists and watches the object `write` wrote: its resource, in its namespace.
+    /// Whether it lists and watches the object `write` wrote: its resource, in its namespace,
+    /// selected by its label selector (on the labels the write told) and by its field selector
+    /// on `metadata.name` and `metadata.namespace` (see `cache::selector`).
     fn covers(&self, write: &Write) -> bool;
     /// The resourceVersion of the object under `key` in the cache, if it holds it (0 for a
     /// version that is not an integer).
@@ -247,6 +252,12 @@ impl<K: InformerObject> CacheView for Informer<K> {
         api.group == write.group
             && api.plural == write.resource
             && (list_watch.namespace().is_none() || list_watch.namespace() == namespace)
+            && list_watch.label_selector().is_none_or(|selector| {
+                write.labels.as_ref().is_none_or(|labels| labels_match(selector, labels))
+            })
+            && list_watch
+                .field_selector()
+                .is_none_or(|selector| fields_match(selector, &write.key.name, namespace))
     }
     fn held(&self, key: &ObjectKey) -> Option<u64> {
         let object = self.indexer().get(key)?;
@@ -454,9 +465,10 @@ mod tests {
         assert_eq!(context.reported.load(Ordering::Relaxed), 7, "the highest");
     }
 
-    /// A cache of secrets in `ns`, moved by hand.
+    /// A cache of secrets in `ns` (labelled `app=web`, if `selector`), moved by hand.
     struct FakeView {
         id: usize,
+        selector: Option<&'static str>,
         objects: Mutex<HashMap<ObjectKey, u64>>,
         /// The highest version applied, as an informer's `reached`.
         at: tokio::sync::watch::Sender<u64>,
@@ -468,8 +480,12 @@ mod tests {
 
     impl FakeView {
         fn new() -> Arc<Self> {
+            Self::with(1, None)
+        }
+        fn with(id: usize, selector: Option<&'static str>) -> Arc<Self> {
             Arc::new(Self {
-                id: 1,
+                id,
+                selector,
                 objects: Mutex::default(),
                 at: tokio::sync::watch::channel(1).0,
                 applied: tokio::sync::watch::channel(0).0,
@@ -514,9 +530,13 @@ mod tests {
             self.id
         }
         fn covers(&self, write: &Write) -> bool {
+            let labelled = write.labels.as_ref().is_none_or(|l| {
+                self.selector.is_none_or(|s| crate::cache::selector::labels_match(s, l))
+            });
             write.group.is_empty()
                 && write.resource == "secrets"
                 && write.key.namespace.as_deref() == Some("ns")
+                && labelled
         }
         fn held(&self, key: &ObjectKey) -> Option<u64> {
             let asked = self.asked.fetch_add(1, Ordering::Relaxed);
@@ -698,6 +718,34 @@ mod tests {
         assert!(!done(&mut hold), "the cache does not hold the named child yet");
         view.apply("child", 61, true);
         assert_eq!(hold.await, Held::CaughtUp, "made, and seen");
+    }
+
+    /// A write the cache's label selector leaves out is not waited for there: it would hold
+    /// its key for the whole timeout at every reconcile.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_a_caches_selector_leaves_out_is_not_waited_for_there() {
+        let (all, web) = (FakeView::with(1, None), FakeView::with(2, Some("app=web")));
+        let tracker = tracker(&[all.clone(), web.clone()]);
+        let labelled = |app: &str| {
+            let mut update = write(Verb::Update, "s", Some(10));
+            update.labels = Some([("app".to_owned(), app.to_owned())].into());
+            update
+        };
+        let db = pending(vec![labelled("db")]);
+        let mut hold = tracker.hold(&db).expect("the unselected cache holds it");
+        all.apply("s", 10, true);
+        assert!(done(&mut hold), "the cache that selects no db is not waited on");
+        let web_write = pending(vec![labelled("web")]);
+        let mut hold = tracker.hold(&web_write).expect("held");
+        assert!(!done(&mut hold), "the web cache has not caught up");
+        web.apply("s", 10, true);
+        assert_eq!(hold.await, Held::CaughtUp);
+        let mut create = create_child(&tracker, "a");
+        create.labels = Some([("app".to_owned(), "db".to_owned())].into());
+        let mut raised = create.clone();
+        raised.raised.clear();
+        tracker.expect(&mut raised);
+        assert_eq!(raised.raised, [1], "a count raised only where the child will show up");
     }
 
     #[test]

@@ -8,8 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ctrlkit::cache::{HasSynced, ListWatch, ObjectKey, SharedInformerFactory};
 use ctrlkit::controller::{
-    Action, Config, Controller, ControllerMetrics, ControllerMetricsProvider, Event, Reason,
-    ReconcileContext, ReconcileOutcome, Reconciler, Verb, recording_client,
+    Action, Config, Controller, Event, Reason, ReconcileContext, Reconciler, Verb, recording_client,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_client::Api;
@@ -17,6 +16,7 @@ use kube_client::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::common::*;
+use super::own_writes::Holds;
 use crate::support::Failed;
 
 /// Records each reconcile's reasons; logs a line inside its span; requeues once when asked.
@@ -93,27 +93,6 @@ async fn a_reconcile_knows_why_it_runs_and_its_span_says_so() {
     let text = logs.text();
     let line = text.lines().find(|l| l.contains("reasons=owned Secret default/child added"));
     assert!(line.is_some_and(|l| l.contains("reconciling")), "the span names the reasons:\n{text}");
-}
-
-/// Counts the holds reported to the metrics.
-#[derive(Clone, Default)]
-struct Holds(Arc<Mutex<Vec<(Duration, bool)>>>);
-
-impl ControllerMetrics for Holds {
-    fn max_concurrent_reconciles(&self, _: usize) {}
-    fn worker_started(&self) {}
-    fn worker_finished(&self) {}
-    fn reconciled(&self, _: ReconcileOutcome, _: Duration) {}
-    fn dropped(&self) {}
-    fn held(&self, waited: Duration, timed_out: bool) {
-        self.0.lock().unwrap().push((waited, timed_out));
-    }
-}
-
-impl ControllerMetricsProvider for Holds {
-    fn new_controller_metrics(&self, _: &str) -> Arc<dyn ControllerMetrics> {
-        Arc::new(self.clone())
-    }
 }
 
 /// Creates a Secret with `generateName` through a recording client on its first reconcile,

@@ -25,6 +25,7 @@ mod lease_safety;
 mod manager;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod own_writes;
 #[cfg(feature = "metrics")]
 mod phases;
 mod priority;
