@@ -330,17 +330,23 @@ impl<K: InformerObject> Controller<K> {
 
     /// Queues `key` again once the caches caught up with `pending` (woken by the informer's
     /// event, list or bookmark that moves a cache past it) or at the end of its timeout,
-    /// unless it ran meanwhile. After the controller stops, its informers stop too, so the
-    /// wait ends and the add goes to a queue that is shut down.
+    /// unless it ran meanwhile. The task holds the caches' views and the queue, not the
+    /// controller; a run that ends closes the pending writes, which ends the task.
     fn wake_when_caught_up(&self, key: &ObjectKey, pending: Arc<Pending>, since: Instant) {
-        let (shared, queue, key) = (self.shared.clone(), self.queue.clone(), key.clone());
-        let deadline = since + self.config.stale_cache_timeout;
+        // Not the controller itself: it holds the guards on its informers, which a removed
+        // controller must let go of when it is dropped, parked keys or not.
+        let (shared, tracker) = (Arc::downgrade(&self.shared), self.shared.tracker.clone());
+        let (queue, key) = (self.queue.clone(), key.clone());
+        let deadline = since.checked_add(self.config.stale_cache_timeout);
         let parked = key.clone();
         let waker = tokio::spawn(async move {
-            if let Some(hold) = shared.tracker.hold(&pending) {
-                let _ = tokio::time::timeout_at(deadline, hold).await;
+            if let Some(hold) = tracker.hold(&pending) {
+                match deadline {
+                    Some(deadline) => drop(tokio::time::timeout_at(deadline, hold).await),
+                    None => drop(hold.await),
+                }
             }
-            if shared.pending_writes.wake(&key, since) {
+            if shared.upgrade().is_some_and(|shared| shared.pending_writes.wake(&key, since)) {
                 queue.add(key);
             }
         });

@@ -163,3 +163,72 @@ async fn a_write_the_childrens_selector_leaves_out_holds_nothing() {
     assert_eq!(stats, (0, 0));
     assert!(held.is_empty(), "{held:?}");
 }
+
+/// A controller whose run ended (as a removal from a manager ends it) while a key was parked
+/// on its own writes lets go of its informers as soon as it is dropped: nothing that waited on
+/// the parked key keeps the controller, and so its guards, alive.
+#[tokio::test(start_paused = true)]
+async fn a_controller_stopped_with_a_parked_key_lets_go_of_its_informers_when_dropped() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let parent = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
+    configmaps.create(&PostParams::default(), &parent).await.unwrap();
+    let mut config = ctrlkit::cache::InformerConfig::default();
+    config.streaming_list = false;
+    let factory = SharedInformerFactory::builder(client.clone()).informer_config(config).build();
+    let stalled: Api<Secret> = Api::namespaced(secrets_never_watched(client.clone()), "default");
+    let controller = Controller::builder(configmaps)
+        .factory(&factory)
+        .owns(stalled)
+        .config(Config::default().stale_cache_timeout(Duration::from_secs(3600)))
+        .build();
+    factory.start(std::future::pending());
+    let child = json!({"metadata": {"generateName": "a-"}});
+    let started = Arc::<Mutex<Vec<Instant>>>::default();
+    let secrets = Api::namespaced(recording_client(client), "default");
+    let reconciler = CreatesOnce { secrets, child, started };
+    let (stop, run) = run_controller(&controller, reconciler);
+    eventually("a parked", || !controller.held().is_empty()).await;
+    assert_eq!(factory.informers().len(), 2, "{:?}", factory.informers());
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    assert_eq!(controller.held(), [], "the run's end let go of the parked key");
+    drop(controller);
+    assert_eq!(factory.informers(), Vec::<String>::new(), "the controller's guards are gone");
+    factory.shutdown().await;
+}
+
+/// A hold with no end (`Duration::MAX`) parks its key until its caches catch up: working out
+/// its deadline does not overflow (a panic in the worker, the key retried each second).
+#[tokio::test(start_paused = true)]
+async fn a_hold_without_end_parks_its_key_without_a_panic() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let parent = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
+    configmaps.create(&PostParams::default(), &parent).await.unwrap();
+    let factory = SharedInformerFactory::new(client.clone());
+    let stalled: ListWatch<Secret> =
+        ListWatch::new(Api::namespaced(secrets_never_watched(client.clone()), "default"));
+    factory.informer_with(stalled.clone(), |b| b.streaming_list(false));
+    let controller = Controller::builder(configmaps)
+        .factory(&factory)
+        .owns(stalled)
+        .config(Config::default().stale_cache_timeout(Duration::MAX))
+        .build();
+    factory.start(std::future::pending());
+    let started = Arc::<Mutex<Vec<Instant>>>::default();
+    let secrets = Api::namespaced(recording_client(client), "default");
+    let child = json!({"metadata": {"generateName": "a-"}});
+    let reconciler = CreatesOnce { secrets, child, started: started.clone() };
+    let (stop, run) = run_controller(&controller, reconciler);
+    eventually("a parked", || !controller.held().is_empty()).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(controller.stats().panicked, 0, "{:?}", controller.stats());
+    assert_eq!(started.lock().unwrap().len(), 1, "still held, an hour on");
+    assert_eq!(controller.held(), [ObjectKey::namespaced("default", "a")]);
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    factory.shutdown().await;
+}
