@@ -10,8 +10,9 @@
 //! a create: from the request (the path's name; a create's name or `generateName` and
 //! controlling owner from its body). A success's answer is read whole to learn the name,
 //! version and owner, settles the record, and is handed on unchanged; a refusal (a 4xx)
-//! withdraws it; a write whose answer is lost (the reconcile's future dropped at its
-//! timeout, a dropped connection, a 5xx such as a 504 after the commit) stays recorded
+//! withdraws it, as does a server error other than a 504; a write whose answer is lost (the
+//! reconcile's future dropped at its timeout, a dropped connection, a 504 after the commit,
+//! which is the only server error client-go keeps an expectation for) stays recorded
 //! unanswered, and holds the next reconcile as the `writes` module tells. Outside a reconcile
 //! (or from a task a reconcile spawned) the client sends as the one it wraps.
 
@@ -70,14 +71,19 @@ impl tower::Service<http::Request<Body>> for RecordWrites {
             // reconcile all the same.
             let (parts, body) = request.into_parts();
             let sent = body.collect_bytes().await?;
-            let expected = context.record(target.expect(&sent));
             let request = http::Request::from_parts(parts, Body::from(sent.to_vec()));
+            // A delete's options (dry run among them) travel in its body.
+            if target.verb == Verb::Delete && dry_run_in(&sent) {
+                return client.send(request).await;
+            }
+            let expected = context.record(target.expect(&sent));
             let response = client.send(request).await?;
             let status = response.status();
             if !status.is_success() {
-                // A refusal made nothing; a server error (a 504 after etcd committed) may
-                // have, and stays expected.
-                if !status.is_server_error() {
+                // A refusal made nothing, nor did a server error other than a timeout; a 504
+                // (the server gave up waiting, etcd may have committed) stays expected, as
+                // client-go keeps an expectation only for a timeout.
+                if status != http::StatusCode::GATEWAY_TIMEOUT {
                     context.settle(&expected, None);
                 }
                 return Ok(response);
@@ -209,6 +215,17 @@ impl Target {
     }
 }
 
+/// Whether a delete's options body asks for a dry run (`"dryRun": ["All"]`).
+fn dry_run_in(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Options {
+        #[serde(default)]
+        dry_run: Vec<String>,
+    }
+    serde_json::from_slice::<Options>(body).is_ok_and(|o| !o.dry_run.is_empty())
+}
+
 /// `name` in `namespace`, or cluster-scoped.
 fn key_in(namespace: Option<&str>, name: &str) -> ObjectKey {
     match namespace {
@@ -318,6 +335,7 @@ mod tests {
             let status = match request.uri().path().split('/').nth(4) {
                 Some("lost") => futures::future::pending().await,
                 Some("refused") => http::StatusCode::CONFLICT,
+                Some("failed") => http::StatusCode::INTERNAL_SERVER_ERROR,
                 _ => http::StatusCode::GATEWAY_TIMEOUT,
             };
             let answer = br#"{"kind":"Status","status":"Failure"}"#.to_vec();
@@ -347,7 +365,12 @@ mod tests {
                 tokio::time::timeout(std::time::Duration::from_secs(1), create(&client, "lost"));
             assert!(lost.await.is_err(), "the answer never comes: the reconcile moves on");
             assert!(create(&client, "refused").await, "a 409 is an answer");
+            assert!(create(&client, "failed").await, "a 500 is an answer");
             assert!(create(&client, "late").await, "a 504 is an answer");
+            let dry_run = http::Request::delete("/api/v1/namespaces/late/configmaps/c")
+                .body(Body::from(br#"{"dryRun":["All"]}"#.to_vec()))
+                .expect("a valid request");
+            assert!(client.send(dry_run).await.is_ok(), "a dry-run delete, with its 504");
         })
         .await;
         let expected = |namespace: &str| Write {
@@ -366,7 +389,7 @@ mod tests {
             context.writes(),
             vec![expected("lost"), expected("late")],
             "a create whose answer was lost, and one a 504 followed, still hold the next \
-             reconcile; the refused one does not"
+             reconcile; the refused one, the failed one and the dry run do not"
         );
     }
 }
