@@ -278,14 +278,16 @@ impl<K: InformerObject> Controller<K> {
             return Admit::Run;
         };
         let now = Instant::now();
-        // One hold per set of writes, however often its key comes back parked.
-        if parked.is_none() {
-            self.shared.counters.holds.fetch_add(1, Ordering::Relaxed);
-        }
         let since = parked.unwrap_or(now);
         let waited = now - since;
         let held = hold.as_mut().now_or_never();
         let timed_out = held.is_none() && waited >= self.config.stale_cache_timeout;
+        // A hold is a key parked: one per set of writes, however often its key comes back
+        // parked; writes the caches hold already at the first look hold nothing.
+        let first_park = parked.is_none() && held.is_none();
+        if first_park {
+            self.shared.counters.holds.fetch_add(1, Ordering::Relaxed);
+        }
         if held.is_none() && !timed_out {
             drop(hold);
             if self.shared.pending_writes.park(key, since) {
@@ -299,7 +301,7 @@ impl<K: InformerObject> Controller<K> {
             // The counts its creates raised and no cache met are let go of with the hold.
             tracker.release(&pending);
         }
-        if let Some(metrics) = &self.metrics {
+        if let (Some(metrics), true) = (&self.metrics, parked.is_some() || first_park) {
             observe("held", || metrics.held(waited, timed_out));
         }
         match held {

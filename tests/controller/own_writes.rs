@@ -47,6 +47,8 @@ struct CreatesOnce {
     secrets: Api<Secret>,
     child: serde_json::Value,
     started: Arc<Mutex<Vec<Instant>>>,
+    /// When the first reconcile asks to run again.
+    requeue: Duration,
 }
 
 #[async_trait]
@@ -69,7 +71,7 @@ impl Reconciler for CreatesOnce {
         }
         let child = serde_json::from_value(self.child.clone()).expect("a valid secret");
         self.secrets.create(&PostParams::default(), &child).await?;
-        Ok(Action::requeue_after(Duration::ZERO))
+        Ok(Action::requeue_after(self.requeue))
     }
 }
 
@@ -120,6 +122,7 @@ async fn second_reconcile_after(
         secrets: Api::namespaced(recording_client(client), "default"),
         child,
         started: started.clone(),
+        requeue: Duration::ZERO,
     };
     let (stop, run) = run_controller(&controller, reconciler);
     eventually("the caches synced", || controller.informer().has_synced()).await;
@@ -187,7 +190,7 @@ async fn a_controller_stopped_with_a_parked_key_lets_go_of_its_informers_when_dr
     let child = json!({"metadata": {"generateName": "a-"}});
     let started = Arc::<Mutex<Vec<Instant>>>::default();
     let secrets = Api::namespaced(recording_client(client), "default");
-    let reconciler = CreatesOnce { secrets, child, started };
+    let reconciler = CreatesOnce { secrets, child, started, requeue: Duration::ZERO };
     let (stop, run) = run_controller(&controller, reconciler);
     eventually("a parked", || !controller.held().is_empty()).await;
     assert_eq!(factory.informers().len(), 2, "{:?}", factory.informers());
@@ -221,7 +224,8 @@ async fn a_hold_without_end_parks_its_key_without_a_panic() {
     let started = Arc::<Mutex<Vec<Instant>>>::default();
     let secrets = Api::namespaced(recording_client(client), "default");
     let child = json!({"metadata": {"generateName": "a-"}});
-    let reconciler = CreatesOnce { secrets, child, started: started.clone() };
+    let reconciler =
+        CreatesOnce { secrets, child, started: started.clone(), requeue: Duration::ZERO };
     let (stop, run) = run_controller(&controller, reconciler);
     eventually("a parked", || !controller.held().is_empty()).await;
     tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -231,4 +235,35 @@ async fn a_hold_without_end_parks_its_key_without_a_panic() {
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
     factory.shutdown().await;
+}
+
+/// Writes the caches hold already when the key's next reconcile comes hold nothing: no hold
+/// counted, none in the metrics.
+#[tokio::test(start_paused = true)]
+async fn writes_the_caches_hold_at_the_next_reconcile_are_no_hold() {
+    let server = server().await;
+    let client = server.in_process_client();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let parent = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
+    configmaps.create(&PostParams::default(), &parent).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let holds = Holds::default();
+    let controller = Controller::builder(configmaps)
+        .owns(secrets.clone())
+        .metrics(Arc::new(holds.clone()))
+        .build();
+    let started = Arc::<Mutex<Vec<Instant>>>::default();
+    let reconciler = CreatesOnce {
+        secrets: Api::namespaced(recording_client(client), "default"),
+        child: json!({"metadata": {"name": "child"}}),
+        started: started.clone(),
+        requeue: Duration::from_secs(1),
+    };
+    let (stop, run) = run_controller(&controller, reconciler);
+    eventually("the second reconcile", || started.lock().unwrap().len() == 2).await;
+    let cached = controller.stats();
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    assert_eq!((cached.holds, cached.stale_cache_timeouts), (0, 0), "{cached:?}");
+    assert!(holds.0.lock().unwrap().is_empty(), "{:?}", holds.0.lock().unwrap());
 }
