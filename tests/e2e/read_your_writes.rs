@@ -191,6 +191,7 @@ case!(Needs::Protocol, a_reconcile_waits_for_the_children_it_created_with_genera
 /// The same run with the guard off: the show's control.
 async fn without_the_guard_a_stale_cache_makes_a_second_child(t: &Target) {
     let per_parent = children_per_parent(t, &t.ns, false).await;
+    assert_eq!(per_parent.len(), PARENTS, "every parent has children: {per_parent:?}");
     assert!(
         per_parent.values().all(|n| *n > 1),
         "each parent reconciled on a cache without its child made another: {per_parent:?}"
