@@ -13,8 +13,8 @@
 //! its workers requeue (an `Action`'s requeue, an error's retry), and taken when the key's
 //! reconcile starts: the queue itself keeps only the key, so a burst of events still costs
 //! one reconcile, and that reconcile sees every distinct reason of the burst. The table is
-//! bounded: at most [`MAX_REASONS`] distinct reasons per key (past them, a count of those
-//! left out) and [`MAX_KEYS`] keys (past them, a new key's reasons are left out, and its
+//! bounded: at most [`MAX_REASONS`] distinct reasons per key (past them, a count of the
+//! queuings left out, built and compared no more) and [`MAX_KEYS`] keys (past them, a new key's reasons are left out, and its
 //! reconcile says so with [`ReconcileContext::reasons_left_out`]). A requeue's reason is
 //! recorded when the requeue is asked for, so a change that comes before the requeue's delay
 //! runs the key with both reasons. A controller wired by hand ([`Controller::new`]
@@ -245,7 +245,12 @@ impl Reasons {
         let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = table.by_key.get_mut(key) {
             if !entry.reasons.iter().any(same) {
-                entry.add(make());
+                match entry.reasons.len() < MAX_REASONS {
+                    true => entry.add(make()),
+                    // Past the bound nothing is built: a parent of many children pays
+                    // nothing per event once its reasons are full.
+                    false => entry.left_out += 1,
+                }
             }
             return;
         }
@@ -353,7 +358,8 @@ impl ReconcileContext {
         &self.reasons.reasons
     }
 
-    /// How many reasons were left out past the bounds.
+    /// How many times the key was queued for a reason not kept, past the bounds (a reason
+    /// left out is not remembered, so one that came again is counted again).
     pub fn reasons_left_out(&self) -> usize {
         self.reasons.left_out
     }
@@ -449,6 +455,26 @@ mod tests {
             "taken: the next reconcile starts afresh"
         );
         assert_eq!(reasons.len(), 0);
+    }
+
+    #[test]
+    fn a_related_objects_reason_is_not_built_once_the_keys_reasons_are_full() {
+        let reasons = Reasons::default();
+        let key = ObjectKey::namespaced("ns", "parent");
+        let built = std::cell::Cell::new(0);
+        for i in 0..(MAX_REASONS + 10) {
+            let child = ObjectKey::namespaced("ns", &format!("child-{i}"));
+            reasons.add_with(
+                &key,
+                |_| false,
+                || {
+                    built.set(built.get() + 1);
+                    Reason::Owned { kind: "Pod".into(), key: child, event: Event::Added }
+                },
+            );
+        }
+        assert_eq!(built.get(), MAX_REASONS, "built only while kept");
+        assert_eq!(reasons.take(&key).left_out, 10);
     }
 
     #[test]
