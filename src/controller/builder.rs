@@ -321,7 +321,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             };
             let (queue, prioritize, reasons) =
                 (wiring.queue.clone(), wiring.prioritize, wiring.reasons.clone());
-            let kind = String::new(); // the informer's, set at registration
+            let kind = Arc::from(""); // the informer's, set at registration
             let handler = EnqueueHandler { queue, predicate, mapper, prioritize, reasons, kind };
             (Source::register(&informer, handler), guard)
         }));
@@ -392,7 +392,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             mapper: Mapper::Own,
             prioritize: self.spec.prioritize,
             reasons: reasons.clone(),
-            kind: String::new(),
+            kind: Arc::from(""),
         };
         let mut sources = vec![Source::register(&informer, primary)];
         let wiring = Wiring {

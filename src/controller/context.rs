@@ -134,8 +134,8 @@ pub enum Reason {
     Resync,
     /// An object the primary owns (`ownerReferences`, controller) changed.
     Owned {
-        /// Its kind.
-        kind: String,
+        /// Its kind (shared by every reason of the source: no allocation per reason).
+        kind: Arc<str>,
         /// Its key.
         key: ObjectKey,
         /// How it changed.
@@ -143,8 +143,8 @@ pub enum Reason {
     },
     /// A watched object changed and the mapper named this key.
     Watched {
-        /// Its kind.
-        kind: String,
+        /// Its kind (shared, as [`Reason::Owned`]'s).
+        kind: Arc<str>,
         /// Its key.
         key: ObjectKey,
         /// How it changed.

@@ -50,7 +50,7 @@ impl Source {
         informer: &Informer<K>,
         mut handler: EnqueueHandler<K>,
     ) -> Self {
-        handler.kind.clone_from(&informer.list_watch().api_resource().kind);
+        handler.kind = Arc::from(informer.list_watch().api_resource().kind.as_str());
         let registration = match handler.runs_user_code() {
             true => informer.add_event_handler(handler),
             false => informer.add_inline_event_handler(handler),

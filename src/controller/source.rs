@@ -118,7 +118,7 @@ pub(crate) struct EnqueueHandler<S> {
     /// Where the controller keeps why each key was queued.
     pub(crate) reasons: Reasons,
     /// The kind of the informer's objects, as reasons name them (set at registration).
-    pub(crate) kind: String,
+    pub(crate) kind: Arc<str>,
 }
 
 impl<S: InformerObject> EnqueueHandler<S> {
@@ -194,7 +194,7 @@ impl<S: InformerObject> EnqueueHandler<S> {
         };
         let meta = object.meta();
         let names_it = |kind: &str, related: &ObjectKey, event: &Event| {
-            kind == self.kind
+            *kind == *self.kind
                 && *event == how
                 && related.name == meta.name.as_deref().unwrap_or_default()
                 && related.namespace.as_deref() == meta.namespace.as_deref()
@@ -381,7 +381,7 @@ mod tests {
 
     fn handler(mapper: Mapper<ConfigMap>) -> EnqueueHandler<ConfigMap> {
         let queue = WorkQueue::builder().build();
-        let (reasons, kind) = (Reasons::default(), "ConfigMap".to_owned());
+        let (reasons, kind) = (Reasons::default(), Arc::from("ConfigMap"));
         EnqueueHandler { queue, predicate: None, mapper, prioritize: true, reasons, kind }
     }
 
