@@ -5,7 +5,7 @@
 //!
 //! The context is a task-local of the worker's task, set for the length of one reconcile:
 //! [`ReconcileContext::current`] answers `None` outside a reconcile and in a task the
-//! reconciler spawned (hand the context over by value there). The reasons also go in the
+//! reconciler spawned (run what it spawns in [`ReconcileContext::scope`]). The reasons also go in the
 //! reconcile's log span (`reasons`), so every line it logs says why it ran.
 //!
 //! Reasons are collected in a side table of the controller, keyed by the key, where its
@@ -335,7 +335,7 @@ impl ReconcileContext {
     }
 
     /// The context of the reconcile running on this task; `None` outside one (and in a task
-    /// the reconciler spawned: clone the `Arc` into it).
+    /// the reconciler spawned: run that in [`scope`](Self::scope)).
     pub fn current() -> Option<Arc<ReconcileContext>> {
         CONTEXT.try_with(Arc::clone).ok()
     }
@@ -423,9 +423,13 @@ impl ReconcileContext {
         std::mem::take(&mut *self.writes.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Runs `reconcile` with `context` as the task's current context.
-    pub(crate) async fn scope<F: Future>(context: Arc<Self>, reconcile: F) -> F::Output {
-        CONTEXT.scope(context, reconcile).await
+    /// Runs `future` with `context` as its current context: for work a reconcile spawns on
+    /// other tasks (parallel creates), so that its writes through a
+    /// [`recording_client`](super::recording_client) are recorded for the reconcile, which
+    /// must await them before it returns (what is written after its end is not waited for):
+    /// `tokio::spawn(ReconcileContext::scope(context.clone(), create))`.
+    pub async fn scope<F: Future>(context: Arc<Self>, future: F) -> F::Output {
+        CONTEXT.scope(context, future).await
     }
 }
 

@@ -371,6 +371,11 @@ mod tests {
                 .body(Body::from(br#"{"dryRun":["All"]}"#.to_vec()))
                 .expect("a valid request");
             assert!(client.send(dry_run).await.is_ok(), "a dry-run delete, with its 504");
+            let context = ReconcileContext::current().expect("in the reconcile");
+            let unscoped = tokio::spawn(create(&client, "spawned"));
+            assert!(unscoped.await.expect("the task ran"), "a task of its own, unrecorded");
+            let spawned = tokio::spawn(ReconcileContext::scope(context, create(&client, "late")));
+            assert!(spawned.await.expect("the task ran"), "a task in the reconcile's scope");
         })
         .await;
         let expected = |namespace: &str| Write {
@@ -387,9 +392,10 @@ mod tests {
         };
         assert_eq!(
             context.writes(),
-            vec![expected("lost"), expected("late")],
+            vec![expected("lost"), expected("late"), expected("late")],
             "a create whose answer was lost, and one a 504 followed, still hold the next \
-             reconcile; the refused one, the failed one and the dry run do not"
+             reconcile, the one a task in the reconcile's scope made too; the refused one, the \
+             failed one, the dry run and the one from a task out of its scope do not"
         );
     }
 }
