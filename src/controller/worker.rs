@@ -113,19 +113,6 @@ impl<K: InformerObject> Controller<K> {
             observe("worker_started", || m.worker_started());
             Instant::now()
         });
-        match self.admit(&key) {
-            Admit::Run => {}
-            // Its own writes are not in the caches yet: the worker moves on, and the key
-            // comes back when they are (or at the timeout).
-            Admit::Parked => return self.finish_unreconciled(&key),
-            Admit::Stopped => {
-                // The informer stopped (with the controller) short of the key's own write: a
-                // reconcile now would read a cache known to lack it. The key goes back, for a
-                // queue that is not shut down yet.
-                self.queue.add(key.clone());
-                return self.finish_unreconciled(&key);
-            }
-        }
         let object = self.informer.indexer().get(&key);
         let mut gate = match self.fenced() {
             true => None,
@@ -158,6 +145,25 @@ impl<K: InformerObject> Controller<K> {
             self.finish_unreconciled(&key);
             return;
         }
+        // After the Leases and the shard's gate: a key this replica will not reconcile is
+        // neither held nor parked.
+        let admitted = self.admit(&key);
+        if !matches!(admitted, Admit::Run) {
+            if let Some(shard) = &self.shard {
+                shard.done(&key);
+            }
+            if matches!(admitted, Admit::Stopped) {
+                // The informer stopped (with the controller) short of the key's own write: a
+                // reconcile now would read a cache known to lack it. The key goes back, for
+                // a queue that is not shut down yet.
+                self.queue.add(key.clone());
+            }
+            // Parked: its own writes are not in the caches yet; the worker moves on, and the
+            // key comes back when they are (or at the timeout).
+            return self.finish_unreconciled(&key);
+        }
+        // Read after the hold: the primary's cache may have caught up with the key's writes.
+        let object = self.informer.indexer().get(&key);
         // With the guard off, a create raises no owner's count: no hold would lower it.
         let tracker =
             (!self.config.stale_cache_timeout.is_zero()).then(|| self.shared.tracker.clone());
