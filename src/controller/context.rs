@@ -41,6 +41,9 @@ use super::written::Write;
 pub const MAX_REASONS: usize = 16;
 /// The most keys whose reasons a controller keeps at once (keys queued and not yet reconciled).
 pub const MAX_KEYS: usize = 65_536;
+/// The most writes one reconcile records (past them a write is sent, not recorded, and its
+/// key's next reconcile does not wait for it).
+pub const MAX_WRITES: usize = 1024;
 
 /// Which parts of an object an update changed, told from its metadata alone (no object is
 /// serialized or decoded to tell it), as controller-runtime's predicates tell them:
@@ -308,8 +311,11 @@ pub struct ReconcileContext {
     controller: String,
     key: ObjectKey,
     reasons: KeyReasons,
-    /// What the reconcile wrote through a recording client, in order.
+    /// What the reconcile wrote through a recording client, in order, at most
+    /// [`MAX_WRITES`].
     writes: Mutex<Vec<Write>>,
+    /// Writes past [`MAX_WRITES`], not recorded.
+    writes_left_out: AtomicU64,
     /// The highest primary version reported by hand ([`report_write`](super::report_write)).
     pub(crate) reported: AtomicU64,
     /// Where creates with `generateName` raise their owners' counts (none with the guard
@@ -329,6 +335,7 @@ impl ReconcileContext {
             key,
             reasons,
             writes: Mutex::new(Vec::new()),
+            writes_left_out: AtomicU64::new(0),
             reported: AtomicU64::new(0),
             tracker,
         })
@@ -386,11 +393,21 @@ impl ReconcileContext {
     /// Records `write` before it is sent (a create with `generateName` raises its owner's
     /// count of expected creations first); returns it as recorded, to settle it by.
     pub(crate) fn record(&self, mut write: Write) -> Write {
+        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        if writes.len() >= MAX_WRITES {
+            self.writes_left_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return write;
+        }
         if let Some(tracker) = &self.tracker {
             tracker.expect(&mut write);
         }
-        self.writes.lock().unwrap_or_else(PoisonError::into_inner).push(write.clone());
+        writes.push(write.clone());
         write
+    }
+
+    /// How many writes were sent past [`MAX_WRITES`] and not recorded.
+    pub fn writes_left_out(&self) -> u64 {
+        self.writes_left_out.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Settles the write recorded as `expected` before it was sent: replaced by what the
@@ -459,6 +476,28 @@ mod tests {
             "taken: the next reconcile starts afresh"
         );
         assert_eq!(reasons.len(), 0);
+    }
+
+    #[test]
+    fn a_reconcile_records_a_bounded_number_of_writes() {
+        let context = ReconcileContext::new("c", ObjectKey::cluster("a"), Default::default(), None);
+        let write = Write {
+            verb: super::super::Verb::Delete,
+            group: String::new(),
+            resource: "configmaps".into(),
+            key: ObjectKey::namespaced("ns", "c"),
+            resource_version: None,
+            generate_name: None,
+            labels: None,
+            owner: None,
+            answered: false,
+            raised: Vec::new(),
+        };
+        for _ in 0..(MAX_WRITES + 3) {
+            context.record(write.clone());
+        }
+        assert_eq!(context.writes().len(), MAX_WRITES);
+        assert_eq!(context.writes_left_out(), 3);
     }
 
     #[test]

@@ -97,7 +97,7 @@ mod written;
 
 pub use builder::ControllerBuilder;
 pub use config::{Config, namespace_fairness};
-pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, Reason, ReconcileContext};
+pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, MAX_WRITES, Reason, ReconcileContext};
 pub use controller::Controller;
 pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
 pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
