@@ -87,6 +87,7 @@ mod metrics;
 mod predicate;
 mod reconciler;
 mod recording;
+mod report;
 mod run;
 mod shard;
 mod source;
@@ -104,7 +105,7 @@ pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use recording::recording_client;
+pub use report::{report_write, report_written};
 pub use source::enqueue_handler;
 pub use stats::ControllerStats;
-pub use writes::{report_write, report_written};
 pub use written::{Verb, Write};

@@ -56,39 +56,20 @@
 //! another shard) lowers the counts its creates raised, and a controller's run that ends lets
 //! go of every key's pending writes. Versions are compared as integers, as etcd's revisions; one that is not an integer
 //! is not waited for. A write the reconciler makes through another client can still be
-//! reported by hand, for the primary kind: [`report_write`], [`report_written`].
+//! reported by hand, for the primary kind: [`report_write`](super::report_write),
+//! [`report_written`](super::report_written).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use kube_client::Resource;
 use tokio::time::Instant;
 
-use super::context::ReconcileContext;
 use super::expectations::{Expectations, Observer, Owner};
 use super::written::{Verb, Write};
 use crate::cache::selector::{fields_match, labels_match};
 use crate::cache::{Informer, InformerObject, ObjectKey};
-
-/// Tells the controller that the reconcile running on this task wrote an object of the
-/// primary kind and the server answered with `resource_version`: this key's next reconcile
-/// will not start before the primary cache holds that write (see the module docs). Returns
-/// whether it was recorded: not outside a reconcile, nor for a version that is not an
-/// integer. Writes through a [`recording_client`](super::recording_client) need no report.
-pub fn report_write(resource_version: &str) -> bool {
-    let Ok(rv) = resource_version.parse::<u64>() else { return false };
-    let Some(context) = ReconcileContext::current() else { return false };
-    context.reported.fetch_max(rv, Ordering::Relaxed);
-    true
-}
-
-/// [`report_write`] with the object the server returned from a write.
-pub fn report_written<K: Resource>(object: &K) -> bool {
-    object.meta().resource_version.as_deref().is_some_and(report_write)
-}
 
 /// What a key's next reconcile waits for.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -451,22 +432,11 @@ pub(crate) enum Held {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     use super::*;
-
-    #[tokio::test]
-    async fn reports_are_kept_per_reconcile_and_only_inside_one() {
-        assert!(!report_write("7"), "outside a reconcile nothing is recorded");
-        let context = ReconcileContext::new("c", ObjectKey::cluster("a"), Default::default(), None);
-        ReconcileContext::scope(context.clone(), async {
-            assert!(report_write("7"));
-            assert!(report_write("5"));
-            assert!(!report_write("not-a-number"));
-        })
-        .await;
-        assert_eq!(context.reported.load(Ordering::Relaxed), 7, "the highest");
-    }
 
     /// A cache of secrets in `ns` (labelled `app=web`, if `selector`), moved by hand.
     struct FakeView {
@@ -669,24 +639,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_refused_create_lowers_its_owners_count() {
+    async fn a_withdrawn_create_lowers_its_owners_count() {
         let view = FakeView::new();
-        let tracker = Arc::new(tracker(std::slice::from_ref(&view)));
-        let context = ReconcileContext::new(
-            "c",
-            ObjectKey::namespaced("ns", "a"),
-            Default::default(),
-            Some(tracker.clone()),
-        );
-        let mut create = write(Verb::Create, "child-", None);
-        (create.generate_name, create.answered) = (Some("child-".into()), false);
-        create.owner = Some(ObjectKey::namespaced("ns", "a"));
-        let recorded = context.record(create);
-        assert_eq!(recorded.raised, [1], "raised in the one cache that holds secrets");
-        let held = pending(context.writes());
+        let tracker = tracker(std::slice::from_ref(&view));
+        let create = create_child(&tracker, "a");
+        assert_eq!(create.raised, [1], "raised in the one cache that holds secrets");
+        let held = pending(vec![create.clone()]);
         assert!(!done(&mut tracker.hold(&held).unwrap()), "expected, before the answer");
-        context.settle(&recorded, None);
-        assert!(context.writes().is_empty());
+        tracker.withdraw(&create);
         assert!(done(&mut tracker.hold(&held).unwrap()), "refused: nothing made, nothing held");
     }
 
