@@ -248,7 +248,9 @@ impl<K: InformerObject> Controller<K> {
         } = parts;
         let primary: Arc<dyn CacheView> = Arc::new(informer.clone());
         let views = std::iter::once(primary).chain(sources.iter().map(|s| s.view.clone()));
-        let tracker = Arc::new(Tracker::new(views));
+        // With the guard off no count is raised: nothing to observe.
+        let observe = !config.stale_cache_timeout.is_zero();
+        let tracker = Arc::new(Tracker::new(views, observe));
         Self {
             name,
             queue,

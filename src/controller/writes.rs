@@ -276,8 +276,8 @@ pub(crate) struct Tracker {
 
 impl Tracker {
     /// Tracks writes against `views` (a view of an informer seen before is left out), with an
-    /// observer of new children on each.
-    pub(crate) fn new(views: impl IntoIterator<Item = Arc<dyn CacheView>>) -> Self {
+    /// observer of new children on each if `observe` (the guard is on).
+    pub(crate) fn new(views: impl IntoIterator<Item = Arc<dyn CacheView>>, observe: bool) -> Self {
         let mut distinct: Vec<Arc<dyn CacheView>> = Vec::new();
         for view in views {
             if !distinct.iter().any(|v| v.id() == view.id()) {
@@ -285,7 +285,10 @@ impl Tracker {
             }
         }
         let expectations = Expectations::default();
-        let observers = distinct.iter().map(|v| v.observe(&expectations)).collect();
+        let observers = match observe {
+            true => distinct.iter().map(|v| v.observe(&expectations)).collect(),
+            false => Vec::new(),
+        };
         Self { views: distinct, expectations, observers: Mutex::new(observers) }
     }
 
@@ -534,7 +537,7 @@ mod tests {
     }
 
     fn tracker(views: &[Arc<FakeView>]) -> Tracker {
-        Tracker::new(views.iter().map(|v| v.clone() as Arc<dyn CacheView>))
+        Tracker::new(views.iter().map(|v| v.clone() as Arc<dyn CacheView>), true)
     }
 
     fn write(verb: Verb, name: &str, rv: Option<u64>) -> Write {

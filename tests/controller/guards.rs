@@ -221,7 +221,11 @@ async fn a_controller_dropped_without_running_takes_its_handlers_off_shared_info
     let pods = factory.informer::<Pod>();
     let controller =
         Controller::builder(Api::<Pod>::all(server.client())).factory(&factory).build();
-    assert_eq!(pods.handler_count(), 1, "the controller's handler");
+    assert_eq!(
+        pods.handler_count(),
+        2,
+        "the controller's handler, and the observer of the children it creates"
+    );
     drop(controller);
     assert_eq!(pods.handler_count(), 0, "no handler left feeding a queue nobody reads");
 }
