@@ -712,9 +712,14 @@ impl Registry {
                 }
                 new = kept;
             } else if status {
-                // A custom resource's status subresource changes status and nothing else.
+                // A custom resource's status subresource changes status and nothing else but
+                // managedFields, which record who applied it (the real server's status
+                // strategy keeps them too); a write that sends none keeps the old ones.
                 let mut only_status = old.clone();
                 only_status["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                if let Some(fields) = new["metadata"].get("managedFields") {
+                    only_status["metadata"]["managedFields"] = fields.clone();
+                }
                 new = only_status;
             } else if rt.status_subresource {
                 match old.get("status") {

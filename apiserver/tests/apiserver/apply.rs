@@ -5,7 +5,7 @@ use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
-use kube_client::api::{Patch, PatchParams};
+use kube_client::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 fn configmap(labels: Value, data: Value) -> Value {
@@ -184,3 +184,29 @@ async fn server_side_apply_merges_containers_by_name_and_applies_status(t: &Targ
     }
 }
 case!(Needs::Protocol, server_side_apply_merges_containers_by_name_and_applies_status);
+
+/// A custom resource's status applied through `/status` is owned as a main resource's is:
+/// its manager is recorded, and a field it stops applying is removed.
+async fn a_custom_resources_status_apply_records_its_manager(t: &Target) {
+    let ar = t.custom_resource(&super::common::widget()).await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
+    let widget = DynamicObject::new("w", &ar).data(json!({ "spec": { "size": 1 } }));
+    widgets.create(&PostParams::default(), &widget).await.unwrap();
+    let status = |fields: Value| {
+        Patch::Apply(json!({
+            "apiVersion": ar.api_version, "kind": ar.kind, "metadata": { "name": "w" },
+            "status": fields,
+        }))
+    };
+    let writer = PatchParams::apply("status-writer");
+    let written =
+        widgets.patch_status("w", &writer, &status(json!({ "a": 1, "b": 2 }))).await.unwrap();
+    assert!(
+        managers(&written).contains(&("status-writer".to_owned(), "Apply".to_owned())),
+        "{:?}",
+        managers(&written)
+    );
+    let written = widgets.patch_status("w", &writer, &status(json!({ "a": 1 }))).await.unwrap();
+    assert_eq!(written.data["status"], json!({ "a": 1 }), "b, no longer applied, is removed");
+}
+case!(Needs::Protocol, a_custom_resources_status_apply_records_its_manager);
