@@ -14,7 +14,9 @@
 //!   (`conflict with "bob": .metadata.labels`); where the live object has the map, the map's
 //!   fields are compared, not the map.
 //! - Applying a value different from the live one to a field another applier owns is a 409
-//!   `Conflict` naming each manager and field (`conflict with "alice": .data.a`); `force=true`
+//!   `Conflict` naming each manager and field (`conflict with "alice": .data.a`, `conflict
+//!   with "bob" with subresource "status": .status.replicas` for what it applied through
+//!   `/status`); `force=true`
 //!   takes the fields over instead. The same value is shared ownership, no conflict.
 //! - Fields a manager applied before and leaves out now are removed, unless another manager
 //!   owns them; maps emptied that way go too.
@@ -356,15 +358,14 @@ pub(crate) fn apply(
         owners.iter().filter(|o| is_mine(o)).flat_map(|o| o.fields.iter().cloned()).collect();
 
     // Conflicts: a field another applier owns, applied with a different value.
-    let mut conflicts: Vec<(String, Path)> = Vec::new();
-    for owner in owners.iter().filter(|o| !is_mine(o)) {
-        let manager = || owner.entry["manager"].as_str().unwrap_or_default().to_owned();
+    let mut conflicts: Vec<(usize, Path)> = Vec::new();
+    for (i, owner) in owners.iter().enumerate().filter(|(_, o)| !is_mine(o)) {
         for path in mine_now.intersection(&owner.fields) {
             if path.last().is_some_and(|s| s == ".") {
                 continue;
             }
             if value_at(&object, path) != value_at(applied, path) {
-                conflicts.push((manager(), path.clone()));
+                conflicts.push((i, path.clone()));
             }
         }
         // A map the owner applied empty, applied with fields where the live object has none.
@@ -374,17 +375,17 @@ pub(crate) fn apply(
                 && mine_now.iter().any(under)
                 && value_at(&object, path).is_none()
             {
-                conflicts.push((manager(), path.clone()));
+                conflicts.push((i, path.clone()));
             }
         }
     }
     if !conflicts.is_empty() && !options.force {
-        return Err(conflict_error(&conflicts));
+        let named: Vec<(String, Path)> =
+            conflicts.into_iter().map(|(i, path)| (named(&owners[i].entry), path)).collect();
+        return Err(conflict_error(&named));
     }
-    for (manager, path) in &conflicts {
-        for owner in owners.iter_mut().filter(|o| o.entry["manager"] == manager.as_str()) {
-            owner.fields.remove(path);
-        }
+    for (i, path) in &conflicts {
+        owners[*i].fields.remove(path);
     }
 
     // Merge the applied fields in (maps merge, keyed lists by key, other lists whole), then
@@ -448,16 +449,26 @@ pub(crate) fn apply(
     Ok(object)
 }
 
-/// The real server's 409 for apply conflicts.
+/// A managedFields entry's manager as the real server names it in a conflict: `"bob"`, or
+/// `"bob" with subresource "status"` for what it applied through `/status`.
+fn named(entry: &Value) -> String {
+    let manager = json!(entry["manager"].as_str().unwrap_or_default());
+    match entry["subresource"].as_str().filter(|s| !s.is_empty()) {
+        Some(subresource) => format!("{manager} with subresource {}", json!(subresource)),
+        None => manager.to_string(),
+    }
+}
+
+/// The real server's 409 for apply conflicts, each with its owner as [`named`] names it.
 fn conflict_error(conflicts: &[(String, Path)]) -> ApiError {
     let message = match conflicts {
         [(manager, path)] => {
-            format!("Apply failed with 1 conflict: conflict with \"{manager}\": {}", describe(path))
+            format!("Apply failed with 1 conflict: conflict with {manager}: {}", describe(path))
         }
         _ => {
             let mut text = format!("Apply failed with {} conflicts:", conflicts.len());
             for (manager, path) in conflicts {
-                text.push_str(&format!(" conflict with \"{manager}\": {}", describe(path)));
+                text.push_str(&format!(" conflict with {manager}: {}", describe(path)));
             }
             text
         }
@@ -468,7 +479,7 @@ fn conflict_error(conflicts: &[(String, Path)]) -> ApiError {
         .map(|(manager, path)| {
             json!({
                 "reason": "FieldManagerConflict",
-                "message": format!("conflict with \"{manager}\""),
+                "message": format!("conflict with {manager}"),
                 "field": describe(path),
             })
         })
@@ -614,5 +625,20 @@ mod tests {
             e.message,
             "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"c\"].image"
         );
+    }
+
+    #[test]
+    fn a_conflict_with_a_status_apply_names_its_subresource() {
+        let status = |replicas: i64, manager: &str, live: Option<&Value>| {
+            let applied = json!({"metadata": {"name": "d"}, "status": {"replicas": replicas}});
+            apply(live, &applied, &options(manager, false), "apps/v1", true, true, "t")
+        };
+        let a = status(1, "a", Some(&json!({"metadata": {"name": "d"}}))).unwrap();
+        let e = status(2, "b", Some(&a)).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"a\" with subresource \"status\": .status.replicas"
+        );
+        assert_eq!(e.causes[0]["message"], "conflict with \"a\" with subresource \"status\"");
     }
 }
