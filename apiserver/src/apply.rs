@@ -20,8 +20,12 @@
 //!   takes the fields over instead. The same value is shared ownership, no conflict.
 //! - Fields a manager applied before and leaves out now are removed, unless another manager
 //!   owns them; maps emptied that way go too.
-//! - Lists merge by the built-in kinds' merge keys (containers by name, ports by port, ...:
-//!   the strategic-merge table); other lists are atomic, owned whole.
+//! - Lists merge as the `list_types` module says: a built-in kind's by its merge keys
+//!   (containers by name, ports by port, ...: the strategic-merge table), a custom resource's
+//!   by its CRD's schema (`x-kubernetes-list-type: map` by `x-kubernetes-list-map-keys`, at
+//!   any depth, so that two managers each own their own `status.conditions` item; `set`);
+//!   other lists are atomic, owned whole, and an apply of a different list where another
+//!   manager owns it conflicts.
 //! - `dryRun=All` answers with the result and stores nothing; apply on `/status` applies the
 //!   status alone, recorded in an entry of its own (`subresource: status`, as from 1.22), so a
 //!   manager's applies to the object leave the status it applied alone.
@@ -30,14 +34,15 @@
 //! - Ownership is tracked for appliers only. A create, update or non-apply patch neither
 //!   records an `Update` manager nor takes fields from appliers, so it never causes a
 //!   conflict, and an applier keeps owning a field another client changed since.
-//! - Custom resources' lists are atomic (their `x-kubernetes-list-type` is not read).
+//! - A custom resource's maps are granular: `x-kubernetes-map-type: atomic` is not read.
 
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::patch::{ListStrategy, is_container_list, list_strategy, strategic_merge};
+use super::list_types::{ListType, Node};
+use super::patch::strategic_merge;
 use super::status::{ApiError, ApiResult};
 
 /// One field or item on the way from an object's root to a value: `f:name`, `k:{"name":"c"}`,
@@ -93,11 +98,11 @@ const OWNABLE_METADATA: [&str; 4] = ["labels", "annotations", "ownerReferences",
 
 /// The paths `applied` sets: its leaves, and the `.` of each keyed list item. `status`: the
 /// status alone (an apply on `/status`); else everything but status when the kind has a
-/// status subresource.
-fn field_set(applied: &Value, status: bool, has_status: bool) -> BTreeSet<Path> {
+/// status subresource. `root`: how the kind's lists merge.
+fn field_set(applied: &Value, status: bool, has_status: bool, root: Node<'_>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    let Some(root) = applied.as_object() else { return out };
-    for (key, value) in root {
+    let Some(fields) = applied.as_object() else { return out };
+    for (key, value) in fields {
         let wanted = match key.as_str() {
             "apiVersion" | "kind" => false,
             "status" => status || !has_status,
@@ -108,22 +113,24 @@ fn field_set(applied: &Value, status: bool, has_status: bool) -> BTreeSet<Path> 
             continue;
         }
         let mut path = vec![format!("f:{key}")];
+        let node = root.child(key);
         if key == "metadata" {
             for (field, v) in value.as_object().into_iter().flatten() {
                 if OWNABLE_METADATA.contains(&field.as_str()) {
                     path.push(format!("f:{field}"));
-                    collect(v, field, false, &mut path, &mut out);
+                    collect(v, node.child(field), &mut path, &mut out);
                     path.pop();
                 }
             }
         } else {
-            collect(value, key, false, &mut path, &mut out);
+            collect(value, node, &mut path, &mut out);
         }
     }
     out
 }
 
-fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mut BTreeSet<Path>) {
+/// The paths `v`, at `path` and merging as `node` says, sets.
+fn collect(v: &Value, node: Node<'_>, path: &mut Path, out: &mut BTreeSet<Path>) {
     match v {
         Value::Object(map) if map.is_empty() => {
             out.insert(path.clone());
@@ -131,31 +138,30 @@ fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mu
         Value::Object(map) => {
             for (key, child) in map {
                 path.push(format!("f:{key}"));
-                collect(child, key, in_container, path, out);
+                collect(child, node.child(key), path, out);
                 path.pop();
             }
         }
-        Value::Array(items) => match list_strategy(field, in_container) {
-            ListStrategy::MergeKey(key) => {
-                let inner = in_container || is_container_list(field);
+        Value::Array(items) => match node.list_type() {
+            ListType::Map(keys) => {
                 for item in items {
-                    let Some(k) = item.get(key) else { continue };
-                    path.push(format!("k:{}", json!({ key: k })));
+                    let Some(key) = item_key(&keys, item) else { continue };
+                    path.push(format!("k:{key}"));
                     path.push(".".to_owned());
                     out.insert(path.clone());
                     path.pop();
-                    collect(item, "", inner, path, out);
+                    collect(item, node.item(), path, out);
                     path.pop();
                 }
             }
-            ListStrategy::Set => {
+            ListType::Set => {
                 for item in items {
                     path.push(format!("v:{item}"));
                     out.insert(path.clone());
                     path.pop();
                 }
             }
-            ListStrategy::Replace => {
+            ListType::Atomic => {
                 out.insert(path.clone());
             }
         },
@@ -163,6 +169,16 @@ fn collect(v: &Value, field: &str, in_container: bool, path: &mut Path, out: &mu
             out.insert(path.clone());
         }
     }
+}
+
+/// A keyed item's key as `FieldsV1` spells it, its fields sorted by name
+/// (`{"port":80,"protocol":"TCP"}`); `None` unless `item` has every key field.
+fn item_key(keys: &[&str], item: &Value) -> Option<Value> {
+    let mut key = Map::new();
+    for field in keys {
+        key.insert((*field).to_owned(), item.get(*field)?.clone());
+    }
+    Some(Value::Object(key))
 }
 
 /// A path segment's prefix (`f:`, `k:`, `v:`) and the rest; `("", segment)` for `.` and for
@@ -332,19 +348,31 @@ fn owners(object: &Value) -> Vec<Owner> {
         .collect()
 }
 
+/// What an apply writes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ApplyTo<'a> {
+    /// The kind's storage version, recorded in `managedFields`.
+    pub(crate) api_version: &'a str,
+    /// Whether the apply is on `/status`.
+    pub(crate) status: bool,
+    /// Whether the kind has a status subresource.
+    pub(crate) has_status: bool,
+    /// How the kind's lists merge.
+    pub(crate) root: Node<'a>,
+}
+
 /// Applies `applied` by `options.manager` to `live` (`None`: to be created), returning the
 /// new object with its `managedFields`; 409 on conflicts unless forced.
 pub(crate) fn apply(
     live: Option<&Value>,
     applied: &Value,
     options: &ApplyOptions,
-    api_version: &str,
-    status: bool,
-    has_status: bool,
+    to: &ApplyTo<'_>,
     now: &str,
 ) -> ApiResult<Value> {
+    let ApplyTo { api_version, status, has_status, root } = *to;
     let mut object = live.cloned().unwrap_or_else(|| json!({}));
-    let mine_now = field_set(applied, status, has_status);
+    let mine_now = field_set(applied, status, has_status, root);
     let mut owners = owners(&object);
     // A manager's applies to the object and to `/status` are two entries, told apart by
     // `subresource`, as on the real server (from 1.22).
@@ -400,7 +428,7 @@ pub(crate) fn apply(
             map.remove("status");
         }
     }
-    strategic_merge(&mut object, &patch, false);
+    strategic_merge(&mut object, &patch, root);
     let others: BTreeSet<&Path> =
         owners.iter().filter(|o| !is_mine(o)).flat_map(|o| o.fields.iter()).collect();
     // A map this manager applied empty stays while others own fields in it.
@@ -497,7 +525,9 @@ mod tests {
     }
 
     fn run(live: Option<&Value>, applied: Value, manager: &str, force: bool) -> ApiResult<Value> {
-        apply(live, &applied, &options(manager, force), "v1", false, false, "2026-11-30T00:00:00Z")
+        let to =
+            ApplyTo { api_version: "v1", status: false, has_status: false, root: Node::builtin() };
+        apply(live, &applied, &options(manager, force), &to, "2026-11-30T00:00:00Z")
     }
 
     #[test]
@@ -626,12 +656,17 @@ mod tests {
             "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"c\"].image"
         );
     }
-
     #[test]
     fn a_conflict_with_a_status_apply_names_its_subresource() {
         let status = |replicas: i64, manager: &str, live: Option<&Value>| {
             let applied = json!({"metadata": {"name": "d"}, "status": {"replicas": replicas}});
-            apply(live, &applied, &options(manager, false), "apps/v1", true, true, "t")
+            let to = ApplyTo {
+                api_version: "apps/v1",
+                status: true,
+                has_status: true,
+                root: Node::builtin(),
+            };
+            apply(live, &applied, &options(manager, false), &to, "t")
         };
         let a = status(1, "a", Some(&json!({"metadata": {"name": "d"}}))).unwrap();
         let e = status(2, "b", Some(&a)).unwrap_err();
@@ -640,5 +675,158 @@ mod tests {
             "Apply failed with 1 conflict: conflict with \"a\" with subresource \"status\": .status.replicas"
         );
         assert_eq!(e.causes[0]["message"], "conflict with \"a\" with subresource \"status\"");
+    }
+
+    /// A custom resource's status, applied through `/status` as `manager`, its lists merging
+    /// by `schema`.
+    fn apply_status(
+        live: Option<&Value>,
+        conditions: Value,
+        manager: &str,
+        force: bool,
+        schema: &Value,
+    ) -> ApiResult<Value> {
+        let to = ApplyTo {
+            api_version: "example.com/v1",
+            status: true,
+            has_status: true,
+            root: Node::custom(Some(schema)),
+        };
+        let applied = json!({"metadata": {"name": "w"}, "status": {"conditions": conditions}});
+        apply(live, &applied, &options(manager, force), &to, "2026-11-30T00:00:00Z")
+    }
+
+    fn conditions_schema(declared: bool) -> Value {
+        let mut conditions = json!({"type": "array", "items": {"type": "object"}});
+        if declared {
+            conditions["x-kubernetes-list-type"] = json!("map");
+            conditions["x-kubernetes-list-map-keys"] = json!(["type"]);
+        }
+        json!({"type": "object", "properties": {"status": {"type": "object", "properties": {"conditions": conditions}}}})
+    }
+
+    fn condition(kind: &str, status: &str) -> Value {
+        json!({"type": kind, "status": status})
+    }
+
+    #[test]
+    fn a_custom_resources_conditions_merge_by_type_where_its_crd_declares_the_map() {
+        let schema = conditions_schema(true);
+        let live = json!({"metadata": {"name": "w"}});
+        let a = apply_status(Some(&live), json!([condition("A", "True")]), "a", false, &schema)
+            .unwrap();
+        let b =
+            apply_status(Some(&a), json!([condition("B", "False")]), "b", false, &schema).unwrap();
+        assert_eq!(
+            b["status"]["conditions"],
+            json!([condition("A", "True"), condition("B", "False")])
+        );
+        let entry = |o: &Value, m: &str| {
+            o["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["manager"] == m)
+                .unwrap()["fieldsV1"]
+                .clone()
+        };
+        assert_eq!(
+            entry(&b, "b"),
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"B\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+        // Each owns its item's fields: a changes its own freely, and b's is a conflict.
+        let a2 =
+            apply_status(Some(&b), json!([condition("A", "False")]), "a", false, &schema).unwrap();
+        assert_eq!(a2["status"]["conditions"][0], condition("A", "False"));
+        let e = apply_status(Some(&a2), json!([condition("B", "True")]), "a", false, &schema)
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"b\" with subresource \"status\": .status.conditions[type=\"B\"].status"
+        );
+        // An item its manager stops applying goes; the other's stays.
+        let gone = apply_status(Some(&a2), json!([]), "a", false, &schema).unwrap();
+        assert_eq!(gone["status"]["conditions"], json!([condition("B", "False")]));
+    }
+
+    #[test]
+    fn a_custom_resources_undeclared_list_is_atomic_and_replaced_whole() {
+        for schema in [
+            conditions_schema(false),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        ] {
+            let live = json!({"metadata": {"name": "w"}});
+            let a = apply_status(Some(&live), json!([condition("A", "True")]), "a", false, &schema)
+                .unwrap();
+            let e = apply_status(Some(&a), json!([condition("B", "False")]), "b", false, &schema)
+                .unwrap_err();
+            assert_eq!(
+                e.message,
+                "Apply failed with 1 conflict: conflict with \"a\" with subresource \"status\": .status.conditions"
+            );
+            let b = apply_status(Some(&a), json!([condition("B", "False")]), "b", true, &schema)
+                .unwrap();
+            assert_eq!(b["status"]["conditions"], json!([condition("B", "False")]), "{schema}");
+            let managers: Vec<&Value> = b["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| &e["manager"])
+                .collect();
+            assert_eq!(managers, [&json!("b")], "a lost the list to b");
+        }
+    }
+
+    #[test]
+    fn sets_and_lists_keyed_by_several_fields_merge_as_their_schema_declares() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "protocol"]},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set"},
+        }}}});
+        let to = ApplyTo {
+            api_version: "example.com/v1",
+            status: false,
+            has_status: true,
+            root: Node::custom(Some(&schema)),
+        };
+        let run = |live: Option<&Value>, spec: Value, manager: &str| {
+            apply(
+                live,
+                &json!({"metadata": {"name": "w"}, "spec": spec}),
+                &options(manager, false),
+                &to,
+                "t",
+            )
+        };
+        let a = run(
+            None,
+            json!({"ports": [{"port": 80, "protocol": "TCP", "name": "http"}], "tags": ["x"]}),
+            "a",
+        )
+        .unwrap();
+        assert_eq!(
+            a["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+            json!({
+                "f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:name": {}, "f:port": {}, "f:protocol": {}}},
+                "f:tags": {"v:\"x\"": {}},
+            })
+        );
+        let b = run(
+            Some(&a),
+            json!({"ports": [{"port": 80, "protocol": "UDP"}], "tags": ["y", "x"]}),
+            "b",
+        )
+        .unwrap();
+        assert_eq!(
+            b["spec"]["ports"],
+            json!([{"port": 80, "protocol": "TCP", "name": "http"}, {"port": 80, "protocol": "UDP"}])
+        );
+        assert_eq!(b["spec"]["tags"], json!(["x", "y"]));
+        // a leaves: its port goes, the tag b shares stays.
+        let left = run(Some(&b), json!({}), "a").unwrap();
+        assert_eq!(
+            left["spec"],
+            json!({"ports": [{"port": 80, "protocol": "UDP"}], "tags": ["x", "y"]})
+        );
     }
 }

@@ -111,6 +111,10 @@ impl Strategy for CustomResourceStrategy {
         self.validate(new)
     }
 
+    fn structural_schema(&self, rt: &ResourceType) -> Option<Arc<Value>> {
+        self.schemas.get(&rt.api_version(), &rt.kind)
+    }
+
     fn applied_fields(&self, rt: &ResourceType) -> Vec<TypedField> {
         let Some(schema) = self.schemas.get(&rt.api_version(), &rt.kind) else {
             return Vec::new();

@@ -164,7 +164,9 @@
 //!   `test` of a missing path against `null` passes, as in its JSON patch library.)
 //! - Server-side apply tracks the ownership of appliers only: creates, updates and other
 //!   patches neither record an `Update` manager nor take fields from appliers, so they never
-//!   cause an apply conflict; custom resources' lists are atomic; `/scale` takes no apply.
+//!   cause an apply conflict; `/scale` takes no apply. A custom resource's lists merge by
+//!   its CRD's `x-kubernetes-list-type` (`map` by its keys, `set`, `atomic`), but its maps are
+//!   always granular (`x-kubernetes-map-type: atomic` is not read).
 //! - Pods carry `metadata.generation`, as from Kubernetes 1.33; older servers leave it unset
 //!   for pods.
 //! - Pod specs may change freely (the real server allows only images and a few other fields).
@@ -239,6 +241,7 @@ mod injection;
 mod json;
 mod layers;
 mod list;
+mod list_types;
 mod negotiate;
 mod open_watches;
 mod openapi;

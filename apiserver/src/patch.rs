@@ -2,18 +2,19 @@
 //! merge patch for the built-in kinds.
 //!
 //! Strategic merge, as implemented here: maps merge recursively; `null` deletes a key; lists
-//! with a merge key in Kubernetes' Go types merge element by element on that key
-//! (containers, init and ephemeral containers, env, volumes, imagePullSecrets and
-//! ownerReferences by `name`/`uid`, volumeMounts by `mountPath`, container ports by
-//! `containerPort`, service ports by `port`, conditions by `type`); `finalizers` merge as a
-//! set; other lists are replaced. Directives: `$patch: delete` on a list element removes the
+//! merge as the `list_types` module says (for a built-in kind: containers, env, volumes by
+//! `name`, container ports by `containerPort`, conditions by `type`, `finalizers` as a set,
+//! ...; other lists are replaced). Directives: `$patch: delete` on a list element removes the
 //! element with its key, `$patch: replace` on a map or in a list replaces it whole,
 //! `$patch: delete` on a map removes it, and `$deleteFromPrimitiveList/<field>` removes
 //! values. `$setElementOrder/<field>` and `$retainKeys` are accepted and ignored (known gap:
-//! merged lists keep the server's order, new elements appended).
+//! merged lists keep the server's order, new elements appended). A custom resource takes no
+//! strategic merge patch (415, as on the real server); a JSON merge patch replaces its lists,
+//! whatever their CRD declares.
 
 use serde_json::{Map, Value};
 
+use super::list_types::{ListType, Node, same_key};
 use super::shapes::{self, Malformed};
 use super::status::{ApiError, ApiResult};
 
@@ -86,7 +87,7 @@ pub(crate) fn apply(target: &mut Value, kind: PatchType, patch: &[u8]) -> ApiRes
             if !patch.is_object() {
                 return Err(ApiError::bad_request("a strategic merge patch must be a JSON object"));
             }
-            strategic_merge(target, &patch, false);
+            strategic_merge(target, &patch, Node::builtin());
             Ok(())
         }
         PatchType::Apply => Err(ApiError::new(
@@ -119,39 +120,6 @@ fn parse(body: &[u8]) -> ApiResult<Value> {
     })
 }
 
-/// How a list field merges in a strategic merge patch.
-pub(crate) enum ListStrategy {
-    /// Elements merge on this key.
-    MergeKey(&'static str),
-    /// A list of scalars merged as a set.
-    Set,
-    Replace,
-}
-
-pub(crate) fn list_strategy(field: &str, in_container: bool) -> ListStrategy {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets" => ListStrategy::MergeKey("name"),
-        "volumeMounts" => ListStrategy::MergeKey("mountPath"),
-        "volumeDevices" => ListStrategy::MergeKey("devicePath"),
-        "ports" if in_container => ListStrategy::MergeKey("containerPort"),
-        "ports" => ListStrategy::MergeKey("port"),
-        "conditions" => ListStrategy::MergeKey("type"),
-        "ownerReferences" => ListStrategy::MergeKey("uid"),
-        "hostAliases" => ListStrategy::MergeKey("ip"),
-        "finalizers" => ListStrategy::Set,
-        _ => ListStrategy::Replace,
-    }
-}
-
-pub(crate) fn is_container_list(field: &str) -> bool {
-    matches!(field, "containers" | "initContainers" | "ephemeralContainers")
-}
-
 /// A patch value with every `$` directive removed, for values that land where nothing was.
 fn strip_directives(v: &Value) -> Value {
     match v {
@@ -173,8 +141,9 @@ fn directive(v: &Value) -> Option<&str> {
     v.as_object()?.get("$patch")?.as_str()
 }
 
-/// Merges map `patch` into `target`. `in_container` tells container ports from service ports.
-pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, in_container: bool) {
+/// Merges map `patch` into `target`, whose lists merge as `node` says (see the `list_types`
+/// module).
+pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, node: Node<'_>) {
     let Some(patch) = patch.as_object() else {
         *target = patch.clone();
         return;
@@ -208,10 +177,10 @@ pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, in_container: b
             }
             Value::Object(_) => {
                 let slot = target.entry(key.clone()).or_insert(Value::Null);
-                strategic_merge(slot, value, in_container);
+                strategic_merge(slot, value, node.child(key));
             }
             Value::Array(items) => {
-                let merged = merge_list(target.get(key), items, key, in_container);
+                let merged = merge_list(target.get(key), items, node.child(key));
                 target.insert(key.clone(), merged);
             }
             scalar => {
@@ -221,7 +190,7 @@ pub(crate) fn strategic_merge(target: &mut Value, patch: &Value, in_container: b
     }
 }
 
-fn merge_list(current: Option<&Value>, items: &[Value], field: &str, in_container: bool) -> Value {
+fn merge_list(current: Option<&Value>, items: &[Value], node: Node<'_>) -> Value {
     if items.iter().any(|e| directive(e) == Some("replace")) {
         return strip_directives(&Value::Array(items.to_vec()));
     }
@@ -229,27 +198,24 @@ fn merge_list(current: Option<&Value>, items: &[Value], field: &str, in_containe
         Some(Value::Array(list)) => list.clone(),
         _ => Vec::new(),
     };
-    match list_strategy(field, in_container) {
-        ListStrategy::Replace => return strip_directives(&Value::Array(items.to_vec())),
-        ListStrategy::Set => {
+    match node.list_type() {
+        ListType::Atomic => return strip_directives(&Value::Array(items.to_vec())),
+        ListType::Set => {
             for item in items {
                 if !list.contains(item) {
                     list.push(item.clone());
                 }
             }
         }
-        ListStrategy::MergeKey(merge_key) => {
-            let child_in_container = in_container || is_container_list(field);
+        ListType::Map(keys) => {
             for item in items {
-                let key = item.get(merge_key);
-                let existing =
-                    key.and_then(|k| list.iter().position(|e| e.get(merge_key) == Some(k)));
+                let existing = list.iter().position(|e| same_key(&keys, item, e));
                 match (directive(item), existing) {
                     (Some("delete"), Some(i)) => {
                         list.remove(i);
                     }
                     (Some("delete"), None) => {}
-                    (_, Some(i)) => strategic_merge(&mut list[i], item, child_in_container),
+                    (_, Some(i)) => strategic_merge(&mut list[i], item, node.item()),
                     (_, None) => list.push(strip_directives(item)),
                 }
             }

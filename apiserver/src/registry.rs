@@ -9,8 +9,9 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::apply::{self, ApplyOptions};
+use super::apply::{self, ApplyOptions, ApplyTo};
 use super::ids::{new_uid, now};
+use super::list_types::Node;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::shapes::{self, Malformed};
@@ -343,6 +344,12 @@ pub(crate) trait Strategy: Send + Sync {
     fn applied_fields(&self, rt: &ResourceType) -> Vec<TypedField> {
         self.typed_fields(rt)
     }
+    /// The structural schema of the storage version of `rt`, a custom resource's kind, which
+    /// server-side apply merges its lists by (see the `list_types` module); `None` where
+    /// there is none, and every list is atomic.
+    fn structural_schema(&self, _rt: &ResourceType) -> Option<Arc<Value>> {
+        None
+    }
     /// The object was stored (created or updated) under `resource`.
     fn stored(&self, _store: &Store, _resource: usize, _object: &Value) {}
     /// The object was removed.
@@ -589,18 +596,26 @@ impl Registry {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
+        // A built-in kind's lists merge by its Go types' table, a custom resource's by its
+        // CRD's schema (a kind registered without a CRD has none: its lists are atomic).
+        let schema = match rt.is_builtin() {
+            true => None,
+            false => self.strategy(&rt).and_then(|s| s.structural_schema(&rt)),
+        };
+        let api_version = rt.api_version();
+        let to = ApplyTo {
+            api_version: &api_version,
+            status,
+            has_status: rt.status_subresource,
+            root: match rt.is_builtin() {
+                true => Node::builtin(),
+                false => Node::custom(schema.as_deref()),
+            },
+        };
         let run = |live: Option<&Value>| {
             let mut applied = applied.clone();
             applied["metadata"]["name"] = json!(name);
-            apply::apply(
-                live,
-                &applied,
-                options,
-                &rt.api_version(),
-                status,
-                rt.status_subresource,
-                &now(),
-            )
+            apply::apply(live, &applied, options, &to, &now())
         };
         let current = match self.get(target) {
             Ok(current) => Some(current.value()),

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod admission;
 mod apply;
+mod apply_custom_lists;
 mod builtin;
 mod common;
 mod crd;
