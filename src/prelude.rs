@@ -39,7 +39,7 @@ pub use crate::controller::{Action, Controller, Predicate, Reconciler};
 #[doc(no_inline)]
 pub use crate::manager::{Manager, shutdown_signal};
 #[doc(no_inline)]
-pub use crate::status::apply_status;
+pub use crate::status::{ConditionStatus, ConditionWriter, apply_status};
 /// The attribute [`Reconciler`] implementations carry (from the `async-trait` crate, re-exported
 /// so that a controller needs no dependency of its own on it).
 pub use async_trait::async_trait;

@@ -12,6 +12,7 @@ mod ca_bundles;
 mod ca_rotation;
 mod common;
 mod compact;
+mod conditions;
 mod context;
 mod controller;
 mod depth;

@@ -1,5 +1,5 @@
-//! Writing an object's status the way controllers do: [`apply_status`], a server-side apply
-//! of the status alone through the `/status` subresource, as the field manager that owns it.
+//! [`apply_status`]: a server-side apply of the status alone through the `/status`
+//! subresource, as the field manager that owns it.
 //!
 //! An apply body must name its `apiVersion` and `kind`; a kube-derive type's status struct
 //! does not carry them, so by hand a status apply is a `json!` with both typed in, and a
@@ -54,7 +54,7 @@ where
 }
 
 /// The apply body: `apiVersion` and `kind` of `K`, and `status`.
-fn status_body<K, S>(status: &S) -> Result<serde_json::Value, kube_client::Error>
+pub(super) fn status_body<K, S>(status: &S) -> Result<serde_json::Value, kube_client::Error>
 where
     K: Resource,
     K::DynamicType: Default,
