@@ -155,7 +155,7 @@ fn replica_main(id: &str) {
         let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
         let controller = manager.controller(api).config(Config::default().workers(WORKERS)).build();
         let indexer = controller.indexer();
-        manager.add_controller(controller, Sleeper);
+        manager.add_controller(controller, Sleeper).expect("the only controller of its name");
         let sizes = tokio::spawn(async move {
             loop {
                 say(format!("c {}", indexer.len()));

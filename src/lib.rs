@@ -67,7 +67,7 @@
 //! manager
 //!     .controller(Api::<Deployment>::all(client.clone()))
 //!     .owns(Api::<ReplicaSet>::all(client))
-//!     .complete(Rollout);
+//!     .complete(Rollout)?; // refused if the manager has a controller of its name
 //! manager.run().await?; // until SIGTERM or Ctrl-C
 //! # Ok(())
 //! # }

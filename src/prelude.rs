@@ -23,7 +23,7 @@
 //! manager
 //!     .controller(kube_client::Api::<ConfigMap>::all(client))
 //!     .predicate(Predicate::labels_changed())
-//!     .complete(Printer);
+//!     .complete(Printer)?;
 //! manager.run().await
 //! # }
 //! ```
@@ -37,7 +37,7 @@ pub use crate::cache::ObjectKey;
 #[doc(no_inline)]
 pub use crate::controller::{Action, Controller, Predicate, Reconciler};
 #[doc(no_inline)]
-pub use crate::manager::{Manager, shutdown_signal};
+pub use crate::manager::{HandleError, Manager, shutdown_signal};
 #[doc(no_inline)]
 pub use crate::status::{ConditionStatus, ConditionWriter, apply_status};
 /// The attribute [`Reconciler`] implementations carry (from the `async-trait` crate, re-exported

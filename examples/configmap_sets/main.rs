@@ -566,7 +566,7 @@ async fn main() -> ExitCode {
         manager.add(sharder);
     }
     let events = manager.event_recorder("ctrlkit.example.com/configmap-sets");
-    manager
+    let added = manager
         .controller(sets)
         .predicate(Predicate::generation_changed())
         .owns(owned)
@@ -577,6 +577,10 @@ async fn main() -> ExitCode {
             _configmaps_guard: guard,
             events,
         });
+    if let Err(err) = added {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
     if let Some(elector) = manager.leader_elector() {
         // Say who leads, for whoever watches the processes.
         let mut status = elector.status();

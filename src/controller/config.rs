@@ -50,6 +50,7 @@ pub struct Config {
     pub(crate) stale_cache_timeout: Duration,
     pub(crate) needs_leader_election: bool,
     pub(crate) fair_queue: bool,
+    pub(crate) skip_name_validation: bool,
 }
 
 impl Default for Config {
@@ -63,6 +64,7 @@ impl Default for Config {
             stale_cache_timeout: Duration::from_secs(5),
             needs_leader_election: true,
             fair_queue: true,
+            skip_name_validation: false,
         }
     }
 }
@@ -78,6 +80,7 @@ impl std::fmt::Debug for Config {
             .field("stale_cache_timeout", &self.stale_cache_timeout)
             .field("needs_leader_election", &self.needs_leader_election)
             .field("fair_queue", &self.fair_queue)
+            .field("skip_name_validation", &self.skip_name_validation)
             .finish()
     }
 }
@@ -168,6 +171,17 @@ impl Config {
     #[must_use]
     pub fn fair_queue(mut self, fair: bool) -> Self {
         self.fair_queue = fair;
+        self
+    }
+
+    /// Whether a [`Manager`](crate::manager::Manager) takes this controller though it has
+    /// one of the same name (default `false`: it refuses it, see
+    /// [`Manager::add_controller`](crate::manager::Manager::add_controller);
+    /// controller-runtime's `SkipNameValidation`). For tests that add one controller many
+    /// times; two controllers of one name mix their metrics, logs, events and Leases.
+    #[must_use]
+    pub fn skip_name_validation(mut self, skip: bool) -> Self {
+        self.skip_name_validation = skip;
         self
     }
 }

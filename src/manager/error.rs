@@ -26,10 +26,15 @@ impl std::fmt::Display for Abandoned {
     }
 }
 
-/// Why a manager stopped with an error.
+/// Why a manager stopped with an error, or could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManagerError {
+    /// A controller was not added: a `main` that sets up its manager and runs it returns
+    /// this through `?` ([`ControllerBuilder::complete`](crate::controller::ControllerBuilder::complete)'s
+    /// error: a second controller of one name, say).
+    #[error("adding to the manager: {0}")]
+    Add(#[from] HandleError),
     /// The informers' caches did not sync before the manager was stopped, or an informer
     /// stopped first.
     #[error("the manager's caches did not sync: {0}")]
@@ -75,10 +80,27 @@ pub enum ManagerError {
     },
 }
 
-/// Why a [`ManagerHandle`](super::ManagerHandle) could not add or remove a runnable.
+/// Why a runnable could not be added to a [`Manager`](super::Manager) (a controller, by
+/// [`Manager::add_controller`](super::Manager::add_controller)) or added through a
+/// [`ManagerHandle`](super::ManagerHandle), or could not be removed through one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HandleError {
+    /// A controller of this name is in the manager already: controller names are unique in
+    /// a manager (as controller-runtime's are from v0.19), or two controllers' metrics,
+    /// logs, events and Leases would mix. The name is freed when that controller is removed
+    /// through a handle (or returns on its own). Name the second one
+    /// ([`ControllerBuilder::name`](crate::controller::ControllerBuilder::name)), or, in
+    /// tests, opt out with
+    /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation).
+    #[error(
+        "a controller named {name:?} is in the manager already: controller names must be \
+         unique, so that their metrics, logs, events and Leases do not mix"
+    )]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
     /// The manager is stopping, or its run returned (or it was dropped): it adds nothing
     /// more, a removal begun since answers this (the manager stops every runnable itself;
     /// `runnable` is the id's when the manager let go of its name), and a runnable being

@@ -61,12 +61,15 @@ use crate::sharding::Ring;
 ///   removal takes it. A runnable added to the [`Manager`](super::Manager) itself has none:
 ///   add one you may remove through a handle.
 ///
-/// Designed for what comes next: refusing a second controller of one name belongs to
-/// [`add`](ManagerHandle::add) and [`complete`](ControllerBuilder::complete), which already
-/// return a `Result` ([`HandleError`] is `#[non_exhaustive]`), and a name is freed when its
-/// runnable is removed or the manager stops; a cluster that joins a manager over many
-/// clusters is a runnable (its informers and controllers) added through the handle and,
-/// when it leaves, removed by its id with its own bounded graceful stop.
+/// - **Controller names are unique** in a manager: a second controller of a name one it runs
+///   holds is refused ([`HandleError::DuplicateName`]) by
+///   [`add_controller`](ManagerHandle::add_controller) and
+///   [`complete`](ControllerBuilder::complete), as by the manager's own; the name is freed
+///   when its controller is removed (or returns on its own).
+///
+/// Designed for what comes next: a cluster that joins a manager over many clusters is a
+/// runnable (its informers and controllers) added through the handle and, when it leaves,
+/// removed by its id with its own bounded graceful stop.
 ///
 /// ```no_run
 /// # use std::sync::Arc;
@@ -136,7 +139,7 @@ impl ManagerHandle {
     /// Adds `runnable`, started in its phase (at once if the manager has reached it); its id
     /// removes it. Fails once the manager stops.
     pub fn add(&self, runnable: impl Runnable) -> Result<RunnableId, HandleError> {
-        self.inner.table.insert(Arc::new(runnable), None, None)
+        self.inner.table.insert(Arc::new(runnable), None, None, None)
     }
 
     /// A controller bound to the manager, as [`Manager::controller`](super::Manager::controller)
@@ -154,6 +157,8 @@ impl ManagerHandle {
 
     /// Adds a controller with its reconciler, as
     /// [`Manager::add_controller`](super::Manager::add_controller) does; its id removes it.
+    /// A second controller of one name is refused
+    /// ([`HandleError::DuplicateName`]), until the first is removed.
     pub fn add_controller<K, R>(
         &self,
         controller: impl Into<Controller<K>>,
@@ -163,9 +168,9 @@ impl ManagerHandle {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let (runnable, forget, synced) =
-            controller_runnable(&self.inner.telemetry, controller, reconciler);
-        self.inner.table.insert(Arc::new(runnable), forget, synced)
+        let added = controller_runnable(&self.inner.telemetry, controller, reconciler);
+        let AddedController { runnable, forget, synced, unique_name } = added;
+        self.inner.table.insert(Arc::new(runnable), forget, synced, unique_name)
     }
 
     /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
@@ -222,14 +227,23 @@ pub(super) fn bind<K: InformerObject>(
     telemetry.controller(builder)
 }
 
-/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`, what
-/// forgets its metric series when it is removed, and whether its caches synced (for
-/// `caches-synced`, if it reads a factory's informers).
+/// A controller with its reconciler, on its way into a manager.
+pub(super) struct AddedController<K, R> {
+    pub(super) runnable: ControllerRunnable<K, R>,
+    /// What forgets its metric series when it is removed.
+    pub(super) forget: Option<Forget>,
+    /// Whether its caches synced (for `caches-synced`, if it reads a factory's informers).
+    pub(super) synced: Option<ReadyCheck>,
+    /// Its name, unless it opted out of the name check.
+    pub(super) unique_name: Option<String>,
+}
+
+/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`.
 pub(super) fn controller_runnable<K, R>(
     telemetry: &Telemetry,
     controller: impl Into<Controller<K>>,
     reconciler: R,
-) -> (ControllerRunnable<K, R>, Option<Forget>, Option<ReadyCheck>)
+) -> AddedController<K, R>
 where
     K: InformerObject,
     R: Reconciler<Object = K>,
@@ -246,5 +260,12 @@ where
     telemetry.adopt(&mut controller);
     let forget = telemetry.forget_controller(controller.name(), controller.queue().name());
     let synced = controller.caches_synced();
-    (ControllerRunnable::new(controller, reconciler), forget, synced)
+    let skip = controller.config().skip_name_validation;
+    let unique_name = (!skip).then(|| controller.name().to_owned());
+    AddedController {
+        runnable: ControllerRunnable::new(controller, reconciler),
+        forget,
+        synced,
+        unique_name,
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use kube_client::Client;
 
+use super::error::HandleError;
 use super::handle::{self, ManagerHandle};
 use super::table::Table;
 use super::telemetry::Telemetry;
@@ -49,7 +50,7 @@ use crate::sharding::{Ring, ShardLease};
 ///     .controller(Api::<Deployment>::all(client.clone()))
 ///     .owns(Api::<ReplicaSet>::all(client))
 ///     .config(Config::default().workers(2))
-///     .complete(Printer);
+///     .complete(Printer)?; // refused if the manager has a controller of its name
 /// manager.run().await // until SIGTERM or Ctrl-C
 /// # }
 /// ```
@@ -131,17 +132,8 @@ impl Manager {
     /// Adds a runnable, started by [`run`](Self::run). To remove it while the manager runs,
     /// add it through a [`handle`](Self::handle) instead, which returns its id.
     pub fn add(&mut self, runnable: impl Runnable) {
-        self.insert(Arc::new(runnable), None, None);
-    }
-
-    fn insert(
-        &self,
-        runnable: Arc<dyn Runnable>,
-        forget: Option<super::telemetry::Forget>,
-        synced: Option<crate::runtime::ReadyCheck>,
-    ) {
         // A manager not yet run takes every runnable: only a stopping one refuses.
-        if let Err(err) = self.table.insert(runnable, forget, synced) {
+        if let Err(err) = self.table.insert(Arc::new(runnable), None, None, None) {
             tracing::error!(error = %err, "a runnable was not added");
         }
     }
@@ -176,14 +168,27 @@ impl Manager {
     /// without the manager's factory runs informers of its own, not shared with the
     /// manager's other controllers and without the factory's queue metrics: a warning says
     /// so.
-    pub fn add_controller<K, R>(&mut self, controller: impl Into<Controller<K>>, reconciler: R)
+    ///
+    /// Controller names are unique in a manager: a second controller of a name the manager
+    /// holds is refused with [`HandleError::DuplicateName`] (controller-runtime's check, from
+    /// v0.19), and the manager keeps the first. A controller's name is its
+    /// [`name`](ControllerBuilder::name), by default its primary kind's plural, so two
+    /// controllers of one kind need names of their own;
+    /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
+    /// out, for tests.
+    pub fn add_controller<K, R>(
+        &mut self,
+        controller: impl Into<Controller<K>>,
+        reconciler: R,
+    ) -> Result<(), HandleError>
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let (runnable, forget, synced) =
-            handle::controller_runnable(&self.telemetry, controller, reconciler);
-        self.insert(Arc::new(runnable), forget, synced);
+        let added = handle::controller_runnable(&self.telemetry, controller, reconciler);
+        let handle::AddedController { runnable, forget, synced, unique_name } = added;
+        let inserted = self.table.insert(Arc::new(runnable), forget, synced, unique_name);
+        inserted.map(|_| ())
     }
 
     /// An event recorder reporting as `reporting_controller`, counted in the manager's
@@ -217,10 +222,11 @@ impl Drop for Manager {
 impl<K: InformerObject> ControllerBuilder<K, &mut Manager> {
     /// Builds the controller and adds it, with `reconciler`, to the manager that handed out
     /// this builder ([`Manager::controller`]); the manager runs it from
-    /// [`run`](Manager::run).
+    /// [`run`](Manager::run). Refused, as by [`Manager::add_controller`], if the manager has
+    /// a controller of its name already.
     #[doc(alias = "Complete")]
-    pub fn complete<R: Reconciler<Object = K>>(self, reconciler: R) {
+    pub fn complete<R: Reconciler<Object = K>>(self, reconciler: R) -> Result<(), HandleError> {
         let (manager, builder) = self.retarget(());
-        manager.add_controller(builder, reconciler);
+        manager.add_controller(builder, reconciler)
     }
 }

@@ -124,6 +124,8 @@ struct Entry {
     /// For a controller added while the manager runs: whether its caches synced, which
     /// `caches-synced` waits for.
     synced: Option<ReadyCheck>,
+    /// The controller name no other entry may hold, if it claims one.
+    unique_name: Option<String>,
     run: Run,
 }
 
@@ -179,11 +181,14 @@ impl Table {
     /// Adds `runnable`, started at once if its phase has been reached; refused once the
     /// manager is stopping. `synced`, a controller's, joins `caches-synced` if the manager
     /// runs (before, the factory's first sync covers the informers it asked for).
+    /// or if it claims a `unique_name` (a controller's) that an entry
+    /// holds: a name is freed when its entry leaves, removed or returned on its own.
     pub(super) fn insert(
         self: &Arc<Self>,
         runnable: Arc<dyn Runnable>,
         forget: Option<Forget>,
         synced: Option<ReadyCheck>,
+        unique_name: Option<String>,
     ) -> Result<RunnableId, HandleError> {
         // The user's methods run before the lock is taken: a panic in one is the add's, and
         // leaves no task of the table to be dropped while it is held.
@@ -196,6 +201,11 @@ impl Table {
         if state.lifecycle == Lifecycle::Stopping {
             return Err(HandleError::Stopped { runnable: name });
         }
+        if let Some(unique) = &unique_name
+            && state.entries.values().any(|e| e.unique_name.as_ref() == Some(unique))
+        {
+            return Err(HandleError::DuplicateName { name: unique.clone() });
+        }
         let id = RunnableId(state.next);
         state.next += 1;
         if let Some(check) = &check {
@@ -203,8 +213,18 @@ impl Table {
         }
         let synced = synced.filter(|_| state.lifecycle == Lifecycle::Running);
         let run = Run::Waiting;
-        let entry =
-            Entry { runnable, name, phase, needs_shard, needs_leader, check, forget, synced, run };
+        let entry = Entry {
+            runnable,
+            name,
+            phase,
+            needs_shard,
+            needs_leader,
+            check,
+            forget,
+            synced,
+            unique_name,
+            run,
+        };
         state.entries.insert(id, entry);
         let starts = self.start_waiting(&mut state);
         drop(state);

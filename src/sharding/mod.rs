@@ -57,7 +57,7 @@
 //!     .sharding(ring.clone(), pod_name)
 //!     .build();
 //! manager.add(Sharder::<ConfigMap>::new(client.clone(), ring, Some("default")));
-//! manager.controller(Api::<ConfigMap>::namespaced(client, "default")).complete(Printer);
+//! manager.controller(Api::<ConfigMap>::namespaced(client, "default")).complete(Printer)?;
 //! manager.run().await
 //! # }
 //! ```

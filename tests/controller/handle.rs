@@ -67,7 +67,11 @@ async fn a_controller_that_stays_reconciles_every_change_while_others_come_and_g
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let mut manager = Manager::new(server.client());
     let stays = Versions::default();
-    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    manager
+        .controller(cms.clone())
+        .name("stays")
+        .complete(stays.clone())
+        .expect("the only controller of its name");
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
@@ -324,7 +328,11 @@ async fn a_removal_stops_one_runnable_within_its_timeout_and_the_rest_runs_on() 
     let timeout = Duration::from_secs(5);
     let mut manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
     let stays = Versions::default();
-    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    manager
+        .controller(cms.clone())
+        .name("stays")
+        .complete(stays.clone())
+        .expect("the only controller of its name");
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
@@ -388,7 +396,11 @@ async fn readyz_and_metrics_follow_runnables_added_and_removed() {
     let address = free_address();
     let mut manager = Manager::builder(server.client()).metrics_address(address).build();
     let stays = Versions::default();
-    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    manager
+        .controller(cms.clone())
+        .name("stays")
+        .complete(stays.clone())
+        .expect("the only controller of its name");
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));

@@ -341,7 +341,9 @@ async fn blocking_a_reconcile(
     let (blocking, mut blocks) = tokio::sync::mpsc::unbounded_channel();
     let ended = Arc::new(Mutex::new(None));
     let block = Duration::from_secs(2);
-    manager.add_controller(controller, Blocking { block, blocking, ended: ended.clone() });
+    manager
+        .add_controller(controller, Blocking { block, blocking, ended: ended.clone() })
+        .expect("the only controller of its name");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(manager.run_until(async {
         let _ = stopped.await;
@@ -579,7 +581,9 @@ fn elected_manager(
     let api = kube_client::Api::<ConfigMap>::namespaced(client, "default");
     let controller = manager.controller(api).build();
     let reconciler = Recording { replica: identity.to_owned(), starts: starts.clone() };
-    manager.add_controller(controller.clone(), reconciler);
+    manager
+        .add_controller(controller.clone(), reconciler)
+        .expect("the only controller of its name");
     (manager, controller)
 }
 
@@ -664,7 +668,8 @@ fn shard_replica(
     manager
         .controller(api)
         .config(Config::default().workers(4))
-        .complete(Recording { replica: id.to_owned(), starts: starts.clone() });
+        .complete(Recording { replica: id.to_owned(), starts: starts.clone() })
+        .expect("the only controller of its name");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(manager.run_until(async {
         let _ = stopped.await;

@@ -26,6 +26,7 @@ mod lease_safety;
 mod manager;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod names;
 mod own_writes;
 #[cfg(feature = "metrics")]
 mod phases;

@@ -36,8 +36,12 @@ async fn a_manager_runs_its_controllers_over_one_factory_and_stops_them() {
         .build();
     let factory = manager.factory().clone();
     let pod_informer = pod_controller.informer().clone();
-    manager.add_controller(pod_controller, by_pods.reconciler::<Pod>());
-    manager.add_controller(cm_controller, by_cms.reconciler::<ConfigMap>());
+    manager
+        .add_controller(pod_controller, by_pods.reconciler::<Pod>())
+        .expect("the only controller of its name");
+    manager
+        .add_controller(cm_controller, by_cms.reconciler::<ConfigMap>())
+        .expect("the only controller of its name");
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     eventually("both reconciled", || {
@@ -155,7 +159,7 @@ async fn the_graceful_shutdown_timeout_abandons_what_still_runs_and_reports_it()
         .build();
     let controller = Controller::builder(pods).factory(manager.factory()).build();
     let watching = controller.clone();
-    manager.add_controller(controller, Stuck);
+    manager.add_controller(controller, Stuck).expect("the only controller of its name");
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     eventually("the reconcile in flight", || !watching.in_flight().is_empty()).await;
@@ -212,8 +216,12 @@ fn replica(server: &ctrlkit_apiserver::ApiServer, identity: &str) -> Replica {
         .factory(manager.factory())
         .config(Config::default().needs_leader_election(false))
         .build();
-    manager.add_controller(leader_controller, leader_only.reconciler::<ConfigMap>());
-    manager.add_controller(everywhere_controller, everywhere.reconciler::<ConfigMap>());
+    manager
+        .add_controller(leader_controller, leader_only.reconciler::<ConfigMap>())
+        .expect("the only controller of its name");
+    manager
+        .add_controller(everywhere_controller, everywhere.reconciler::<ConfigMap>())
+        .expect("the only controller of its name");
     let factory = manager.factory().clone();
     let elector = manager.leader_elector().unwrap().clone();
     let (stop, stopped) = shutdown();
@@ -341,7 +349,9 @@ async fn a_follower_keeps_its_controllers_informers_warm_without_leading() {
     let factory = manager.factory().clone();
     let log = ReconcileLog::default();
     let controller = Controller::builder(pods.clone()).factory(manager.factory()).build();
-    manager.add_controller(controller, log.reconciler::<Pod>());
+    manager
+        .add_controller(controller, log.reconciler::<Pod>())
+        .expect("the only controller of its name");
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     eventually("the follower watches pods", || server.open_watches_of("pods") == 1).await;

@@ -85,7 +85,8 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
                 .max_retries(1)
                 .reconcile_timeout(Duration::from_millis(100)),
         )
-        .complete(Mixed);
+        .complete(Mixed)
+        .expect("the only controller of its name");
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     let scrape =
@@ -194,7 +195,11 @@ async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_regi
     create(&pods, &["ok"]).await;
     let mut manager = Manager::builder(server.client()).metrics(Registry::new()).build();
     let standalone = manager.controller(pods.clone()).name("standalone").build();
-    manager.controller(pods).name("managed").complete(Mixed);
+    manager
+        .controller(pods)
+        .name("managed")
+        .complete(Mixed)
+        .expect("the only controller of its name");
     let registry = manager.metrics().unwrap().clone();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
@@ -234,7 +239,9 @@ pub(super) fn pods_manager_while_lists_fail(
         .factory(manager.factory())
         .informer(|b| b.backoff(fast_backoff()))
         .build();
-    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    manager
+        .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
+        .expect("the only controller of its name");
     (manager, address)
 }
 

@@ -122,7 +122,9 @@ async fn a_server_failing_before_the_caches_synced_stops_the_manager() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let mut manager = Manager::new(server.client());
     let controller = Controller::builder(pods).factory(manager.factory()).build();
-    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    manager
+        .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
+        .expect("the only controller of its name");
     manager.add(Unbindable);
     let result =
         tokio::time::timeout(Duration::from_secs(10), manager.run_until(std::future::pending()))
@@ -174,7 +176,9 @@ fn manager_with_a_gated_server(
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut manager = Manager::builder(client).server_ready_timeout(timeout).build();
     let controller = Controller::builder(pods).factory(manager.factory()).build();
-    manager.add_controller(controller, ReconcileLog::default().reconciler::<Pod>());
+    manager
+        .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
+        .expect("the only controller of its name");
     let (open, asked) = (Arc::new(AtomicBool::new(false)), Arc::default());
     manager.add(Gated { open: open.clone(), asked: Arc::clone(&asked) });
     (manager, open, asked)

@@ -193,7 +193,8 @@ async fn a_replica_that_loses_its_shard_lease_stops_its_reconciles_before_the_le
         .build();
     manager
         .controller(Api::<ConfigMap>::namespaced(client, "default"))
-        .complete(Stuck { started: started.clone(), dropped: dropped.clone() });
+        .complete(Stuck { started: started.clone(), dropped: dropped.clone() })
+        .expect("the only controller of its name");
     let run = tokio::spawn(manager.run_until(std::future::pending()));
     tokio::time::timeout(Duration::from_secs(20), started.notified()).await.expect("a reconcile");
 

@@ -476,7 +476,8 @@ fn sharded_manager(
     manager
         .controller(api)
         .config(Config::default().workers(4))
-        .complete(Sharded { shard: id.to_owned(), recorder: recorder.clone() });
+        .complete(Sharded { shard: id.to_owned(), recorder: recorder.clone() })
+        .expect("the only controller of its name");
     let (stop, stopped) = oneshot::channel::<()>();
     let run = tokio::spawn(manager.run_until(async {
         let _ = stopped.await;

@@ -35,7 +35,11 @@ async fn controllers_added_and_removed_while_the_manager_runs_reconcile_every_ch
     }
     let mut manager = Manager::new(t.client.clone());
     let stays = Versions::default();
-    manager.controller(cms.clone()).name("stays").complete(stays.clone());
+    manager
+        .controller(cms.clone())
+        .name("stays")
+        .complete(stays.clone())
+        .expect("the only controller of its name");
     let handle = manager.handle();
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));

@@ -295,7 +295,7 @@ async fn run_replica(spec: Spec) -> Result<(), String> {
     let objects = ListWatch::new(api.clone()).labels(&selector(spec.seed));
     let controller: Controller<ConfigMap> =
         manager.controller(objects).config(Config::default().workers(3)).build();
-    manager.add_controller(controller, Chaos { spec, api });
+    manager.add_controller(controller, Chaos { spec, api }).map_err(|e| e.to_string())?;
     manager.run().await.map_err(|e| e.to_string())
 }
 

@@ -34,9 +34,9 @@ impl Reconciler for Stamp {
 }
 
 /// A Manager running the operator on the ConfigMaps of `namespace`.
-pub fn manager(client: Client, namespace: &str) -> Manager {
+pub fn manager(client: Client, namespace: &str) -> Result<Manager, HandleError> {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let mut manager = Manager::new(client);
-    manager.controller(configmaps.clone()).complete(Stamp { configmaps });
-    manager
+    manager.controller(configmaps.clone()).complete(Stamp { configmaps })?;
+    Ok(manager)
 }

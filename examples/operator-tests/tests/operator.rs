@@ -11,7 +11,7 @@ use kube_client::{Api, ResourceExt};
 
 async fn a_new_configmap_is_stamped(t: &Target) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let manager = stamp_operator::manager(t.client.clone(), &t.ns);
+    let manager = stamp_operator::manager(t.client.clone(), &t.ns).expect("one controller");
     let running = tokio::spawn(manager.run_until(async { stopped.await.unwrap_or(()) }));
 
     let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
