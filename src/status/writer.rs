@@ -3,14 +3,22 @@
 //!
 //! Under server-side apply a manager's apply states every field it owns: a condition it
 //! applied before and leaves out is removed, and a condition it never applied is none of its
-//! business. So the writer starts from the conditions the manager owns on the object as read
-//! (its `managedFields` entry's `status.conditions` items, by `type`), with their values as
-//! read; [`set`](ConditionWriter::set) changes or adds one by apimachinery's rules (see
+//! business. So the writer starts from the conditions the manager owns on the object as read:
+//! the types its controller declares its own ([`owns`](ConditionWriter::owns)), and those its
+//! `managedFields` entry names (`status.conditions` items, by `type`), with their values as
+//! read. An object from an informer's cache has no `managedFields` (informers drop them), so
+//! a controller that writes from its cache declares its types: otherwise an apply of one
+//! condition removes the others it applied before.
+//! [`set`](ConditionWriter::set) changes or adds one by apimachinery's rules (see
 //! [`set_status_condition`]), [`remove`](ConditionWriter::remove) drops one; the apply sends
 //! those and nothing else, so another writer's conditions stay its own, where the kind merges
 //! `status.conditions` by `type` (built-in kinds do; a custom resource does when its CRD
-//! declares `x-kubernetes-list-type: map` with `x-kubernetes-list-map-keys: [type]`,
-//! otherwise the list is one field and the last writer's list replaces it).
+//! declares `x-kubernetes-list-type: map` with `x-kubernetes-list-map-keys: [type]`).
+//!
+//! Where the list is atomic (a CRD that declares no list type), the list is one field: the
+//! apply is forced, so it replaces the whole list, and another manager's conditions on it are
+//! removed without a conflict. The writer does not guess at the schema; a CRD meant for two
+//! writers declares the map.
 
 use std::fmt::Debug;
 
@@ -43,7 +51,8 @@ use super::conditions::{
 /// use ctrlkit::status::{ConditionStatus, ConditionWriter};
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 ///
-/// let mut writer = ConditionWriter::<Condition>::new(&service, "example.com/lb-controller")?;
+/// let mut writer = ConditionWriter::<Condition>::new(&service, "example.com/lb-controller")?
+///     .owns(["example.com/LoadBalancerReady"]);
 /// writer.set("example.com/LoadBalancerReady", ConditionStatus::True, "Provisioned", "");
 /// writer.apply(&api, &service).await?;
 /// # Ok(()) }
@@ -63,7 +72,9 @@ pub struct ConditionWriter<C> {
 
 impl<C: StatusCondition> ConditionWriter<C> {
     /// The conditions `field_manager` owns on `object` (as read: from a cache, or a write's
-    /// answer). An error if its `status.conditions` are not a list of `C`.
+    /// answer), by its `managedFields`; a cached object has none, so add the types the
+    /// controller writes with [`owns`](Self::owns). An error if its `status.conditions` are
+    /// not a list of `C`.
     pub fn new<K>(object: &K, field_manager: &str) -> Result<Self, kube_client::Error>
     where
         K: Resource + Serialize,
@@ -85,6 +96,28 @@ impl<C: StatusCondition> ConditionWriter<C> {
             owned,
             owned_when_read,
         })
+    }
+
+    /// Declares `types` this manager's: each one on the object as read is applied again
+    /// (unless [`remove`](Self::remove)d), whether or not its `managedFields` say so. A
+    /// controller names every condition type it writes, so that an apply built from a cached
+    /// object (no `managedFields`) keeps the ones it does not set this time.
+    pub fn owns<I, S>(mut self, types: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for type_ in types {
+            let type_ = type_.as_ref();
+            if find_status_condition(&self.owned, type_).is_some() {
+                continue;
+            }
+            if let Some(read) = find_status_condition(&self.read, type_) {
+                self.owned.push(read.clone());
+                self.owned_when_read.push(type_.to_owned());
+            }
+        }
+        self
     }
 
     /// Sets the condition `type_`, now, as [`set_at`](Self::set_at) does.

@@ -14,6 +14,7 @@ use kube_client::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::common::{pod, server};
+use ctrlkit_apiserver::ApiServer;
 
 const CONTROLLER: &str = "example.com/gauge-controller";
 const POLICY: &str = "example.com/policy-agent";
@@ -67,14 +68,28 @@ fn owners(object: &impl serde::Serialize) -> Vec<(String, String)> {
     out
 }
 
+/// `object` created, its kind defined by `crd` first, on `server`, in `default`.
+async fn created<K>(server: &ApiServer, crd: CustomResourceDefinition, object: K) -> (Api<K>, K)
+where
+    K: kube_client::Resource<Scope = kube_client::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.create(&PostParams::default(), &crd).await.expect("the CRD is created");
+    let api: Api<K> = Api::namespaced(server.client(), "default");
+    let object = api.create(&PostParams::default(), &object).await.expect("the object is created");
+    (api, object)
+}
+
 #[tokio::test]
 async fn two_managers_each_own_their_conditions_and_transition_times_follow_the_status() {
     let server = server().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
-    crds.create(&PostParams::default(), &Gauge::crd()).await.expect("the CRD is created");
-    let gauges: Api<Gauge> = Api::namespaced(server.client(), "default");
-    let gauge = Gauge::new("g", GaugeSpec { size: 1 });
-    let gauge = gauges.create(&PostParams::default(), &gauge).await.expect("a gauge is created");
+    let (gauges, gauge) =
+        created(&server, Gauge::crd(), Gauge::new("g", GaugeSpec { size: 1 })).await;
 
     let mut controller = ConditionWriter::<Condition>::new(&gauge, CONTROLLER).unwrap();
     controller.set_at("Ready", ConditionStatus::False, "Starting", "scaling up", at(100));
@@ -149,4 +164,98 @@ async fn a_pods_readiness_gate_condition_is_written_beside_the_kubelets() {
     assert_eq!(set.last_transition_time, Some(at(500)));
     assert_eq!(set.observed_generation, created.metadata.generation);
     assert_eq!(set.message, None, "an empty message is left out");
+}
+
+/// The gauge as an informer's cache holds it: without `managedFields` (informers drop them).
+fn as_cached(gauge: &Gauge) -> Gauge {
+    let mut cached = gauge.clone();
+    cached.metadata.managed_fields = None;
+    cached
+}
+
+#[tokio::test]
+async fn a_writer_built_from_a_cached_object_keeps_the_types_its_controller_owns() {
+    let server = server().await;
+    let (gauges, gauge) =
+        created(&server, Gauge::crd(), Gauge::new("g", GaugeSpec { size: 1 })).await;
+    let owned = ["Ready", "Progressing"];
+
+    let mut controller = ConditionWriter::<Condition>::new(&gauge, CONTROLLER).unwrap().owns(owned);
+    controller.set_at("Ready", ConditionStatus::False, "Starting", "", at(100));
+    controller.set_at("Progressing", ConditionStatus::True, "Scaling", "", at(100));
+    let written = controller.apply(&gauges, &gauge).await.unwrap();
+    let mut policy = ConditionWriter::<Condition>::new(&written, POLICY).unwrap();
+    policy.set_at("Compliant", ConditionStatus::True, "Checked", "", at(110));
+    let written = policy.apply(&gauges, &written).await.unwrap();
+
+    // The next reconcile, from the cache: it sets one of its two conditions.
+    let cached = as_cached(&written);
+    let mut controller =
+        ConditionWriter::<Condition>::new(&cached, CONTROLLER).unwrap().owns(owned);
+    assert!(controller.set_at("Ready", ConditionStatus::True, "Available", "", at(200)));
+    let written = controller.apply(&gauges, &cached).await.unwrap();
+    let status = written.status.clone().unwrap();
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Ready", "Progressing", "Compliant"], "its other condition kept");
+    let progressing = find_status_condition(&status.conditions, "Progressing").unwrap();
+    assert_eq!(progressing.last_transition_time, at(100));
+    assert_eq!(
+        owners(&written),
+        [
+            ("Compliant".to_owned(), POLICY.to_owned()),
+            ("Progressing".to_owned(), CONTROLLER.to_owned()),
+            ("Ready".to_owned(), CONTROLLER.to_owned()),
+        ]
+    );
+
+    // Removing an owned type from a cached read is a change, and the apply drops it.
+    let cached = as_cached(&written);
+    let mut controller =
+        ConditionWriter::<Condition>::new(&cached, CONTROLLER).unwrap().owns(owned);
+    assert!(controller.remove("Progressing") && controller.changed());
+    let written = controller.apply(&gauges, &cached).await.unwrap();
+    let types: Vec<String> =
+        written.status.unwrap().conditions.into_iter().map(|c| c.type_).collect();
+    assert_eq!(types, ["Ready", "Compliant"]);
+}
+
+/// A dial: like a gauge, but its CRD declares no list type for the conditions (atomic).
+#[derive(
+    kube::CustomResource, Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[kube(group = "example.com", version = "v1", kind = "Dial", namespaced)]
+#[kube(status = "DialStatus")]
+pub struct DialSpec {
+    size: i32,
+}
+
+/// A dial's status: its conditions one atomic list.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct DialStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "atomic_conditions")]
+    conditions: Vec<Condition>,
+}
+
+fn atomic_conditions(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+    })
+}
+
+#[tokio::test]
+async fn where_the_crd_declares_no_list_type_the_forced_apply_replaces_the_whole_list() {
+    let server = server().await;
+    let (dials, dial) = created(&server, Dial::crd(), Dial::new("d", DialSpec { size: 1 })).await;
+
+    let mut policy = ConditionWriter::<Condition>::new(&dial, POLICY).unwrap();
+    policy.set_at("Compliant", ConditionStatus::True, "Checked", "", at(110));
+    let written = policy.apply(&dials, &dial).await.unwrap();
+    let mut controller = ConditionWriter::<Condition>::new(&written, CONTROLLER).unwrap();
+    controller.set_at("Ready", ConditionStatus::True, "Available", "", at(200));
+    let written = controller.apply(&dials, &written).await.expect("forced: no conflict");
+    let types: Vec<String> =
+        written.status.unwrap().conditions.into_iter().map(|c| c.type_).collect();
+    assert_eq!(types, ["Ready"], "the policy agent's condition is gone with its list");
 }
