@@ -6,6 +6,8 @@
 //!   `<plural>.<group>`), 422 otherwise; then serves the kind, and writes the CRD's status as
 //!   the real server does a moment later: `NamesAccepted` and `Established` conditions,
 //!   `acceptedNames`, `storedVersions`.
+//! - Create and update refuse list-type declarations kube-apiserver refuses
+//!   ([`crd_list_types`](super::crd_list_types)).
 //! - An update re-reads the versions and subresources.
 //! - Delete removes every object of the kind (watchers see them `DELETED`) and stops serving
 //!   it. (The real server holds the CRD `Terminating` while its instances go.)
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::crd_list_types::list_type_errors;
 use super::custom_resources::Schemas;
 use super::ids::now;
 use super::registry::Strategy;
@@ -82,12 +85,19 @@ fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
     Ok(types)
 }
 
-/// Refuses a CRD that could not be served.
+/// Refuses a CRD that could not be served, or whose list types kube-apiserver refuses.
 pub(crate) fn validate(crd: &Value) -> ApiResult<()> {
-    served_types(crd).map(|_| ()).map_err(|cause| {
-        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-        ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, &cause)
-    })
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    let invalid = |cause: &str| {
+        ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, cause)
+    };
+    served_types(crd).map_err(|cause| invalid(&cause))?;
+    // Several errors read as Go's aggregate of them does: `[a, b]`.
+    match list_type_errors(crd).as_slice() {
+        [] => Ok(()),
+        [one] => Err(invalid(one)),
+        many => Err(invalid(&format!("[{}]", many.join(", ")))),
+    }
 }
 
 /// Serves what `crd` defines and records that in its status.

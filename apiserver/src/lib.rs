@@ -226,6 +226,7 @@ mod auth;
 mod configmaps;
 mod conversion;
 mod crd;
+mod crd_list_types;
 mod custom_resources;
 mod discovery;
 mod encoding;

@@ -83,7 +83,7 @@ impl<'a> Node<'a> {
                             .flatten()
                             .filter_map(Value::as_str)
                             .collect();
-                        // A CRD is refused without keys for a map; atomic if one slipped by.
+                        // A CRD is refused without keys for a map (crd_list_types); atomic if stored so.
                         if keys.is_empty() { ListType::Atomic } else { ListType::Map(keys) }
                     }
                     Some("set") => ListType::Set,

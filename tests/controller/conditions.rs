@@ -43,8 +43,14 @@ fn conditions(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "array",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
-        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true,
-            "required": ["type", "status"] },
+        "items": { "type": "object", "required": ["type", "status"], "properties": {
+            "type": { "type": "string" },
+            "status": { "type": "string" },
+            "reason": { "type": "string" },
+            "message": { "type": "string" },
+            "lastTransitionTime": { "type": "string", "format": "date-time" },
+            "observedGeneration": { "type": "integer", "format": "int64" },
+        } },
     })
 }
 
