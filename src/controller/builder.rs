@@ -429,6 +429,41 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     }
 }
 
+/// What a manager adds as a controller
+/// ([`Manager::add_controller`](crate::manager::Manager::add_controller)): a
+/// [`ControllerBuilder`], which the manager builds only once the controller's name is its, so
+/// that a refused duplicate registers nothing on the informers and touches no metric series
+/// of the controller it collides with; or a built [`Controller`], whose build did both
+/// already.
+pub trait IntoController<K> {
+    /// The name the controller claims in a manager; `None` where
+    /// [`Config::skip_name_validation`] opts out.
+    fn unique_name(&self) -> Option<String>;
+    /// The controller, built if need be.
+    fn into_controller(self) -> Controller<K>;
+}
+
+impl<K: InformerObject, M> IntoController<K> for ControllerBuilder<K, M> {
+    fn unique_name(&self) -> Option<String> {
+        let spec = &self.spec;
+        let name =
+            || spec.name.clone().unwrap_or_else(|| spec.primary.api_resource().plural.clone());
+        (!spec.config.skip_name_validation).then(name)
+    }
+    fn into_controller(self) -> Controller<K> {
+        self.build()
+    }
+}
+
+impl<K: InformerObject> IntoController<K> for Controller<K> {
+    fn unique_name(&self) -> Option<String> {
+        (!self.config().skip_name_validation).then(|| self.name().to_owned())
+    }
+    fn into_controller(self) -> Controller<K> {
+        self
+    }
+}
+
 impl<K: InformerObject, M> From<ControllerBuilder<K, M>> for Controller<K> {
     /// [`ControllerBuilder::build`], so that what takes a controller
     /// ([`Manager::add_controller`](crate::manager::Manager::add_controller)) takes its

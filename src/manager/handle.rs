@@ -8,10 +8,10 @@ use super::error::HandleError;
 use super::id::RunnableId;
 use super::removal;
 use super::runnable::ControllerRunnable;
-use super::table::{Removal, Table};
+use super::table::{NameClaim, Removal, Table};
 use super::telemetry::{Forget, Telemetry};
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
-use crate::controller::{Controller, ControllerBuilder, Reconciler};
+use crate::controller::{Controller, ControllerBuilder, IntoController, Reconciler};
 use crate::runtime::{ReadyCheck, Runnable};
 use crate::sharding::Ring;
 
@@ -61,11 +61,13 @@ use crate::sharding::Ring;
 ///   removal takes it. A runnable added to the [`Manager`](super::Manager) itself has none:
 ///   add one you may remove through a handle.
 ///
-/// - **Controller names are unique** in a manager: a second controller of a name one it runs
-///   holds is refused ([`HandleError::DuplicateName`]) by
+/// - **Controller names are unique** in a manager: adding a controller whose name another
+///   controller of the manager holds is refused ([`HandleError::DuplicateName`]) by
 ///   [`add_controller`](ManagerHandle::add_controller) and
-///   [`complete`](ControllerBuilder::complete), as by the manager's own; the name is freed
-///   when its controller is removed (or returns on its own).
+///   [`complete`](ControllerBuilder::complete), as by the manager's own, before the
+///   controller is built; the name is freed once its controller is removed (or returns on
+///   its own) and its metric series are forgotten, so that a controller added in its place
+///   reports series of its own.
 ///
 /// Designed for what comes next: a cluster that joins a manager over many clusters is a
 /// runnable (its informers and controllers) added through the handle and, when it leaves,
@@ -161,16 +163,17 @@ impl ManagerHandle {
     /// ([`HandleError::DuplicateName`]), until the first is removed.
     pub fn add_controller<K, R>(
         &self,
-        controller: impl Into<Controller<K>>,
+        controller: impl IntoController<K>,
         reconciler: R,
     ) -> Result<RunnableId, HandleError>
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let added = controller_runnable(&self.inner.telemetry, controller, reconciler);
-        let AddedController { runnable, forget, synced, unique_name } = added;
-        self.inner.table.insert(Arc::new(runnable), forget, synced, unique_name)
+        let added =
+            controller_runnable(&self.inner.table, &self.inner.telemetry, controller, reconciler)?;
+        let AddedController { runnable, forget, synced, claim } = added;
+        self.inner.table.insert(Arc::new(runnable), forget, synced, claim)
     }
 
     /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
@@ -201,7 +204,9 @@ impl ManagerHandle {
 
 impl<K: InformerObject> ControllerBuilder<K, ManagerHandle> {
     /// Builds the controller and adds it, with `reconciler`, through the handle that handed
-    /// out this builder ([`ManagerHandle::controller`]); its id removes it.
+    /// out this builder ([`ManagerHandle::controller`]); its id removes it. Refused with
+    /// [`HandleError::DuplicateName`], before anything is built, if a controller of the
+    /// manager holds its name; with [`HandleError::Stopped`] once the manager stops.
     pub fn complete<R: Reconciler<Object = K>>(
         self,
         reconciler: R,
@@ -234,21 +239,25 @@ pub(super) struct AddedController<K, R> {
     pub(super) forget: Option<Forget>,
     /// Whether its caches synced (for `caches-synced`, if it reads a factory's informers).
     pub(super) synced: Option<ReadyCheck>,
-    /// Its name, unless it opted out of the name check.
-    pub(super) unique_name: Option<String>,
+    /// Its name, claimed (none if it opted out of the name check).
+    pub(super) claim: Option<NameClaim>,
 }
 
-/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`.
+/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`,
+/// its name claimed in `table` before a builder is built (a refused duplicate builds
+/// nothing).
 pub(super) fn controller_runnable<K, R>(
+    table: &Arc<Table>,
     telemetry: &Telemetry,
-    controller: impl Into<Controller<K>>,
+    controller: impl IntoController<K>,
     reconciler: R,
-) -> AddedController<K, R>
+) -> Result<AddedController<K, R>, HandleError>
 where
     K: InformerObject,
     R: Reconciler<Object = K>,
 {
-    let mut controller = controller.into();
+    let claim = table.claim(controller.unique_name().as_deref())?;
+    let mut controller = controller.into_controller();
     if controller.owns_factory() {
         tracing::warn!(
             controller = controller.name(),
@@ -260,12 +269,10 @@ where
     telemetry.adopt(&mut controller);
     let forget = telemetry.forget_controller(controller.name(), controller.queue().name());
     let synced = controller.caches_synced();
-    let skip = controller.config().skip_name_validation;
-    let unique_name = (!skip).then(|| controller.name().to_owned());
-    AddedController {
+    Ok(AddedController {
         runnable: ControllerRunnable::new(controller, reconciler),
         forget,
         synced,
-        unique_name,
-    }
+        claim,
+    })
 }

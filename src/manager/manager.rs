@@ -12,7 +12,7 @@ use super::handle::{self, ManagerHandle};
 use super::table::Table;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
-use crate::controller::{Controller, ControllerBuilder, Reconciler};
+use crate::controller::{Controller, ControllerBuilder, IntoController, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::runtime::Runnable;
@@ -175,19 +175,23 @@ impl Manager {
     /// [`name`](ControllerBuilder::name), by default its primary kind's plural, so two
     /// controllers of one kind need names of their own;
     /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
-    /// out, for tests.
+    /// out, for tests. The name is checked before a [`ControllerBuilder`] is built, so a
+    /// refused one registers nothing on the shared informers and touches none of the first's
+    /// metric series; a [`Controller`] built beforehand did both at its build (and shares
+    /// the series of a controller of its name removed after it was built): add the builder.
     pub fn add_controller<K, R>(
         &mut self,
-        controller: impl Into<Controller<K>>,
+        controller: impl IntoController<K>,
         reconciler: R,
     ) -> Result<(), HandleError>
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let added = handle::controller_runnable(&self.telemetry, controller, reconciler);
-        let handle::AddedController { runnable, forget, synced, unique_name } = added;
-        let inserted = self.table.insert(Arc::new(runnable), forget, synced, unique_name);
+        let added =
+            handle::controller_runnable(&self.table, &self.telemetry, controller, reconciler)?;
+        let handle::AddedController { runnable, forget, synced, claim } = added;
+        let inserted = self.table.insert(Arc::new(runnable), forget, synced, claim);
         inserted.map(|_| ())
     }
 

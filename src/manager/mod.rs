@@ -25,6 +25,13 @@
 //!   Lease, with its fence, aborted when it is lost); one removed by its [`RunnableId`] stops
 //!   alone, within its own graceful-stop timeout, its ready check and metric series gone
 //!   with it; the rest run on untouched. Adds fail once the manager stops.
+//! - **Controller names are unique** (controller-runtime's rule since v0.19): adding a
+//!   controller whose name one of the manager's holds fails with
+//!   [`HandleError::DuplicateName`], checked before a builder is built, so the first's
+//!   informers, queue and metric series are untouched; a name is freed once its controller
+//!   leaves and its series are forgotten.
+//!   [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
+//!   out, for tests.
 //!
 //! At the [`ManagerBuilder`]: leader election ([`ManagerBuilder::leader_election`]: runnables
 //! that [need it](crate::runtime::Runnable::needs_leader_election) run only while this replica

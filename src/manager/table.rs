@@ -19,7 +19,7 @@
 //! - Nothing starts once the manager is stopping; the fences of the Lease groups are dropped
 //!   then, so that the table holds no mark that would keep a Lease's release waiting.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -136,6 +136,32 @@ struct State {
     reached: Reached,
     /// The runtime `run` runs on: a handle may add from any thread.
     runtime: Option<tokio::runtime::Handle>,
+    /// The controller names claimed: by an add on its way in (before its controller is
+    /// built, so that a refused one touches nothing of the first's), then by its entry until
+    /// the entry's metric series are forgotten.
+    claimed: BTreeSet<String>,
+}
+
+/// A controller name claimed for an add ([`Table::claim`]); freed when dropped, unless the
+/// add's entry takes it over.
+pub(super) struct NameClaim {
+    table: Arc<Table>,
+    name: Option<String>,
+}
+
+impl NameClaim {
+    /// The name, now the entry's to free.
+    fn take(mut self) -> Option<String> {
+        self.name.take()
+    }
+}
+
+impl Drop for NameClaim {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            self.table.lock().claimed.remove(&name);
+        }
+    }
 }
 
 /// The table; see the module docs.
@@ -167,6 +193,7 @@ impl Table {
                 entries: BTreeMap::new(),
                 reached: Reached::default(),
                 runtime: None,
+                claimed: BTreeSet::new(),
             }),
             ended,
             ended_rx: Mutex::new(Some(ended_rx)),
@@ -178,17 +205,31 @@ impl Table {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Claims the controller name `name` for an add, before its controller is built:
+    /// refused if another add or entry holds it. A name is freed when its entry leaves
+    /// (removed, or returned on its own) and its metric series are forgotten, so that a
+    /// controller added in its place has series of its own.
+    pub(super) fn claim(
+        self: &Arc<Self>,
+        name: Option<&str>,
+    ) -> Result<Option<NameClaim>, HandleError> {
+        let Some(name) = name else { return Ok(None) };
+        if !self.lock().claimed.insert(name.to_owned()) {
+            return Err(HandleError::DuplicateName { name: name.to_owned() });
+        }
+        Ok(Some(NameClaim { table: self.clone(), name: Some(name.to_owned()) }))
+    }
+
     /// Adds `runnable`, started at once if its phase has been reached; refused once the
     /// manager is stopping. `synced`, a controller's, joins `caches-synced` if the manager
-    /// runs (before, the factory's first sync covers the informers it asked for).
-    /// or if it claims a `unique_name` (a controller's) that an entry
-    /// holds: a name is freed when its entry leaves, removed or returned on its own.
+    /// runs (before, the factory's first sync covers the informers it asked for). `claim`,
+    /// a controller's name ([`claim`](Self::claim)), becomes the entry's.
     pub(super) fn insert(
         self: &Arc<Self>,
         runnable: Arc<dyn Runnable>,
         forget: Option<Forget>,
         synced: Option<ReadyCheck>,
-        unique_name: Option<String>,
+        claim: Option<NameClaim>,
     ) -> Result<RunnableId, HandleError> {
         // The user's methods run before the lock is taken: a panic in one is the add's, and
         // leaves no task of the table to be dropped while it is held.
@@ -199,13 +240,11 @@ impl Table {
         let needs_leader = runnable.needs_leader_election();
         let mut state = self.lock();
         if state.lifecycle == Lifecycle::Stopping {
+            drop(state); // the claim's drop takes the lock
+            drop(claim);
             return Err(HandleError::Stopped { runnable: name });
         }
-        if let Some(unique) = &unique_name
-            && state.entries.values().any(|e| e.unique_name.as_ref() == Some(unique))
-        {
-            return Err(HandleError::DuplicateName { name: unique.clone() });
-        }
+        let unique_name = claim.and_then(NameClaim::take);
         let id = RunnableId(state.next);
         state.next += 1;
         if let Some(check) = &check {
@@ -390,13 +429,17 @@ impl Table {
         let _ = self.ended.send(Ended { name, failure });
     }
 
-    /// Its ready check out of `/readyz`, its metric series forgotten, its runnable dropped.
+    /// Its ready check out of `/readyz`, its metric series forgotten, its runnable dropped;
+    /// then its name freed, not before: a controller added under it builds series anew.
     fn forget(&self, entry: Entry) {
         if let Some(check) = &entry.check {
             self.telemetry.remove_ready_check(&entry.name, check);
         }
         if let Some(forget) = entry.forget {
             forget();
+        }
+        if let Some(name) = entry.unique_name {
+            self.lock().claimed.remove(&name);
         }
     }
 
@@ -614,3 +657,7 @@ pub(super) fn fenced_itself(err: &(dyn std::error::Error + 'static)) -> Option<C
 fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {
     format!("panicked: {}", crate::panic::panic_message(panic)).into()
 }
+
+#[cfg(test)]
+#[path = "table_names.rs"]
+mod names;

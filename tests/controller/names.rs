@@ -100,3 +100,80 @@ async fn a_name_is_freed_when_its_controller_is_removed_through_the_handle() {
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
 }
+
+/// The exposition's sample lines that name `name` (a controller's or a queue's series).
+#[cfg(feature = "metrics")]
+fn series_of(registry: &ctrlkit::metrics::Registry, name: &str) -> Vec<String> {
+    let label = format!("=\"{name}\"");
+    let lines = registry.encode();
+    lines.lines().filter(|l| !l.starts_with('#') && l.contains(&label)).map(str::to_owned).collect()
+}
+
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn a_refused_duplicate_touches_none_of_the_firsts_series() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for name in ["a", "b"] {
+        create_configmap(&server, name).await;
+    }
+    let registry = ctrlkit::metrics::Registry::new();
+    let manager = Manager::builder(server.client()).metrics(registry.clone()).build();
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let first = Versions::default();
+    handle.controller(cms.clone()).name("stamp").complete(first.clone()).expect("the first");
+    eventually("the first reconciled both", || first.keys_present().len() == 2).await;
+    let adds = |r: &ctrlkit::metrics::Registry| {
+        series_of(r, "stamp").into_iter().find(|l| l.starts_with("workqueue_adds_total"))
+    };
+    eventually("the adds counted", || adds(&registry).is_some_and(|l| l.ends_with(" 2"))).await;
+    let before = series_of(&registry, "stamp");
+
+    // Its informer is running with two objects cached: a built duplicate would get them.
+    let second = Versions::default();
+    let again = handle.controller(cms.clone()).name("stamp").complete(second.clone());
+    assert_eq!(refused(again), "stamp");
+    assert_eq!(series_of(&registry, "stamp"), before, "the first's series as they were");
+    // One more object, once the first has it: counted once, by the first alone.
+    create_configmap(&server, "c").await;
+    eventually("the first reconciled it", || first.keys_present().len() == 3).await;
+    eventually("its add counted", || adds(&registry).is_some_and(|l| !l.ends_with(" 2"))).await;
+    let adds = adds(&registry).unwrap();
+    assert!(adds.ends_with(" 3"), "one add per object: {adds}");
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+    assert_eq!(second.reconciles(), 0);
+}
+
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn a_controller_added_in_a_removed_ones_place_reports_its_own_series() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let registry = ctrlkit::metrics::Registry::new();
+    let manager = Manager::builder(server.client()).metrics(registry.clone()).build();
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    let id = handle.controller(cms.clone()).name("feature").complete(Versions::default());
+    create_configmap(&server, "a").await;
+    let reconciled = |r: &ctrlkit::metrics::Registry| {
+        series_of(r, "feature").iter().any(|l| {
+            l.starts_with("controller_runtime_reconcile_total")
+                && l.contains("success")
+                && !l.ends_with(" 0")
+        })
+    };
+    eventually("the first reconciled", || reconciled(&registry)).await;
+    handle.remove(id.expect("the first")).await.expect("a graceful removal");
+    assert_eq!(series_of(&registry, "feature"), Vec::<String>::new(), "its series forgotten");
+
+    let back = Versions::default();
+    handle.controller(cms.clone()).name("feature").complete(back.clone()).expect("free");
+    eventually("the one added back reconciled", || back.keys_present() == ["default/a"]).await;
+    eventually("and reported it", || reconciled(&registry)).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop");
+}
