@@ -26,6 +26,8 @@
 //!   any depth, so that two managers each own their own `status.conditions` item; `set`);
 //!   other lists are atomic, owned whole, and an apply of a different list where another
 //!   manager owns it conflicts.
+//! - A keyed list's item without any of its key fields, or two items of one apply with one
+//!   key, refuse the apply as structured-merge-diff does (`apply_keys`).
 //! - `dryRun=All` answers with the result and stores nothing; apply on `/status` applies the
 //!   status alone, recorded in an entry of its own (`subresource: status`, as from 1.22), so a
 //!   manager's applies to the object leave the status it applied alone.
@@ -41,6 +43,7 @@ use std::collections::BTreeSet;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
+use super::apply_keys::check_keys;
 use super::list_types::{ListType, Node};
 use super::patch::strategic_merge;
 use super::status::{ApiError, ApiResult};
@@ -172,13 +175,14 @@ fn collect(v: &Value, node: Node<'_>, path: &mut Path, out: &mut BTreeSet<Path>)
 }
 
 /// A keyed item's key as `FieldsV1` spells it, its fields sorted by name
-/// (`{"port":80,"protocol":"TCP"}`); `None` unless `item` has every key field.
+/// (`{"port":80,"protocol":"TCP"}`), of the key fields `item` has; `None` if it has none (an
+/// apply of such an item is refused: `apply_keys`).
 fn item_key(keys: &[&str], item: &Value) -> Option<Value> {
-    let mut key = Map::new();
-    for field in keys {
-        key.insert((*field).to_owned(), item.get(*field)?.clone());
-    }
-    Some(Value::Object(key))
+    let key: Map<String, Value> = keys
+        .iter()
+        .filter_map(|field| Some(((*field).to_owned(), item.get(*field)?.clone())))
+        .collect();
+    (!key.is_empty()).then_some(Value::Object(key))
 }
 
 /// A path segment's prefix (`f:`, `k:`, `v:`) and the rest; `("", segment)` for `.` and for
@@ -371,6 +375,7 @@ pub(crate) fn apply(
     now: &str,
 ) -> ApiResult<Value> {
     let ApplyTo { api_version, status, has_status, root } = *to;
+    check_keys(applied, root)?;
     let mut object = live.cloned().unwrap_or_else(|| json!({}));
     let mine_now = field_set(applied, status, has_status, root);
     let mut owners = owners(&object);

@@ -222,6 +222,7 @@
 mod admission;
 mod api;
 mod apply;
+mod apply_keys;
 mod auth;
 mod configmaps;
 mod conversion;

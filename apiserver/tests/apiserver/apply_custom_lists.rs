@@ -195,3 +195,55 @@ async fn an_undeclared_list_is_atomic_and_a_second_manager_replaces_it(t: &Targe
     let _ = crds.delete("buoys.example.com", &DeleteParams::default()).await;
 }
 case!(Needs::Protocol, an_undeclared_list_is_atomic_and_a_second_manager_replaces_it);
+
+async fn an_item_without_its_key_or_a_key_twice_refuses_the_apply(t: &Target) {
+    let crd = definition("Flare", "flares", true);
+    let flares = define(t, &crd, "f").await;
+    let with = |conditions: Value| {
+        Patch::Apply(json!({
+            "apiVersion": "example.com/v1", "kind": "Flare", "metadata": { "name": "f" },
+            "status": { "conditions": conditions },
+        }))
+    };
+    let controller = PatchParams::apply("controller");
+    let keyless = with(json!([{ "status": "True" }]));
+    let (code, message) = match flares.patch_status("f", &controller, &keyless).await {
+        Err(kube_client::Error::Api(status)) => (status.code, status.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // The body's namespace (none here) and name, as the real server names the object.
+    let object = "(/f; example.com/v1, Kind=Flare)";
+    assert_eq!(code, 500, "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "failed to create typed patch object {object}: .status.conditions: element 0: \
+             associative list with keys has an element that omits all key fields [\"type\"] \
+             (and doesn't have default values for any key fields)"
+        )
+    );
+    let twice = with(
+        json!([{ "type": "Ready", "status": "True" }, { "type": "Ready", "status": "False" }]),
+    );
+    let (code, message) = match flares.patch_status("f", &controller, &twice).await {
+        Err(kube_client::Error::Api(status)) => (status.code, status.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert_eq!(code, 500, "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "failed to create typed patch object {object}: .status.conditions: duplicate \
+             entries for key [type=\"Ready\"]"
+        )
+    );
+    // Nothing was written: an apply of one condition holds just that one.
+    let one = flares
+        .patch_status("f", &controller, &with(json!([{ "type": "Ready", "status": "True" }])))
+        .await;
+    assert_eq!(types(&one.unwrap()), ["Ready"]);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let _ = crds.delete("flares.example.com", &DeleteParams::default()).await;
+}
+case!(Needs::Protocol, an_item_without_its_key_or_a_key_twice_refuses_the_apply);
