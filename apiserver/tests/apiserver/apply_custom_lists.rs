@@ -49,10 +49,22 @@ fn definition(kind: &str, plural: &str, keyed: bool) -> CustomResourceDefinition
 /// namespace.
 async fn define(t: &Target, crd: &CustomResourceDefinition, name: &str) -> Api<DynamicObject> {
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
-    match crds.create(&PostParams::default(), crd).await {
-        Ok(_) => {}
-        Err(kube_client::Error::Api(s)) if s.code == 409 => {} // another server version's run
-        Err(e) => panic!("creating the CRD: {e}"),
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let crd_name = crd.metadata.name.as_deref().unwrap_or_default();
+    loop {
+        match crds.create(&PostParams::default(), crd).await {
+            Ok(_) => break,
+            // A previous run's, still terminating (its objects go first): wait until it is gone.
+            Err(kube_client::Error::Api(s)) if s.code == 409 => {
+                let existing = crds.get_opt(crd_name).await.expect("reading the CRD");
+                if existing.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                    break; // a previous run's, left in place
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{crd_name} was never deleted");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("creating the CRD: {e}"),
+        }
     }
     let ar = ApiResource {
         group: "example.com".into(),
