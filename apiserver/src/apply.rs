@@ -44,6 +44,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::apply_keys::check_keys;
+use super::apply_order::order_lists;
 use super::list_types::{ListType, Node};
 use super::patch::strategic_merge;
 use super::status::{ApiError, ApiResult};
@@ -434,6 +435,7 @@ pub(crate) fn apply(
         }
     }
     strategic_merge(&mut object, &patch, root);
+    order_lists(&mut object, live, &patch, root);
     let others: BTreeSet<&Path> =
         owners.iter().filter(|o| !is_mine(o)).flat_map(|o| o.fields.iter()).collect();
     // A map this manager applied empty stays while others own fields in it.
@@ -826,12 +828,12 @@ mod tests {
             b["spec"]["ports"],
             json!([{"port": 80, "protocol": "TCP", "name": "http"}, {"port": 80, "protocol": "UDP"}])
         );
-        assert_eq!(b["spec"]["tags"], json!(["x", "y"]));
+        assert_eq!(b["spec"]["tags"], json!(["y", "x"]), "the applied order, as SMD's");
         // a leaves: its port goes, the tag b shares stays.
         let left = run(Some(&b), json!({}), "a").unwrap();
         assert_eq!(
             left["spec"],
-            json!({"ports": [{"port": 80, "protocol": "UDP"}], "tags": ["x", "y"]})
+            json!({"ports": [{"port": 80, "protocol": "UDP"}], "tags": ["y", "x"]})
         );
     }
 }

@@ -223,6 +223,7 @@ mod admission;
 mod api;
 mod apply;
 mod apply_keys;
+mod apply_order;
 mod auth;
 mod configmaps;
 mod conversion;
