@@ -30,11 +30,13 @@ impl std::fmt::Display for Abandoned {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManagerError {
-    /// A controller was not added: a `main` that sets up its manager and runs it returns
-    /// this through `?` ([`ControllerBuilder::complete`](crate::controller::ControllerBuilder::complete)'s
-    /// error: a second controller of one name, say).
-    #[error("adding to the manager: {0}")]
-    Add(#[from] HandleError),
+    /// A call on the manager or its handle failed, returned through `?` by a `main` that
+    /// sets up its manager and runs it: an add refused
+    /// ([`ControllerBuilder::complete`](crate::controller::ControllerBuilder::complete)'s
+    /// error: a second controller of one name, say), or a removal's error. Its message is
+    /// the [`HandleError`]'s own, which says which call failed.
+    #[error(transparent)]
+    Handle(#[from] HandleError),
     /// The informers' caches did not sync before the manager was stopped, or an informer
     /// stopped first.
     #[error("the manager's caches did not sync: {0}")]
@@ -133,4 +135,20 @@ pub enum HandleError {
         /// What was abandoned.
         abandoned: Abandoned,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_error_through_question_mark_keeps_its_own_words() {
+        let stopped = HandleError::Stopped { runnable: "web".to_owned() };
+        let err = ManagerError::from(stopped);
+        assert_eq!(err.to_string(), "web: the manager is stopping or has stopped");
+        let duplicate = ManagerError::from(HandleError::DuplicateName { name: "a".to_owned() });
+        assert!(
+            duplicate.to_string().starts_with("a controller named \"a\" is in the manager already")
+        );
+    }
 }
