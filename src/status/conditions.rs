@@ -156,7 +156,8 @@ pub fn remove_status_condition<C: StatusCondition>(conditions: &mut Vec<C>, type
 /// Sets `new` in `conditions`, in place of the condition of its type or appended, and says
 /// whether anything changed. Its `lastTransitionTime` is the replaced condition's while the
 /// status holds (and that one has a time), `now` when the status changes or the condition is
-/// new: the time `new` carries is not read.
+/// new: the time `new` carries is not read. (apimachinery's `meta.SetStatusCondition` takes a
+/// non-zero time from `new` instead of now: pass that time as `now` for the same result.)
 pub fn set_status_condition<C: StatusCondition>(
     conditions: &mut Vec<C>,
     new: C,
