@@ -223,15 +223,22 @@ async fn an_item_without_its_key_or_a_key_twice_refuses_the_apply(t: &Target) {
         Err(kube_client::Error::Api(status)) => (status.code, status.message),
         other => panic!("expected a refusal, got {other:?}"),
     };
-    // The body's namespace (none here) and name, as the real server names the object.
-    let object = "(/f; example.com/v1, Kind=Flare)";
+    // From v1.36.2; v1.20.2 names no object and words it otherwise (the release between that
+    // changed it is not pinned down: both are checked, and the embedded server is 1.36's).
+    let new = t.version().at_least(21);
+    let (object, omits) = match new {
+        true => (
+            " (/f; example.com/v1, Kind=Flare)",
+            "omits all key fields [\"type\"] (and doesn't have default values for any key fields)",
+        ),
+        false => ("", "omits key field \"type\" (and doesn't have default value)"),
+    };
     assert_eq!(code, 500, "{message}");
     assert_eq!(
         message,
         format!(
-            "failed to create typed patch object {object}: .status.conditions: element 0: \
-             associative list with keys has an element that omits all key fields [\"type\"] \
-             (and doesn't have default values for any key fields)"
+            "failed to create typed patch object{object}: .status.conditions: element 0: \
+             associative list with keys has an element that {omits}"
         )
     );
     let twice = with(
@@ -245,7 +252,7 @@ async fn an_item_without_its_key_or_a_key_twice_refuses_the_apply(t: &Target) {
     assert_eq!(
         message,
         format!(
-            "failed to create typed patch object {object}: .status.conditions: duplicate \
+            "failed to create typed patch object{object}: .status.conditions: duplicate \
              entries for key [type=\"Ready\"]"
         )
     );
