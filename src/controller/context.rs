@@ -418,6 +418,10 @@ impl ReconcileContext {
         let Some(at) = writes.iter().rposition(|w| w == expected) else { return };
         match answer {
             Some(mut write) => {
+                // An answer without the deleted object's uid keeps the one recorded.
+                if write.uid.is_none() {
+                    write.uid.clone_from(&expected.uid);
+                }
                 if expected.generate_name.is_some() {
                     write.generate_name.clone_from(&expected.generate_name);
                     write.owner.clone_from(&expected.owner);
@@ -492,6 +496,7 @@ mod tests {
             owner: None,
             answered: false,
             raised: Vec::new(),
+            uid: None,
         };
         for _ in 0..(MAX_WRITES + 3) {
             context.record(write.clone());

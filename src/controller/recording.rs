@@ -179,6 +179,7 @@ impl Target {
             owner: controller_of(meta.owner_references, namespace.as_deref()),
             answered: false,
             raised: Vec::new(),
+            uid: (self.verb == Verb::Delete).then(|| precondition_uid(body)).flatten(),
         }
     }
 
@@ -189,7 +190,12 @@ impl Target {
         if status && self.verb != Verb::Delete {
             return None;
         }
-        // A delete answered with a Status: the object is gone; its name is the path's.
+        // A delete answered with a Status: the object is gone; its name is the path's, its
+        // uid in the details.
+        let uid = match status {
+            true => answer.details.and_then(|d| d.uid),
+            false => answer.metadata.uid.clone(),
+        };
         let meta = if status { AnswerMeta::default() } else { answer.metadata };
         let name = meta.name.or_else(|| self.name.clone())?;
         let namespace = meta.namespace.or_else(|| self.namespace.clone());
@@ -211,8 +217,18 @@ impl Target {
             owner: controller_of(meta.owner_references, namespace.as_deref()),
             answered: true,
             raised: Vec::new(),
+            uid: uid.filter(|_| self.verb == Verb::Delete),
         })
     }
+}
+
+/// The uid a delete's options body names as its precondition.
+fn precondition_uid(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Options {
+        preconditions: Option<Details>,
+    }
+    serde_json::from_slice::<Options>(body).ok()?.preconditions?.uid
 }
 
 /// Whether a delete's options body asks for a dry run (`"dryRun": ["All"]`).
@@ -246,6 +262,14 @@ struct Answer {
     kind: Option<String>,
     #[serde(default)]
     metadata: AnswerMeta,
+    /// A `Status`'s details (a delete's, with the deleted object's uid).
+    details: Option<Details>,
+}
+
+/// A `Status`'s details, or a delete's preconditions: the uid is all that is read.
+#[derive(Deserialize)]
+struct Details {
+    uid: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -253,6 +277,7 @@ struct Answer {
 struct AnswerMeta {
     name: Option<String>,
     namespace: Option<String>,
+    uid: Option<String>,
     resource_version: Option<String>,
     generate_name: Option<String>,
     deletion_timestamp: Option<String>,
@@ -326,6 +351,14 @@ mod tests {
         let status = br#"{"kind":"Status","status":"Success"}"#;
         let write = delete.write(status).unwrap();
         assert_eq!((write.key, write.resource_version), (ObjectKey::namespaced("ns", "c"), None));
+        // The deleted object's uid, from each answer and from the request's preconditions.
+        let status = br#"{"kind":"Status","details":{"name":"c","uid":"u1"}}"#;
+        assert_eq!(delete.write(status).unwrap().uid.as_deref(), Some("u1"));
+        let gone = br#"{"kind":"ConfigMap","metadata":{"name":"c","uid":"u2"}}"#;
+        assert_eq!(delete.write(gone).unwrap().uid.as_deref(), Some("u2"));
+        let options = br#"{"preconditions":{"uid":"u3"}}"#;
+        assert_eq!(delete.expect(options).uid.as_deref(), Some("u3"));
+        assert_eq!(create.write(body).unwrap().uid, None, "a create's uid is not kept");
     }
 
     /// A server that commits every create and answers by namespace: never (`lost`), with a
@@ -389,6 +422,7 @@ mod tests {
             owner: Some(ObjectKey::namespaced(namespace, "parent")),
             answered: false,
             raised: Vec::new(),
+            uid: None,
         };
         assert_eq!(
             context.writes(),

@@ -22,10 +22,13 @@
 //!   controlling `ownerReference`; without one, the creates are counted per `generateName`
 //!   prefix in the namespace;
 //! - a delete: the cache no longer holds the object (a delete's answer carries no
-//!   resourceVersion to compare); a delete that left the object in place (finalizers) is
+//!   resourceVersion to compare), or holds another object by its name (another uid than the
+//!   deleted one's, from the delete's preconditions or answer, or the cache when the delete
+//!   was recorded: made again after the delete); a delete that left the object in place (finalizers) is
 //!   caught up as an update, at the version it answered with;
 //! - a write whose answer was lost (recorded before it was sent, never settled): a named
-//!   create is caught up when the cache holds the object, a delete when it no longer does;
+//!   create is caught up when the cache holds the object, a delete when it no longer does
+//!   (or holds another uid);
 //!   a create with `generateName` keeps its owner's count raised until the cache shows a new
 //!   child of that owner or the timeout; an update or patch, whose version is unknown, holds
 //!   nothing.
@@ -253,6 +256,8 @@ pub(crate) trait CacheView: Send + Sync + 'static {
     /// The resourceVersion of the object under `key` in the cache, if it holds it (0 for a
     /// version that is not an integer).
     fn held(&self, key: &ObjectKey) -> Option<u64>;
+    /// The uid of the object under `key` in the cache, if it holds one that has a uid.
+    fn uid(&self, key: &ObjectKey) -> Option<String>;
     /// How many lists, events and bookmarks the cache has applied.
     fn applied(&self) -> u64;
     /// Resolves `true` once the cache applied more than `count` lists, events and bookmarks,
@@ -287,6 +292,9 @@ impl<K: InformerObject> CacheView for Informer<K> {
     fn held(&self, key: &ObjectKey) -> Option<u64> {
         let object = self.indexer().get(key)?;
         Some(object.meta().resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0))
+    }
+    fn uid(&self, key: &ObjectKey) -> Option<String> {
+        self.indexer().get(key)?.meta().uid.clone()
     }
     fn applied(&self) -> u64 {
         Informer::applied(self)
@@ -347,7 +355,13 @@ impl Tracker {
 
     /// Before a create with `generateName` is sent: its owner's count is raised in each cache
     /// that would hold the object, noted in `write.raised`.
+    /// A delete that names no uid notes the one of the object a cache holds now (the object
+    /// it deletes, as far as the controller saw it).
     pub(crate) fn expect(&self, write: &mut Write) {
+        if write.verb == Verb::Delete && write.uid.is_none() {
+            let covering = self.views.iter().filter(|v| v.covers(write));
+            write.uid = covering.filter_map(|v| v.uid(&write.key)).next();
+        }
         let Some(owner) = Owner::of_write(write) else { return };
         let covering: Vec<usize> =
             self.views.iter().filter(|v| v.covers(write)).map(|v| v.id()).collect();
@@ -432,22 +446,28 @@ impl Drop for Tracker {
     }
 }
 
-/// Resolves once `view` holds the object under `key` (`present`) or no longer does, checked
-/// after each list, event or bookmark the cache applies; `false` if its informer stopped
-/// first. The store is written before the count of applied lists, events and bookmarks moves,
-/// so a count read before the check that has not moved since means the check saw the latest
-/// store. The count, not the version, is waited on: a list with no version, or an older one,
-/// changes the store without moving the version.
-async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> bool {
+/// Resolves once `done` holds of `view`, checked after each list, event or bookmark the cache
+/// applies; `false` if its informer stopped first (and `done` does not hold then). The store
+/// is written before the count of applied lists, events and bookmarks moves, so a count read
+/// before the check that has not moved since means the check saw the latest store. The count,
+/// not the version, is waited on: a list with no version, or an older one, changes the store
+/// without moving the version.
+async fn until(view: &dyn CacheView, done: impl Fn() -> bool) -> bool {
     loop {
         let applied = view.applied();
-        if view.held(key).is_some() == present {
+        if done() {
             return true;
         }
         if !view.changed(applied).await {
-            return view.held(key).is_some() == present;
+            return done();
         }
     }
+}
+
+/// Whether `view` no longer holds the object under `key` that had `uid`: it holds none, or
+/// one with another uid (made again after the delete).
+fn gone(view: &dyn CacheView, key: &ObjectKey, uid: Option<&str>) -> bool {
+    view.held(key).is_none() || view.uid(key).is_some_and(|held| uid.is_some_and(|uid| uid != held))
 }
 
 /// Resolves once `view` caught up with `write`, a write of a named object (a create with
@@ -455,11 +475,13 @@ async fn until_held(view: &dyn CacheView, key: &ObjectKey, present: bool) -> boo
 async fn caught_up(view: &dyn CacheView, write: &Write) -> bool {
     match (write.verb, write.resource_version) {
         // A named create whose answer was lost: made once the cache holds it.
-        (Verb::Create, _) if !write.answered => until_held(view, &write.key, true).await,
+        (Verb::Create, _) if !write.answered => {
+            until(view, || view.held(&write.key).is_some()).await
+        }
         // An update or patch whose version is unknown cannot be waited for.
         (Verb::Update | Verb::Patch, _) if !write.answered => true,
-        // Gone: the cache must lose it.
-        (Verb::Delete, None) => until_held(view, &write.key, false).await,
+        // Gone: the cache must lose it (or hold another object by its name).
+        (Verb::Delete, None) => until(view, || gone(view, &write.key, write.uid.as_deref())).await,
         // The store may hold it before the cache's version moves (handlers run between
         // the two): then it is caught up already.
         (_, Some(rv)) if view.held(&write.key).is_some_and(|held| held >= rv) => true,
@@ -490,6 +512,8 @@ mod tests {
         id: usize,
         selector: Option<&'static str>,
         objects: Mutex<HashMap<ObjectKey, u64>>,
+        /// The uids of the objects that have one.
+        uids: Mutex<HashMap<ObjectKey, String>>,
         /// The highest version applied, as an informer's `reached`.
         at: tokio::sync::watch::Sender<u64>,
         applied: tokio::sync::watch::Sender<u64>,
@@ -507,6 +531,7 @@ mod tests {
                 id,
                 selector,
                 objects: Mutex::default(),
+                uids: Mutex::default(),
                 at: tokio::sync::watch::channel(1).0,
                 applied: tokio::sync::watch::channel(0).0,
                 asked: Default::default(),
@@ -563,6 +588,9 @@ mod tests {
             assert!(asked < 100, "held() asked {asked} times: the wait spins");
             self.objects.lock().unwrap().get(key).copied()
         }
+        fn uid(&self, key: &ObjectKey) -> Option<String> {
+            self.uids.lock().unwrap().get(key).cloned()
+        }
         fn applied(&self) -> u64 {
             *self.applied.borrow()
         }
@@ -596,6 +624,7 @@ mod tests {
             owner: None,
             answered: true,
             raised: Vec::new(),
+            uid: None,
         }
     }
 
@@ -708,6 +737,29 @@ mod tests {
         assert!(!done(&mut hold), "the cache still holds it, at whatever version");
         view.apply("gone", 41, false);
         assert_eq!(hold.await, Held::CaughtUp);
+    }
+
+    /// A delete, then a create of the same name: the cache holds the name again, with another
+    /// uid. The delete is caught up, not held until the timeout.
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_is_caught_up_when_the_cache_holds_the_name_made_again() {
+        let view = FakeView::new();
+        let key = ObjectKey::namespaced("ns", "again");
+        view.apply("again", 5, true);
+        view.uids.lock().unwrap().insert(key.clone(), "old".into());
+        let tracker = tracker(std::slice::from_ref(&view));
+        let mut delete = write(Verb::Delete, "again", None);
+        tracker.expect(&mut delete);
+        assert_eq!(delete.uid.as_deref(), Some("old"), "the uid the cache held when recorded");
+        let pending = pending(vec![delete]);
+        let mut hold = tracker.hold(&pending).expect("held");
+        view.apply("other", 6, true);
+        assert!(!done(&mut hold), "the cache still holds the deleted object");
+        // The delete and the create collapsed into one replacement (a relist).
+        view.uids.lock().unwrap().insert(key, "new".into());
+        view.apply("again", 8, true);
+        let caught_up = tokio::time::timeout(std::time::Duration::from_secs(1), hold).await;
+        assert_eq!(caught_up, Ok(Held::CaughtUp), "another object by its name: caught up");
     }
 
     #[tokio::test(start_paused = true)]

@@ -57,4 +57,8 @@ pub struct Write {
     /// For a create with `generateName`: the ids of the caches in which it raised its owner's
     /// count of expected creations (the `expectations` module).
     pub(crate) raised: Vec<usize>,
+    /// For a delete: the uid of the object it deleted (from its preconditions, its answer,
+    /// or the cache when it was recorded). A cache that holds the name with another uid holds
+    /// an object made again after the delete: the delete is caught up there.
+    pub(crate) uid: Option<String>,
 }
