@@ -182,11 +182,7 @@ impl<K: InformerObject> Controller<K> {
             reported: context.reported.load(Ordering::Relaxed),
             writes: context.take_writes(),
         };
-        let pending = self.shared.tracker.watched(pending);
-        let timeout = self.config.stale_cache_timeout;
-        for expired in self.shared.pending_writes.insert(&key, pending, timeout) {
-            self.shared.tracker.release(&expired);
-        }
+        self.shared.pending_writes.insert(&key, self.shared.tracker.watched(pending));
         let counted = match outcome {
             Ok(Ok(Ok(action))) => {
                 self.shared.counters.succeeded.fetch_add(1, Ordering::Relaxed);

@@ -57,17 +57,13 @@
 //!
 //! A hold that ends without its writes (the timeout, an informer stopped, the key handed to
 //! another shard) lowers the counts its creates raised, and a controller's run that ends lets
-//! go of every key's pending writes. A key not parked whose writes were recorded the timeout
-//! ago or more (its primary deleted, it is never queued again) is dropped, with the counts its
-//! creates raised, at a later reconcile's record: the kept writes are those of the last
-//! timeout, not one set per key ever reconciled. Versions are compared as integers, as etcd's revisions; one that is not an integer
+//! go of every key's pending writes. Versions are compared as integers, as etcd's revisions; one that is not an integer
 //! is not waited for. A write the reconciler makes through another client can still be
 //! reported by hand, for the primary kind: [`report_write`](super::report_write),
 //! [`report_written`](super::report_written).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -101,11 +97,6 @@ pub(crate) struct PendingWrites(Mutex<Table>);
 #[derive(Default)]
 struct Table {
     keys: HashMap<ObjectKey, Waiting>,
-    /// Each record's time, sequence number and key, oldest first: a key never queued again
-    /// is dropped from here once its writes are past the timeout.
-    recorded: VecDeque<(Instant, u64, ObjectKey)>,
-    /// The sequence number of the next record.
-    next: u64,
     /// The controller's run ended: nothing is kept or waited for any more.
     closed: bool,
 }
@@ -113,8 +104,6 @@ struct Table {
 /// One key's pending writes and its parking.
 struct Waiting {
     pending: Arc<Pending>,
-    /// Its record's sequence number in `Table::recorded`.
-    seq: u64,
     /// When a worker first found the writes not caught up and parked the key.
     parked: Option<Instant>,
     /// Whether a task waits to queue the key again when the caches catch up.
@@ -133,30 +122,17 @@ impl Drop for Waiting {
 
 impl PendingWrites {
     /// Records what `key`'s next reconcile waits for (replacing what an earlier reconcile
-    /// left: its next reconcile waited for that already, or ran past it). First drops the
-    /// writes of keys not parked and recorded `timeout` ago or more (a key never queued again,
-    /// its primary deleted, would keep them forever; they could hold nothing any more) and
-    /// returns them, for the caller to let go of the counts they raised. Each record is
-    /// swept once, so the work is bounded by the records made.
-    pub(crate) fn insert(
-        &self,
-        key: &ObjectKey,
-        pending: Pending,
-        timeout: Duration,
-    ) -> Vec<Arc<Pending>> {
-        let now = Instant::now();
+    /// left: its next reconcile waited for that already, or ran past it).
+    pub(crate) fn insert(&self, key: &ObjectKey, pending: Pending) {
+        if pending.is_empty() {
+            return;
+        }
+        let waiting =
+            Waiting { pending: Arc::new(pending), parked: None, woken: false, waker: None };
         let mut table = self.lock();
-        let expired = table.sweep(now, timeout);
-        if !pending.is_empty() && !table.closed {
-            let seq = table.next;
-            table.next += 1;
-            table.recorded.push_back((now, seq, key.clone()));
-            let pending = Arc::new(pending);
-            let waiting = Waiting { pending, seq, parked: None, woken: false, waker: None };
+        if !table.closed {
             table.keys.insert(key.clone(), waiting);
         }
-        drop(table);
-        expired
     }
 
     /// What `key`'s reconcile waits for, and since when it is parked on it, left in place.
@@ -216,32 +192,12 @@ impl PendingWrites {
         let mut table = self.lock();
         table.closed = true;
         let keys = std::mem::take(&mut table.keys);
-        table.recorded.clear();
         drop(table);
         drop(keys);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Table {
-    /// Takes the entries recorded `timeout` before `now` or earlier that no worker parked (a
-    /// parked key's task queues it at the timeout, and its worker lets go of them).
-    fn sweep(&mut self, now: Instant, timeout: Duration) -> Vec<Arc<Pending>> {
-        let mut expired = Vec::new();
-        while let Some((at, seq, key)) = self.recorded.front() {
-            if now.saturating_duration_since(*at) < timeout {
-                break;
-            }
-            let stale = self.keys.get(key).is_some_and(|w| w.seq == *seq && w.parked.is_none());
-            if stale && let Some(waiting) = self.keys.remove(key) {
-                expired.push(waiting.pending.clone());
-            }
-            self.recorded.pop_front();
-        }
-        expired
     }
 }
 
@@ -820,34 +776,6 @@ mod tests {
         assert_eq!(raised.raised, [1], "a count raised only where the child will show up");
     }
 
-    /// Keys whose primaries were deleted are never queued again: their writes go once past
-    /// the timeout (with the counts their creates raised), not kept one per key forever.
-    #[tokio::test(start_paused = true)]
-    async fn writes_of_keys_never_queued_again_are_dropped_past_the_timeout() {
-        let view = FakeView::new();
-        let tracker = tracker(std::slice::from_ref(&view));
-        let kept = PendingWrites::default();
-        let timeout = Duration::from_secs(5);
-        for i in 0..1000 {
-            let key = ObjectKey::namespaced("ns", &format!("parent-{i}"));
-            let writes = vec![write(Verb::Update, "s", Some(10)), create_child(&tracker, "a")];
-            let expired = kept.insert(&key, pending(writes), timeout);
-            assert!(expired.is_empty(), "nothing is past the timeout yet");
-        }
-        assert_eq!(kept.lock().keys.len(), 1000);
-        tokio::time::advance(timeout).await;
-        let last = ObjectKey::namespaced("ns", "last");
-        let expired =
-            kept.insert(&last, pending(vec![write(Verb::Update, "s", Some(10))]), timeout);
-        expired.iter().for_each(|pending| tracker.release(pending));
-        let table = kept.lock();
-        assert_eq!(table.keys.len(), 1, "only the write recorded now is kept");
-        assert_eq!(table.recorded.len(), 1);
-        drop(table);
-        let owner = Owner::Controller(ObjectKey::namespaced("ns", "a"));
-        assert!(tracker.expectations.met(1, &owner), "the expired creates' counts let go of");
-    }
-
     #[test]
     fn nothing_watched_nothing_held() {
         let view = FakeView::new();
@@ -864,7 +792,7 @@ mod tests {
         assert!(tracker.hold(&pending).is_none(), "a kind or namespace not watched holds nothing");
         let kept = PendingWrites::default();
         let key = ObjectKey::namespaced("ns", "parent");
-        kept.insert(&key, tracker.watched(pending), Duration::from_secs(5));
+        kept.insert(&key, tracker.watched(pending));
         assert!(kept.get(&key).is_none(), "nor is it kept for the key's next reconcile");
     }
 }
