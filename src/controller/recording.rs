@@ -263,7 +263,23 @@ struct Answer {
     #[serde(default)]
     metadata: AnswerMeta,
     /// A `Status`'s details (a delete's, with the deleted object's uid).
+    #[serde(default, deserialize_with = "lenient_details")]
     details: Option<Details>,
+}
+
+/// A `Status`'s details, or nothing where the field has another shape: an object of a custom
+/// kind may have a top-level `details` of its own, which must not leave its answer unread.
+fn lenient_details<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Details>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Lenient {
+        Details(Details),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Lenient::deserialize(d)? {
+        Lenient::Details(details) => Some(details),
+        Lenient::Other(_) => None,
+    })
 }
 
 /// A `Status`'s details, or a delete's preconditions: the uid is all that is read.
@@ -359,6 +375,16 @@ mod tests {
         let options = br#"{"preconditions":{"uid":"u3"}}"#;
         assert_eq!(delete.expect(options).uid.as_deref(), Some("u3"));
         assert_eq!(create.write(body).unwrap().uid, None, "a create's uid is not kept");
+        // A custom kind's own top-level `details`, of any shape, leaves its answer readable.
+        for details in [r#""text""#, r#"{"uid":5}"#, "[1]", "null"] {
+            let answer = format!(
+                r#"{{"kind":"Widget","details":{details},"metadata":{{"name":"w","resourceVersion":"7"}}}}"#
+            );
+            let write = create.write(answer.as_bytes());
+            assert_eq!(write.map(|w| w.resource_version), Some(Some(7)), "details: {details}");
+            let expected = create.expect(answer.as_bytes());
+            assert_eq!(expected.key, ObjectKey::namespaced("ns", "w"), "details: {details}");
+        }
     }
 
     /// A server that commits every create and answers by namespace: never (`lost`), with a
