@@ -93,10 +93,12 @@ async fn two_controllers_and_a_handler_share_one_list_and_one_watch_per_kind(t: 
     assert_eq!(by_pod.count(&k("late")), 0, "the stopped controller reconciled nothing more");
     let pod_watches = if streaming { 1 } else { 2 }; // 1.20: the refused streaming list too
     assert_eq!(per_kind(log.watches(), "pods"), pod_watches, "no second watch: {:#?}", log.all());
+    // Left: the plain handler and the configmap controller's two (its watch of pods, and the
+    // observer that counts the new children its own writes expect).
     assert_eq!(
         factory.informer::<Pod>().handler_count(),
-        2,
-        "the stopped controller's handler is gone"
+        3,
+        "the stopped controller's handlers are gone"
     );
 
     stop_cms.send(()).unwrap();
