@@ -14,22 +14,22 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::discovery;
-use super::negotiate::{self};
-use super::openapi;
-use super::options::Options;
-use super::panics;
-use super::resources::ResourceType;
-use super::state::Shared;
-use super::status::ApiError;
-use super::views;
+use crate::discovery;
+use crate::negotiate::{self};
+use crate::openapi;
+use crate::options::Options;
+use crate::panics;
+use crate::resources::ResourceType;
+use crate::state::Shared;
+use crate::status::ApiError;
+use crate::views;
 
-use super::encoding::{
+use crate::encoding::{
     error_response, json_response, protobuf_body, protobuf_response, too_large_body,
     unsupported_body, value_response,
 };
 
-use super::route::{Route, route};
+use crate::route::{Route, route};
 /// The entry point for every request.
 /// (Injected latency is a layer before it: `layers.rs`.)
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {

@@ -43,11 +43,11 @@ use std::collections::BTreeSet;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::apply_keys::check_keys;
-use super::apply_order::order_lists;
-use super::list_types::{ListType, Node};
-use super::patch::strategic_merge;
-use super::status::{ApiError, ApiResult};
+use crate::apply_keys::check_keys;
+use crate::apply_order::order_lists;
+use crate::list_types::{ListType, Node};
+use crate::patch::strategic_merge;
+use crate::status::{ApiError, ApiResult};
 
 /// One field or item on the way from an object's root to a value: `f:name`, `k:{"name":"c"}`,
 /// `v:"value"`, or `.` (the list item itself), as `FieldsV1` spells them.

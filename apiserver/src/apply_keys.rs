@@ -8,8 +8,8 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use super::list_types::{ListType, Node};
-use super::status::{ApiError, ApiResult};
+use crate::list_types::{ListType, Node};
+use crate::status::{ApiError, ApiResult};
 
 /// Refuses `applied` if a keyed list in it has an item without keys or two with one key.
 pub(crate) fn check_keys(applied: &Value, root: Node<'_>) -> ApiResult<()> {

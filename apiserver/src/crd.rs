@@ -7,7 +7,7 @@
 //!   the real server does a moment later: `NamesAccepted` and `Established` conditions,
 //!   `acceptedNames`, `storedVersions`.
 //! - Create and update refuse list-type declarations kube-apiserver refuses
-//!   ([`crd_list_types`](super::crd_list_types)).
+//!   ([`crd_list_types`](crate::crd_list_types)).
 //! - An update re-reads the versions and subresources.
 //! - Delete removes every object of the kind (watchers see them `DELETED`) and stops serving
 //!   it. (The real server holds the CRD `Terminating` while its instances go.)
@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::crd_list_types::list_type_errors;
-use super::custom_resources::Schemas;
-use super::ids::now;
-use super::registry::Strategy;
-use super::resources::{PrinterColumn, ResourceType};
-use super::status::{ApiError, ApiResult};
-use super::store::{Store, object_key};
+use crate::crd_list_types::list_type_errors;
+use crate::custom_resources::Schemas;
+use crate::ids::now;
+use crate::registry::Strategy;
+use crate::resources::{PrinterColumn, ResourceType};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Store, object_key};
 
 /// The types a CRD serves, one per served version; or why it cannot serve them.
 fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {

@@ -8,10 +8,10 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::protobuf;
-use super::resources::ResourceType;
-use super::status::{ApiError, ApiResult};
-use super::store::StoredObject;
+use crate::protobuf;
+use crate::resources::ResourceType;
+use crate::status::{ApiError, ApiResult};
+use crate::store::StoredObject;
 
 /// The largest request body accepted: the real server's 3 MiB.
 pub(crate) const MAX_BODY: usize = 3 << 20;

@@ -1,12 +1,12 @@
 //! The faults armed on a server, as the request handlers read them: failures to answer with,
-//! a latency, a watch lifetime. Tests arm them through the [`Faults`](super::Faults) handle
+//! a latency, a watch lifetime. Tests arm them through the [`Faults`](crate::Faults) handle
 //! (`injection.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::status::ApiError;
+use crate::status::ApiError;
 
 /// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
 pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";

@@ -16,7 +16,7 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::status::ApiError;
+use crate::status::ApiError;
 
 /// What `fieldValidation` asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,11 +30,11 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinHandle;
 
-use super::registry::{
+use crate::registry::{
     FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, delete_in, has_finalizers,
 };
-use super::resources::ResourceType;
-use super::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
+use crate::resources::ResourceType;
+use crate::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.
 pub(crate) fn spawn(registry: &Arc<Registry>) -> JoinHandle<()> {

@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use super::faults::Failure;
-use super::state::{Shared, WatchSignal};
+use crate::faults::Failure;
+use crate::state::{Shared, WatchSignal};
 
-/// A handle on a running server's faults; see [`ApiServer::faults`](super::ApiServer::faults).
+/// A handle on a running server's faults; see [`ApiServer::faults`](crate::ApiServer::faults).
 #[derive(Clone)]
 pub struct Faults {
     pub(crate) shared: Arc<Shared>,
@@ -37,7 +37,7 @@ impl Faults {
     /// Makes the handler of each of the next `n` API requests (discovery and health checks
     /// excepted) panic, as a bug in the server would: each is answered 500 with
     /// kube-apiserver's words for a panic, counted in
-    /// [`ApiServer::handler_panics`](super::ApiServer::handler_panics), and the server serves
+    /// [`ApiServer::handler_panics`](crate::ApiServer::handler_panics), and the server serves
     /// on.
     pub fn panic_next(&self, n: usize) {
         self.shared.faults.panic_remaining.store(n, Ordering::SeqCst);
@@ -59,7 +59,7 @@ impl Faults {
     }
 
     /// Compacts storage alone, as `etcdctl compact` does on a real server: only resources
-    /// served [`without_watch_cache`](super::ApiServerBuilder::without_watch_cache) get 410
+    /// served [`without_watch_cache`](crate::ApiServerBuilder::without_watch_cache) get 410
     /// for older versions; the others answer from the watch cache's window, as
     /// kube-apiserver 1.36 does.
     pub fn compact_storage(&self) {
@@ -81,7 +81,7 @@ impl Faults {
     /// Makes every open watch panic, as a bug in the code writing its events would: a JSON
     /// watch in the task that makes its events, a protobuf watch in the encoder of its
     /// frames. Each watch ends with an `ERROR` event carrying a 500 `Status`, each panic is
-    /// counted in [`ApiServer::handler_panics`](super::ApiServer::handler_panics), and the
+    /// counted in [`ApiServer::handler_panics`](crate::ApiServer::handler_panics), and the
     /// server serves on.
     pub fn panic_watches(&self) {
         self.shared.signal(WatchSignal::Panic);

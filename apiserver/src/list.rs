@@ -9,15 +9,15 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::encoding::{json_response, value_response};
-use super::options::Options;
-use super::registry::Target;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::shards::{ShardSelector, selected};
-use super::state::Shared;
-use super::status::{ApiError, ApiResult};
-use super::store::StoredObject;
-use super::table::{self, Include};
+use crate::encoding::{json_response, value_response};
+use crate::options::Options;
+use crate::registry::Target;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::shards::{ShardSelector, selected};
+use crate::state::Shared;
+use crate::status::{ApiError, ApiResult};
+use crate::store::StoredObject;
+use crate::table::{self, Include};
 
 /// The selectors of a list or watch.
 pub(crate) fn selectors(

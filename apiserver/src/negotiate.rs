@@ -18,7 +18,7 @@
 
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::status::ApiError;
+use crate::status::ApiError;
 
 /// The form of the response body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +109,7 @@ fn accept(headers: &HeaderMap) -> String {
 
 /// The media types of `candidate`'s two passes.
 const JSON: &[&str] = &["application/json", "*/*", "application/*"];
-const PROTOBUF: &[&str] = &[super::protobuf::MEDIA_TYPE];
+const PROTOBUF: &[&str] = &[crate::protobuf::MEDIA_TYPE];
 
 /// The form one entry of `Accept` asks for, if its media type is one of `media_types`.
 fn candidate(entry: &str, media_types: &[&str]) -> Option<Form> {

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::table::Include;
+use crate::table::Include;
 
 /// A request's options.
 #[derive(Debug, Clone, Default)]

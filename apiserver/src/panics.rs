@@ -10,7 +10,7 @@
 //! the same way, and ends the watch as kube-apiserver ends a broken one: an `ERROR` event
 //! with a 500 `Status`, then the end of the stream.
 //!
-//! [`ApiServer::handler_panics`]: super::ApiServer::handler_panics
+//! [`ApiServer::handler_panics`]: crate::ApiServer::handler_panics
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -24,10 +24,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::{FutureExt, Stream, StreamExt};
 
-use super::encoding::error_response;
-use super::protobuf;
-use super::state::Shared;
-use super::status::ApiError;
+use crate::encoding::error_response;
+use crate::protobuf;
+use crate::state::Shared;
+use crate::status::ApiError;
 
 /// kube-apiserver's answer to a request whose handler panicked.
 pub(crate) const PANICKED: &str =

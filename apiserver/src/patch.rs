@@ -14,9 +14,9 @@
 
 use serde_json::{Map, Value};
 
-use super::list_types::{ListType, Node, same_key};
-use super::shapes::{self, Malformed};
-use super::status::{ApiError, ApiResult};
+use crate::list_types::{ListType, Node, same_key};
+use crate::shapes::{self, Malformed};
+use crate::status::{ApiError, ApiResult};
 
 /// The patch types of the `Content-Type` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 /// One kind of object the embedded API server stores and serves.
 ///
 /// Objects are stored as JSON, so any kind works: register custom resources with
-/// [`ApiServerBuilder::resource`](super::ApiServerBuilder::resource).
+/// [`ApiServerBuilder::resource`](crate::ApiServerBuilder::resource).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceType {
     /// API group; empty for the core group (`/api/v1`).

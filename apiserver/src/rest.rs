@@ -9,28 +9,28 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::apply::ApplyOptions;
-use super::auth;
-use super::fields;
-use super::negotiate::{Form, Reading, negotiate};
-use super::openapi;
-use super::options::Options;
-use super::patch::PatchType;
-use super::protobuf;
-use super::registry::writes::{ScaleChange, WriteOptions};
-use super::registry::{Registry, Target};
-use super::resources::ResourceType;
-use super::route::Route;
-use super::scale::written_scale;
-use super::shards::ShardSelector;
-use super::state::Shared;
-use super::status::{ApiError, ApiResult};
-use super::store::StoredObject;
-use super::table;
-use super::watch::{self, Start, WatchRequest};
+use crate::apply::ApplyOptions;
+use crate::auth;
+use crate::fields;
+use crate::negotiate::{Form, Reading, negotiate};
+use crate::openapi;
+use crate::options::Options;
+use crate::patch::PatchType;
+use crate::protobuf;
+use crate::registry::writes::{ScaleChange, WriteOptions};
+use crate::registry::{Registry, Target};
+use crate::resources::ResourceType;
+use crate::route::Route;
+use crate::scale::written_scale;
+use crate::shards::ShardSelector;
+use crate::state::Shared;
+use crate::status::{ApiError, ApiResult};
+use crate::store::StoredObject;
+use crate::table;
+use crate::watch::{self, Start, WatchRequest};
 
-use super::encoding::{deleted_status, object_response, value_response};
-use super::list::{list, parse_rv, selectors};
+use crate::encoding::{deleted_status, object_response, value_response};
+use crate::list::{list, parse_rv, selectors};
 
 /// Serves a request on `route` with the registry's verbs.
 pub(crate) async fn serve(
@@ -84,7 +84,7 @@ pub(crate) async fn serve(
     let policy = options.propagation_policy.as_deref();
     let answered = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if options.watch => {
-            let protobuf = super::negotiate::protobuf_only(headers);
+            let protobuf = crate::negotiate::protobuf_only(headers);
             start_watch(shared, target, options, form, protobuf)
         }
         ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
@@ -180,7 +180,7 @@ fn validate_fields(
         "PATCH" => match patch_type(headers)? {
             PatchType::Merge | PatchType::Strategic => (body.clone(), true),
             // YAML or JSON: read as the apply reads it.
-            PatchType::Apply => match super::apply::parse_body(body) {
+            PatchType::Apply => match crate::apply::parse_body(body) {
                 Ok(value) => (Bytes::from(value.to_string()), false),
                 Err(_) => return Ok(Vec::new()),
             },

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::conversion;
-use super::registry::Target;
-use super::registry::stages::Version;
-use super::state::Shared;
-use super::status::{ApiError, ApiResult};
+use crate::conversion;
+use crate::registry::Target;
+use crate::registry::stages::Version;
+use crate::state::Shared;
+use crate::status::{ApiError, ApiResult};
 
 /// A resolved resource path.
 #[derive(Clone)]

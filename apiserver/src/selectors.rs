@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::status::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]

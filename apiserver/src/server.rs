@@ -12,12 +12,12 @@ use kube_client::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
-use super::faults::FaultState;
-use super::injection::Faults;
-use super::registry::{Registry, Target};
-use super::resources::{self, ResourceType};
-use super::state::{Shared, Stats, WatchSignal};
-use super::store::Store;
+use crate::faults::FaultState;
+use crate::injection::Faults;
+use crate::registry::{Registry, Target};
+use crate::resources::{self, ResourceType};
+use crate::state::{Shared, Stats, WatchSignal};
+use crate::store::Store;
 
 /// Why the server could not start or hand out a client.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +74,7 @@ pub struct ApiServerBuilder {
     history_limit: usize,
     uncached: Vec<(String, String)>,
     garbage_collector: bool,
-    users: super::auth::Users,
+    users: crate::auth::Users,
 }
 
 impl Default for ApiServerBuilder {
@@ -86,7 +86,7 @@ impl Default for ApiServerBuilder {
             history_limit: 100_000,
             uncached: Vec::new(),
             garbage_collector: false,
-            users: super::auth::Users::new(),
+            users: crate::auth::Users::new(),
         }
     }
 }
@@ -161,7 +161,7 @@ impl ApiServerBuilder {
     /// bindings (`system:masters` may do anything). The server itself still serves every
     /// request, with a token or without.
     pub fn user(mut self, token: &str, name: &str, groups: &[&str]) -> Self {
-        let user = super::auth::User {
+        let user = crate::auth::User {
             name: name.to_owned(),
             uid: format!("{name}-uid"),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
@@ -221,12 +221,12 @@ impl ApiServerBuilder {
                 .store_create(&target, namespace, false)
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
-        let collector = self.garbage_collector.then(|| super::gc::spawn(&shared.registry));
+        let collector = self.garbage_collector.then(|| crate::gc::spawn(&shared.registry));
         let router = axum::Router::new()
-            .fallback(super::api::handle)
-            .layer(axum::middleware::from_fn_with_state(shared.clone(), super::panics::catch_panic))
-            .layer(axum::middleware::from_fn(super::layers::body_limit))
-            .layer(axum::middleware::from_fn_with_state(shared.clone(), super::layers::latency))
+            .fallback(crate::api::handle)
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), crate::panics::catch_panic))
+            .layer(axum::middleware::from_fn(crate::layers::body_limit))
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), crate::layers::latency))
             .with_state(shared.clone());
         let served = router.clone();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -412,7 +412,7 @@ impl ApiServer {
     }
 
     /// Requests whose handler panicked: each answered with a 500 (see
-    /// [`Faults::panic_next`](super::Faults::panic_next)), logged, and counted here.
+    /// [`Faults::panic_next`](crate::Faults::panic_next)), logged, and counted here.
     pub fn handler_panics(&self) -> u64 {
         self.shared.stats.panics.load(Ordering::SeqCst)
     }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::faults::FaultState;
-use super::open_watches::OpenWatches;
-use super::registry::Registry;
+use crate::faults::FaultState;
+use crate::open_watches::OpenWatches;
+use crate::registry::Registry;
 
 /// Counters behind [`RequestCounts`](crate::RequestCounts).
 #[derive(Debug, Default)]
@@ -39,7 +39,7 @@ pub(crate) struct Shared {
     pub(crate) bookmark_interval: Duration,
     pub(crate) address: String,
     /// Tokens a `TokenReview` authenticates.
-    pub(crate) users: super::auth::Users,
+    pub(crate) users: crate::auth::Users,
 }
 
 impl Shared {

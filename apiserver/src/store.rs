@@ -9,7 +9,7 @@
 //! from the window even after storage compaction; one served without it (`--watch-cache-sizes=
 //! secrets#0` on the real server, [`without_watch_cache`] here) expires at storage compaction.
 //!
-//! [`without_watch_cache`]: super::ApiServerBuilder::without_watch_cache
+//! [`without_watch_cache`]: crate::ApiServerBuilder::without_watch_cache
 //! Every write happens in a [`Txn`] under one lock; its changes enter the history and the
 //! broadcast to open watches in resourceVersion order before the lock is released, so a
 //! watcher never sees changes out of order and a list never sees half a write.
@@ -24,9 +24,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
-use super::resources::ResourceType;
-use super::selectors::Fields;
-use super::status::{ApiError, ApiResult};
+use crate::resources::ResourceType;
+use crate::selectors::Fields;
+use crate::status::{ApiError, ApiResult};
 
 /// Live changes, as a watch receives them.
 pub(crate) type ChangeReceiver = broadcast::Receiver<Arc<Change>>;

@@ -20,7 +20,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceType;
+use crate::resources::ResourceType;
 
 /// What each row carries of its object (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -284,7 +284,7 @@ fn map_string(map: &Value) -> Option<String> {
 }
 
 fn selector(spec: &Value) -> String {
-    super::scale::selector_string(&spec["selector"])
+    crate::scale::selector_string(&spec["selector"])
 }
 
 /// The pod template's containers' names or images, comma-separated.

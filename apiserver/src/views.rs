@@ -11,15 +11,15 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::encoding::MAX_BODY;
-use super::negotiate::{Form, Reading, negotiate};
-use super::options::Options;
-use super::registry::stages::Version;
-use super::rest::serve;
-use super::route::Route;
-use super::state::Shared;
-use super::status::{ApiError, ApiResult};
-use super::table::{self, Include};
+use crate::encoding::MAX_BODY;
+use crate::negotiate::{Form, Reading, negotiate};
+use crate::options::Options;
+use crate::registry::stages::Version;
+use crate::rest::serve;
+use crate::route::Route;
+use crate::state::Shared;
+use crate::status::{ApiError, ApiResult};
+use crate::table::{self, Include};
 
 /// Serves `route`, made at the version `route.view` names (its target the storage
 /// version's): the registry converts what is written; the answer is converted here.

@@ -20,15 +20,15 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use super::faults::PANIC_LINE;
-use super::negotiate::Form;
-use super::panics;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::shards::{ShardSelector, selected};
-use super::state::{Shared, WatchSignal};
-use super::status::ApiError;
-use super::store::{Change, ChangeType, StoredObject};
-use super::table::{self, Include};
+use crate::faults::PANIC_LINE;
+use crate::negotiate::Form;
+use crate::panics;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::shards::{ShardSelector, selected};
+use crate::state::{Shared, WatchSignal};
+use crate::status::ApiError;
+use crate::store::{Change, ChangeType, StoredObject};
+use crate::table::{self, Include};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]

@@ -9,15 +9,15 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::apply::{self, ApplyOptions, ApplyTo};
-use super::ids::{new_uid, now};
-use super::list_types::Node;
-use super::patch::{self, PatchType};
-use super::resources::ResourceType;
-use super::shapes::{self, Malformed};
-use super::status::{ApiError, ApiResult};
-use super::store::{Store, StoredObject, Txn, object_key};
-use super::typed_fields::{self, TypedField};
+use crate::apply::{self, ApplyOptions, ApplyTo};
+use crate::ids::{new_uid, now};
+use crate::list_types::Node;
+use crate::patch::{self, PatchType};
+use crate::resources::ResourceType;
+use crate::shapes::{self, Malformed};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Store, StoredObject, Txn, object_key};
+use crate::typed_fields::{self, TypedField};
 
 pub(crate) mod stages;
 pub(crate) mod writes;
@@ -640,7 +640,7 @@ impl Registry {
 
     /// GET of `/scale`.
     pub(crate) fn scale(&self, target: &Target) -> ApiResult<Value> {
-        Ok(super::scale::scale_of(&self.get(target)?.value()))
+        Ok(crate::scale::scale_of(&self.get(target)?.value()))
     }
 
     /// A write of `/scale`: `change` turns the current `Scale` into the written one, whose
@@ -653,14 +653,14 @@ impl Registry {
     ) -> ApiResult<Value> {
         let rt = self.rt(target);
         let object = self.modify(target, false, dry_run, |current| {
-            let written = change(&super::scale::scale_of(current))?;
+            let written = change(&crate::scale::scale_of(current))?;
             let stale = written["metadata"]["resourceVersion"]
                 .as_str()
                 .is_some_and(|rv| !rv.is_empty() && rv != current["metadata"]["resourceVersion"]);
             if stale {
                 return Err(ApiError::conflict(&rt.plural, target.name.as_deref().unwrap_or("")));
             }
-            let replicas = super::scale::replicas_of(&written).map_err(|message| {
+            let replicas = crate::scale::replicas_of(&written).map_err(|message| {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
             })?;
             let mut new = current.clone();
@@ -671,7 +671,7 @@ impl Registry {
             }
             Ok(new)
         })?;
-        Ok(super::scale::scale_of(&object.value()))
+        Ok(crate::scale::scale_of(&object.value()))
     }
 
     /// The shared read-modify-write of update and patch.
