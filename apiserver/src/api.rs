@@ -15,13 +15,13 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::discovery;
+use crate::model::resources::ResourceType;
+use crate::model::status::ApiError;
 use crate::negotiate::{self};
 use crate::openapi;
 use crate::options::Options;
 use crate::panics;
-use crate::resources::ResourceType;
 use crate::state::Shared;
-use crate::status::ApiError;
 use crate::views;
 
 use crate::encoding::{

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use crate::list_types::{ListType, Node};
-use crate::status::{ApiError, ApiResult};
+use crate::model::status::{ApiError, ApiResult};
 
 /// Refuses `applied` if a keyed list in it has an item without keys or two with one key.
 pub(crate) fn check_keys(applied: &Value, root: Node<'_>) -> ApiResult<()> {

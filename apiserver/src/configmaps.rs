@@ -5,10 +5,10 @@
 
 use serde_json::Value;
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
+use crate::model::typed_fields::TypedField;
 use crate::registry::Strategy;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
-use crate::typed_fields::TypedField;
 
 /// The rules of ConfigMaps, registered for core/v1 `configmaps` by the server.
 pub(crate) struct ConfigMapStrategy;

@@ -26,9 +26,9 @@ use base64::Engine;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::registry::stages::Converter;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
 use crate::store::{Store, object_key};
 
 /// The time a conversion webhook gets (the real server's default).
@@ -112,7 +112,7 @@ impl View {
         let ca = config["caBundle"]
             .as_str()
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-        let uid = crate::ids::new_uid();
+        let uid = crate::model::ids::new_uid();
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": { "uid": uid, "desiredAPIVersion": desired, "objects": objects },
@@ -126,7 +126,7 @@ impl View {
         .await
         .map_err(failed)?;
         let answer: Value =
-            crate::shapes::from_slice(text.as_bytes()).map_err(|e| failed(e.to_string()))?;
+            crate::model::shapes::from_slice(text.as_bytes()).map_err(|e| failed(e.to_string()))?;
         let response = &answer["response"];
         if response["uid"] != json!(uid) {
             return Err(failed(format!(

@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 
 use crate::crd_list_types::list_type_errors;
 use crate::custom_resources::Schemas;
-use crate::ids::now;
+use crate::model::ids::now;
+use crate::model::resources::{PrinterColumn, ResourceType};
+use crate::model::status::{ApiError, ApiResult};
 use crate::registry::Strategy;
-use crate::resources::{PrinterColumn, ResourceType};
-use crate::status::{ApiError, ApiResult};
 use crate::store::{Store, object_key};
 
 /// The types a CRD serves, one per served version; or why it cannot serve them.

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
+use crate::model::typed_fields::{Shape, TypedField};
 use crate::registry::Strategy;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
-use crate::typed_fields::{Shape, TypedField};
 
 /// The structural schema of each version a stored CRD serves, by API version and kind.
 #[derive(Default)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceType;
+use crate::model::resources::ResourceType;
 
 /// The Kubernetes version the server claims.
 pub(crate) const MAJOR: &str = "1";

@@ -8,9 +8,9 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::protobuf;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
 use crate::store::StoredObject;
 
 /// The largest request body accepted: the real server's 3 MiB.
@@ -108,7 +108,7 @@ pub(crate) async fn protobuf_response(response: Response, watch: bool) -> Respon
         return Response::from_parts(parts, Body::from_stream(frames));
     }
     let encoded = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => crate::shapes::from_slice::<Value>(&bytes)
+        Ok(bytes) => crate::model::shapes::from_slice::<Value>(&bytes)
             .map_err(|e| e.to_string())
             .and_then(|value| {
                 protobuf::encode(&value)

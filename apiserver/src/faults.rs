@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::status::ApiError;
+use crate::model::status::ApiError;
 
 /// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
 pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";

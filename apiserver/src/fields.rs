@@ -16,7 +16,7 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::status::ApiError;
+use crate::model::status::ApiError;
 
 /// What `fieldValidation` asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +177,7 @@ pub(crate) fn problems(
     body: &[u8],
     patch: bool,
 ) -> Vec<String> {
-    let Ok(node) = crate::shapes::from_slice::<Node>(body) else { return Vec::new() };
+    let Ok(node) = crate::model::shapes::from_slice::<Node>(body) else { return Vec::new() };
     let mut walk = Walk { schemas, patch, problems: Vec::new() };
     walk.node(schema, &node, "");
     walk.problems

@@ -30,10 +30,10 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinHandle;
 
+use crate::model::resources::ResourceType;
 use crate::registry::{
     FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, delete_in, has_finalizers,
 };
-use crate::resources::ResourceType;
 use crate::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.

@@ -10,12 +10,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::encoding::{json_response, value_response};
+use crate::model::status::{ApiError, ApiResult};
 use crate::options::Options;
 use crate::registry::Target;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::shards::{ShardSelector, selected};
 use crate::state::Shared;
-use crate::status::{ApiError, ApiResult};
 use crate::store::StoredObject;
 use crate::table::{self, Include};
 

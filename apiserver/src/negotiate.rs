@@ -18,7 +18,7 @@
 
 use axum::http::{HeaderMap, StatusCode, header};
 
-use crate::status::ApiError;
+use crate::model::status::ApiError;
 
 /// The form of the response body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

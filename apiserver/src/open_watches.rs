@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::resources::ResourceType;
+use crate::model::resources::ResourceType;
 
 /// Open watches by resource, named as kubectl names resources: `configmaps`,
 /// `configmapsets.ctrlkit.example.com`.

@@ -21,8 +21,8 @@ use std::sync::OnceLock;
 use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::model::vendored::{BUILT_IN, is_kind, parsed};
 use crate::store::Store;
-use crate::vendored::{BUILT_IN, is_kind, parsed};
 
 const V2: &str = include_str!("../openapi/v2.json");
 

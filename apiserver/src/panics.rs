@@ -25,9 +25,9 @@ use axum::response::Response;
 use futures::{FutureExt, Stream, StreamExt};
 
 use crate::encoding::error_response;
+use crate::model::status::ApiError;
 use crate::protobuf;
 use crate::state::Shared;
-use crate::status::ApiError;
 
 /// kube-apiserver's answer to a request whose handler panicked.
 pub(crate) const PANICKED: &str =

@@ -15,8 +15,8 @@
 use serde_json::{Map, Value};
 
 use crate::list_types::{ListType, Node, same_key};
-use crate::shapes::{self, Malformed};
-use crate::status::{ApiError, ApiResult};
+use crate::model::shapes::{self, Malformed};
+use crate::model::status::{ApiError, ApiResult};
 
 /// The patch types of the `Content-Type` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,10 +7,10 @@
 
 use serde_json::{Value, json};
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
+use crate::model::typed_fields::TypedField;
 use crate::registry::Strategy;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
-use crate::typed_fields::TypedField;
 
 /// The rules of Secrets, registered for core/v1 `secrets` by the server.
 pub(crate) struct SecretStrategy;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::status::{ApiError, ApiResult};
+use crate::model::status::{ApiError, ApiResult};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::faults::FaultState;
 use crate::injection::Faults;
+use crate::model::resources::{self, ResourceType};
 use crate::registry::{Registry, Target};
-use crate::resources::{self, ResourceType};
 use crate::state::{Shared, Stats, WatchSignal};
 use crate::store::Store;
 

@@ -14,7 +14,7 @@
 //!   with the real server's words for an unknown function, an unknown field, a bound without
 //!   `0x`, a bound of the wrong length (with its padded form suggested) and an empty range.
 
-use crate::status::{ApiError, ApiResult};
+use crate::model::status::{ApiError, ApiResult};
 use crate::store::StoredObject;
 
 /// The field a range hashes.

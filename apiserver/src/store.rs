@@ -24,9 +24,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
-use crate::resources::ResourceType;
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::selectors::Fields;
-use crate::status::{ApiError, ApiResult};
 
 /// Live changes, as a watch receives them.
 pub(crate) type ChangeReceiver = broadcast::Receiver<Arc<Change>>;
@@ -80,7 +80,8 @@ impl StoredObject {
     /// The object as a JSON tree, for updates and patches.
     pub(crate) fn value(&self) -> Value {
         // Every write checks the depth it stores (`shapes::check_depth`).
-        crate::shapes::from_slice(&self.json).expect("the store holds JSON within the depth limit")
+        crate::model::shapes::from_slice(&self.json)
+            .expect("the store holds JSON within the depth limit")
     }
 }
 

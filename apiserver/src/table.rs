@@ -20,7 +20,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceType;
+use crate::model::resources::ResourceType;
 
 /// What each row carries of its object (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -12,13 +12,13 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::encoding::MAX_BODY;
+use crate::model::status::{ApiError, ApiResult};
 use crate::negotiate::{Form, Reading, negotiate};
 use crate::options::Options;
 use crate::registry::stages::Version;
 use crate::rest::serve;
 use crate::route::Route;
 use crate::state::Shared;
-use crate::status::{ApiError, ApiResult};
 use crate::table::{self, Include};
 
 /// Serves `route`, made at the version `route.view` names (its target the storage
@@ -78,7 +78,7 @@ impl Out<'_> {
         let bytes = axum::body::to_bytes(body, MAX_BODY * 64)
             .await
             .map_err(|e| ApiError::bad_request(format!("reading an answer: {e}")))?;
-        let Ok(mut value) = crate::shapes::from_slice::<Value>(&bytes) else {
+        let Ok(mut value) = crate::model::shapes::from_slice::<Value>(&bytes) else {
             return Ok(Response::from_parts(parts, Body::from(bytes)));
         };
         let requested = &*self.version.requested;
@@ -123,7 +123,7 @@ impl Out<'_> {
                 (converter.clone(), wanted.clone(), requested.clone());
             let columns_sent = columns_sent.clone();
             async move {
-                let Ok(mut event) = crate::shapes::from_slice::<Value>(&line) else {
+                let Ok(mut event) = crate::model::shapes::from_slice::<Value>(&line) else {
                     return Ok::<_, std::io::Error>(line);
                 };
                 let ours = event["object"]["kind"] == json!(requested.kind);
@@ -182,7 +182,7 @@ fn lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::ResourceType;
+    use crate::model::resources::ResourceType;
 
     #[tokio::test]
     async fn a_watch_converts_objects_but_passes_bookmarks_with_the_requested_version() {

@@ -21,12 +21,12 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::faults::PANIC_LINE;
+use crate::model::status::ApiError;
 use crate::negotiate::Form;
 use crate::panics;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::shards::{ShardSelector, selected};
 use crate::state::{Shared, WatchSignal};
-use crate::status::ApiError;
 use crate::store::{Change, ChangeType, StoredObject};
 use crate::table::{self, Include};
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::hooks::Hook;
 use crate::https::post;
-use crate::status::ApiError;
+use crate::model::status::ApiError;
 
 /// What a webhook answered.
 pub(crate) enum Answer {
@@ -39,14 +39,14 @@ pub(crate) async fn call(hook: &Hook, request: &Value) -> Result<Answer, String>
 fn answer(name: &str, uid: &str, text: &str) -> Result<Answer, String> {
     let invalid = |why: String| format!("received invalid webhook response: {why}");
     let review: Value =
-        crate::shapes::from_slice(text.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+        crate::model::shapes::from_slice(text.as_bytes()).map_err(|e| invalid(e.to_string()))?;
     let response = review.get("response").filter(|r| r.is_object());
     let response = response.ok_or_else(|| invalid("webhook response was absent".to_owned()))?;
     let got = response["uid"].as_str().unwrap_or_default();
     if uid != got {
         return Err(invalid(format!("expected response.uid={uid:?}, got {got:?}")));
     }
-    let warnings = crate::json::strings(response, "warnings").map(str::to_owned).collect();
+    let warnings = crate::model::json::strings(response, "warnings").map(str::to_owned).collect();
     if response["allowed"].as_bool() != Some(true) {
         return Ok(Answer::Denied(denial(name, &response["status"])));
     }
@@ -72,7 +72,7 @@ fn answer(name: &str, uid: &str, text: &str) -> Result<Answer, String> {
                     response["patchType"]
                 )));
             }
-            Some(crate::shapes::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?)
+            Some(crate::model::shapes::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?)
         }
     };
     Ok(Answer::Allowed { patch, warnings })

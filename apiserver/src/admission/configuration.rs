@@ -7,9 +7,9 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::registry::Strategy;
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
 
 /// Defaults `configuration` (of `kind`) in place, or refuses it.
 pub(crate) fn default_and_validate(kind: &str, configuration: &mut Value) -> ApiResult<()> {
@@ -146,7 +146,8 @@ fn check_hook(
             "{at}.clientConfig: Required value: exactly one of url or service is required"
         )),
     }
-    let versions: Vec<&str> = crate::json::strings(hook, "admissionReviewVersions").collect();
+    let versions: Vec<&str> =
+        crate::model::json::strings(hook, "admissionReviewVersions").collect();
     if versions.is_empty() {
         problems.push(format!(
             "{at}.admissionReviewVersions: Required value: must specify one of v1, v1beta1"

@@ -21,7 +21,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::Value;
 
-use crate::json::strings;
+use crate::model::json::strings;
 pub(crate) use crate::registry::stages::Operation;
 use crate::store::{Store, object_key};
 

@@ -49,10 +49,10 @@ mod hooks;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::model::resources::{ResourceType, is_builtin_group};
+use crate::model::shapes;
+use crate::model::status::{ApiError, ApiResult};
 use crate::registry::stages::{Admission, Admit, Admitted, Converter, Subresource, Write};
-use crate::resources::{ResourceType, is_builtin_group};
-use crate::shapes;
-use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
 use call::Answer;
 use hooks::{Attributes, Hook};
@@ -360,7 +360,7 @@ impl Webhooks<'_> {
             old,
             dry_run,
             options,
-            uid: crate::ids::new_uid(),
+            uid: crate::model::ids::new_uid(),
             warnings: Vec::new(),
         };
         // The mutating webhooks that match, each called; those with `IfNeeded` again once if a

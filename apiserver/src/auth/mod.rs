@@ -20,8 +20,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceType;
-use crate::status::{ApiError, ApiResult};
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::store::Store;
 
 /// A user the server authenticates by token.
@@ -91,7 +91,8 @@ fn token_review(users: &Users, spec: &Value) -> ApiResult<Value> {
 
 fn access_review(store: &Store, spec: &Value) -> ApiResult<Value> {
     let user = spec["user"].as_str().unwrap_or_default();
-    let groups: Vec<String> = crate::json::strings(spec, "groups").map(str::to_owned).collect();
+    let groups: Vec<String> =
+        crate::model::json::strings(spec, "groups").map(str::to_owned).collect();
     if user.is_empty() && groups.is_empty() {
         let why = "spec.user: Invalid value: \"\": at least one of user or group must be specified";
         return Err(ApiError::invalid("SubjectAccessReview.authorization.k8s.io", "", why));

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::json::strings;
+use crate::model::json::strings;
 use crate::store::{Store, object_key};
 
 /// What is asked: a non-resource URL, or a resource.

@@ -10,14 +10,14 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::apply::{self, ApplyOptions, ApplyTo};
-use crate::ids::{new_uid, now};
 use crate::list_types::Node;
+use crate::model::ids::{new_uid, now};
+use crate::model::resources::ResourceType;
+use crate::model::shapes::{self, Malformed};
+use crate::model::status::{ApiError, ApiResult};
+use crate::model::typed_fields::{self, TypedField};
 use crate::patch::{self, PatchType};
-use crate::resources::ResourceType;
-use crate::shapes::{self, Malformed};
-use crate::status::{ApiError, ApiResult};
 use crate::store::{Store, StoredObject, Txn, object_key};
-use crate::typed_fields::{self, TypedField};
 
 pub(crate) mod stages;
 pub(crate) mod writes;

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::resources::ResourceType;
-use crate::status::ApiResult;
+use crate::model::resources::ResourceType;
+use crate::model::status::ApiResult;
 use crate::store::Store;
 
 /// What a write does, as admission names it.

@@ -29,10 +29,10 @@ use serde_json::{Value, json};
 use super::stages::{Admit, Admitted, Operation, Subresource, Version, Write};
 use super::{DeleteOptions, Deletion, Registry, Target, parse_body};
 use crate::apply::ApplyOptions;
+use crate::model::resources::ResourceType;
+use crate::model::status::{ApiError, ApiResult};
 use crate::patch::{self, PatchType};
-use crate::resources::ResourceType;
 use crate::scale::{patched_scale, scale_of, written_scale};
-use crate::status::{ApiError, ApiResult};
 use crate::store::StoredObject;
 
 /// How many times a patch or apply is worked out and admitted again when another write came

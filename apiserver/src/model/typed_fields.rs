@@ -15,8 +15,8 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::status::ApiError;
-use crate::vendored;
+use crate::model::status::ApiError;
+use crate::model::vendored;
 
 /// What Go holds a field as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::status::ApiError;
-use crate::typed_fields;
+use crate::model::status::ApiError;
+use crate::model::typed_fields;
 
 /// The deepest nesting of objects and arrays the embedded server decodes and stores.
 pub(crate) const MAX_DEPTH: usize = 512;

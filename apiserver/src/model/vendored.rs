@@ -8,34 +8,34 @@ use serde_json::Value;
 
 /// The vendored v3 documents: (group version path, document).
 pub(crate) const BUILT_IN: [(&str, &str); 11] = [
-    ("api/v1", include_str!("../openapi/v3/api__v1.json")),
-    ("apis/apps/v1", include_str!("../openapi/v3/apis__apps__v1.json")),
-    ("apis/batch/v1", include_str!("../openapi/v3/apis__batch__v1.json")),
-    ("apis/autoscaling/v1", include_str!("../openapi/v3/apis__autoscaling__v1.json")),
+    ("api/v1", include_str!("../../openapi/v3/api__v1.json")),
+    ("apis/apps/v1", include_str!("../../openapi/v3/apis__apps__v1.json")),
+    ("apis/batch/v1", include_str!("../../openapi/v3/apis__batch__v1.json")),
+    ("apis/autoscaling/v1", include_str!("../../openapi/v3/apis__autoscaling__v1.json")),
     (
         "apis/coordination.k8s.io/v1",
-        include_str!("../openapi/v3/apis__coordination.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__coordination.k8s.io__v1.json"),
     ),
-    ("apis/events.k8s.io/v1", include_str!("../openapi/v3/apis__events.k8s.io__v1.json")),
+    ("apis/events.k8s.io/v1", include_str!("../../openapi/v3/apis__events.k8s.io__v1.json")),
     (
         "apis/apiextensions.k8s.io/v1",
-        include_str!("../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__apiextensions.k8s.io__v1.json"),
     ),
     (
         "apis/admissionregistration.k8s.io/v1",
-        include_str!("../openapi/v3/apis__admissionregistration.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__admissionregistration.k8s.io__v1.json"),
     ),
     (
         "apis/rbac.authorization.k8s.io/v1",
-        include_str!("../openapi/v3/apis__rbac.authorization.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__rbac.authorization.k8s.io__v1.json"),
     ),
     (
         "apis/authentication.k8s.io/v1",
-        include_str!("../openapi/v3/apis__authentication.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__authentication.k8s.io__v1.json"),
     ),
     (
         "apis/authorization.k8s.io/v1",
-        include_str!("../openapi/v3/apis__authorization.k8s.io__v1.json"),
+        include_str!("../../openapi/v3/apis__authorization.k8s.io__v1.json"),
     ),
 ];
 
