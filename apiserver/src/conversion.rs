@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::registry::stages::Converter;
-use crate::store::{Store, object_key};
+use crate::storage::store::{Store, object_key};
 
 /// The time a conversion webhook gets (the real server's default).
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -22,7 +22,7 @@ use crate::model::ids::now;
 use crate::model::resources::{PrinterColumn, ResourceType};
 use crate::model::status::{ApiError, ApiResult};
 use crate::registry::Strategy;
-use crate::store::{Store, object_key};
+use crate::storage::store::{Store, object_key};
 
 /// The types a CRD serves, one per served version; or why it cannot serve them.
 fn served_types(crd: &Value) -> Result<Vec<ResourceType>, String> {

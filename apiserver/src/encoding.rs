@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::protobuf;
-use crate::store::StoredObject;
+use crate::storage::store::StoredObject;
 
 /// The largest request body accepted: the real server's 3 MiB.
 pub(crate) const MAX_BODY: usize = 3 << 20;

@@ -34,7 +34,7 @@ use crate::model::resources::ResourceType;
 use crate::registry::{
     FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, delete_in, has_finalizers,
 };
-use crate::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
+use crate::storage::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.
 pub(crate) fn spawn(registry: &Arc<Registry>) -> JoinHandle<()> {

@@ -13,10 +13,10 @@ use crate::encoding::{json_response, value_response};
 use crate::model::status::{ApiError, ApiResult};
 use crate::options::Options;
 use crate::registry::Target;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::shards::{ShardSelector, selected};
 use crate::state::Shared;
-use crate::store::StoredObject;
+use crate::storage::selectors::{FieldSelector, LabelSelector};
+use crate::storage::shards::{ShardSelector, selected};
+use crate::storage::store::StoredObject;
 use crate::table::{self, Include};
 
 /// The selectors of a list or watch.

@@ -22,7 +22,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::model::vendored::{BUILT_IN, is_kind, parsed};
-use crate::store::Store;
+use crate::storage::store::Store;
 
 const V2: &str = include_str!("../openapi/v2.json");
 

@@ -23,9 +23,9 @@ use crate::registry::writes::{ScaleChange, WriteOptions};
 use crate::registry::{Registry, Target};
 use crate::route::Route;
 use crate::scale::written_scale;
-use crate::shards::ShardSelector;
 use crate::state::Shared;
-use crate::store::StoredObject;
+use crate::storage::shards::ShardSelector;
+use crate::storage::store::StoredObject;
 use crate::table;
 use crate::watch::{self, Start, WatchRequest};
 

@@ -17,7 +17,7 @@ use crate::injection::Faults;
 use crate::model::resources::{self, ResourceType};
 use crate::registry::{Registry, Target};
 use crate::state::{Shared, Stats, WatchSignal};
-use crate::store::Store;
+use crate::storage::store::Store;
 
 /// Why the server could not start or hand out a client.
 #[derive(Debug, thiserror::Error)]

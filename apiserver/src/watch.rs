@@ -24,10 +24,10 @@ use crate::faults::PANIC_LINE;
 use crate::model::status::ApiError;
 use crate::negotiate::Form;
 use crate::panics;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::shards::{ShardSelector, selected};
 use crate::state::{Shared, WatchSignal};
-use crate::store::{Change, ChangeType, StoredObject};
+use crate::storage::selectors::{FieldSelector, LabelSelector};
+use crate::storage::shards::{ShardSelector, selected};
+use crate::storage::store::{Change, ChangeType, StoredObject};
 use crate::table::{self, Include};
 
 /// Where a watch starts.

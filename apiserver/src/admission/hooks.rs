@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::model::json::strings;
 pub(crate) use crate::registry::stages::Operation;
-use crate::store::{Store, object_key};
+use crate::storage::store::{Store, object_key};
 
 /// One webhook of a stored configuration.
 #[derive(Debug, Clone)]

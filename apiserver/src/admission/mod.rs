@@ -53,7 +53,7 @@ use crate::model::resources::{ResourceType, is_builtin_group};
 use crate::model::shapes;
 use crate::model::status::{ApiError, ApiResult};
 use crate::registry::stages::{Admission, Admit, Admitted, Converter, Subresource, Write};
-use crate::store::Store;
+use crate::storage::store::Store;
 use call::Answer;
 use hooks::{Attributes, Hook};
 

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::store::Store;
+use crate::storage::store::Store;
 
 /// A user the server authenticates by token.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::model::json::strings;
-use crate::store::{Store, object_key};
+use crate::storage::store::{Store, object_key};
 
 /// What is asked: a non-resource URL, or a resource.
 pub(crate) enum Asked<'a> {

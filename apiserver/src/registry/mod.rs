@@ -17,7 +17,7 @@ use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{self, TypedField};
 use crate::patch::{self, PatchType};
-use crate::store::{Store, StoredObject, Txn, object_key};
+use crate::storage::store::{Store, StoredObject, Txn, object_key};
 
 pub(crate) mod stages;
 pub(crate) mod writes;

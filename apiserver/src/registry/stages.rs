@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::model::resources::ResourceType;
 use crate::model::status::ApiResult;
-use crate::store::Store;
+use crate::storage::store::Store;
 
 /// What a write does, as admission names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

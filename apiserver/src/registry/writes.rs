@@ -33,7 +33,7 @@ use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::patch::{self, PatchType};
 use crate::scale::{patched_scale, scale_of, written_scale};
-use crate::store::StoredObject;
+use crate::storage::store::StoredObject;
 
 /// How many times a patch or apply is worked out and admitted again when another write came
 /// between.

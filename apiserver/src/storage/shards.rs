@@ -15,7 +15,7 @@
 //!   `0x`, a bound of the wrong length (with its padded form suggested) and an empty range.
 
 use crate::model::status::{ApiError, ApiResult};
-use crate::store::StoredObject;
+use crate::storage::store::StoredObject;
 
 /// The field a range hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use tokio::sync::broadcast;
 
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::selectors::Fields;
+use crate::storage::selectors::Fields;
 
 /// Live changes, as a watch receives them.
 pub(crate) type ChangeReceiver = broadcast::Receiver<Arc<Change>>;
