@@ -221,9 +221,6 @@
 // - `server`, the composition root, imported by nothing.
 mod admission;
 mod api;
-mod apply;
-mod apply_keys;
-mod apply_order;
 mod auth;
 mod configmaps;
 mod conversion;
@@ -242,14 +239,13 @@ mod https;
 mod injection;
 mod layers;
 mod list;
-mod list_types;
+mod merge;
 mod model;
 mod negotiate;
 mod open_watches;
 mod openapi;
 mod options;
 mod panics;
-mod patch;
 mod protobuf;
 mod registry;
 mod rest;

@@ -9,15 +9,15 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::apply::ApplyOptions;
 use crate::auth;
 use crate::fields;
+use crate::merge::apply::ApplyOptions;
+use crate::merge::patch::PatchType;
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::negotiate::{Form, Reading, negotiate};
 use crate::openapi;
 use crate::options::Options;
-use crate::patch::PatchType;
 use crate::protobuf;
 use crate::registry::writes::{ScaleChange, WriteOptions};
 use crate::registry::{Registry, Target};
@@ -180,7 +180,7 @@ fn validate_fields(
         "PATCH" => match patch_type(headers)? {
             PatchType::Merge | PatchType::Strategic => (body.clone(), true),
             // YAML or JSON: read as the apply reads it.
-            PatchType::Apply => match crate::apply::parse_body(body) {
+            PatchType::Apply => match crate::merge::apply::parse_body(body) {
                 Ok(value) => (Bytes::from(value.to_string()), false),
                 Err(_) => return Ok(Vec::new()),
             },

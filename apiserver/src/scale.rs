@@ -10,9 +10,9 @@
 
 use serde_json::{Value, json};
 
+use crate::merge::patch::{self, PatchType};
 use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
-use crate::patch::{self, PatchType};
 
 /// A `Scale` written whole: an object whose `metadata`, `spec` and `status` are objects.
 pub(crate) fn written_scale(body: &[u8]) -> ApiResult<Value> {

@@ -9,14 +9,14 @@ use axum::http::StatusCode;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::apply::{self, ApplyOptions, ApplyTo};
-use crate::list_types::Node;
+use crate::merge::apply::{self, ApplyOptions, ApplyTo};
+use crate::merge::list_types::Node;
+use crate::merge::patch::{self, PatchType};
 use crate::model::ids::{new_uid, now};
 use crate::model::resources::ResourceType;
 use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{self, TypedField};
-use crate::patch::{self, PatchType};
 use crate::storage::store::{Store, StoredObject, Txn, object_key};
 
 pub(crate) mod stages;

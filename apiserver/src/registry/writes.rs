@@ -28,10 +28,10 @@ use serde_json::{Value, json};
 
 use super::stages::{Admit, Admitted, Operation, Subresource, Version, Write};
 use super::{DeleteOptions, Deletion, Registry, Target, parse_body};
-use crate::apply::ApplyOptions;
+use crate::merge::apply::ApplyOptions;
+use crate::merge::patch::{self, PatchType};
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::patch::{self, PatchType};
 use crate::scale::{patched_scale, scale_of, written_scale};
 use crate::storage::store::StoredObject;
 

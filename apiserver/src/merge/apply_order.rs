@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::list_types::{ListType, Node};
+use crate::merge::list_types::{ListType, Node};
 
 /// Reorders the lists of `merged` that `applied` sets, from `live`'s order and `applied`'s,
 /// at every depth (the items of keyed lists included).

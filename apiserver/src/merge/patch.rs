@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::list_types::{ListType, Node, same_key};
+use crate::merge::list_types::{ListType, Node, same_key};
 use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
 

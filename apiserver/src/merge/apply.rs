@@ -43,11 +43,11 @@ use std::collections::BTreeSet;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use crate::apply_keys::check_keys;
-use crate::apply_order::order_lists;
-use crate::list_types::{ListType, Node};
+use crate::merge::apply_keys::check_keys;
+use crate::merge::apply_order::order_lists;
+use crate::merge::list_types::{ListType, Node};
+use crate::merge::patch::strategic_merge;
 use crate::model::status::{ApiError, ApiResult};
-use crate::patch::strategic_merge;
 
 /// One field or item on the way from an object's root to a value: `f:name`, `k:{"name":"c"}`,
 /// `v:"value"`, or `.` (the list item itself), as `FieldsV1` spells them.

@@ -8,7 +8,7 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use crate::list_types::{ListType, Node};
+use crate::merge::list_types::{ListType, Node};
 use crate::model::status::{ApiError, ApiResult};
 
 /// Refuses `applied` if a keyed list in it has an item without keys or two with one key.
