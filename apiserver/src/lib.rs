@@ -235,7 +235,6 @@ pub mod fixtures;
 mod gc;
 #[cfg(feature = "harness")]
 pub mod harness;
-mod https;
 mod injection;
 mod layers;
 mod list;
@@ -259,6 +258,7 @@ mod table;
 mod views;
 mod wait;
 mod watch;
+mod webhook;
 
 pub use faults::Failure;
 pub use injection::Faults;

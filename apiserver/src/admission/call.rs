@@ -8,8 +8,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::hooks::Hook;
-use crate::https::post;
 use crate::model::status::ApiError;
+use crate::webhook::post;
 
 /// What a webhook answered.
 pub(crate) enum Answer {

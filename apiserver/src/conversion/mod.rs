@@ -1,3 +1,6 @@
+//! Layer 2, CRD conversion. It imports `model`, `storage`, the registry's stages and the
+//! `webhook` client, and offers the registry's [`Converter`] ([`View`]) to the layers above.
+//!
 //! The versions of a multi-version CustomResourceDefinition: every served version is a view
 //! of the objects stored at the storage version, converted on the way in and out, as the
 //! real server converts them.
@@ -117,7 +120,7 @@ impl View {
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": { "uid": uid, "desiredAPIVersion": desired, "objects": objects },
         });
-        let text = crate::https::post(
+        let text = crate::webhook::post(
             url,
             ca.as_deref(),
             TIMEOUT,

@@ -1,3 +1,6 @@
+//! Layer 2, the webhook client that admission and CRD conversion share (kube's `util/webhook`).
+//! It imports nothing of the crate and offers [`post`]: a JSON body to a URL, a JSON answer back.
+//!
 //! POSTs of JSON to webhooks over HTTPS, as kube-apiserver makes them (admission and CRD
 //! conversion): `?timeout=Ns` added to the URL, the webhook's `caBundle` the only trusted
 //! roots (the system's without one), the call cut at its timeout; a failure worded as Go's
