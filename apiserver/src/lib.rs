@@ -235,7 +235,6 @@ pub mod fixtures;
 mod gc;
 #[cfg(feature = "harness")]
 pub mod harness;
-mod injection;
 mod layers;
 mod list;
 mod merge;
@@ -261,7 +260,7 @@ mod watch;
 mod webhook;
 
 pub use faults::Failure;
-pub use injection::Faults;
+pub use faults::injection::Faults;
 pub use model::resources::{PrinterColumn, ResourceType};
 pub use server::{ApiServer, ApiServerBuilder, ApiServerError, RequestCounts};
 pub use wait::{WaitError, wait_for};

@@ -13,10 +13,11 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::faults::FaultState;
-use crate::injection::Faults;
+use crate::faults::WatchSignal;
+use crate::faults::injection::Faults;
 use crate::model::resources::{self, ResourceType};
 use crate::registry::{Registry, Target};
-use crate::state::{Shared, Stats, WatchSignal};
+use crate::state::{Shared, Stats};
 use crate::storage::store::Store;
 
 /// Why the server could not start or hand out a client.
@@ -206,7 +207,7 @@ impl ApiServerBuilder {
                     ),
             ),
             control,
-            faults: FaultState::default(),
+            faults: Arc::new(FaultState::default()),
             stats: Stats::default(),
             bookmark_interval: self.bookmark_interval,
             address: addr.to_string(),
@@ -226,7 +227,10 @@ impl ApiServerBuilder {
             .fallback(crate::api::handle)
             .layer(axum::middleware::from_fn_with_state(shared.clone(), crate::panics::catch_panic))
             .layer(axum::middleware::from_fn(crate::layers::body_limit))
-            .layer(axum::middleware::from_fn_with_state(shared.clone(), crate::layers::latency))
+            .layer(axum::middleware::from_fn_with_state(
+                shared.faults.clone(),
+                crate::faults::latency::latency,
+            ))
             .with_state(shared.clone());
         let served = router.clone();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -373,7 +377,11 @@ impl ApiServer {
 
     /// Fault injection for this server.
     pub fn faults(&self) -> Faults {
-        Faults { shared: self.shared.clone() }
+        Faults {
+            state: self.shared.faults.clone(),
+            control: self.shared.control.clone(),
+            registry: self.shared.registry.clone(),
+        }
     }
 
     /// Requests answered so far, by verb.

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::faults::FaultState;
+use crate::faults::{FaultState, WatchSignal};
 use crate::open_watches::OpenWatches;
 use crate::registry::Registry;
 
@@ -34,7 +33,7 @@ pub(crate) struct Shared {
     /// Shared with the garbage collector.
     pub(crate) registry: Arc<Registry>,
     pub(crate) control: broadcast::Sender<WatchSignal>,
-    pub(crate) faults: FaultState,
+    pub(crate) faults: Arc<FaultState>,
     pub(crate) stats: Stats,
     pub(crate) bookmark_interval: Duration,
     pub(crate) address: String,
@@ -48,16 +47,3 @@ impl Shared {
         let _ = self.control.send(signal);
     }
 }
-
-/// A signal to every open watch (fault injection and shutdown).
-#[derive(Debug, Clone)]
-pub(crate) enum WatchSignal {
-    Close,
-    Malformed,
-    /// A bug in the watch's events (see `Faults::panic_watches`).
-    Panic,
-    Error(SharedStatus),
-}
-
-/// Keeps `Value` in the public-facing signal cheap to clone.
-pub(crate) type SharedStatus = Arc<Value>;

@@ -20,11 +20,12 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use crate::faults::PANIC_LINE;
+use crate::faults::WatchSignal;
 use crate::model::status::ApiError;
 use crate::negotiate::Form;
 use crate::panics;
-use crate::state::{Shared, WatchSignal};
+use crate::protobuf::PANIC_LINE;
+use crate::state::Shared;
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::shards::{ShardSelector, selected};
 use crate::storage::store::{Change, ChangeType, StoredObject};

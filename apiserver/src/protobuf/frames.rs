@@ -9,6 +9,9 @@ use serde_json::Value;
 use super::from_json::encode;
 use super::schema::message_for;
 
+/// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
+pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";
+
 /// A watch's JSON lines, as protobuf frames (one per line; partial lines wait for the rest).
 pub(crate) fn watch_frames<S>(lines: S) -> impl Stream<Item = Result<Bytes, axum::Error>> + Send
 where
@@ -21,7 +24,7 @@ where
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let line = &line[..end];
-            if line == &crate::faults::PANIC_LINE[..crate::faults::PANIC_LINE.len() - 1] {
+            if line == &PANIC_LINE[..PANIC_LINE.len() - 1] {
                 panic!("a panic injected by Faults::panic_watches");
             }
             let frame = serde_json::from_slice::<Value>(line)

@@ -34,7 +34,7 @@ mod from_json;
 mod schema;
 mod to_json;
 
-pub(crate) use frames::{watch_frame, watch_frames};
+pub(crate) use frames::{PANIC_LINE, watch_frame, watch_frames};
 pub(crate) use from_json::encode;
 pub(crate) use schema::message_for;
 pub(crate) use to_json::{DecodeError, decode};

@@ -1,15 +1,22 @@
+//! Layer 3, faults: what a test arms on a running server and the handlers read. It imports
+//! `model`, `registry` (to compact the store) and itself, never the HTTP layer, and offers
+//! [`FaultState`], the [`WatchSignal`] to open watches, the `latency` layer and the public
+//! [`Faults`](crate::Faults) handle.
+//!
 //! The faults armed on a server, as the request handlers read them: failures to answer with,
 //! a latency, a watch lifetime. Tests arm them through the [`Faults`](crate::Faults) handle
 //! (`injection.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use serde_json::Value;
 
 use crate::model::status::ApiError;
 
-/// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
-pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";
+pub(crate) mod injection;
+pub(crate) mod latency;
 
 /// How an injected failure answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,3 +110,16 @@ impl FaultState {
         *self.watch_lifetime.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// A signal to every open watch (fault injection and shutdown).
+#[derive(Debug, Clone)]
+pub(crate) enum WatchSignal {
+    Close,
+    Malformed,
+    /// A bug in the watch's events (see `Faults::panic_watches`).
+    Panic,
+    Error(SharedStatus),
+}
+
+/// Keeps `Value` in the public-facing signal cheap to clone.
+pub(crate) type SharedStatus = Arc<Value>;
