@@ -220,43 +220,27 @@
 //   `fields`, `auth`, `shards`; `faults`, `injection` and `layers` (latency) around them;
 // - `server`, the composition root, imported by nothing.
 mod admission;
-mod api;
 mod auth;
 mod configmaps;
 mod conversion;
 mod crd;
 mod crd_list_types;
 mod custom_resources;
-mod discovery;
-mod encoding;
 mod faults;
-mod fields;
 pub mod fixtures;
 mod gc;
 #[cfg(feature = "harness")]
 pub mod harness;
-mod layers;
-mod list;
+mod http;
 mod merge;
 mod model;
-mod negotiate;
-mod open_watches;
-mod openapi;
-mod options;
-mod panics;
 mod protobuf;
 mod registry;
-mod rest;
-mod route;
 mod scale;
 mod secrets;
 mod server;
-mod state;
 mod storage;
-mod table;
-mod views;
 mod wait;
-mod watch;
 mod webhook;
 
 pub use faults::Failure;

@@ -15,9 +15,9 @@ use tokio::task::JoinHandle;
 use crate::faults::FaultState;
 use crate::faults::WatchSignal;
 use crate::faults::injection::Faults;
+use crate::http::state::{Shared, Stats};
 use crate::model::resources::{self, ResourceType};
 use crate::registry::{Registry, Target};
-use crate::state::{Shared, Stats};
 use crate::storage::store::Store;
 
 /// Why the server could not start or hand out a client.
@@ -224,9 +224,12 @@ impl ApiServerBuilder {
         }
         let collector = self.garbage_collector.then(|| crate::gc::spawn(&shared.registry));
         let router = axum::Router::new()
-            .fallback(crate::api::handle)
-            .layer(axum::middleware::from_fn_with_state(shared.clone(), crate::panics::catch_panic))
-            .layer(axum::middleware::from_fn(crate::layers::body_limit))
+            .fallback(crate::http::handler::handle)
+            .layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
+                crate::http::panics::catch_panic,
+            ))
+            .layer(axum::middleware::from_fn(crate::http::limits::body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 shared.faults.clone(),
                 crate::faults::latency::latency,

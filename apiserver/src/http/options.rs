@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::table::Include;
+use crate::http::table::Include;
 
 /// A request's options.
 #[derive(Debug, Clone, Default)]

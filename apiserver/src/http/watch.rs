@@ -21,15 +21,15 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::faults::WatchSignal;
+use crate::http::negotiate::Form;
+use crate::http::panics;
+use crate::http::state::Shared;
+use crate::http::table::{self, Include};
 use crate::model::status::ApiError;
-use crate::negotiate::Form;
-use crate::panics;
 use crate::protobuf::PANIC_LINE;
-use crate::state::Shared;
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::shards::{ShardSelector, selected};
 use crate::storage::store::{Change, ChangeType, StoredObject};
-use crate::table::{self, Include};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]

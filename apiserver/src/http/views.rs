@@ -11,15 +11,15 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::encoding::MAX_BODY;
+use crate::http::encoding::MAX_BODY;
+use crate::http::negotiate::{Form, Reading, negotiate};
+use crate::http::options::Options;
+use crate::http::rest::serve;
+use crate::http::route::Route;
+use crate::http::state::Shared;
+use crate::http::table::{self, Include};
 use crate::model::status::{ApiError, ApiResult};
-use crate::negotiate::{Form, Reading, negotiate};
-use crate::options::Options;
 use crate::registry::stages::Version;
-use crate::rest::serve;
-use crate::route::Route;
-use crate::state::Shared;
-use crate::table::{self, Include};
 
 /// Serves `route`, made at the version `route.view` names (its target the storage
 /// version's): the registry converts what is written; the answer is converted here.

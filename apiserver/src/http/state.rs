@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::faults::{FaultState, WatchSignal};
-use crate::open_watches::OpenWatches;
+use crate::http::open_watches::OpenWatches;
 use crate::registry::Registry;
 
 /// Counters behind [`RequestCounts`](crate::RequestCounts).

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use crate::model::vendored::{BUILT_IN, is_kind, parsed};
 use crate::storage::store::Store;
 
-const V2: &str = include_str!("../openapi/v2.json");
+const V2: &str = include_str!("../../openapi/v2.json");
 
 fn hash(text: &str) -> String {
     let mut hasher = DefaultHasher::new();

@@ -24,10 +24,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::{FutureExt, Stream, StreamExt};
 
-use crate::encoding::error_response;
+use crate::http::encoding::error_response;
+use crate::http::state::Shared;
 use crate::model::status::ApiError;
 use crate::protobuf;
-use crate::state::Shared;
 
 /// kube-apiserver's answer to a request whose handler panicked.
 pub(crate) const PANICKED: &str =

@@ -7,7 +7,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http_body_util::Limited;
 
-use crate::encoding::MAX_BODY;
+use crate::http::encoding::MAX_BODY;
 
 /// Limits every request's body to [`MAX_BODY`] bytes where the real server limits it: as a
 /// handler reads a write's body (`limitedReadBody`). So a request answered without reading its

@@ -10,27 +10,27 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::auth;
-use crate::fields;
+use crate::http::field_validation;
+use crate::http::negotiate::{Form, Reading, negotiate};
+use crate::http::openapi;
+use crate::http::options::Options;
+use crate::http::route::Route;
+use crate::http::state::Shared;
+use crate::http::table;
+use crate::http::watch::{self, Start, WatchRequest};
 use crate::merge::apply::ApplyOptions;
 use crate::merge::patch::PatchType;
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::negotiate::{Form, Reading, negotiate};
-use crate::openapi;
-use crate::options::Options;
 use crate::protobuf;
 use crate::registry::writes::{ScaleChange, WriteOptions};
 use crate::registry::{Registry, Target};
-use crate::route::Route;
 use crate::scale::written_scale;
-use crate::state::Shared;
 use crate::storage::shards::ShardSelector;
 use crate::storage::store::StoredObject;
-use crate::table;
-use crate::watch::{self, Start, WatchRequest};
 
-use crate::encoding::{deleted_status, object_response, value_response};
-use crate::list::{list, parse_rv, selectors};
+use crate::http::encoding::{deleted_status, object_response, value_response};
+use crate::http::list::{list, parse_rv, selectors};
 
 /// Serves a request on `route` with the registry's verbs.
 pub(crate) async fn serve(
@@ -84,7 +84,7 @@ pub(crate) async fn serve(
     let policy = options.propagation_policy.as_deref();
     let answered = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if options.watch => {
-            let protobuf = crate::negotiate::protobuf_only(headers);
+            let protobuf = crate::http::negotiate::protobuf_only(headers);
             start_watch(shared, target, options, form, protobuf)
         }
         ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
@@ -158,7 +158,7 @@ fn answer_form(headers: &HeaderMap, reading: Reading, rt: &ResourceType) -> ApiR
 /// `Warning` headers for `warnings`.
 fn add_warnings(response: &mut Response, warnings: &[String]) {
     for problem in warnings {
-        if let Ok(value) = fields::warning(problem).parse() {
+        if let Ok(value) = field_validation::warning(problem).parse() {
             response.headers_mut().append("warning", value);
         }
     }
@@ -194,17 +194,17 @@ fn validate_fields(
         _ => "PatchOptions",
     };
     let requested = options.field_validation.as_deref();
-    let validation = fields::Validation::parse(requested, options_kind)?;
-    if validation == fields::Validation::Ignore || json.is_empty() {
+    let validation = field_validation::Validation::parse(requested, options_kind)?;
+    if validation == field_validation::Validation::Ignore || json.is_empty() {
         return Ok(Vec::new());
     }
     let store = &shared.registry.store;
     let problems = openapi::with_kind_schema(store, &rt.group, &rt.version, &rt.kind, |s, k| {
-        fields::problems(s, k, &json, patch)
+        field_validation::problems(s, k, &json, patch)
     })
     .unwrap_or_default();
-    if validation == fields::Validation::Strict && !problems.is_empty() {
-        return Err(fields::strict_error(&rt.kind, &rt.version, &problems));
+    if validation == field_validation::Validation::Strict && !problems.is_empty() {
+        return Err(field_validation::strict_error(&rt.kind, &rt.version, &problems));
     }
     Ok(problems)
 }

@@ -14,24 +14,24 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::discovery;
+use crate::http::discovery;
+use crate::http::negotiate::{self};
+use crate::http::openapi;
+use crate::http::options::Options;
+use crate::http::panics;
+use crate::http::state::Shared;
+use crate::http::views;
 use crate::model::resources::ResourceType;
 use crate::model::status::ApiError;
-use crate::negotiate::{self};
-use crate::openapi;
-use crate::options::Options;
-use crate::panics;
-use crate::state::Shared;
-use crate::views;
 
-use crate::encoding::{
+use crate::http::encoding::{
     error_response, json_response, protobuf_body, protobuf_response, too_large_body,
     unsupported_body, value_response,
 };
 
-use crate::route::{Route, route};
+use crate::http::route::{Route, route};
 /// The entry point for every request.
-/// (Injected latency is a layer before it: `layers.rs`.)
+/// (Injected latency is a layer before it: `faults/latency.rs`.)
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let query: HashMap<String, String> =
@@ -44,7 +44,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let Some((group, version, rest)) = split_group_version(&segments) else {
         return error_response(&ApiError::no_route());
     };
-    // The body limit is a layer (`layers::body_limit`): reading past it fails here.
+    // The body limit is a layer (`limits::body_limit`): reading past it fails here.
     let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
         Err(e) if e.to_string().contains("length limit") => {

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use crate::conversion;
+use crate::http::state::Shared;
 use crate::model::status::{ApiError, ApiResult};
 use crate::registry::Target;
 use crate::registry::stages::Version;
-use crate::state::Shared;
 
 /// A resolved resource path.
 #[derive(Clone)]

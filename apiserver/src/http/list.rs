@@ -9,15 +9,15 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use crate::encoding::{json_response, value_response};
+use crate::http::encoding::{json_response, value_response};
+use crate::http::options::Options;
+use crate::http::state::Shared;
+use crate::http::table::{self, Include};
 use crate::model::status::{ApiError, ApiResult};
-use crate::options::Options;
 use crate::registry::Target;
-use crate::state::Shared;
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::shards::{ShardSelector, selected};
 use crate::storage::store::StoredObject;
-use crate::table::{self, Include};
 
 /// The selectors of a list or watch.
 pub(crate) fn selectors(
