@@ -1,3 +1,7 @@
+//! Layer 4, the composition root: it may import every layer below (it registers the kinds and
+//! their strategies, builds the registry, the faults and the HTTP state) and offers the public
+//! [`ApiServer`] and [`ApiServerBuilder`]; only `harness` and the crate root import it.
+//!
 //! [`ApiServer`]: binds loopback, serves the API over HTTP, and hands out clients,
 //! kubeconfigs and fault handles.
 
