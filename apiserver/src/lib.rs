@@ -221,14 +221,9 @@
 // - `server`, the composition root, imported by nothing.
 mod admission;
 mod auth;
-mod configmaps;
 mod conversion;
-mod crd;
-mod crd_list_types;
-mod custom_resources;
 mod faults;
 pub mod fixtures;
-mod gc;
 #[cfg(feature = "harness")]
 pub mod harness;
 mod http;
@@ -236,8 +231,6 @@ mod merge;
 mod model;
 mod protobuf;
 mod registry;
-mod scale;
-mod secrets;
 mod server;
 mod storage;
 mod wait;

@@ -6,7 +6,7 @@
 //!
 //! Contract:
 //! - `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` are served,
-//!   defaulted and validated as v1.36 does it (see [`configuration`]); their own writes pass
+//!   defaulted and validated as v1.36 does it (see `registry::admissionregistration`); their own writes pass
 //!   no webhook.
 //! - A create, update, patch (merge, JSON, strategic, apply), `/status` write or delete of any
 //!   other kind goes to the webhooks whose rules and selectors match it (see `hooks`):
@@ -43,7 +43,6 @@
 //! authentication).
 
 mod call;
-pub(crate) mod configuration;
 mod hooks;
 
 use futures::future::BoxFuture;

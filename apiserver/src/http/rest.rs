@@ -23,9 +23,9 @@ use crate::merge::patch::PatchType;
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::protobuf;
+use crate::registry::scale::written_scale;
 use crate::registry::writes::{ScaleChange, WriteOptions};
 use crate::registry::{Registry, Target};
-use crate::scale::written_scale;
 use crate::storage::shards::ShardSelector;
 use crate::storage::store::StoredObject;
 

@@ -284,7 +284,7 @@ fn map_string(map: &Value) -> Option<String> {
 }
 
 fn selector(spec: &Value) -> String {
-    crate::scale::selector_string(&spec["selector"])
+    crate::registry::scale::selector_string(&spec["selector"])
 }
 
 /// The pod template's containers' names or images, comma-separated.

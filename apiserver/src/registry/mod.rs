@@ -1,3 +1,8 @@
+//! Layer 1, the registry: kube-apiserver's `pkg/registry`. It imports `model`, `storage`,
+//! `merge` and itself, never admission, HTTP or the server, and offers [`Registry`] (the REST
+//! verbs on the store), the `Strategy` trait and one strategy per kind with rules of its own
+//! (`core`, `apiextensions`, `admissionregistration`), `/scale` and the garbage collector.
+//!
 //! REST semantics on top of the store, as kube-apiserver's generic registry applies them:
 //! metadata on create, optimistic concurrency on update, generation, the status
 //! subresource, finalizers on delete.
@@ -19,6 +24,11 @@ use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{self, TypedField};
 use crate::storage::store::{Store, StoredObject, Txn, object_key};
 
+pub(crate) mod admissionregistration;
+pub(crate) mod apiextensions;
+pub(crate) mod core;
+pub(crate) mod gc;
+pub(crate) mod scale;
 pub(crate) mod stages;
 pub(crate) mod writes;
 
@@ -640,7 +650,7 @@ impl Registry {
 
     /// GET of `/scale`.
     pub(crate) fn scale(&self, target: &Target) -> ApiResult<Value> {
-        Ok(crate::scale::scale_of(&self.get(target)?.value()))
+        Ok(crate::registry::scale::scale_of(&self.get(target)?.value()))
     }
 
     /// A write of `/scale`: `change` turns the current `Scale` into the written one, whose
@@ -653,14 +663,14 @@ impl Registry {
     ) -> ApiResult<Value> {
         let rt = self.rt(target);
         let object = self.modify(target, false, dry_run, |current| {
-            let written = change(&crate::scale::scale_of(current))?;
+            let written = change(&crate::registry::scale::scale_of(current))?;
             let stale = written["metadata"]["resourceVersion"]
                 .as_str()
                 .is_some_and(|rv| !rv.is_empty() && rv != current["metadata"]["resourceVersion"]);
             if stale {
                 return Err(ApiError::conflict(&rt.plural, target.name.as_deref().unwrap_or("")));
             }
-            let replicas = crate::scale::replicas_of(&written).map_err(|message| {
+            let replicas = crate::registry::scale::replicas_of(&written).map_err(|message| {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
             })?;
             let mut new = current.clone();
@@ -671,7 +681,7 @@ impl Registry {
             }
             Ok(new)
         })?;
-        Ok(crate::scale::scale_of(&object.value()))
+        Ok(crate::registry::scale::scale_of(&object.value()))
     }
 
     /// The shared read-modify-write of update and patch.

@@ -32,7 +32,7 @@ use crate::merge::apply::ApplyOptions;
 use crate::merge::patch::{self, PatchType};
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::scale::{patched_scale, scale_of, written_scale};
+use crate::registry::scale::{patched_scale, scale_of, written_scale};
 use crate::storage::store::StoredObject;
 
 /// How many times a patch or apply is worked out and admitted again when another write came

@@ -184,30 +184,30 @@ impl ApiServerBuilder {
             .local_addr()
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
-        let schemas = Arc::new(crate::custom_resources::Schemas::default());
+        let schemas = Arc::new(crate::registry::apiextensions::custom_resource::Schemas::default());
         let shared = Arc::new(Shared {
             registry: Arc::new(
                 Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
                     .with_admission(Arc::new(crate::admission::WebhookAdmission))
-                    .with_strategy("", "secrets", Arc::new(crate::secrets::SecretStrategy))
-                    .with_strategy("", "configmaps", Arc::new(crate::configmaps::ConfigMapStrategy))
+                    .with_strategy("", "secrets", Arc::new(crate::registry::core::secret::SecretStrategy))
+                    .with_strategy("", "configmaps", Arc::new(crate::registry::core::configmap::ConfigMapStrategy))
                     .with_strategy(
                         "apiextensions.k8s.io",
                         "customresourcedefinitions",
-                        Arc::new(crate::crd::DefinitionStrategy { schemas: schemas.clone() }),
+                        Arc::new(crate::registry::apiextensions::crd::DefinitionStrategy { schemas: schemas.clone() }),
                     )
                     .with_custom_resource_strategy(Arc::new(
-                        crate::custom_resources::CustomResourceStrategy { schemas },
+                        crate::registry::apiextensions::custom_resource::CustomResourceStrategy { schemas },
                     ))
                     .with_strategy(
                         "admissionregistration.k8s.io",
                         "validatingwebhookconfigurations",
-                        Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                        Arc::new(crate::registry::admissionregistration::webhook_configuration::ConfigurationStrategy),
                     )
                     .with_strategy(
                         "admissionregistration.k8s.io",
                         "mutatingwebhookconfigurations",
-                        Arc::new(crate::admission::configuration::ConfigurationStrategy),
+                        Arc::new(crate::registry::admissionregistration::webhook_configuration::ConfigurationStrategy),
                     ),
             ),
             control,
@@ -226,7 +226,8 @@ impl ApiServerBuilder {
                 .store_create(&target, namespace, false)
                 .map_err(|e| ApiServerError::Kubeconfig(e.message))?;
         }
-        let collector = self.garbage_collector.then(|| crate::gc::spawn(&shared.registry));
+        let collector =
+            self.garbage_collector.then(|| crate::registry::gc::spawn(&shared.registry));
         let router = axum::Router::new()
             .fallback(crate::http::handler::handle)
             .layer(axum::middleware::from_fn_with_state(

@@ -7,7 +7,7 @@
 //!   the real server does a moment later: `NamesAccepted` and `Established` conditions,
 //!   `acceptedNames`, `storedVersions`.
 //! - Create and update refuse list-type declarations kube-apiserver refuses
-//!   ([`crd_list_types`](crate::crd_list_types)).
+//!   ([`crd_list_types`](crate::registry::apiextensions::crd_list_types)).
 //! - An update re-reads the versions and subresources.
 //! - Delete removes every object of the kind (watchers see them `DELETED`) and stops serving
 //!   it. (The real server holds the CRD `Terminating` while its instances go.)
@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::crd_list_types::list_type_errors;
-use crate::custom_resources::Schemas;
 use crate::model::ids::now;
 use crate::model::resources::{PrinterColumn, ResourceType};
 use crate::model::status::{ApiError, ApiResult};
 use crate::registry::Strategy;
+use crate::registry::apiextensions::crd_list_types::list_type_errors;
+use crate::registry::apiextensions::custom_resource::Schemas;
 use crate::storage::store::{Store, object_key};
 
 /// The types a CRD serves, one per served version; or why it cannot serve them.
