@@ -160,11 +160,8 @@ impl Registry {
             }
             Ok(delete_in(txn, &self.store, &rt, target.resource, &key, current, propagation))
         })?;
-        if let Some(strategy) = self.strategy(&rt)
-            && deletion.removed
-            && !dry_run
-        {
-            strategy.removed(&self.store, &deletion.object.value());
+        if deletion.removed && !dry_run {
+            self.strategy(&rt).removed(&self.store, &deletion.object.value());
         }
         Ok(deletion)
     }

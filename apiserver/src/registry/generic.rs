@@ -20,7 +20,7 @@ use crate::storage::store::{Store, StoredObject, object_key};
 
 use super::meta::{check_type, has_finalizers, invalid_name, invalid_object, name_suffix, spec_of};
 use super::stages::{Admission, Admit};
-use super::strategy::Strategy;
+use super::strategy::{GenericStrategy, Strategy};
 
 /// Where a request points: a resource type, and a namespace and name where given.
 #[derive(Debug, Clone)]
@@ -77,9 +77,14 @@ impl Registry {
         self
     }
 
-    pub(super) fn strategy(&self, rt: &ResourceType) -> Option<&Arc<dyn Strategy>> {
+    /// The rules of `rt`: its own strategy, the custom resources' for a kind a CRD defines,
+    /// or [`GenericStrategy`] (every hook's default) for the other kinds.
+    pub(super) fn strategy(&self, rt: &ResourceType) -> &dyn Strategy {
         let custom = || self.custom_resources.as_ref().filter(|_| rt.from_definition);
-        self.strategies.get(&(rt.group.clone(), rt.plural.clone())).or_else(custom)
+        match self.strategies.get(&(rt.group.clone(), rt.plural.clone())).or_else(custom) {
+            Some(strategy) => strategy.as_ref(),
+            None => &GenericStrategy,
+        }
     }
 
     /// The fields of `rt`'s objects that Go holds as structs, maps or lists.
@@ -102,7 +107,7 @@ impl Registry {
         if rt.is_builtin() {
             fields.extend(typed_fields::spec_and_status(&rt.kind, &rt.api_version()));
         }
-        fields.extend(self.strategy(rt).map(|s| own(s.as_ref())).unwrap_or_default());
+        fields.extend(own(self.strategy(rt)));
         fields
     }
 
@@ -180,9 +185,7 @@ impl Registry {
             value["status"] = json!({ "phase": "Active" });
         }
         let strategy = self.strategy(&rt);
-        if let Some(strategy) = strategy {
-            strategy.validate_create(&rt, &mut value)?;
-        }
+        strategy.validate_create(&rt, &mut value)?;
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();
         let created = self.store.write_as(dry_run, |txn| {
@@ -196,9 +199,7 @@ impl Registry {
             }
             Ok(txn.put(target.resource, &key, value))
         })?;
-        if let Some(strategy) = strategy
-            && !dry_run
-        {
+        if !dry_run {
             strategy.stored(&self.store, target.resource, &created.value());
         }
         Ok(created)
@@ -287,7 +288,7 @@ impl Registry {
         // CRD's schema (a kind registered without a CRD has none: its lists are atomic).
         let schema = match rt.is_builtin() {
             true => None,
-            false => self.strategy(&rt).and_then(|s| s.structural_schema(&rt)),
+            false => self.strategy(&rt).structural_schema(&rt),
         };
         let api_version = rt.api_version();
         let to = ApplyTo {
@@ -379,9 +380,7 @@ impl Registry {
             let old = current.value();
             let mut new = change(&old)?;
             check_type(&rt, &fields, strategy, &mut new)?;
-            if let Some(strategy) = strategy {
-                strategy.prepare_update(&rt, &mut new)?;
-            }
+            strategy.prepare_update(&rt, &mut new)?;
             let body_name = new["metadata"]["name"].as_str().unwrap_or_default();
             if body_name.is_empty() {
                 return Err(ApiError::bad_request(format!(
@@ -452,18 +451,14 @@ impl Registry {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
                 new["metadata"]["generation"] = json!(generation + 1);
             }
-            if let Some(strategy) = strategy {
-                strategy.validate_update(&name, &old, &new, status)?;
-            }
+            strategy.validate_update(&name, &old, &new, status)?;
             if old["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
                 return Ok((txn.remove(target.resource, &key, new), true));
             }
             Ok((txn.put(target.resource, &key, new), false))
         });
         let (object, removed) = modified?;
-        if let Some(strategy) = strategy
-            && !dry_run
-        {
+        if !dry_run {
             match removed {
                 true => strategy.removed(&self.store, &object.value()),
                 false => strategy.stored(&self.store, target.resource, &object.value()),

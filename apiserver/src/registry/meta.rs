@@ -2,8 +2,6 @@
 //! DNS labels and subdomains), the body's type and shape, empty metadata dropped, what
 //! counts as the spec, and finalizers.
 
-use std::sync::Arc;
-
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -89,7 +87,7 @@ pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
 pub(super) fn check_type(
     rt: &ResourceType,
     fields: &[TypedField],
-    strategy: Option<&Arc<dyn Strategy>>,
+    strategy: &dyn Strategy,
     value: &mut Value,
 ) -> ApiResult<()> {
     if !value.is_object() {
@@ -121,7 +119,7 @@ pub(super) fn check_type(
         value["metadata"] = json!({});
     }
     drop_empty_metadata(&mut value["metadata"]);
-    strategy.map_or(Ok(()), |strategy| strategy.decode(value))
+    strategy.decode(value)
 }
 
 /// Drops the metadata lists and maps that are empty (or null), as the real server's typed

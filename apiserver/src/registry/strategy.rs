@@ -65,3 +65,9 @@ pub(crate) trait Strategy: Send + Sync {
     /// The object was removed.
     fn removed(&self, _store: &Store, _object: &Value) {}
 }
+
+/// The strategy of a kind with no rules of its own: every hook's default, which is what the
+/// registry does for any kind (kube's generic store with a strategy that adds nothing).
+pub(crate) struct GenericStrategy;
+
+impl Strategy for GenericStrategy {}
