@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Finds import cycles between the modules of a Rust crate.
 
-    scripts/check-cycles.py SRC_DIR [--top-level] [--print-edges]
+    scripts/check-cycles.py SRC_DIR [--top-level | --layers] [--print-edges]
 
 Reads every `.rs` file under SRC_DIR (the crate's `src/`), one module per file (`lib.rs` is the
 crate root, `a/mod.rs` and `a.rs` are `a`, `a/b.rs` is `a::b`), and draws an edge from a
@@ -14,6 +14,12 @@ left out, as the layering is about the code that ships.
 
 With `--top-level`, modules are grouped by their first segment (`cache::informer` is `cache`)
 and only edges between groups count.
+
+With `--layers`, checks the folders' layering instead: the crate's `lib.rs` names the layers
+in lines `// layer N: a, b, c` (top-level modules, the crate root's own items in the highest
+layer), and a module may import only modules of its own layer or below, edges grouped by first
+segment as with `--top-level`. Each upward edge is printed; a top-level module in no layer, or
+no layer line at all, fails too.
 
 With `--print-edges`, first prints every edge (`a -> b  (the path that draws it)`), sorted, so
 a layer table can be checked against the code.
@@ -256,6 +262,42 @@ def name(module):
     return "::".join(module) or "crate"
 
 
+def read_layers(src):
+    """Top-level module name -> its layer, from `// layer N: a, b` lines in SRC/lib.rs."""
+    layers = {}
+    with open(os.path.join(src, "lib.rs"), encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"\s*//\s*layer\s+(\d+):\s*(.+)$", line)
+            if m:
+                for module in re.findall(IDENT, m.group(2)):
+                    layers[module] = int(m.group(1))
+    return layers
+
+
+def check_layers(src, files, edges):
+    """Prints each upward edge and each module in no layer; 1 if there is one, else 0."""
+    layers = read_layers(src)
+    if not layers:
+        print(f"{src}/lib.rs names no layer (`// layer N: a, b`)")
+        return 1
+    top = max(layers.values())
+    failed = False
+    modules = {m[0] for m in files if m}
+    for module in sorted(m for m in modules if m not in layers):
+        print(f"{src}: top-level module `{module}` is in no layer of lib.rs")
+        failed = True
+    for a in sorted(edges):
+        for b, via in sorted(edges[a].items()):
+            la = layers.get(a[0], top) if a else top
+            lb = layers.get(b[0], top) if b else top
+            if a[:1] != b[:1] and lb > la:
+                print(f"upward import: {name(a)} (layer {la}) -> {name(b)} (layer {lb})  ({via})")
+                failed = True
+    if not failed:
+        print(f"{src}: every module imports only its own layer or below")
+    return 1 if failed else 0
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(args) != 1:
@@ -263,6 +305,8 @@ def main():
         return 2
     crate = Crate(args[0])
     edges = crate.edges()
+    if "--layers" in sys.argv:
+        return check_layers(args[0], crate.files, edges)
     if "--top-level" in sys.argv:
         grouped = {}
         for a, targets in edges.items():

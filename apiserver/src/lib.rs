@@ -205,20 +205,16 @@
 //! - A list at a resourceVersion newer than the store answers 504 at once (the real server
 //!   waits a few seconds first).
 
-// How it is built, bottom to top (no module imports one above it; `scripts/check-cycles.py`
-// checks that none imports one that imports it back):
-// - storage: `store` (versioned objects, history, watches' changes), `selectors`, `ids`,
-//   `status` (API errors), `resources` (the resource table), `shapes`, `json`;
-// - the registry: `registry` (generic REST semantics and a `Strategy` per kind: `crd`,
-//   `secrets`, `admission::configuration`), `apply`, `patch`, `scale`, `gc`; a write's
-//   admission and CRD-version conversion are stages the registry calls through traits it
-//   owns (`registry::stages`), implemented by `admission` and `conversion` (whose calls go
-//   out through `https`);
-// - HTTP: `state` (what every handler shares), `api` (the entry point), `route`, `options`
-//   (the query, parsed once), `rest` (the verbs), `views` (answers at another CRD version),
-//   `list`, `watch`, `discovery`, `openapi`, `table`, `negotiate`, `encoding`, `protobuf`,
-//   `fields`, `auth`, `shards`; `faults`, `injection` and `layers` (latency) around them;
-// - `server`, the composition root, imported by nothing.
+// How it is built, bottom to top, one folder per module below; each folder's `mod.rs` states
+// its layer's contract. A module imports only modules of its own layer or below
+// (`scripts/check-cycles.py apiserver/src --layers` reads the lines below, so they are the
+// check), and none imports one that imports it back (the same script without `--layers`).
+// layer 0: model, storage, merge, protobuf
+// layer 1: auth, registry
+// layer 2: admission, conversion, webhook
+// layer 3: http, faults
+// layer 4: server
+// layer 5: harness, fixtures, wait
 mod admission;
 mod auth;
 mod conversion;
