@@ -41,7 +41,7 @@
 //!   validation, for built-in kinds and CRDs' kinds alike.
 //! - Server-side field validation (`fieldValidation=Strict|Warn|Ignore`, the default `Warn`):
 //!   unknown and duplicate fields of a create, update, apply or merge patch are warned of in
-//!   `Warning` headers or, when strict, refused with 400 (the `fields` module's docs).
+//!   `Warning` headers or, when strict, refused with 400 (see `http::field_validation`).
 //! - Dry runs (`dryRun=All`, in the query or a delete's options) of every write: answered as
 //!   the write would be, nothing stored.
 //! - Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`), enough

@@ -164,9 +164,9 @@ fn add_warnings(response: &mut Response, warnings: &[String]) {
     }
 }
 
-/// Server-side field validation of a write's body (see the `fields` module): a `Strict` write
-/// with unknown or duplicate fields is refused; a `Warn` one (the default) answers with the
-/// problems, which become `Warning` headers.
+/// Server-side field validation of a write's body (see the `field_validation` module): a
+/// `Strict` write with unknown or duplicate fields is refused; a `Warn` one (the default)
+/// answers with the problems, which become `Warning` headers.
 fn validate_fields(
     shared: &Shared,
     method: &Method,
