@@ -205,6 +205,9 @@
 //! - A list at a resourceVersion newer than the store answers 504 at once (the real server
 //!   waits a few seconds first).
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 // How it is built, bottom to top, one folder per module below; each folder's `mod.rs` states
 // its layer's contract. A module imports only modules of its own layer or below
 // (`scripts/check-cycles.py apiserver/src --layers` reads the lines below, so they are the
