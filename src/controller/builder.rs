@@ -48,7 +48,9 @@ struct Wiring {
 /// `M` is where the controller goes once built: nowhere (`()`, the default: [`build`]
 /// returns it, to [`run`](Controller::run) it yourself), or a manager, for builders that
 /// [`Manager::controller`](crate::manager::Manager::controller) hands out, which end in
-/// [`complete`](ControllerBuilder::complete) with the reconciler.
+/// [`complete`](ControllerBuilder::complete) with the reconciler (or in a `build` that
+/// returns a [`ManagedController`](crate::manager::ManagedController), the one built
+/// controller the manager's `add_controller` takes).
 ///
 /// [`build`]: ControllerBuilder::build
 pub struct ControllerBuilder<K, M = ()> {
@@ -109,6 +111,15 @@ impl<K: InformerObject> Controller<K> {
                 shard: None,
             },
         }
+    }
+}
+
+impl<K: InformerObject> ControllerBuilder<K> {
+    /// The controller, its handlers registered on the informers; run it with
+    /// [`Controller::run`]. A manager does not take it: build with the builder the manager
+    /// hands out ([`Manager::controller`](crate::manager::Manager::controller)) for that.
+    pub fn build(self) -> Controller<K> {
+        self.build_controller()
     }
 }
 
@@ -328,10 +339,18 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         self
     }
 
-    /// The controller, its handlers registered on the informers; run it with
-    /// [`Controller::run`] (or hand it to
-    /// [`Manager::add_controller`](crate::manager::Manager::add_controller)).
-    pub fn build(mut self) -> Controller<K> {
+    /// The name the controller claims in a manager, read before it is built (a refused
+    /// duplicate builds nothing); `None` where [`Config::skip_name_validation`] opts out.
+    pub(crate) fn unique_name(&self) -> Option<String> {
+        let spec = &self.spec;
+        let name =
+            || spec.name.clone().unwrap_or_else(|| spec.primary.api_resource().plural.clone());
+        (!spec.config.skip_name_validation).then(name)
+    }
+
+    /// The controller, its handlers registered on the informers, whatever the target: each
+    /// target's `build` (a manager's wraps it) and `complete` end here.
+    pub(crate) fn build_controller(mut self) -> Controller<K> {
         let resource = self.spec.primary.api_resource().clone();
         let name = self.spec.name.unwrap_or_else(|| resource.plural.clone());
         let (factory, informers) = match self.spec.factory {
@@ -422,53 +441,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             guards,
             reasons,
         });
-        if let Some(provider) = self.spec.metrics {
-            controller.report_to_if_unset(provider.as_ref());
-        }
+        controller.metrics = self.spec.metrics.map(|p| p.new_controller_metrics(&controller.name));
         controller
-    }
-}
-
-/// What a manager adds as a controller
-/// ([`Manager::add_controller`](crate::manager::Manager::add_controller)): a
-/// [`ControllerBuilder`], which the manager builds only once the controller's name is its, so
-/// that a refused duplicate registers nothing on the informers and touches no metric series
-/// of the controller it collides with; or a built [`Controller`], whose build did both
-/// already.
-pub trait IntoController<K> {
-    /// The name the controller claims in a manager; `None` where
-    /// [`Config::skip_name_validation`] opts out.
-    fn unique_name(&self) -> Option<String>;
-    /// The controller, built if need be.
-    fn into_controller(self) -> Controller<K>;
-}
-
-impl<K: InformerObject, M> IntoController<K> for ControllerBuilder<K, M> {
-    fn unique_name(&self) -> Option<String> {
-        let spec = &self.spec;
-        let name =
-            || spec.name.clone().unwrap_or_else(|| spec.primary.api_resource().plural.clone());
-        (!spec.config.skip_name_validation).then(name)
-    }
-    fn into_controller(self) -> Controller<K> {
-        self.build()
-    }
-}
-
-impl<K: InformerObject> IntoController<K> for Controller<K> {
-    fn unique_name(&self) -> Option<String> {
-        (!self.config().skip_name_validation).then(|| self.name().to_owned())
-    }
-    fn into_controller(self) -> Controller<K> {
-        self
-    }
-}
-
-impl<K: InformerObject, M> From<ControllerBuilder<K, M>> for Controller<K> {
-    /// [`ControllerBuilder::build`], so that what takes a controller
-    /// ([`Manager::add_controller`](crate::manager::Manager::add_controller)) takes its
-    /// builder too.
-    fn from(builder: ControllerBuilder<K, M>) -> Self {
-        builder.build()
     }
 }

@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 
 use super::config::Config;
 use super::context::Reasons;
-use super::metrics::{ControllerMetrics, ControllerMetricsProvider};
+use super::metrics::ControllerMetrics;
 use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
@@ -290,21 +290,6 @@ impl<K: InformerObject> Controller<K> {
     /// How it runs: the [`Config`] it was built with.
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    /// Reports to `provider` from now on, unless the controller reports somewhere already
-    /// (the builder's metrics; a [`Manager`](crate::manager::Manager) gives the controllers it
-    /// is handed its registry this way).
-    pub(crate) fn report_to_if_unset(&mut self, provider: &dyn ControllerMetricsProvider) {
-        if self.metrics.is_none() {
-            self.metrics = Some(provider.new_controller_metrics(&self.name));
-        }
-    }
-
-    /// Whether it made an informer factory of its own (built without
-    /// [`ControllerBuilder::factory`](super::ControllerBuilder::factory)).
-    pub(crate) fn owns_factory(&self) -> bool {
-        matches!(self.informers.as_ref(), Informers::OwnFactory(_))
     }
 
     /// The controller's name: in its logs' spans, and its queue's name unless that has one.

@@ -96,7 +96,7 @@ mod worker;
 mod writes;
 mod written;
 
-pub use builder::{ControllerBuilder, IntoController};
+pub use builder::ControllerBuilder;
 pub use config::{Config, namespace_fairness};
 pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, MAX_WRITES, Reason, ReconcileContext};
 pub use controller::Controller;

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use super::error::HandleError;
 use super::id::RunnableId;
+use super::managed::ManagedController;
 use super::removal;
 use super::runnable::ControllerRunnable;
-use super::table::{NameClaim, Removal, Table};
-use super::telemetry::{Forget, Telemetry};
+use super::table::{Removal, Table};
+use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
-use crate::controller::{Controller, ControllerBuilder, IntoController, Reconciler};
-use crate::runtime::{ReadyCheck, Runnable};
+use crate::controller::{Controller, ControllerBuilder, Reconciler};
+use crate::runtime::Runnable;
 use crate::sharding::Ring;
 
 /// Adds runnables to a running [`Manager`](super::Manager) and removes them.
@@ -63,9 +64,9 @@ use crate::sharding::Ring;
 ///
 /// - **Controller names are unique** in a manager: adding a controller whose name another
 ///   controller of the manager holds is refused ([`HandleError::DuplicateName`]) by
-///   [`add_controller`](ManagerHandle::add_controller) and
-///   [`complete`](ControllerBuilder::complete), as by the manager's own, before the
-///   controller is built; the name is freed once its controller is removed (or returns on
+///   [`add_controller`](ManagerHandle::add_controller) and by
+///   [`complete`](ControllerBuilder::complete) (before the controller is built), as by the
+///   manager's own; the name is freed once its controller is removed (or returns on
 ///   its own) and its metric series are forgotten, so that a controller added in its place
 ///   reports series of its own.
 ///
@@ -158,22 +159,22 @@ impl ManagerHandle {
     }
 
     /// Adds a controller with its reconciler, as
-    /// [`Manager::add_controller`](super::Manager::add_controller) does; its id removes it.
-    /// A second controller of one name is refused
+    /// [`Manager::add_controller`](super::Manager::add_controller) does: one built by a
+    /// builder of this manager ([`controller`](Self::controller)`(api)…build()`); its id
+    /// removes it. A second controller of one name is refused
     /// ([`HandleError::DuplicateName`]), until the first is removed.
     pub fn add_controller<K, R>(
         &self,
-        controller: impl IntoController<K>,
+        controller: ManagedController<K>,
         reconciler: R,
     ) -> Result<RunnableId, HandleError>
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let added =
-            controller_runnable(&self.inner.table, &self.inner.telemetry, controller, reconciler)?;
-        let AddedController { runnable, forget, synced, claim } = added;
-        self.inner.table.insert(Arc::new(runnable), forget, synced, claim)
+        let name = controller.unique_name();
+        let inner = &self.inner;
+        add_controller(&inner.table, &inner.telemetry, name, || controller.into_inner(), reconciler)
     }
 
     /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
@@ -212,7 +213,20 @@ impl<K: InformerObject> ControllerBuilder<K, ManagerHandle> {
         reconciler: R,
     ) -> Result<RunnableId, HandleError> {
         let (handle, builder) = self.retarget(());
-        handle.add_controller(builder, reconciler)
+        let (inner, name) = (&handle.inner, builder.unique_name());
+        add_controller(
+            &inner.table,
+            &inner.telemetry,
+            name,
+            || builder.build_controller(),
+            reconciler,
+        )
+    }
+
+    /// Builds the controller, to add later with [`ManagerHandle::add_controller`] (keep a
+    /// clone to read its figures); [`complete`](Self::complete) does both.
+    pub fn build(self) -> ManagedController<K> {
+        ManagedController::new(self.build_controller())
     }
 }
 
@@ -232,47 +246,25 @@ pub(super) fn bind<K: InformerObject>(
     telemetry.controller(builder)
 }
 
-/// A controller with its reconciler, on its way into a manager.
-pub(super) struct AddedController<K, R> {
-    pub(super) runnable: ControllerRunnable<K, R>,
-    /// What forgets its metric series when it is removed.
-    pub(super) forget: Option<Forget>,
-    /// Whether its caches synced (for `caches-synced`, if it reads a factory's informers).
-    pub(super) synced: Option<ReadyCheck>,
-    /// Its name, claimed (none if it opted out of the name check).
-    pub(super) claim: Option<NameClaim>,
-}
-
-/// A controller and its reconciler as a runnable of a manager reporting to `telemetry`,
-/// its name claimed in `table` before a builder is built (a refused duplicate builds
-/// nothing).
-pub(super) fn controller_runnable<K, R>(
+/// Adds the controller `build` makes, with its reconciler, to the manager of `table`,
+/// reporting to `telemetry`: its name (`None` if it opted out of the check) is claimed
+/// before `build` runs, so a refused duplicate builds nothing (registers nothing on the
+/// informers, touches none of the first's metric series).
+pub(super) fn add_controller<K, R>(
     table: &Arc<Table>,
     telemetry: &Telemetry,
-    controller: impl IntoController<K>,
+    name: Option<String>,
+    build: impl FnOnce() -> Controller<K>,
     reconciler: R,
-) -> Result<AddedController<K, R>, HandleError>
+) -> Result<RunnableId, HandleError>
 where
     K: InformerObject,
     R: Reconciler<Object = K>,
 {
-    let claim = table.claim(controller.unique_name().as_deref())?;
-    let mut controller = controller.into_controller();
-    if controller.owns_factory() {
-        tracing::warn!(
-            controller = controller.name(),
-            "this controller was built without the manager's factory: its informers are its \
-             own, not shared, and its queue has none of the factory's metrics; build it \
-             with manager.controller(api)"
-        );
-    }
-    telemetry.adopt(&mut controller);
+    let claim = table.claim(name.as_deref())?;
+    let controller = build();
     let forget = telemetry.forget_controller(controller.name(), controller.queue().name());
     let synced = controller.caches_synced();
-    Ok(AddedController {
-        runnable: ControllerRunnable::new(controller, reconciler),
-        forget,
-        synced,
-        claim,
-    })
+    let runnable = ControllerRunnable::new(controller, reconciler);
+    table.insert(Arc::new(runnable), forget, synced, claim)
 }

@@ -9,10 +9,11 @@ use kube_client::Client;
 
 use super::error::HandleError;
 use super::handle::{self, ManagerHandle};
+use super::managed::ManagedController;
 use super::table::Table;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
-use crate::controller::{Controller, ControllerBuilder, IntoController, Reconciler};
+use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::runtime::Runnable;
@@ -150,8 +151,8 @@ impl Manager {
     /// other controller of the manager, started and stopped by it, with its queue metrics); it
     /// reports to the manager's metrics registry, if it has one; in a sharded manager it is
     /// sharded ([`unsharded`](ControllerBuilder::unsharded) undoes that). The builder borrows
-    /// the manager until `complete`; [`build`](ControllerBuilder::build) instead gives the
-    /// controller back (to keep a handle on it) for
+    /// the manager until `complete`; its `build` instead gives the controller back (a
+    /// [`ManagedController`], to keep a hold on it) for
     /// [`add_controller`](Self::add_controller).
     pub fn controller<K: InformerObject>(
         &mut self,
@@ -161,13 +162,12 @@ impl Manager {
         handle::bind(builder, &self.factory, &self.sharding, &self.telemetry).retarget(self).1
     }
 
-    /// Adds a controller with its reconciler: a built [`Controller`] (or a
-    /// [`ControllerBuilder`]). [`controller`](Self::controller)`(api)…`
-    /// [`complete`](ControllerBuilder::complete)`(reconciler)` does this in one chain. One that reports
-    /// its metrics nowhere reports them to the manager's registry, if it has one. One built
-    /// without the manager's factory runs informers of its own, not shared with the
-    /// manager's other controllers and without the factory's queue metrics: a warning says
-    /// so.
+    /// Adds a controller with its reconciler: one built by a builder of this manager
+    /// ([`controller`](Self::controller)`(api)…build()`, a [`ManagedController`]), so that
+    /// it reads the manager's informers and reports to its registry.
+    /// [`controller`](Self::controller)`(api)…`[`complete`](ControllerBuilder::complete)`(reconciler)`
+    /// does this in one chain. A controller built by [`Controller::builder`] on its own runs
+    /// itself ([`Controller::run`]): the manager does not take it.
     ///
     /// Controller names are unique in a manager: a second controller of a name the manager
     /// holds is refused with [`HandleError::DuplicateName`] (controller-runtime's check, from
@@ -175,24 +175,22 @@ impl Manager {
     /// [`name`](ControllerBuilder::name), by default its primary kind's plural, so two
     /// controllers of one kind need names of their own;
     /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
-    /// out, for tests. The name is checked before a [`ControllerBuilder`] is built, so a
-    /// refused one registers nothing on the shared informers and touches none of the first's
-    /// metric series; a [`Controller`] built beforehand did both at its build (and shares
-    /// the series of a controller of its name removed after it was built): add the builder.
+    /// out, for tests. `complete` checks the name before it builds, so a refused one
+    /// registers nothing on the shared informers and touches none of the first's metric
+    /// series; a [`ManagedController`] did both at its build (and shares the series of a
+    /// controller of its name removed after it was built): prefer `complete`.
     pub fn add_controller<K, R>(
         &mut self,
-        controller: impl IntoController<K>,
+        controller: ManagedController<K>,
         reconciler: R,
     ) -> Result<(), HandleError>
     where
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let added =
-            handle::controller_runnable(&self.table, &self.telemetry, controller, reconciler)?;
-        let handle::AddedController { runnable, forget, synced, claim } = added;
-        let inserted = self.table.insert(Arc::new(runnable), forget, synced, claim);
-        inserted.map(|_| ())
+        let name = controller.unique_name();
+        let build = || controller.into_inner();
+        handle::add_controller(&self.table, &self.telemetry, name, build, reconciler).map(|_| ())
     }
 
     /// An event recorder reporting as `reporting_controller`, counted in the manager's
@@ -227,10 +225,19 @@ impl<K: InformerObject> ControllerBuilder<K, &mut Manager> {
     /// Builds the controller and adds it, with `reconciler`, to the manager that handed out
     /// this builder ([`Manager::controller`]); the manager runs it from
     /// [`run`](Manager::run). Refused, as by [`Manager::add_controller`], if the manager has
-    /// a controller of its name already.
+    /// a controller of its name already; then nothing is built.
     #[doc(alias = "Complete")]
     pub fn complete<R: Reconciler<Object = K>>(self, reconciler: R) -> Result<(), HandleError> {
         let (manager, builder) = self.retarget(());
-        manager.add_controller(builder, reconciler)
+        let name = builder.unique_name();
+        let build = || builder.build_controller();
+        handle::add_controller(&manager.table, &manager.telemetry, name, build, reconciler)
+            .map(|_| ())
+    }
+
+    /// Builds the controller, to add later with [`Manager::add_controller`] (keep a clone
+    /// to read its figures); [`complete`](Self::complete) does both.
+    pub fn build(self) -> ManagedController<K> {
+        ManagedController::new(self.build_controller())
     }
 }

@@ -43,6 +43,7 @@ mod error;
 mod handle;
 mod id;
 mod leases;
+mod managed;
 #[allow(clippy::module_inception)]
 mod manager;
 mod outcome;
@@ -57,5 +58,6 @@ pub use builder::ManagerBuilder;
 pub use error::{Abandoned, HandleError, ManagerError};
 pub use handle::ManagerHandle;
 pub use id::RunnableId;
+pub use managed::ManagedController;
 pub use manager::Manager;
 pub use signal::shutdown_signal;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::ManagerError;
 use crate::cache::{InformerObject, SharedInformerFactoryBuilder};
-use crate::controller::{Controller, ControllerBuilder};
+use crate::controller::ControllerBuilder;
 use crate::events::EventMetrics;
 use crate::leaderelection::LeaderMetrics;
 
@@ -84,14 +84,6 @@ impl Telemetry {
             return builder.metrics(Arc::new(registry.clone()));
         }
         builder
-    }
-
-    /// Makes a built controller that reports its metrics nowhere report them to the registry.
-    pub(super) fn adopt<K: InformerObject>(&self, _controller: &mut Controller<K>) {
-        #[cfg(feature = "metrics")]
-        if let Some(registry) = &self.registry {
-            _controller.report_to_if_unset(registry);
-        }
     }
 
     /// Leader election's metrics, if recorded.

@@ -574,7 +574,7 @@ fn elected_manager(
     identity: &str,
     config: LeaderElectionConfig,
     starts: &Arc<Starts>,
-) -> (ctrlkit::manager::Manager, ctrlkit::controller::Controller<ConfigMap>) {
+) -> (ctrlkit::manager::Manager, ctrlkit::manager::ManagedController<ConfigMap>) {
     let lock = LeaseLock::new(client.clone(), "default", "election", identity);
     let mut manager =
         ctrlkit::manager::Manager::builder(client.clone()).leader_election(lock, config).build();

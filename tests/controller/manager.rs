@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
-use ctrlkit::controller::{Action, Config, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Reconciler};
 use ctrlkit::manager::{Abandoned, Manager, ManagerError};
 use ctrlkit::runtime::{Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -26,14 +26,10 @@ async fn a_manager_runs_its_controllers_over_one_factory_and_stops_them() {
     let mut manager = Manager::new(server.client());
     let (by_pods, by_cms) = (ReconcileLog::default(), ReconcileLog::default());
     // Both controllers read pods and configmaps: one as primary, one as secondary.
-    let pod_controller = Controller::builder(pods.clone())
-        .factory(manager.factory())
-        .watches(cms.clone(), |_: &ConfigMap| None)
-        .build();
-    let cm_controller = Controller::builder(cms.clone())
-        .factory(manager.factory())
-        .watches(pods.clone(), |_: &Pod| None)
-        .build();
+    let pod_controller =
+        manager.controller(pods.clone()).watches(cms.clone(), |_: &ConfigMap| None).build();
+    let cm_controller =
+        manager.controller(cms.clone()).watches(pods.clone(), |_: &Pod| None).build();
     let factory = manager.factory().clone();
     let pod_informer = pod_controller.informer().clone();
     manager
@@ -157,7 +153,7 @@ async fn the_graceful_shutdown_timeout_abandons_what_still_runs_and_reports_it()
     let mut manager = Manager::builder(server.client())
         .graceful_shutdown_timeout(Duration::from_millis(300))
         .build();
-    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    let controller = manager.controller(pods).build();
     let watching = controller.clone();
     manager.add_controller(controller, Stuck).expect("the only controller of its name");
     let (stop, stopped) = shutdown();
@@ -209,11 +205,10 @@ fn replica(server: &ctrlkit_apiserver::ApiServer, identity: &str) -> Replica {
         Manager::builder(client.clone()).leader_election(lock, quick_election()).build();
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let (leader_only, everywhere) = (ReconcileLog::default(), ReconcileLog::default());
-    let leader_controller =
-        Controller::builder(cms.clone()).name("leader-only").factory(manager.factory()).build();
-    let everywhere_controller = Controller::builder(cms)
+    let leader_controller = manager.controller(cms.clone()).name("leader-only").build();
+    let everywhere_controller = manager
+        .controller(cms)
         .name("everywhere")
-        .factory(manager.factory())
         .config(Config::default().needs_leader_election(false))
         .build();
     manager
@@ -348,7 +343,7 @@ async fn a_follower_keeps_its_controllers_informers_warm_without_leading() {
         Manager::builder(server.client()).leader_election(lock, quick_election()).build();
     let factory = manager.factory().clone();
     let log = ReconcileLog::default();
-    let controller = Controller::builder(pods.clone()).factory(manager.factory()).build();
+    let controller = manager.controller(pods.clone()).build();
     manager
         .add_controller(controller, log.reconciler::<Pod>())
         .expect("the only controller of its name");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
-use ctrlkit::controller::{Action, Config, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::Manager;
 use ctrlkit::metrics::Registry;
@@ -204,7 +204,7 @@ async fn a_builder_from_the_manager_shares_its_informers_and_reports_to_its_regi
     let (stop, stopped) = shutdown();
     let run = tokio::spawn(manager.run_until(stopped));
     let (stop_standalone, standalone_stopped) = shutdown();
-    let by_hand = tokio::spawn(standalone.run(Mixed, standalone_stopped));
+    let by_hand = tokio::spawn(standalone.into_inner().run(Mixed, standalone_stopped));
     let reconciled = |name: &str| {
         let series = format!(
             r#"controller_runtime_reconcile_total{{controller="{name}",result="success"}}"#
@@ -235,10 +235,7 @@ pub(super) fn pods_manager_while_lists_fail(
     let address = free_address();
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let mut manager = Manager::builder(server.client()).metrics_address(address).build();
-    let controller = Controller::builder(pods)
-        .factory(manager.factory())
-        .informer(|b| b.backoff(fast_backoff()))
-        .build();
+    let controller = manager.controller(pods).informer(|b| b.backoff(fast_backoff())).build();
     manager
         .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
         .expect("the only controller of its name");

@@ -3,7 +3,7 @@
 //! on; `Config::skip_name_validation` opts out; removing a controller through the handle frees
 //! its name.
 
-use ctrlkit::controller::{Config, Controller};
+use ctrlkit::controller::Config;
 use ctrlkit::manager::{HandleError, Manager};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
@@ -34,7 +34,7 @@ async fn a_second_controller_of_one_name_is_refused_and_the_first_runs_on() {
     );
     // A controller's default name is its kind's plural: two of one kind collide unnamed.
     manager.controller(cms.clone()).complete(Versions::default()).expect("configmaps");
-    let built = Controller::builder(cms.clone()).factory(manager.factory()).build();
+    let built = manager.controller(cms.clone()).build();
     assert_eq!(refused(manager.add_controller(built, Versions::default())), "configmaps");
 
     let (stop, stopped) = shutdown();

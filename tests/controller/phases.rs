@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ctrlkit::controller::Controller;
 use ctrlkit::manager::Manager;
 use ctrlkit::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
 use ctrlkit_apiserver::Failure;
@@ -121,7 +120,7 @@ async fn a_server_failing_before_the_caches_synced_stops_the_manager() {
     server.faults().fail_next(usize::MAX, Failure::InternalError);
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let mut manager = Manager::new(server.client());
-    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    let controller = manager.controller(pods).build();
     manager
         .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
         .expect("the only controller of its name");
@@ -175,7 +174,7 @@ fn manager_with_a_gated_server(
 ) -> (Manager, Arc<AtomicBool>, Arc<std::sync::atomic::AtomicUsize>) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut manager = Manager::builder(client).server_ready_timeout(timeout).build();
-    let controller = Controller::builder(pods).factory(manager.factory()).build();
+    let controller = manager.controller(pods).build();
     manager
         .add_controller(controller, ReconcileLog::default().reconciler::<Pod>())
         .expect("the only controller of its name");

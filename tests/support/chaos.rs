@@ -44,7 +44,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use ctrlkit::cache::{Informer, ListWatch, ObjectKey, ResourceEventHandlerFuncs};
-use ctrlkit::controller::{Action, Config, Controller, Reconciler};
+use ctrlkit::controller::{Action, Config, Reconciler};
 use ctrlkit::leaderelection::{LeaderElectionConfig, LeaseLock};
 use ctrlkit::manager::Manager;
 use ctrlkit::sharding::{
@@ -293,8 +293,7 @@ async fn run_replica(spec: Spec) -> Result<(), String> {
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let objects = ListWatch::new(api.clone()).labels(&selector(spec.seed));
-    let controller: Controller<ConfigMap> =
-        manager.controller(objects).config(Config::default().workers(3)).build();
+    let controller = manager.controller(objects).config(Config::default().workers(3)).build();
     manager.add_controller(controller, Chaos { spec, api }).map_err(|e| e.to_string())?;
     manager.run().await.map_err(|e| e.to_string())
 }
