@@ -15,8 +15,8 @@
 //!   events with predicates, runs workers, retries, survives panics and shuts down cleanly.
 //! - [`manager`]: the [`Manager`](manager::Manager) that hosts several controllers in one
 //!   process over one [`SharedInformerFactory`](cache::SharedInformerFactory), and stops them
-//!   gracefully on SIGTERM or Ctrl-C; what it runs is a [`Runnable`](runtime::Runnable)
-//!   ([`runtime`]).
+//!   gracefully on SIGTERM or Ctrl-C; what it runs is a [`Runnable`](runnable::Runnable)
+//!   ([`runnable`]).
 //!
 //! And what operators need in production:
 //!
@@ -98,7 +98,7 @@
 )]
 #![cfg_attr(
     feature = "webhook",
-    doc = "\nWith `webhook` on: [`webhook`], its server a [`Runnable`](runtime::Runnable) of the manager."
+    doc = "\nWith `webhook` on: [`webhook`], its server a [`Runnable`](runnable::Runnable) of the manager."
 )]
 //!
 //! Time comes from [`tokio::time`], so every timed behaviour runs on tokio's paused clock in
@@ -120,7 +120,7 @@ pub mod manager;
 pub mod metrics;
 mod panic;
 pub mod prelude;
-pub mod runtime;
+pub mod runnable;
 pub mod sharding;
 pub mod status;
 #[cfg(feature = "tls")]

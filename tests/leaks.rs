@@ -365,15 +365,15 @@ impl Drop for Quits {
 }
 
 #[async_trait::async_trait]
-impl ctrlkit::runtime::Runnable for Quits {
+impl ctrlkit::runnable::Runnable for Quits {
     fn name(&self) -> String {
         // A long name: what a table that kept the names of finished runnables would keep.
         format!("a runnable that returns at once {}", "x".repeat(200))
     }
     async fn start(
         &self,
-        _stop: ctrlkit::runtime::Stop,
-    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        _stop: ctrlkit::runnable::Stop,
+    ) -> Result<(), ctrlkit::runnable::RunnableError> {
         Ok(())
     }
 }

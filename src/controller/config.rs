@@ -151,7 +151,7 @@ impl Config {
     /// controller only while it leads (default `true`, controller-runtime's
     /// `NeedLeaderElection`). A controller that may run on every replica (one that only
     /// reads, or writes what is idempotent per replica) says `false`. The same question as
-    /// [`Runnable::needs_leader_election`](crate::runtime::Runnable::needs_leader_election)
+    /// [`Runnable::needs_leader_election`](crate::runnable::Runnable::needs_leader_election)
     /// and [`Controller::needs_leader_election`](super::Controller::needs_leader_election).
     #[must_use]
     pub fn needs_leader_election(mut self, needs: bool) -> Self {

@@ -31,7 +31,7 @@
 //! controllers only while it leads, keeping their caches warm while it follows. **No reconcile
 //! starts while the replica does not hold the Lease**: before each one, a controller checks by
 //! the replica's own clock that the leader's hold has not ended
-//! ([`Stop::is_fenced`](crate::runtime::Stop::is_fenced)), and the manager stops every
+//! ([`Stop::is_fenced`](crate::runnable::Stop::is_fenced)), and the manager stops every
 //! runnable at once when the election ends in a loss.
 //!
 //! # What a pause can and cannot do

@@ -73,11 +73,11 @@ impl ManagerBuilder {
     }
 
     /// How long [`run`](Manager::run) waits for the servers ([`Phase::Server`] runnables) to
-    /// pass their [ready checks](crate::runtime::Runnable::ready_check) before it starts the
+    /// pass their [ready checks](crate::runnable::Runnable::ready_check) before it starts the
     /// caches (default 30 s; controller-runtime waits for its webhook servers to have
     /// started too). At the timeout it logs which did not pass and starts the caches anyway.
     ///
-    /// [`Phase::Server`]: crate::runtime::Phase::Server
+    /// [`Phase::Server`]: crate::runnable::Phase::Server
     #[must_use]
     pub fn server_ready_timeout(mut self, timeout: Duration) -> Self {
         self.server_ready_timeout = timeout;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::cache::CacheSyncError;
 use crate::leaderelection::LeaderElectionError;
-use crate::runtime::RunnableError;
+use crate::runnable::RunnableError;
 
 /// What the graceful-shutdown timeout made the manager give up on.
 #[derive(Debug, Clone, PartialEq, Eq)]

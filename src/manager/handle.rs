@@ -13,7 +13,7 @@ use super::table::{Removal, Table};
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
-use crate::runtime::Runnable;
+use crate::runnable::Runnable;
 use crate::sharding::Ring;
 
 /// Adds runnables to a running [`Manager`](super::Manager) and removes them.
@@ -22,9 +22,9 @@ use crate::sharding::Ring;
 /// - **Taken before `run`**, by [`Manager::handle`](super::Manager::handle); cheap to clone,
 ///   `Send` and `Sync`, usable from any task or thread.
 /// - **Added in its phase**: a runnable added (before or after `run` started) starts in its
-///   [`Phase`](crate::runtime::Phase) as one added to the manager does: at once if its
+///   [`Phase`](crate::runnable::Phase) as one added to the manager does: at once if its
 ///   phase has been reached, else when it is; one under a Lease once that Lease is held,
-///   with that Lease's fence ([`Stop::is_fenced`](crate::runtime::Stop::is_fenced)), and
+///   with that Lease's fence ([`Stop::is_fenced`](crate::runnable::Stop::is_fenced)), and
 ///   aborted with every other runnable when the Lease is lost. Its ready check joins
 ///   `/readyz`, and a controller added while the manager runs, reading the informers of a
 ///   factory (the manager's), joins `caches-synced` until its caches synced. Once the manager stops (or its `run` returned, or it was dropped), an add

@@ -4,7 +4,7 @@
 //! Contract, the same for every Lease:
 //! - Its election runs from the moment the group is made (once the caches synced); its
 //!   runnables start once this replica holds the Lease, each with a
-//!   [`Stop`](crate::runtime::Stop) fenced by it, so that no work starts after the Lease
+//!   [`Stop`](crate::runnable::Stop) fenced by it, so that no work starts after the Lease
 //!   lapsed by this replica's own clock.
 //! - The Lease lost (a renewal past its deadline, or the election failing) is the manager's
 //!   failure, and a fencing one: every runnable is aborted at once, not drained.

@@ -16,13 +16,13 @@ use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
-use crate::runtime::Runnable;
+use crate::runnable::Runnable;
 use crate::sharding::{Ring, ShardLease};
 
 /// Hosts controllers and other [`Runnable`]s in one process (controller-runtime's
 /// `Manager`).
 ///
-/// [`run`](Self::run) starts its runnables in [phases](crate::runtime::Phase): servers
+/// [`run`](Self::run) starts its runnables in [phases](crate::runnable::Phase): servers
 /// (webhooks) first, then the informers of its [`factory`](Self::factory); once their caches
 /// synced, the rest (under their Lease, if they need one); and runs until SIGTERM or Ctrl-C (or, with
 /// [`run_until`](Self::run_until), a future of the caller's) or until a runnable fails. Then it

@@ -1,12 +1,12 @@
 //! Operators in one process: the [`Manager`] (controller-runtime's) hosts several controllers
-//! and other [`Runnable`](crate::runtime::Runnable)s over one
+//! and other [`Runnable`](crate::runnable::Runnable)s over one
 //! [`SharedInformerFactory`](crate::cache::SharedInformerFactory).
 //!
 //! Contract:
 //! - **One set of caches**: every controller of [`Manager::controller`] (bound to
 //!   [`Manager::factory`]) shares its informers: one list and one watch per kind, namespace
 //!   and selector.
-//! - **Start in phases** ([`Phase`](crate::runtime::Phase), controller-runtime's runnable
+//! - **Start in phases** ([`Phase`](crate::runnable::Phase), controller-runtime's runnable
 //!   groups): the metrics and probe endpoint; then the servers (webhooks: a list of a CRD's
 //!   other version may need this process's conversion); then the informers and the cache
 //!   runnables; once the caches synced, the rest (controllers, user runnables by default),
@@ -34,7 +34,7 @@
 //!   out, for tests.
 //!
 //! At the [`ManagerBuilder`]: leader election ([`ManagerBuilder::leader_election`]: runnables
-//! that [need it](crate::runtime::Runnable::needs_leader_election) run only while this replica
+//! that [need it](crate::runnable::Runnable::needs_leader_election) run only while this replica
 //! leads), and, with the `metrics` feature, a metrics registry and the `/metrics` `/healthz`
 //! `/readyz` endpoint.
 

@@ -1,6 +1,6 @@
 //! [`Outcome`]: how a runnable's task ended, as the table tells it to its remover.
 
-use crate::runtime::RunnableError;
+use crate::runnable::RunnableError;
 
 /// How a runnable's task ended.
 pub(super) enum Outcome {

@@ -11,7 +11,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::error::{Abandoned, HandleError};
 use super::outcome::Outcome;
-use crate::runtime::{Runnable, RunnableError};
+use crate::runnable::{Runnable, RunnableError};
 
 /// How a removal ended, as every remover of the id hears it.
 #[derive(Clone)]

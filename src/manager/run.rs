@@ -1,4 +1,4 @@
-//! [`Manager::run`]: start the runnables phase by phase ([`Phase`](crate::runtime::Phase)): servers (waited for,
+//! [`Manager::run`]: start the runnables phase by phase ([`Phase`](crate::runnable::Phase)): servers (waited for,
 //! bounded, until their ready checks pass), then the informers and cache runnables, then,
 //! once the caches synced, the rest (those under a Lease once this replica holds it:
 //! `leases.rs`); and stop them all gracefully on a signal or a failure, at once on a lost
@@ -15,7 +15,7 @@ use super::leases::{self, Happened, LeaseGroup};
 use super::signal::shutdown_signal;
 use super::table::{Ended, Reach};
 use super::{Manager, ManagerError};
-use crate::runtime::ReadyCheck;
+use crate::runnable::ReadyCheck;
 
 /// How often the servers' ready checks are asked while the manager waits for them.
 const SERVER_READY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
@@ -190,7 +190,7 @@ impl Manager {
         failure.map_or(Ok(()), Err)
     }
 
-    /// Waits until the ready check of every server ([`Phase::Server`](crate::runtime::Phase::Server)) passes, for at most
+    /// Waits until the ready check of every server ([`Phase::Server`](crate::runnable::Phase::Server)) passes, for at most
     /// the manager's `server_ready_timeout` (then logs and goes on), until a runnable fails,
     /// or until `shutdown` completes: `Ok(false)` then, and `shutdown` is not polled again.
     async fn wait_for_servers(

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::cache::{CacheSyncError, InformerObject};
 use crate::controller::{Controller, ControllerError, Reconciler};
-use crate::runtime::{Runnable, RunnableError, Stop};
+use crate::runnable::{Runnable, RunnableError, Stop};
 
 /// A controller and its reconciler, as a [`Runnable`] (what
 /// [`Manager::add_controller`](super::Manager::add_controller) adds).

@@ -35,7 +35,7 @@ use super::removal::{Done, Stopping};
 use super::telemetry::{Forget, Telemetry};
 use crate::controller::ControllerError;
 use crate::fence::Fence;
-use crate::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
+use crate::runnable::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
 
 /// A task's end, as the run loop hears of it: with the runnable's failure, unless someone
 /// removing it took the outcome.

@@ -109,14 +109,14 @@ impl Telemetry {
     }
 
     /// Adds a runnable's readiness check to `/readyz`.
-    pub(super) fn add_ready_check(&self, _name: &str, _check: crate::runtime::ReadyCheck) {
+    pub(super) fn add_ready_check(&self, _name: &str, _check: crate::runnable::ReadyCheck) {
         #[cfg(feature = "metrics")]
         self.probes.add_check(_name, _check);
     }
 
     /// Takes a runnable's readiness check out of `/readyz` (if it is still the one of
     /// `name`).
-    pub(super) fn remove_ready_check(&self, _name: &str, _check: &crate::runtime::ReadyCheck) {
+    pub(super) fn remove_ready_check(&self, _name: &str, _check: &crate::runnable::ReadyCheck) {
         #[cfg(feature = "metrics")]
         self.probes.remove_check(_name, _check);
     }

@@ -46,7 +46,7 @@ impl Gate {
 pub(crate) struct Probes {
     checks: Arc<Mutex<BTreeMap<String, bool>>>,
     /// Checks asked at each request (a runnable's, as a webhook server's).
-    asked: Arc<Mutex<BTreeMap<String, crate::runtime::ReadyCheck>>>,
+    asked: Arc<Mutex<BTreeMap<String, crate::runnable::ReadyCheck>>>,
 }
 
 impl std::fmt::Debug for Probes {
@@ -62,12 +62,12 @@ impl Probes {
     }
 
     /// Adds the check `name`, passing while `check` says so (asked at each request).
-    pub fn add_check(&self, name: &str, check: crate::runtime::ReadyCheck) {
+    pub fn add_check(&self, name: &str, check: crate::runnable::ReadyCheck) {
         self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
     }
 
     /// Removes the check `name` if it is `check` (not one added since under the same name).
-    pub fn remove_check(&self, name: &str, check: &crate::runtime::ReadyCheck) {
+    pub fn remove_check(&self, name: &str, check: &crate::runnable::ReadyCheck) {
         let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
         if asked.get(name).is_some_and(|current| Arc::ptr_eq(current, check)) {
             asked.remove(name);

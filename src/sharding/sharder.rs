@@ -54,7 +54,7 @@ use crate::cache::{
 };
 use crate::fence::Fence;
 use crate::panic::observe;
-use crate::runtime::{Runnable, RunnableError, Stop};
+use crate::runnable::{Runnable, RunnableError, Stop};
 
 /// What a pass does with one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

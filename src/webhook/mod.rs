@@ -47,7 +47,7 @@
 //! # }
 //! ```
 //! Or serve it from ctrlkit's [`WebhookServer`]: HTTPS with certificates it makes and renews
-//! itself (or reads from cert-manager's files), a [`Runnable`](crate::runtime::Runnable) of
+//! itself (or reads from cert-manager's files), a [`Runnable`](crate::runnable::Runnable) of
 //! the Manager that runs on every replica, with CRD conversion ([`Conversion`]) beside
 //! admission.
 //!

@@ -39,7 +39,7 @@ use super::{
     AdmissionHandler, Conversion, Defaulter, MAX_REVIEW_BYTES, Reply, Review, Validator,
     WebhookStats, review,
 };
-use crate::runtime::{Phase, Runnable, RunnableError, Stop};
+use crate::runnable::{Phase, Runnable, RunnableError, Stop};
 use crate::tls::https::Https;
 use crate::tls::{CertificateBundle, CertificateSource, Certificates, ServingLimits};
 use axum::extract::DefaultBodyLimit;
@@ -322,7 +322,7 @@ impl Runnable for WebhookServer {
         false
     }
 
-    fn ready_check(&self) -> Option<crate::runtime::ReadyCheck> {
+    fn ready_check(&self) -> Option<crate::runnable::ReadyCheck> {
         let server = self.clone();
         Some(Arc::new(move || server.is_ready()))
     }

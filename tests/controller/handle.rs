@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Reconciler};
 use ctrlkit::manager::{Abandoned, HandleError, Manager, ManagerError, ManagerHandle};
-use ctrlkit::runtime::{Runnable, RunnableError, Stop};
+use ctrlkit::runnable::{Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, Patch, PatchParams};
 use kube_client::{Api, ResourceExt};
@@ -461,7 +461,7 @@ impl Runnable for NotReady {
         stop.await;
         Ok(())
     }
-    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+    fn ready_check(&self) -> Option<ctrlkit::runnable::ReadyCheck> {
         let ready = self.0.clone();
         Some(Arc::new(move || ready.load(Ordering::SeqCst)))
     }
@@ -628,11 +628,11 @@ impl Runnable for Moody {
         stop.await;
         Ok(())
     }
-    fn phase(&self) -> ctrlkit::runtime::Phase {
+    fn phase(&self) -> ctrlkit::runnable::Phase {
         self.maybe_panic("phase");
-        ctrlkit::runtime::Phase::AfterCacheSync
+        ctrlkit::runnable::Phase::AfterCacheSync
     }
-    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+    fn ready_check(&self) -> Option<ctrlkit::runnable::ReadyCheck> {
         self.maybe_panic("ready_check");
         None
     }

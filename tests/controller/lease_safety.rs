@@ -410,15 +410,15 @@ async fn a_manager_past_its_shutdown_timeout_releases_its_lease_after_its_reconc
 struct KeepsItsStop;
 
 #[async_trait::async_trait]
-impl ctrlkit::runtime::Runnable for KeepsItsStop {
+impl ctrlkit::runnable::Runnable for KeepsItsStop {
     fn name(&self) -> String {
         "keeps its stop".into()
     }
 
     async fn start(
         &self,
-        stop: ctrlkit::runtime::Stop,
-    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        stop: ctrlkit::runnable::Stop,
+    ) -> Result<(), ctrlkit::runnable::RunnableError> {
         tokio::spawn(async move {
             let _stop = stop;
             std::future::pending::<()>().await

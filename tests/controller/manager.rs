@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use ctrlkit::cache::ObjectKey;
 use ctrlkit::controller::{Action, Config, Reconciler};
 use ctrlkit::manager::{Abandoned, Manager, ManagerError};
-use ctrlkit::runtime::{Runnable, RunnableError, Stop};
+use ctrlkit::runnable::{Runnable, RunnableError, Stop};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_client::Api;
 

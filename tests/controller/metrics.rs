@@ -276,18 +276,18 @@ async fn readyz_turns_ready_only_once_the_caches_synced() {
 struct PanickyProbe;
 
 #[async_trait]
-impl ctrlkit::runtime::Runnable for PanickyProbe {
+impl ctrlkit::runnable::Runnable for PanickyProbe {
     fn name(&self) -> String {
         "panicky probe".into()
     }
     async fn start(
         &self,
-        stop: ctrlkit::runtime::Stop,
-    ) -> Result<(), ctrlkit::runtime::RunnableError> {
+        stop: ctrlkit::runnable::Stop,
+    ) -> Result<(), ctrlkit::runnable::RunnableError> {
         stop.await;
         Ok(())
     }
-    fn ready_check(&self) -> Option<ctrlkit::runtime::ReadyCheck> {
+    fn ready_check(&self) -> Option<ctrlkit::runnable::ReadyCheck> {
         Some(Arc::new(|| panic!("a ready check that panics")))
     }
 }

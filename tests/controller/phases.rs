@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ctrlkit::manager::Manager;
-use ctrlkit::runtime::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
+use ctrlkit::runnable::{Phase, ReadyCheck, Runnable, RunnableError, Stop};
 use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
