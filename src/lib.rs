@@ -112,7 +112,7 @@ pub mod controller;
 pub mod events;
 mod fence;
 pub mod finalizer;
-mod host;
+mod identity;
 pub mod leaderelection;
 pub mod manager;
 #[cfg(feature = "metrics")]

@@ -69,7 +69,7 @@ mod informer;
 mod informer_error;
 mod initial_events;
 pub(crate) mod list_watch;
-pub(crate) mod meta_change;
+pub(crate) mod metadata_changed;
 mod metrics;
 mod object_key;
 mod prepare;

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 
 use super::ObjectKey;
 use super::hot::{Entry, HotSet};
-use super::meta_change::{metadata_changed, metadata_fingerprint};
+use super::metadata_changed::{metadata_changed, metadata_fingerprint};
 
 /// One object as the store holds it; cloning shares it.
 pub(crate) enum Stored<K> {
@@ -62,7 +62,7 @@ pub(crate) struct Compact<K> {
     /// Compared by a relist to tell changed objects from unchanged ones.
     resource_version: Option<Box<str>>,
     /// `metadata.generation`, and a fingerprint of the metadata an update's handlers compare
-    /// (see the `meta_change` module): what changed is told without a decode.
+    /// (see the `metadata_changed` module): what changed is told without a decode.
     generation: Option<i64>,
     metadata: u64,
     decode: fn(&str) -> serde_json::Result<K>,
@@ -182,7 +182,7 @@ impl<K: Resource> Stored<K> {
     }
 
     /// Whether the metadata a controller acts on differs between `self` and `other` (see the
-    /// `meta_change` module), without decoding either.
+    /// `metadata_changed` module), without decoding either.
     pub(crate) fn metadata_changed(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Shared(a), Self::Shared(b)) => metadata_changed(a.meta(), b.meta()),

@@ -137,7 +137,7 @@ impl Config {
 
     /// How long a key's reconcile is held for the controller's caches to hold the writes its
     /// last reconcile made, through a [`recording_client`](super::recording_client) or
-    /// reported with [`report_write`](super::report_write) (see the `writes` module docs),
+    /// reported with [`report_write`](super::report_write) (see the `own_writes` module docs),
     /// counted from when a worker first parked the key (a held key does not keep its worker);
     /// after it, the reconcile proceeds, logged and counted. Default 5 s; zero turns the guard
     /// off.

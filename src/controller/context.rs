@@ -32,10 +32,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::cache::ObjectKey;
-use crate::cache::meta_change::metadata_changed;
+use crate::cache::metadata_changed::metadata_changed;
 
-use super::writes::Tracker;
-use super::written::Write;
+use super::own_writes::Tracker;
+use super::recorded_write::Write;
 
 /// The most distinct reasons kept for one key between two reconciles.
 pub const MAX_REASONS: usize = 16;

@@ -12,10 +12,10 @@ use futures::stream::BoxStream;
 use super::config::Config;
 use super::context::Reasons;
 use super::metrics::ControllerMetrics;
+use super::own_writes::{CacheView, PendingWrites, Tracker};
 use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
-use super::writes::{CacheView, PendingWrites, Tracker};
 use crate::cache::{
     HandlerRegistration, Indexer, Informer, InformerGuard, InformerHandle, InformerObject,
     ObjectKey, SharedInformerFactory,

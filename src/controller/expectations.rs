@@ -21,7 +21,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 
-use super::written::{Verb, Write};
+use super::recorded_write::{Verb, Write};
 use crate::cache::{InformerObject, InlineHandler, Notification, ObjectKey, ResourceEventHandler};
 
 /// Whose children a create with `generateName` is counted under.

@@ -11,7 +11,7 @@ use super::context::ReconcileContext;
 
 /// Tells the controller that the reconcile running on this task wrote an object of the
 /// primary kind and the server answered with `resource_version`: this key's next reconcile
-/// will not start before the primary cache holds that write (see the `writes` module). Returns
+/// will not start before the primary cache holds that write (see the `own_writes` module). Returns
 /// whether it was recorded: not outside a reconcile, nor for a version that is not an
 /// integer. Writes through a [`recording_client`](super::recording_client) need no report.
 pub fn report_write(resource_version: &str) -> bool {

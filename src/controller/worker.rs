@@ -41,7 +41,7 @@ enum Admit {
 /// How soon a key whose processing panicked outside its reconcile is tried again.
 const PANIC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use super::context::{Reason, ReconcileContext};
-use super::writes::{Held, Pending};
+use super::own_writes::{Held, Pending};
 use crate::cache::{InformerObject, ObjectKey};
 use crate::panic::{catch, observe, panic_message};
 use crate::workqueue::Priority;
@@ -264,7 +264,7 @@ impl<K: InformerObject> Controller<K> {
     }
 
     /// Whether `key`'s reconcile runs now, given the writes its last reconcile made (see the
-    /// `writes` module): it runs if every cache the controller reads caught up with them, or
+    /// `own_writes` module): it runs if every cache the controller reads caught up with them, or
     /// if the key has been parked on them for the stale-cache timeout (counted and logged);
     /// else the key is parked, as client-go's expectations skip a sync: the worker moves on,
     /// the writes and the key's reasons stay, and a task queues the key again when the caches

@@ -158,7 +158,7 @@ impl EventRecorder {
         let client = crate::user_agent::with_default(client);
         let (tx, rx) = mpsc::channel(BUFFER);
         let controller: Arc<str> = Arc::from(reporting_controller);
-        let host = crate::host::hostname().unwrap_or_else(|| "unknown".to_owned());
+        let host = crate::identity::hostname().unwrap_or_else(|| "unknown".to_owned());
         let instance = format!("{reporting_controller}-{host}");
         let writer = Writer {
             client,

@@ -604,8 +604,8 @@ impl LeaderElector {
 /// name (two replicas of a template with `spec.hostname` share it) nor the process id (1 in
 /// every container) tells replicas apart alone.
 pub fn default_identity() -> String {
-    let host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}_{}", crate::host::process_mark())
+    let host = crate::identity::hostname().unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}_{}", crate::identity::process_mark())
 }
 
 #[cfg(test)]
@@ -671,7 +671,8 @@ mod tests {
     fn the_default_identity_is_the_host_and_a_mark_drawn_once_per_process() {
         let identity = default_identity();
         let (host, mark) = identity.rsplit_once('_').expect("host_mark");
-        let expected_host = crate::host::hostname().unwrap_or_else(|| "unknown-host".to_owned());
+        let expected_host =
+            crate::identity::hostname().unwrap_or_else(|| "unknown-host".to_owned());
         assert_eq!(host, expected_host);
         // Not the process id (1 in every container): 10 random lowercase letters and digits.
         assert_eq!(mark.len(), 10, "{identity}");

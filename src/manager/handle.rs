@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::controller_runnable::ControllerRunnable;
 use super::error::HandleError;
 use super::id::RunnableId;
 use super::managed::ManagedController;
 use super::removal;
-use super::runnable::ControllerRunnable;
-use super::table::{Removal, Table};
+use super::runnables::{Removal, Table};
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};

@@ -10,7 +10,7 @@ use kube_client::Client;
 use super::error::HandleError;
 use super::handle::{self, ManagerHandle};
 use super::managed::ManagedController;
-use super::table::Table;
+use super::runnables::Table;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};

@@ -39,6 +39,7 @@
 //! `/readyz` endpoint.
 
 mod builder;
+mod controller_runnable;
 mod error;
 mod handle;
 mod id;
@@ -49,9 +50,8 @@ mod manager;
 mod outcome;
 mod removal;
 mod run;
-mod runnable;
+mod runnables;
 mod signal;
-mod table;
 mod telemetry;
 
 pub use builder::ManagerBuilder;

@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::leases::{self, Happened, LeaseGroup};
+use super::runnables::{Ended, Reach};
 use super::signal::shutdown_signal;
-use super::table::{Ended, Reach};
 use super::{Manager, ManagerError};
 use crate::runnable::ReadyCheck;
 
@@ -258,5 +258,5 @@ fn failure_of(end: Ended) -> Option<ManagerError> {
 /// Whether `err` is a controller's fencing of its shard after a stalled hand-off.
 fn fenced_itself(err: &ManagerError) -> bool {
     let ManagerError::Runnable { source, .. } = err else { return false };
-    super::table::fenced_itself(source.as_ref()).is_some()
+    super::runnables::fenced_itself(source.as_ref()).is_some()
 }

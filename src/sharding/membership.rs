@@ -244,8 +244,8 @@ impl ShardLease {
 /// and the random mark [`default_identity`](crate::leaderelection::default_identity) ends with
 /// (`web-1-k3x9q2m7zp`).
 pub fn default_shard_id() -> String {
-    let host = crate::host::hostname().unwrap_or_default();
-    crate::host::shard_id(&host, crate::host::process_mark())
+    let host = crate::identity::hostname().unwrap_or_default();
+    crate::identity::shard_id(&host, crate::identity::process_mark())
 }
 
 /// A shard's state, as its Lease was observed; see the module docs.

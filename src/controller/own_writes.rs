@@ -70,7 +70,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::expectations::{Expectations, Observer, Owner};
-use super::written::{Verb, Write};
+use super::recorded_write::{Verb, Write};
 use crate::cache::selector::{fields_match, labels_match};
 use crate::cache::{Informer, InformerObject, ObjectKey};
 

@@ -1,6 +1,6 @@
 //! [`recording_client`]: a `kube_client::Client` whose writes made inside a reconcile are
 //! recorded in its [`ReconcileContext`], so that the key's next reconcile reads them back
-//! (see the `writes` module).
+//! (see the `own_writes` module).
 //!
 //! A tower layer on the client's service, as the User-Agent's is. kube-client runs its service
 //! behind `tower::Buffer`, whose worker task calls `call()`; the future `call()` returns is
@@ -13,7 +13,7 @@
 //! withdraws it, as does a server error other than a 504; a write whose answer is lost (the
 //! reconcile's future dropped at its timeout, a dropped connection, a 504 after the commit,
 //! which is the only server error client-go keeps an expectation for) stays recorded
-//! unanswered, and holds the next reconcile as the `writes` module tells. Outside a reconcile
+//! unanswered, and holds the next reconcile as the `own_writes` module tells. Outside a reconcile
 //! (or from a task a reconcile spawned) the client sends as the one it wraps.
 
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ use kube_client::client::Body;
 use serde::Deserialize;
 
 use super::context::ReconcileContext;
-use super::written::{Verb, Write};
+use super::recorded_write::{Verb, Write};
 use crate::cache::ObjectKey;
 
 /// `client`, recording the writes each reconcile makes through it for the controller that

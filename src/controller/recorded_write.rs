@@ -1,7 +1,7 @@
 //! [`Write`]: one write a reconcile made through a
 //! [`recording_client`](super::recording_client), as its
 //! [`ReconcileContext`](super::ReconcileContext) records it and the key's next reconcile
-//! waits for it (the `writes` module).
+//! waits for it (the `own_writes` module).
 
 use std::collections::BTreeMap;
 

@@ -659,5 +659,5 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> RunnableError {
 }
 
 #[cfg(test)]
-#[path = "table_names.rs"]
-mod names;
+#[path = "name_claim_tests.rs"]
+mod name_claims;
