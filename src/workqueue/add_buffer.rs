@@ -107,8 +107,8 @@ impl<T> AddBuffer<T> {
     }
 
     /// A spinning lock: it is held for a push or a swap, far shorter than a thread's sleep and
-    /// wake-up, which std's mutex falls back to sooner; and its release is a plain store, so
-    /// an add costs one atomic read-modify-write where a mutex's lock and unlock cost two.
+    /// wake-up; and its release is a plain store, so an add costs one atomic read-modify-write
+    /// where a mutex's lock and unlock (parking_lot's too) cost two.
     fn lock(&self) -> SpinGuard<'_, Buffer<T>> {
         self.buffer.lock()
     }

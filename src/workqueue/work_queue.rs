@@ -3,9 +3,10 @@
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -19,14 +20,6 @@ use super::queue::{Added, Finished, Popped, Queue, aging_off};
 use super::rate_limiters::{
     ItemExponentialFailureRateLimiter, RateLimiter, default_controller_rate_limiter,
 };
-
-/// How many times a lock found taken is tried again before the thread waits; see
-/// `Inner::lock_raw`.
-const LOCK_TRIES: u32 = 8;
-/// The spin-loop hints before the first of those tries; doubled after each failed one.
-const FIRST_SPINS: u32 = 8;
-/// The longest pause between two tries, in spin-loop hints.
-const MAX_SPINS: u32 = 128;
 
 /// How often a queue with metrics refreshes its unfinished-work gauges, as client-go does.
 const UNFINISHED_WORK_PERIOD: Duration = Duration::from_millis(500);
@@ -57,6 +50,8 @@ impl<T> std::fmt::Debug for WorkQueue<T> {
 
 pub(crate) struct Inner<T> {
     name: String,
+    /// parking_lot's: it spins before it parks, and unlocks without a system call unless a
+    /// thread is parked, so two workers do not hand it over through the kernel.
     state: Mutex<State<T>>,
     /// Adds not applied to `state` yet; see [`super::add_buffer`].
     adds: AddBuffer<T>,
@@ -276,7 +271,7 @@ where
             // Locking applies the buffer. A full one is applied here only if no worker holds
             // the lock: else the next to lock applies it, as any buffered add.
             Pushed::Full => {
-                if let Some(state) = self.inner.try_lock_raw() {
+                if let Some(state) = self.inner.state.try_lock() {
                     drop(self.inner.apply(state));
                 }
             }
@@ -600,51 +595,10 @@ impl<T> Inner<T>
 where
     T: Clone + Eq + Hash,
 {
-    /// Locks the state. A panic never leaves it half-updated (every critical section is
-    /// panic-free but for allocation), so a poisoned lock is recovered, not propagated.
-    ///
-    /// A lock found taken is tried again [`LOCK_TRIES`] times before the thread waits for it.
-    /// std's mutex spins too, but only while no thread waits: once one has gone to sleep it
-    /// sleeps at once, and every unlock makes a system call to wake it, so two workers taking
-    /// items one after the other ended up handing the lock to each other through the kernel
-    /// at every `get` and `done`. Trying without waiting never marks the lock as waited for,
-    /// so an unlock makes no system call unless a thread has run out of tries and gone to
-    /// sleep.
-    ///
-    /// The pause before each try doubles ([`FIRST_SPINS`] spin-loop hints, up to
-    /// [`MAX_SPINS`]): a thread that keeps finding the lock taken backs off, so the holder
-    /// runs several `get`s and `done`s in a row with the queue's state in its own cache,
-    /// instead of the state's lines moving between the cores at every call: two workers
-    /// draining one queue then go about as fast as one (`docs/design/workqueue.md`, "The
-    /// lock's retries"). The pauses are made only while the lock is taken, so an idle queue
-    /// spends nothing on them.
-    fn lock_raw(&self) -> MutexGuard<'_, State<T>> {
-        let mut spins = FIRST_SPINS;
-        for _ in 0..LOCK_TRIES {
-            if let Some(state) = self.try_lock_raw() {
-                return state;
-            }
-            for _ in 0..spins {
-                std::hint::spin_loop();
-            }
-            spins = (spins * 2).min(MAX_SPINS);
-        }
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// As `lock_raw`, or `None` at once when another thread holds the lock.
-    fn try_lock_raw(&self) -> Option<MutexGuard<'_, State<T>>> {
-        match self.state.try_lock() {
-            Ok(state) => Some(state),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-
     /// Locks the state and applies the buffered adds first, so that everything done under
     /// the lock sees every add made before it.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.apply(self.lock_raw())
+        self.apply(self.state.lock())
     }
 
     /// Applies the buffered adds, in order.
@@ -696,7 +650,7 @@ struct DrainerGuard<'a, T: Clone + Eq + Hash>(&'a WorkQueue<T>);
 
 impl<T: Clone + Eq + Hash> Drop for DrainerGuard<'_, T> {
     fn drop(&mut self) {
-        self.0.inner.lock_raw().drainers -= 1;
+        self.0.inner.state.lock().drainers -= 1;
     }
 }
 
@@ -753,7 +707,7 @@ mod tests {
     /// Runs `adds` on another thread while this one holds the queue's lock, so that every
     /// one of them goes through the buffer.
     fn while_locked(q: &WorkQueue<&'static str>, adds: impl FnOnce() + Send) {
-        let state = q.inner.lock_raw();
+        let state = q.inner.state.lock();
         std::thread::scope(|s| s.spawn(adds).join().unwrap());
         assert!(q.inner.adds.is_nonempty(), "the adds were buffered");
         drop(state);
@@ -789,7 +743,7 @@ mod tests {
         let q = WorkQueue::new();
         let items: Vec<String> =
             (0..2 * super::super::add_buffer::FLUSH_AT).map(|i| format!("item-{i:04}")).collect();
-        let state = q.inner.lock_raw();
+        let state = q.inner.state.lock();
         std::thread::scope(|s| {
             s.spawn(|| items.iter().for_each(|i| q.add(i.clone()))).join().unwrap();
         });
