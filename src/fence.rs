@@ -13,8 +13,9 @@
 //! duration (a stop signal, a frozen VM, a long pause) and then resumed finds, at its first
 //! look, that its holds have lapsed, whatever order its tasks resume in.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// Until when this replica holds one Lease, by its own monotonic clock: shared by the
@@ -27,12 +28,12 @@ pub(crate) struct Hold {
 impl Hold {
     /// Held until `until` (`None`: not held).
     pub(crate) fn set(&self, until: Option<Instant>) {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
+        *self.until.lock() = until;
     }
 
     /// Until when it is held, if it is held at all.
     pub(crate) fn until(&self) -> Option<Instant> {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.until.lock()
     }
 
     /// Whether it is held now.

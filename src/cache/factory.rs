@@ -33,13 +33,14 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 use futures::FutureExt;
 use kube_client::Client;
 use kube_client::api::{ApiResource, DynamicObject};
 use kube_client::core::PartialObjectMeta;
 use kube_client::core::discovery::Scope;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -125,7 +126,7 @@ struct Inner {
 
 impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 }
 

@@ -14,7 +14,9 @@
 //! hot set. See [`stored`](super::stored) and `hot` for the trade.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::ObjectKey;
 use super::stored::{Codec, Stored};
@@ -88,11 +90,11 @@ where
 
 impl<K> Indexer<K> {
     fn read(&self) -> RwLockReadGuard<'_, State<K>> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+        self.state.read()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, State<K>> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
+        self.state.write()
     }
 
     /// The object under `key` (`"namespace/name"` or `"name"`), as client-go's `GetByKey`.

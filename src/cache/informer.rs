@@ -17,11 +17,12 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -421,7 +422,7 @@ impl<K: InformerObject> Informer<K> {
     /// applied (client-go's `LastSyncResourceVersion`); `None` before the first list. A
     /// resumed watch starts from it.
     pub fn last_sync_resource_version(&self) -> Option<String> {
-        let rv = self.inner.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
+        let rv = self.inner.last_sync_rv.lock();
         (!rv.is_empty()).then(|| rv.clone())
     }
 
@@ -632,7 +633,7 @@ impl<K: Send + Sync + 'static> Inner<K> {
     /// Runs `write` unless the informer was released, under the lock a release takes: a
     /// write either lands before the release empties the store, or not at all.
     fn commit_unless_released<R>(&self, write: impl FnOnce() -> R) -> Option<R> {
-        let _commit = self.commit.lock().unwrap_or_else(PoisonError::into_inner);
+        let _commit = self.commit.lock();
         (!*self.released.borrow()).then(write)
     }
 
@@ -646,7 +647,7 @@ impl<K: Send + Sync + 'static> Inner<K> {
 
     /// Records `rv` as the cache's version (no user code: safe under the processor's lock).
     fn note_version(&self, rv: &str) {
-        let mut last = self.last_sync_rv.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = self.last_sync_rv.lock();
         rv.clone_into(&mut last);
         drop(last);
         if let Ok(rv) = rv.parse::<u64>() {
@@ -792,7 +793,7 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
     fn release_cache(&self) -> bool {
         // Under the lock every store write takes: a write of a run still going lands before
         // the store is emptied or sees the flag and is dropped.
-        let commit = self.inner.commit.lock().unwrap_or_else(PoisonError::into_inner);
+        let commit = self.inner.commit.lock();
         if self.inner.released.send_replace(true) {
             return false;
         }

@@ -20,9 +20,10 @@
 //! event for nothing (see the README's watch throughput figures). It sees the same
 //! notifications in the same order; a panic would still be caught and logged.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
@@ -98,7 +99,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
 
     /// The listeners, locked: hold this while changing the store.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Listeners<K>> {
-        self.listeners.lock().unwrap_or_else(PoisonError::into_inner)
+        self.listeners.lock()
     }
 }
 
@@ -284,7 +285,7 @@ fn deliver<K: Send + Sync + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -316,14 +317,14 @@ mod tests {
         let handler = ResourceEventHandlerFuncs::new()
             .on_add_detailed(move |o: &Arc<ConfigMap>, initial| {
                 assert_ne!(name(o), "boom", "a handler that panics");
-                a.lock().unwrap().push(format!("add {} {initial}", name(o)));
+                a.lock().push(format!("add {} {initial}", name(o)));
             })
             .on_update(move |old: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
                 let rv = |o: &ConfigMap| o.metadata.resource_version.clone().unwrap_or_default();
-                u.lock().unwrap().push(format!("update {} {}->{}", name(new), rv(old), rv(new)));
+                u.lock().push(format!("update {} {}->{}", name(new), rv(old), rv(new)));
             })
             .on_delete(move |deleted: &Deleted<ConfigMap>| {
-                d.lock().unwrap().push(format!("delete {}", name(deleted.object())));
+                d.lock().push(format!("delete {}", name(deleted.object())));
             });
         (handler, heard)
     }
@@ -336,13 +337,13 @@ mod tests {
         let initial = [Stored::Shared(cm("a", "1"))];
         let registration = listeners.add_inline(Arc::new(handler), initial);
         // No task and no runtime: everything is heard before each call returns.
-        assert_eq!(*heard.lock().unwrap(), ["add a true"]);
+        assert_eq!(*heard.lock(), ["add a true"]);
         listeners.distribute(Notification::add(cm("b", "2"), false));
         listeners.distribute(Notification::add(cm("boom", "3"), false));
         listeners.distribute(Notification::update(cm("a", "1"), cm("a", "4")));
         listeners.distribute(Notification::Delete(Deleted::Object(cm("b", "5"))));
         assert_eq!(
-            *heard.lock().unwrap(),
+            *heard.lock(),
             ["add a true", "add b false", "update a 1->4", "delete b"],
             "the panic on boom is caught and the handler keeps hearing"
         );
@@ -350,6 +351,6 @@ mod tests {
         assert!(listeners.remove(&registration));
         assert_eq!(listeners.len(), 0);
         listeners.distribute(Notification::add(cm("c", "6"), false));
-        assert_eq!(heard.lock().unwrap().len(), 4, "nothing after removal");
+        assert_eq!(heard.lock().len(), 4, "nothing after removal");
     }
 }

@@ -28,8 +28,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+
+use parking_lot::Mutex;
 
 use crate::cache::ObjectKey;
 use crate::cache::metadata_changed::metadata_changed;
@@ -228,7 +230,7 @@ struct ReasonTable {
 impl Reasons {
     /// Records that `key` was queued for `reason`.
     pub(crate) fn add(&self, key: &ObjectKey, reason: Reason) {
-        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.0.lock();
         if let Some(entry) = table.by_key.get_mut(key) {
             entry.add(reason);
             return;
@@ -245,7 +247,7 @@ impl Reasons {
         same: impl Fn(&Reason) -> bool,
         make: impl FnOnce() -> Reason,
     ) {
-        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.0.lock();
         if let Some(entry) = table.by_key.get_mut(key) {
             if !entry.reasons.iter().any(same) {
                 match entry.reasons.len() < MAX_REASONS {
@@ -262,7 +264,7 @@ impl Reasons {
 
     /// `key`'s reasons since its last reconcile, taken.
     pub(crate) fn take(&self, key: &ObjectKey) -> KeyReasons {
-        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.0.lock();
         let mut reasons = table.by_key.remove(key).unwrap_or_default();
         if table.overflowed.remove(key) {
             reasons.left_out += 1;
@@ -272,21 +274,21 @@ impl Reasons {
 
     /// Forgets `key`'s reasons (a key this controller will not reconcile: another shard's).
     pub(crate) fn forget(&self, key: &ObjectKey) {
-        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.0.lock();
         table.by_key.remove(key);
         table.overflowed.remove(key);
     }
 
     /// Forgets every key's reasons (the controller's run ended).
     pub(crate) fn clear(&self) {
-        let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.0.lock();
         *table = ReasonTable::default();
     }
 
     /// How many keys it holds reasons for.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).by_key.len()
+        self.0.lock().by_key.len()
     }
 }
 
@@ -387,13 +389,13 @@ impl ReconcileContext {
     /// What this reconcile wrote so far through a
     /// [`recording_client`](super::recording_client), in order.
     pub fn writes(&self) -> Vec<Write> {
-        self.writes.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.writes.lock().clone()
     }
 
     /// Records `write` before it is sent (a create with `generateName` raises its owner's
     /// count of expected creations first); returns it as recorded, to settle it by.
     pub(crate) fn record(&self, mut write: Write) -> Write {
-        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut writes = self.writes.lock();
         if writes.len() >= MAX_WRITES {
             self.writes_left_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return write;
@@ -414,7 +416,7 @@ impl ReconcileContext {
     /// answer tells (`Some`; a create keeps the owner it was counted under), or withdrawn
     /// (`None`: the server refused it, and the counts it raised are lowered).
     pub(crate) fn settle(&self, expected: &Write, answer: Option<Write>) {
-        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut writes = self.writes.lock();
         let Some(at) = writes.iter().rposition(|w| w == expected) else { return };
         match answer {
             Some(mut write) => {
@@ -441,7 +443,7 @@ impl ReconcileContext {
 
     /// The writes, taken (at the reconcile's end).
     pub(crate) fn take_writes(&self) -> Vec<Write> {
-        std::mem::take(&mut *self.writes.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *self.writes.lock())
     }
 
     /// Runs `future` with `context` as its current context: for work a reconcile spawns on

@@ -4,10 +4,11 @@
 //! `handleErr`).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::stream::BoxStream;
+use parking_lot::Mutex;
 
 use super::config::Config;
 use super::context::Reasons;
@@ -113,8 +114,7 @@ impl Drop for Shared {
     /// informers, which other users may keep running: none is left feeding a queue nobody
     /// reads.
     fn drop(&mut self) {
-        let sources =
-            std::mem::take(self.sources.get_mut().unwrap_or_else(PoisonError::into_inner));
+        let sources = std::mem::take(self.sources.get_mut());
         for source in sources {
             (source.remove)(&source.registration);
         }
@@ -331,12 +331,12 @@ impl<K: InformerObject> Controller<K> {
 
     /// Makes its workers check `fence` before each reconcile (a Manager's Leases).
     pub(crate) fn fence_with(&self, fence: Fence) {
-        *self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner) = fence;
+        *self.shared.fence.lock() = fence;
     }
 
     /// The Lease it runs under that has lapsed now, if any.
     pub(super) fn lapsed_lease(&self) -> Option<&'static str> {
-        self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner).lapsed()
+        self.shared.fence.lock().lapsed()
     }
 
     /// The keys being reconciled now.
@@ -351,8 +351,8 @@ impl<K: InformerObject> Controller<K> {
         self.shared.pending_writes.parked()
     }
 
-    pub(super) fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<ObjectKey>> {
-        self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(super) fn lock_in_flight(&self) -> parking_lot::MutexGuard<'_, BTreeSet<ObjectKey>> {
+        self.shared.in_flight.lock()
     }
 
     /// Whether every cache the controller reads holds its first list, asked as often as

@@ -13,12 +13,13 @@
 //! by a handler on each cache, which decodes an added object only while some count is raised.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::recorded_write::{Verb, Write};
@@ -144,8 +145,8 @@ impl Expectations {
         self.0.outstanding.load(Ordering::Relaxed) > 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, Owner), usize>> {
-        self.0.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<(usize, Owner), usize>> {
+        self.0.counts.lock()
     }
 }
 

@@ -63,10 +63,11 @@
 //! [`report_written`](super::report_written).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::expectations::{Expectations, Observer, Owner};
@@ -196,8 +197,8 @@ impl PendingWrites {
         drop(keys);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Table> {
+        self.0.lock()
     }
 }
 
@@ -302,8 +303,7 @@ impl Tracker {
 
     /// Takes the observers off their informers (the controller's run ended).
     pub(crate) fn stop_observing(&self) {
-        let observers =
-            std::mem::take(&mut *self.observers.lock().unwrap_or_else(PoisonError::into_inner));
+        let observers = std::mem::take(&mut *self.observers.lock());
         for remove in observers {
             remove();
         }
@@ -497,7 +497,7 @@ mod tests {
         /// Applies an event at `rv`: the store first, then the version, as an informer does.
         fn apply(&self, name: &str, rv: u64, present: bool) {
             let key = ObjectKey::namespaced("ns", name);
-            let mut objects = self.objects.lock().unwrap();
+            let mut objects = self.objects.lock();
             match present {
                 true => objects.insert(key, rv),
                 false => objects.remove(&key),
@@ -520,7 +520,7 @@ mod tests {
                 }]),
                 ..Default::default()
             };
-            if let Some(expectations) = &*self.observer.lock().unwrap() {
+            if let Some(expectations) = &*self.observer.lock() {
                 expectations.observe(self.id, &meta);
             }
         }
@@ -542,10 +542,10 @@ mod tests {
         fn held(&self, key: &ObjectKey) -> Option<u64> {
             let asked = self.asked.fetch_add(1, Ordering::Relaxed);
             assert!(asked < 100, "held() asked {asked} times: the wait spins");
-            self.objects.lock().unwrap().get(key).copied()
+            self.objects.lock().get(key).copied()
         }
         fn uid(&self, key: &ObjectKey) -> Option<String> {
-            self.uids.lock().unwrap().get(key).cloned()
+            self.uids.lock().get(key).cloned()
         }
         fn applied(&self) -> u64 {
             *self.applied.borrow()
@@ -559,7 +559,7 @@ mod tests {
             async move { at.wait_for(|at| *at >= rv).await.is_ok() }.boxed()
         }
         fn observe(&self, expectations: &Expectations) -> Box<dyn FnOnce() + Send + Sync> {
-            *self.observer.lock().unwrap() = Some(expectations.clone());
+            *self.observer.lock() = Some(expectations.clone());
             Box::new(|| {})
         }
     }
@@ -620,7 +620,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_the_store_holds_is_caught_up_before_the_version_moves() {
         let view = FakeView::new();
-        view.objects.lock().unwrap().insert(ObjectKey::namespaced("ns", "s"), 10);
+        view.objects.lock().insert(ObjectKey::namespaced("ns", "s"), 10);
         let tracker = tracker(std::slice::from_ref(&view));
         let pending = pending(vec![write(Verb::Update, "s", Some(10))]);
         let mut hold = tracker.hold(&pending).expect("a watched kind holds");
@@ -702,7 +702,7 @@ mod tests {
         let view = FakeView::new();
         let key = ObjectKey::namespaced("ns", "again");
         view.apply("again", 5, true);
-        view.uids.lock().unwrap().insert(key.clone(), "old".into());
+        view.uids.lock().insert(key.clone(), "old".into());
         let tracker = tracker(std::slice::from_ref(&view));
         let mut delete = write(Verb::Delete, "again", None);
         tracker.expect(&mut delete);
@@ -712,7 +712,7 @@ mod tests {
         view.apply("other", 6, true);
         assert!(!done(&mut hold), "the cache still holds the deleted object");
         // The delete and the create collapsed into one replacement (a relist).
-        view.uids.lock().unwrap().insert(key, "new".into());
+        view.uids.lock().insert(key, "new".into());
         view.apply("again", 8, true);
         let caught_up = tokio::time::timeout(std::time::Duration::from_secs(1), hold).await;
         assert_eq!(caught_up, Ok(Held::CaughtUp), "another object by its name: caught up");

@@ -6,7 +6,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
@@ -43,9 +42,7 @@ struct Cleanup<'a, K>(&'a Controller<K>);
 impl<K> Controller<K> {
     /// Logs the keys still being reconciled as abandoned, counts them, and forgets them.
     pub(super) fn abandon_in_flight(&self, why: &str) {
-        let keys = std::mem::take(
-            &mut *self.shared.in_flight.lock().unwrap_or_else(PoisonError::into_inner),
-        );
+        let keys = std::mem::take(&mut *self.shared.in_flight.lock());
         if keys.is_empty() {
             return;
         }
@@ -70,12 +67,10 @@ impl<K> Drop for Cleanup<'_, K> {
         self.0.shared.tracker.stop_observing();
         self.0.shared.reasons.clear();
         // The workers carry the fence's marks; the controller's own copy must not outlive them.
-        let mut fence = self.0.shared.fence.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut fence = self.0.shared.fence.lock();
         *fence = fence.unmarked();
         drop(fence);
-        let sources = std::mem::take(
-            &mut *self.0.shared.sources.lock().unwrap_or_else(PoisonError::into_inner),
-        );
+        let sources = std::mem::take(&mut *self.0.shared.sources.lock());
         for source in sources {
             (source.remove)(&source.registration);
         }
@@ -175,9 +170,7 @@ impl<K: InformerObject> Controller<K> {
                 Err(err)
             }
             Ok(()) => {
-                let triggers = std::mem::take(
-                    &mut *self.shared.triggers.lock().unwrap_or_else(PoisonError::into_inner),
-                );
+                let triggers = std::mem::take(&mut *self.shared.triggers.lock());
                 for trigger in triggers {
                     let (queue, stop) = (self.queue.clone(), stopped(stop_rx.clone()));
                     tasks.spawn(forward(trigger, queue, self.shared.reasons.clone(), stop));
@@ -194,8 +187,7 @@ impl<K: InformerObject> Controller<K> {
                         (self.clone(), reconciler.clone(), stop_rx.clone());
                     // Each worker carries the fence's marks until it is gone (aborted ones
                     // too), so that a Manager dropped releases its Lease only after.
-                    let working =
-                        self.shared.fence.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    let working = self.shared.fence.lock().clone();
                     tasks.spawn(
                         async move {
                             let _working = working;

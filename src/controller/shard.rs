@@ -22,10 +22,11 @@
 //!   shortly (not rate limited: nothing failed).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube_client::{Api, Client, Resource, ResourceExt};
+use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::cache::ObjectKey;
@@ -123,8 +124,8 @@ impl ShardMember {
         }
     }
 
-    fn released(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectKey>> {
-        self.released.lock().unwrap_or_else(PoisonError::into_inner)
+    fn released(&self) -> parking_lot::MutexGuard<'_, HashSet<ObjectKey>> {
+        self.released.lock()
     }
 
     fn api(&self, key: &ObjectKey) -> Api<DynamicObject> {

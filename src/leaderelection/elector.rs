@@ -2,12 +2,13 @@
 
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -307,7 +308,7 @@ impl LeaderElector {
     }
 
     fn observed(&self) -> MutexGuard<'_, Observed> {
-        self.inner.observed.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.observed.lock()
     }
 
     /// Whether the lease as last observed names this candidate.

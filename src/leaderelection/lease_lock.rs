@@ -3,12 +3,12 @@
 //! candidates can share one Lease.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube_client::api::PostParams;
 use kube_client::{Api, Client};
+use parking_lot::Mutex;
 
 /// client-go's `LeaderElectionRecord`: what a Lease's spec says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -110,7 +110,7 @@ impl LeaseLock {
     }
 
     fn store(&self, lease: Option<Lease>) {
-        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+        *self.lease.lock() = lease;
     }
 
     /// Reads the record; `None` when the Lease does not exist.
@@ -140,8 +140,7 @@ impl LeaseLock {
 
     /// Writes `record` over the Lease last read, guarded by its resourceVersion.
     pub(crate) async fn update(&self, record: &LeaderElectionRecord) -> kube_client::Result<()> {
-        let Some(mut lease) = self.lease.lock().unwrap_or_else(PoisonError::into_inner).clone()
-        else {
+        let Some(mut lease) = self.lease.lock().clone() else {
             return Err(kube_client::Error::Service(
                 "the lease was not read yet: get or create it first".into(),
             ));

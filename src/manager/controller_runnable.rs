@@ -2,9 +2,9 @@
 //! to run.
 
 use std::future::IntoFuture;
-use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 
 use crate::cache::{CacheSyncError, InformerObject};
 use crate::controller::{Controller, ControllerError, Reconciler};
@@ -35,12 +35,8 @@ where
     }
 
     async fn start(&self, stop: Stop) -> Result<(), RunnableError> {
-        let reconciler = self
-            .reconciler
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .ok_or("the controller was started already")?;
+        let reconciler =
+            self.reconciler.lock().take().ok_or("the controller was started already")?;
         // Before each reconcile its workers check the Leases it runs under. Clones share the
         // run; this one is taken by it.
         let fence = stop.fence().clone();

@@ -1,9 +1,10 @@
 //! The table's controller names: held from the claim, before the controller is built, until
 //! the entry's series are forgotten, however the entry leaves.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 
 use super::*;
 
@@ -32,7 +33,7 @@ fn a_name_is_held_while_its_entrys_series_are_forgotten() {
     let (seen, weak) = (during_forget.clone(), Arc::downgrade(&table));
     let forget: Forget = Box::new(move || {
         let table = weak.upgrade().expect("the table");
-        *seen.lock().unwrap() = Some(duplicate(table.claim(Some("stamp"))));
+        *seen.lock() = Some(duplicate(table.claim(Some("stamp"))));
     });
     let claim = table.claim(Some("stamp")).unwrap();
     assert!(duplicate(table.claim(Some("stamp"))), "claimed: a second add is refused");
@@ -40,7 +41,7 @@ fn a_name_is_held_while_its_entrys_series_are_forgotten() {
     assert!(duplicate(table.claim(Some("stamp"))), "the entry's");
 
     assert!(matches!(table.begin_removal(id), Ok(Removal::Gone)));
-    assert_eq!(*during_forget.lock().unwrap(), Some(true), "held until forgotten");
+    assert_eq!(*during_forget.lock(), Some(true), "held until forgotten");
     assert!(table.claim(Some("stamp")).unwrap().is_some(), "free once removed");
 }
 

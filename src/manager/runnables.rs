@@ -21,10 +21,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::{AbortHandle, BoxFuture};
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
@@ -202,7 +203,7 @@ impl Table {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     /// Claims the controller name `name` for an add, before its controller is built:
@@ -278,7 +279,7 @@ impl Table {
         state.lifecycle = Lifecycle::Running;
         state.runtime = Some(tokio::runtime::Handle::current());
         drop(state);
-        self.ended_rx.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.ended_rx.lock().take()
     }
 
     /// Records a phase reached and starts what waited for it.

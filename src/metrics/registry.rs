@@ -1,10 +1,11 @@
 //! [`Registry`]: every metric of ctrlkit's layers in one `prometheus-client` registry, under
 //! controller-runtime's names, encoded in the Prometheus text format.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -343,7 +344,7 @@ impl Registry {
         help: &str,
         metric: impl prometheus_client::registry::Metric,
     ) {
-        self.registry.lock().unwrap_or_else(PoisonError::into_inner).register(name, help, metric);
+        self.registry.lock().register(name, help, metric);
     }
 
     /// Secure serving's count of token reviews by `result`, shared by every server on this
@@ -380,13 +381,12 @@ impl Registry {
         for family in [&f.queue_unfinished, &f.queue_longest] {
             family.remove(&labels);
         }
-        let priorities =
-            f.queue_priorities.lock().unwrap_or_else(PoisonError::into_inner).remove(queue);
+        let priorities = f.queue_priorities.lock().remove(queue);
         for priority in priorities.into_iter().flatten() {
             let [a, b] = labels.clone();
             f.queue_depth.remove(&[a, b, ("priority", priority.to_string())]);
         }
-        let levels = f.queue_levels.lock().unwrap_or_else(PoisonError::into_inner).remove(queue);
+        let levels = f.queue_levels.lock().remove(queue);
         for level in 0..levels.unwrap_or(0) {
             let labels = level_labels(queue, level);
             f.fairness_groups.remove(&labels);
@@ -398,7 +398,7 @@ impl Registry {
     /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let registry = self.registry.lock();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         out
@@ -441,15 +441,14 @@ struct QueueHooks {
 
 impl QueueMetrics for QueueHooks {
     fn depth(&self, priority: Priority, delta: i64) {
-        let mut gauges = self.depth.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut gauges = self.depth.lock();
         let gauge = match gauges.iter().position(|(p, _)| *p == priority) {
             Some(at) => &gauges[at].1,
             None => {
                 let [a, b] = queue_labels(&self.name);
                 let labels = [a, b, ("priority", priority.to_string())];
                 let gauge = self.families.queue_depth.get_or_create(&labels).clone();
-                let mut known =
-                    self.families.queue_priorities.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut known = self.families.queue_priorities.lock();
                 known.entry(self.name.clone()).or_default().insert(priority);
                 gauges.push((priority, gauge));
                 &gauges[gauges.len() - 1].1
@@ -476,7 +475,7 @@ impl QueueMetrics for QueueHooks {
         self.retries.inc();
     }
     fn fairness_level(&self, level: usize, stats: &FairnessLevelStats) {
-        let mut gauges = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut gauges = self.levels.lock();
         while gauges.len() <= level {
             let f = &self.families;
             let labels = level_labels(&self.name, gauges.len());
@@ -485,7 +484,7 @@ impl QueueMetrics for QueueHooks {
                 f.fairness_deepest.get_or_create(&labels).clone(),
                 f.fairness_wait.get_or_create(&labels).clone(),
             ));
-            let mut known = f.queue_levels.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut known = f.queue_levels.lock();
             let known = known.entry(self.name.clone()).or_default();
             *known = (*known).max(gauges.len());
         }
@@ -607,8 +606,7 @@ impl EventMetrics for Registry {
 
 impl ShardingMetrics for Registry {
     fn objects(&self, ring: &str, counts: &[(String, usize)]) {
-        let mut known =
-            self.families.sharding_shards.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut known = self.families.sharding_shards.lock();
         let shards = known.entry(ring.to_owned()).or_default();
         shards.extend(counts.iter().map(|(shard, _)| shard.clone()));
         for shard in shards.iter() {
@@ -664,7 +662,7 @@ impl InformerHooks {
 
     /// Runs `write` unless the informer was released, under the lock its release takes.
     fn write(&self, write: impl FnOnce()) {
-        let released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        let released = self.released.lock();
         if !*released {
             write();
         }
@@ -727,14 +725,14 @@ impl InformerMetrics for InformerHooks {
         }
     }
     fn released(&self) {
-        let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut released = self.released.lock();
         if std::mem::replace(&mut *released, true) {
             return;
         }
         let f = &self.families;
         // Counted down under the lock an informer of the same labels is counted up under:
         // one made now either keeps the series or makes them afresh.
-        let mut users = f.informer_users.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut users = f.informer_users.lock();
         let Some(count) = users.get_mut(&self.labels) else { return };
         *count -= 1;
         if *count > 0 {
@@ -765,7 +763,7 @@ impl InformerMetricsProvider for Registry {
             ("selector", labels.selector.clone()),
         ];
         let f = &self.families;
-        let mut users = f.informer_users.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut users = f.informer_users.lock();
         *users.entry(labels.clone()).or_default() += 1;
         let hooks = InformerHooks {
             families: self.families.clone(),

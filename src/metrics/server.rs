@@ -15,12 +15,13 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -58,17 +59,17 @@ impl std::fmt::Debug for Probes {
 impl Probes {
     /// Sets whether the check `name` passes (adding it if new).
     pub fn set(&self, name: &str, passes: bool) {
-        self.checks.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), passes);
+        self.checks.lock().insert(name.to_owned(), passes);
     }
 
     /// Adds the check `name`, passing while `check` says so (asked at each request).
     pub fn add_check(&self, name: &str, check: crate::runnable::ReadyCheck) {
-        self.asked.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), check);
+        self.asked.lock().insert(name.to_owned(), check);
     }
 
     /// Removes the check `name` if it is `check` (not one added since under the same name).
     pub fn remove_check(&self, name: &str, check: &crate::runnable::ReadyCheck) {
-        let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut asked = self.asked.lock();
         if asked.get(name).is_some_and(|current| Arc::ptr_eq(current, check)) {
             asked.remove(name);
         }
@@ -77,8 +78,8 @@ impl Probes {
     /// Every check and whether it passes now. A check that panics (user code) fails, logged,
     /// rather than taking the probe's connection down with it.
     fn results(&self) -> BTreeMap<String, bool> {
-        let mut results = self.checks.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut results = self.checks.lock().clone();
+        let asked = self.asked.lock().clone();
         results.extend(asked.into_iter().map(|(name, check)| {
             let passes = crate::panic::catch(|| check()).unwrap_or_else(|panic| {
                 tracing::error!(check = %name, panic = %panic, "a ready check panicked; failing it");

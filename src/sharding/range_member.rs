@@ -30,11 +30,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::api::{ListParams, Patch, PatchParams};
 use kube_client::{Api, Client, Resource, ResourceExt};
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -457,7 +458,7 @@ impl RangeMember {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    mutex.lock()
 }
 
 #[cfg(test)]

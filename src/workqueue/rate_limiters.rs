@@ -3,10 +3,10 @@
 //! failure count per item until [`RateLimiter::forget`].
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashTable;
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// Decides how long an item waits before it is added again.
@@ -31,12 +31,6 @@ impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<R> {
     }
 }
 
-/// Locks a mutex, recovering the data if a panicking thread poisoned it: every critical
-/// section here leaves the data consistent, so the poison carries no information.
-fn lock<D>(mutex: &Mutex<D>) -> MutexGuard<'_, D> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Per-item failure counts, shared by the per-item limiters: each item hashed once per call
 /// (with foldhash, seeded per table, as the queue hashes), and cloned only when it first fails.
 struct Failures<T> {
@@ -59,7 +53,7 @@ impl<T: Clone + Eq + Hash> Failures<T> {
     /// Counts one more failure of `item` and returns the count before it.
     fn record(&self, item: &T) -> u32 {
         let hash = self.hasher.hash_one(item);
-        let mut failures = lock(&self.table);
+        let mut failures = self.table.lock();
         match failures.find_mut(hash, |(k, _)| k == item) {
             Some((_, count)) => {
                 let before = *count;
@@ -77,7 +71,7 @@ impl<T: Clone + Eq + Hash> Failures<T> {
     /// items does not keep its memory after they are forgotten (Go's maps never shrink).
     fn forget(&self, item: &T) {
         let hash = self.hasher.hash_one(item);
-        let mut failures = lock(&self.table);
+        let mut failures = self.table.lock();
         let Ok(found) = failures.find_entry(hash, |(k, _)| k == item) else {
             return;
         };
@@ -90,7 +84,7 @@ impl<T: Clone + Eq + Hash> Failures<T> {
 
     fn get(&self, item: &T) -> u32 {
         let hash = self.hasher.hash_one(item);
-        lock(&self.table).find(hash, |(k, _)| k == item).map_or(0, |(_, count)| *count)
+        self.table.lock().find(hash, |(k, _)| k == item).map_or(0, |(_, count)| *count)
     }
 }
 
@@ -198,7 +192,7 @@ impl BucketRateLimiter {
         if self.qps.is_infinite() {
             return Duration::ZERO;
         }
-        let mut bucket = lock(&self.bucket);
+        let mut bucket = self.bucket.lock();
         let last = *bucket.last.get_or_insert(now);
         // Reservations can move `last` into the future relative to a caller's `now` on another
         // thread; elapsed time never goes negative.
