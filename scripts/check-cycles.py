@@ -35,55 +35,71 @@ import sys
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
-def strip(code):
-    """Code without comments, string and char literals (their contents could look like paths)."""
+def blank(code, keep_strings=False):
+    """`code` with its comments (and, unless `keep_strings`, the contents of its string and
+    char literals) turned into spaces, newlines kept: the same length, so positions and line
+    numbers still point into the file."""
     out, i, n = [], 0, len(code)
     while i < n:
-        c = code[i]
+        c, literal = code[i], True
         if code.startswith("//", i):
-            j = code.find("\n", i)
-            i = n if j < 0 else j
+            j, literal = code.find("\n", i), False
+            j = n if j < 0 else j
         elif code.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if code.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif code.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
+            depth, j, literal = 1, i + 2, False
+            while j < n and depth:
+                if code.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif code.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
                 else:
-                    i += 1
+                    j += 1
         elif c == "r" and re.match(r'r#*"', code[i:i + 10]) and (i == 0 or not code[i - 1].isalnum()):
             hashes = re.match(r'r(#*)"', code[i:]).group(1)
             end = code.find('"' + hashes, i + 2 + len(hashes))
-            out.append('""')
-            i = n if end < 0 else end + 1 + len(hashes)
+            j = n if end < 0 else end + 1 + len(hashes)
         elif c == '"':
-            i += 1
-            while i < n and code[i] != '"':
-                i += 2 if code[i] == "\\" else 1
-            out.append('""')
-            i += 1
+            j = i + 1
+            while j < n and code[j] != '"':
+                j += 2 if code[j] == "\\" else 1
+            j = min(j + 1, n)
         elif c == "'" and re.match(r"'(\\.|[^\\'])'", code[i:i + 12]):
             m = re.match(r"'(\\[^']*|[^\\'])'", code[i:])
-            out.append("' '")
-            i += len(m.group(0)) if m else 1
+            j = i + (len(m.group(0)) if m else 1)
         else:
             out.append(c)
             i += 1
+            continue
+        text = code[i:j]
+        if not literal:
+            out.append(re.sub(r"[^\n]", " ", text))
+        elif keep_strings or len(text) < 2:
+            out.append(text)
+        else:  # the quotes (and a raw string's `r`) kept, the contents blanked
+            out.append(text[0] + re.sub(r"[^\n]", " ", text[1:-1]) + text[-1])
+        i = j
     return "".join(out)
 
 
-def drop_test_items(code):
-    """Removes each item marked `#[cfg(test)]` (a module, a function, a use)."""
+def strip(code):
+    """Code without comments, string and char literals (their contents could look like paths)."""
+    return blank(code)
+
+
+def test_item_spans(code):
+    """The (start, end) of each item marked `#[cfg(test)]` (a module, a function, a use) in
+    `code`, whose comments and literals are blanked (see `blank`)."""
+    spans, i = [], 0
     while True:
-        m = re.search(r"#\[cfg\(test\)\]", code)
+        m = re.compile(r"#\[cfg\(test\)\]").search(code, i)
         if not m:
-            return code
+            return spans
         i = m.end()
         # The item ends at its first `;` before any `{`, or at the `}` matching its first `{`.
         brace, semi = code.find("{", i), code.find(";", i)
         if semi >= 0 and (brace < 0 or semi < brace):
-            code = code[:m.start()] + code[semi + 1:]
+            spans.append((m.start(), semi + 1))
+            i = semi + 1
             continue
         depth, j = 0, brace
         while j < len(code):
@@ -94,7 +110,18 @@ def drop_test_items(code):
                 if depth == 0:
                     break
             j += 1
-        code = code[:m.start()] + code[j + 1:]
+        spans.append((m.start(), j + 1))
+        i = j + 1
+
+
+def drop_test_items(code):
+    """Removes each item marked `#[cfg(test)]` (a module, a function, a use)."""
+    kept, at = [], 0
+    for start, end in test_item_spans(code):
+        kept.append(code[at:start])
+        at = end
+    kept.append(code[at:])
+    return "".join(kept)
 
 
 def expand_use_tree(tree):
