@@ -6,8 +6,8 @@
 //!
 //! Contract:
 //! - `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` are served,
-//!   defaulted and validated as v1.36 does it (see `registry::admissionregistration`); their own writes pass
-//!   no webhook.
+//!   defaulted and validated as v1.36 does it (see `registry::admissionregistration`); their
+//!   own writes pass no webhook (their strategies are not admitted).
 //! - A create, update, patch (merge, JSON, strategic, apply), `/status` write or delete of any
 //!   other kind goes to the webhooks whose rules and selectors match it (see `hooks`):
 //!   first the mutating ones, in configuration-name order, each seeing the object as the
@@ -56,15 +56,13 @@ use crate::storage::store::Store;
 use call::Answer;
 use hooks::{Attributes, Hook};
 
-/// The webhooks as the registry's admission stage: a write to any kind but the webhook
-/// configurations goes to those stored when its request came.
+/// The webhooks as the registry's admission stage: a write goes to those stored when its
+/// request came (the registry asks for none where the kind is not admitted: the webhook
+/// configurations' own writes, see `Strategy::admitted`).
 pub(crate) struct WebhookAdmission;
 
 impl Admission for WebhookAdmission {
-    fn start<'s>(&self, store: &'s Store, rt: &ResourceType) -> Option<Box<dyn Admit + 's>> {
-        if rt.is_webhook_configuration() {
-            return None;
-        }
+    fn start<'s>(&self, store: &'s Store, _: &ResourceType) -> Option<Box<dyn Admit + 's>> {
         configured(store).map(|webhooks| Box::new(webhooks) as Box<dyn Admit + 's>)
     }
 }

@@ -9,8 +9,10 @@
 //!   `authenticated: false`.
 //! - A `SubjectAccessReview` is decided by RBAC over the stored roles and bindings (see
 //!   `rbac`); `system:masters` may do anything.
-//! - Both are answered (201) and never stored. The server itself still lets every request
-//!   in: it authenticates and authorizes nobody.
+//! - Both are answered (201) and never stored: their strategies
+//!   (`registry::authentication`, `registry::authorization`) answer a create with
+//!   [`review`] and the decision made here. The server itself still lets every request in:
+//!   it authenticates and authorizes nobody.
 //!
 //! [`ApiServerBuilder::user`]: crate::ApiServerBuilder::user
 
@@ -35,30 +37,17 @@ pub(crate) struct User {
 /// Tokens and their users.
 pub(crate) type Users = HashMap<String, User>;
 
-/// The review kinds, answered rather than stored.
-pub(crate) fn is_review(rt: &ResourceType) -> bool {
-    matches!(
-        (rt.group.as_str(), rt.plural.as_str()),
-        ("authentication.k8s.io", "tokenreviews")
-            | ("authorization.k8s.io", "subjectaccessreviews")
-    )
-}
-
-/// The answer to a create of a review (`rt`) with `body`: the review with its status.
-pub(crate) fn answer(
-    store: &Store,
-    users: &Users,
+/// The answer to a create of a review (`rt`) with `body`: the review with the status that
+/// `decide` gives its spec.
+pub(crate) fn review(
     rt: &ResourceType,
     body: &[u8],
+    decide: impl FnOnce(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Value> {
     let mut review: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
     })?;
-    let spec = &review["spec"];
-    review["status"] = match rt.plural.as_str() {
-        "tokenreviews" => token_review(users, spec)?,
-        _ => access_review(store, spec)?,
-    };
+    review["status"] = decide(&review["spec"])?;
     review["apiVersion"] = json!(rt.api_version());
     review["kind"] = json!(rt.kind);
     if let Some(meta) = review["metadata"].as_object_mut() {
@@ -69,7 +58,8 @@ pub(crate) fn answer(
     Ok(review)
 }
 
-fn token_review(users: &Users, spec: &Value) -> ApiResult<Value> {
+/// A `TokenReview`'s status: the user `spec.token` authenticates as, if any.
+pub(crate) fn token_review(users: &Users, spec: &Value) -> ApiResult<Value> {
     let token = spec["token"].as_str().unwrap_or_default();
     if token.is_empty() {
         let why = "spec.token: Required value";
@@ -89,7 +79,9 @@ fn token_review(users: &Users, spec: &Value) -> ApiResult<Value> {
     })
 }
 
-fn access_review(store: &Store, spec: &Value) -> ApiResult<Value> {
+/// A `SubjectAccessReview`'s status: whether RBAC over `store` lets the spec's user do what
+/// it asks.
+pub(crate) fn access_review(store: &Store, spec: &Value) -> ApiResult<Value> {
     let user = spec["user"].as_str().unwrap_or_default();
     let groups: Vec<String> =
         crate::model::json::strings(spec, "groups").map(str::to_owned).collect();

@@ -25,9 +25,10 @@ pub(crate) fn selectors(
     target: &Target,
     options: &Options,
 ) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let pods = shared.registry.rt(target).is_pod();
+    let registry = &shared.registry;
+    let field_labels = registry.strategy(&registry.rt(target)).field_labels();
     let labels = LabelSelector::parse(&options.label_selector)?;
-    let fields = FieldSelector::parse(&options.field_selector, pods)?;
+    let fields = FieldSelector::parse(&options.field_selector, field_labels)?;
     Ok((labels, fields))
 }
 

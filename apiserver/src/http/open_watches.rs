@@ -22,10 +22,7 @@ impl OpenWatches {
 
     /// Counts a watch of `rt` open until the returned guard is dropped.
     pub(crate) fn open(self: &Arc<Self>, rt: &ResourceType) -> OpenWatch {
-        let resource = match rt.group.as_str() {
-            "" => rt.plural.clone(),
-            group => format!("{}.{group}", rt.plural),
-        };
+        let resource = rt.resource_name();
         *self.lock().entry(resource.clone()).or_default() += 1;
         OpenWatch { gauge: self.clone(), resource }
     }

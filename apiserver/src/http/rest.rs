@@ -9,7 +9,6 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::auth;
 use crate::http::field_validation;
 use crate::http::negotiate::{Form, Reading, negotiate};
 use crate::http::openapi;
@@ -67,9 +66,11 @@ pub(crate) async fn serve(
         // Only reads are printed as tables; a write answers with the object.
         Form::Table(version) => (None, Some(version)),
     };
-    if method == Method::POST && auth::is_review(&rt) {
-        let review = auth::answer(&registry.store, &shared.users, &rt, &body)?;
-        return Ok(value_response(StatusCode::CREATED, &review));
+    // A kind answered rather than stored (a review) is answered before field validation.
+    if method == Method::POST
+        && let Some(answer) = registry.answer(&rt, &body)
+    {
+        return Ok(value_response(StatusCode::CREATED, &answer?));
     }
     // Field validation refuses a strict write before admission sees it; its warnings come
     // first.
@@ -124,7 +125,7 @@ pub(crate) async fn serve(
         ("DELETE", true) => registry.delete(&target, &body, policy, &write).await.map(|written| {
             warnings.extend(written.warnings);
             let deletion = written.object;
-            if deletion.removed && !rt.returns_deleted_object() {
+            if deletion.removed && !registry.strategy(&rt).returns_deleted_object() {
                 value_response(StatusCode::OK, &deleted_status(&rt, &deletion.object))
             } else {
                 object_response(StatusCode::OK, &deletion.object, metadata)

@@ -1,5 +1,5 @@
 //! What every request handler shares: the registry, the signal to open watches, the faults
-//! armed, the request counts and the server's settings. The server (`server.rs`) makes it and
+//! armed, the request counts and the server's settings. The server (`server/mod.rs`) makes it and
 //! hands it to the handlers; nothing here knows a handler.
 
 use std::sync::Arc;
@@ -37,8 +37,6 @@ pub(crate) struct Shared {
     pub(crate) stats: Stats,
     pub(crate) bookmark_interval: Duration,
     pub(crate) address: String,
-    /// Tokens a `TokenReview` authenticates.
-    pub(crate) users: crate::auth::Users,
 }
 
 impl Shared {

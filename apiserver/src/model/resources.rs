@@ -105,45 +105,13 @@ impl ResourceType {
         self.kind.to_lowercase()
     }
 
-    /// Whether names must be DNS-1123 labels (63 characters, no dots) rather than subdomains.
-    pub(crate) fn name_is_label(&self) -> bool {
-        self.group.is_empty() && matches!(self.plural.as_str(), "namespaces" | "services")
-    }
-
-    pub(crate) fn is_namespace(&self) -> bool {
-        self.group.is_empty() && self.plural == "namespaces"
-    }
-
-    /// Whether this is `CustomResourceDefinition`, whose objects define served types.
-    /// A validating or mutating webhook configuration (whose writes no webhook sees).
-    pub(crate) fn is_webhook_configuration(&self) -> bool {
-        self.group == "admissionregistration.k8s.io"
-    }
-
-    pub(crate) fn is_pod(&self) -> bool {
-        self.group.is_empty() && self.plural == "pods"
-    }
-
-    /// Whether a completed DELETE answers with the object (as the real server does for the
-    /// kinds below) rather than with a `Status`.
-    pub(crate) fn returns_deleted_object(&self) -> bool {
-        match self.group.as_str() {
-            "" => matches!(
-                self.plural.as_str(),
-                "pods"
-                    | "namespaces"
-                    | "services"
-                    | "serviceaccounts"
-                    | "persistentvolumes"
-                    | "persistentvolumeclaims"
-                    | "resourcequotas"
-                    | "podtemplates"
-            ),
-            "storage.k8s.io" => matches!(
-                self.plural.as_str(),
-                "storageclasses" | "csidrivers" | "csinodes" | "volumeattachments"
-            ),
-            _ => false,
+    /// The resource as kubectl names it: its plural for the core group (`configmaps`),
+    /// `plural.group` otherwise (`configmapsets.ctrlkit.example.com`).
+    pub(crate) fn resource_name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
         }
     }
 

@@ -1,5 +1,7 @@
 //! Deletes: the options and propagation policy a delete takes, the finalizers that hold an
-//! object, [`Registry::store_delete`] and `delete_in`, which the garbage collector shares.
+//! object, [`Registry::store_delete`] and [`Registry::delete_in`], which the garbage
+//! collector shares. What a kind adds (a pod's graceful delete, a namespace's contents going
+//! with it) is its strategy's.
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use serde_json::{Value, json};
 use crate::model::ids::now;
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
-use crate::storage::store::{Store, StoredObject, Txn, object_key};
+use crate::storage::store::{StoredObject, Txn};
 
 use super::generic::{Registry, Target};
 use super::meta::has_finalizers;
@@ -123,9 +125,17 @@ struct Preconditions {
     resource_version: Option<String>,
 }
 
+/// What a DELETE did.
+pub(crate) struct Deletion {
+    /// The object: its final state if removed, else as marked for deletion.
+    pub(crate) object: Arc<StoredObject>,
+    /// Whether it is gone (rather than held by finalizers).
+    pub(crate) removed: bool,
+}
+
 impl Registry {
     /// Deletes one object: marks it for deletion while it has finalizers, removes it
-    /// otherwise. Deleting a namespace deletes what it holds.
+    /// otherwise (see [`delete_in`](Self::delete_in)).
     /// With `dry_run` (or the options' own), answers what it would do and deletes nothing.
     /// `policy` is the query's `propagationPolicy`, if any (the options' wins).
     pub(crate) fn store_delete(
@@ -158,61 +168,54 @@ impl Registry {
                     return Err(ApiError::conflict(&rt.plural, &name));
                 }
             }
-            Ok(delete_in(txn, &self.store, &rt, target.resource, &key, current, propagation))
+            Ok(self.delete_in(txn, &rt, target.resource, &key, current, propagation))
         })?;
         if deletion.removed && !dry_run {
             self.strategy(&rt).removed(&self.store, &deletion.object.value());
         }
         Ok(deletion)
     }
-}
 
-/// What a DELETE did.
-pub(crate) struct Deletion {
-    /// The object: its final state if removed, else as marked for deletion.
-    pub(crate) object: Arc<StoredObject>,
-    /// Whether it is gone (rather than held by finalizers).
-    pub(crate) removed: bool,
-}
-
-/// Deletes `current` (stored under `key` of `resource`, of type `rt`) within `txn`, as a
-/// DELETE does, and as the garbage collector deletes a dependent: an object with finalizers
-/// (or given one by `propagation`) is marked with a deletionTimestamp and stays; a pod is
-/// marked, then removed; anything else is removed. Deleting a namespace removes what it holds.
-pub(crate) fn delete_in(
-    txn: &mut Txn<'_>,
-    store: &Store,
-    rt: &ResourceType,
-    resource: usize,
-    key: &str,
-    current: Arc<StoredObject>,
-    propagation: Option<Propagation>,
-) -> Deletion {
-    let mut value = current.value();
-    let marked = value["metadata"].get("deletionTimestamp").is_some();
-    if let Some(finalizer) = propagation.and_then(Propagation::finalizer).filter(|_| !marked) {
-        add_finalizer(&mut value, finalizer);
-    }
-    // Pods are deleted gracefully: the real server first writes the deletion timestamp (grace
-    // period 0 for a pod no node runs), which watchers see as MODIFIED, then removes the pod.
-    // Objects with finalizers stay, marked.
-    if !marked && (has_finalizers(&value) || rt.is_pod()) {
-        value["metadata"]["deletionTimestamp"] = json!(now());
-        value["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        let generation = value["metadata"]["generation"].as_i64().unwrap_or(0);
-        value["metadata"]["generation"] = json!(generation + 1);
-        let marked = txn.put(resource, key, value.clone());
-        if has_finalizers(&value) {
-            return Deletion { object: marked, removed: false };
+    /// Deletes `current` (stored under `key` of `resource`, of type `rt`) within `txn`, as a
+    /// DELETE does, and as the garbage collector deletes a dependent: an object with
+    /// finalizers (or given one by `propagation`) is marked with a deletionTimestamp and
+    /// stays; one of a kind deleted gracefully (`Strategy::graceful_delete`: pods) is marked,
+    /// then removed; anything else is removed, with what its strategy removes with it
+    /// (`Strategy::removing`: a namespace's contents).
+    pub(crate) fn delete_in(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        resource: usize,
+        key: &str,
+        current: Arc<StoredObject>,
+        propagation: Option<Propagation>,
+    ) -> Deletion {
+        let strategy = self.strategy(rt);
+        let mut value = current.value();
+        let marked = value["metadata"].get("deletionTimestamp").is_some();
+        if let Some(finalizer) = propagation.and_then(Propagation::finalizer).filter(|_| !marked) {
+            add_finalizer(&mut value, finalizer);
         }
-        // `value` is the marked state; the removal stamps its own resourceVersion.
-    } else if has_finalizers(&value) {
-        return Deletion { object: current, removed: false };
+        // A graceful delete first writes the deletion timestamp (grace period 0 for a pod no
+        // node runs), which watchers see as MODIFIED, then removes the object. Objects with
+        // finalizers stay, marked.
+        if !marked && (has_finalizers(&value) || strategy.graceful_delete()) {
+            value["metadata"]["deletionTimestamp"] = json!(now());
+            value["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            let generation = value["metadata"]["generation"].as_i64().unwrap_or(0);
+            value["metadata"]["generation"] = json!(generation + 1);
+            let marked = txn.put(resource, key, value.clone());
+            if has_finalizers(&value) {
+                return Deletion { object: marked, removed: false };
+            }
+            // `value` is the marked state; the removal stamps its own resourceVersion.
+        } else if has_finalizers(&value) {
+            return Deletion { object: current, removed: false };
+        }
+        strategy.removing(txn, &self.store, &current);
+        Deletion { object: txn.remove(resource, key, value), removed: true }
     }
-    if rt.is_namespace() {
-        delete_namespace_contents(txn, store, &current.fields.name);
-    }
-    Deletion { object: txn.remove(resource, key, value), removed: true }
 }
 
 /// Adds `finalizer` to the object's finalizers, unless it is there.
@@ -224,18 +227,5 @@ fn add_finalizer(value: &mut Value, finalizer: &str) {
     let list = finalizers.as_array_mut().expect("an array");
     if !list.iter().any(|f| f == finalizer) {
         list.push(json!(finalizer));
-    }
-}
-
-/// Removes every namespaced object in namespace `ns` (there is no namespace controller here).
-fn delete_namespace_contents(txn: &mut Txn<'_>, store: &Store, ns: &str) {
-    for (id, rt) in store.served_types() {
-        if !rt.namespaced {
-            continue;
-        }
-        for object in txn.list(id, Some(ns)) {
-            let key = object_key(Some(ns), &object.fields.name);
-            txn.remove(id, &key, object.value());
-        }
     }
 }

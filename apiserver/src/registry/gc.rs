@@ -32,9 +32,9 @@ use tokio::task::JoinHandle;
 
 use crate::model::resources::ResourceType;
 use crate::registry::{
-    FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, delete_in, has_finalizers,
+    FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, Registry, has_finalizers,
 };
-use crate::storage::store::{ChangeReceiver, Store, StoredObject, Txn, object_key};
+use crate::storage::store::{ChangeReceiver, StoredObject, Txn, object_key};
 
 /// Runs the collector until the server stops: a pass after each batch of writes.
 pub(crate) fn spawn(registry: &Arc<Registry>) -> JoinHandle<()> {
@@ -57,7 +57,7 @@ async fn run(registry: Weak<Registry>, mut changes: ChangeReceiver) {
             }
         }
         let Some(registry) = registry.upgrade() else { return };
-        collect(&registry.store);
+        collect(&registry);
     }
 }
 
@@ -97,9 +97,9 @@ fn held_by(object: &Value, finalizer: &str) -> bool {
 }
 
 /// One pass; see the module docs.
-fn collect(store: &Store) {
-    let types = store.served_types();
-    store.write(|txn| {
+fn collect(registry: &Registry) {
+    let types = registry.store.served_types();
+    registry.store.write(|txn| {
         let nodes = read(txn, &types);
         let dependents: Vec<&Node> =
             nodes.iter().filter(|n| !n.owner_references().is_empty()).collect();
@@ -175,9 +175,8 @@ fn collect(store: &Store) {
                 Propagation::Background
             };
             let current = dependent.object.clone();
-            delete_in(
+            registry.delete_in(
                 txn,
-                store,
                 &dependent.rt,
                 dependent.resource,
                 &dependent.key,

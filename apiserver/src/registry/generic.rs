@@ -55,8 +55,12 @@ impl Registry {
         self
     }
 
-    /// What admits a write to `rt` now, if anything does.
+    /// What admits a write to `rt` now, if anything does (nothing for a kind whose strategy
+    /// is not admitted).
     pub(super) fn admitting(&self, rt: &ResourceType) -> Option<Box<dyn Admit + '_>> {
+        if !self.strategy(rt).admitted() {
+            return None;
+        }
         self.admission.as_ref()?.start(&self.store, rt)
     }
 
@@ -79,7 +83,7 @@ impl Registry {
 
     /// The rules of `rt`: its own strategy, the custom resources' for a kind a CRD defines,
     /// or [`GenericStrategy`] (every hook's default) for the other kinds.
-    pub(super) fn strategy(&self, rt: &ResourceType) -> &dyn Strategy {
+    pub(crate) fn strategy(&self, rt: &ResourceType) -> &dyn Strategy {
         let custom = || self.custom_resources.as_ref().filter(|_| rt.from_definition);
         match self.strategies.get(&(rt.group.clone(), rt.plural.clone())).or_else(custom) {
             Some(strategy) => strategy.as_ref(),
@@ -111,6 +115,12 @@ impl Registry {
         fields
     }
 
+    /// The answer to a create of `rt` with `body` if the kind is answered rather than stored
+    /// (see `Strategy::answer_create`).
+    pub(crate) fn answer(&self, rt: &ResourceType, body: &[u8]) -> Option<ApiResult<Value>> {
+        self.strategy(rt).answer_create(&self.store, rt, body)
+    }
+
     pub(crate) fn rt(&self, target: &Target) -> Arc<ResourceType> {
         self.store.resource_type(target.resource)
     }
@@ -132,7 +142,8 @@ impl Registry {
         dry_run: bool,
     ) -> ApiResult<Arc<StoredObject>> {
         let rt = self.rt(target).clone();
-        check_type(&rt, &self.typed_fields(&rt), self.strategy(&rt), &mut value)?;
+        let strategy = self.strategy(&rt);
+        check_type(&rt, &self.typed_fields(&rt), strategy, &mut value)?;
         let meta = &mut value["metadata"];
         match (&target.namespace, meta.get("namespace").and_then(Value::as_str)) {
             (Some(path_ns), Some(body_ns)) if !body_ns.is_empty() && body_ns != path_ns => {
@@ -161,7 +172,7 @@ impl Registry {
             name = format!("{prefix}{}", name_suffix());
             meta["name"] = json!(name);
         }
-        if let Some(why) = invalid_name(&rt, &name) {
+        if let Some(why) = invalid_name(strategy.name_rule(), &name) {
             let why = format!("Invalid value: \"{name}\": {why}");
             return Err(invalid_object(&rt, &name, &format!("metadata.name: {why}")).with_cause(
                 "FieldValueInvalid",
@@ -178,13 +189,6 @@ impl Registry {
         meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now()));
         meta.insert("generation".into(), json!(1));
-        if rt.is_pod() {
-            // No scheduler or kubelet here: a new pod is Pending, as on a bare apiserver.
-            value["status"] = json!({ "phase": "Pending" });
-        } else if rt.is_namespace() {
-            value["status"] = json!({ "phase": "Active" });
-        }
-        let strategy = self.strategy(&rt);
         strategy.validate_create(&rt, &mut value)?;
         let key = Self::key(target, &name);
         let ns_id = self.namespace_id();

@@ -10,7 +10,7 @@ use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{self, TypedField};
 
-use super::strategy::Strategy;
+use super::strategy::{NameRule, Strategy};
 
 /// Five characters from the alphabet Kubernetes uses for `generateName` suffixes.
 pub(super) fn name_suffix() -> String {
@@ -34,23 +34,26 @@ const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist
     (e.g. 'example.com', regex used for validation is \
     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
-/// Why `name` is not a valid name for `rt`, if it is not.
-pub(super) fn invalid_name(rt: &ResourceType, name: &str) -> Option<String> {
+/// Why `name` breaks `rule` (the kind's, see `Strategy::name_rule`), if it does.
+pub(super) fn invalid_name(rule: NameRule, name: &str) -> Option<String> {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     let ends_ok = name.starts_with(alnum) && name.ends_with(alnum);
-    if rt.name_is_label() {
-        if name.len() > 63 {
-            return Some("must be no more than 63 characters".into());
+    match rule {
+        NameRule::Label => {
+            if name.len() > 63 {
+                return Some("must be no more than 63 characters".into());
+            }
+            if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-') {
+                return Some(DNS1123_LABEL_MSG.into());
+            }
         }
-        if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-') {
-            return Some(DNS1123_LABEL_MSG.into());
-        }
-    } else {
-        if name.len() > 253 {
-            return Some("must be no more than 253 characters".into());
-        }
-        if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-' || c == '.') {
-            return Some(DNS1123_SUBDOMAIN_MSG.into());
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                return Some("must be no more than 253 characters".into());
+            }
+            if !ends_ok || !name.chars().all(|c| alnum(c) || c == '-' || c == '.') {
+                return Some(DNS1123_SUBDOMAIN_MSG.into());
+            }
         }
     }
     None

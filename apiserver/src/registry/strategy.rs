@@ -8,23 +8,38 @@ use serde_json::Value;
 use crate::model::resources::ResourceType;
 use crate::model::status::ApiResult;
 use crate::model::typed_fields::TypedField;
-use crate::storage::store::Store;
+use crate::storage::store::{Store, StoredObject, Txn};
+
+/// What a name of a kind must be (kube's `ValidateObjectMetaAccessor` name validators).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// A DNS-1123 subdomain: up to 253 characters, lower case, digits, `-` and `.`; most kinds.
+    Subdomain,
+    /// A DNS-1123 label: up to 63 characters, no dots (namespaces, services).
+    Label,
+}
 
 /// What a kind adds to the registry's generic REST semantics (kube-apiserver's per-kind
-/// create and update strategies and their hooks after a write): the server registers one
-/// for the kinds that have rules of their own (CRDs, webhook configurations, Secrets,
-/// ConfigMaps). Each hook is
-/// called at the point kube-apiserver calls its own: validation before the write, what
+/// create, update and delete strategies, its `rest.Creater`s that store nothing, and its hooks
+/// after a write): one is registered (`registry::kinds`) for each kind with rules of its own,
+/// and every rule that depends on the kind is a hook here; the generic registry, the HTTP
+/// layer and storage never ask which kind they hold (`scripts/check-kind-rules.py`). Each hook
+/// is called at the point kube-apiserver calls its own: validation before the write, what
 /// follows it (a CRD starting to serve its kind) only once the write is stored, never in a
-/// dry run.
+/// dry run. Every hook has a default, the generic behaviour.
 pub(crate) trait Strategy: Send + Sync {
+    /// What the kind's names must be: a DNS subdomain unless the kind says otherwise.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
     /// Reads a created or updated object as the kind's decoder and defaulting do (a
     /// Secret's `stringData` folded into `data`), refusing what they refuse (a ConfigMap
     /// over its size limit); after the generic checks of its type and shape.
     fn decode(&self, _object: &mut Value) -> ApiResult<()> {
         Ok(())
     }
-    /// Defaults and validates an object about to be created.
+    /// Defaults and validates an object about to be created, after the registry has set its
+    /// metadata (a new pod's status is `Pending`, as no scheduler runs here).
     fn validate_create(&self, _rt: &ResourceType, _object: &mut Value) -> ApiResult<()> {
         Ok(())
     }
@@ -62,8 +77,45 @@ pub(crate) trait Strategy: Send + Sync {
     }
     /// The object was stored (created or updated) under `resource`.
     fn stored(&self, _store: &Store, _resource: usize, _object: &Value) {}
+    /// Whether a delete first marks the object (a deletion timestamp, grace period 0), which
+    /// watchers see as MODIFIED, then removes it, as for pods (kube's `CheckGracefulDelete`);
+    /// otherwise an object without finalizers goes at once.
+    fn graceful_delete(&self) -> bool {
+        false
+    }
+    /// The object is being removed by a delete, in the delete's transaction `txn`: what must
+    /// go with it in the same write (a namespace's contents, as no namespace controller runs
+    /// here). [`removed`](Self::removed) follows once the transaction is stored.
+    fn removing(&self, _txn: &mut Txn<'_>, _store: &Store, _object: &StoredObject) {}
     /// The object was removed.
     fn removed(&self, _store: &Store, _object: &Value) {}
+    /// Whether a delete that removed the object answers with it (as the real server does for
+    /// pods, namespaces and a few more kinds) rather than with a `Status`.
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+    /// The field labels a field selector may name beyond `metadata.name` and
+    /// `metadata.namespace` (kube's `GetAttrs` and field label conversion), among those the
+    /// store indexes (`spec.nodeName`, `status.phase`).
+    fn field_labels(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The answer to a create of `rt` with `body` when the kind is answered and never stored
+    /// (kube's storage-less `rest.Creater`: TokenReview, SubjectAccessReview); `None` for a
+    /// kind that is stored.
+    fn answer_create(
+        &self,
+        _store: &Store,
+        _rt: &ResourceType,
+        _body: &[u8],
+    ) -> Option<ApiResult<Value>> {
+        None
+    }
+    /// Whether writes of the kind go through admission: not the webhook configurations' and
+    /// admission policies' own, which would otherwise let a webhook lock itself in.
+    fn admitted(&self) -> bool {
+        true
+    }
 }
 
 /// The strategy of a kind with no rules of its own: every hook's default, which is what the

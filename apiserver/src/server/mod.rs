@@ -184,38 +184,17 @@ impl ApiServerBuilder {
             .local_addr()
             .map_err(|source| ApiServerError::Bind { port: self.port, source })?;
         let (control, _) = broadcast::channel(64);
-        let schemas = Arc::new(crate::registry::apiextensions::custom_resource::Schemas::default());
         let shared = Arc::new(Shared {
             registry: Arc::new(
                 Registry::new(Store::new(self.resources, self.history_limit, self.uncached))
                     .with_admission(Arc::new(crate::admission::WebhookAdmission))
-                    .with_strategy("", "secrets", Arc::new(crate::registry::core::secret::SecretStrategy))
-                    .with_strategy("", "configmaps", Arc::new(crate::registry::core::configmap::ConfigMapStrategy))
-                    .with_strategy(
-                        "apiextensions.k8s.io",
-                        "customresourcedefinitions",
-                        Arc::new(crate::registry::apiextensions::crd::DefinitionStrategy { schemas: schemas.clone() }),
-                    )
-                    .with_custom_resource_strategy(Arc::new(
-                        crate::registry::apiextensions::custom_resource::CustomResourceStrategy { schemas },
-                    ))
-                    .with_strategy(
-                        "admissionregistration.k8s.io",
-                        "validatingwebhookconfigurations",
-                        Arc::new(crate::registry::admissionregistration::webhook_configuration::ConfigurationStrategy),
-                    )
-                    .with_strategy(
-                        "admissionregistration.k8s.io",
-                        "mutatingwebhookconfigurations",
-                        Arc::new(crate::registry::admissionregistration::webhook_configuration::ConfigurationStrategy),
-                    ),
+                    .with_kind_strategies(self.users),
             ),
             control,
             faults: Arc::new(FaultState::default()),
             stats: Stats::default(),
             bookmark_interval: self.bookmark_interval,
             address: addr.to_string(),
-            users: self.users,
         });
         let ns = shared.registry.store.resource("", "v1", "namespaces").expect("built in");
         for name in ["default", "kube-system"] {

@@ -2,8 +2,9 @@
 //!
 //! Label selectors: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, and
 //! `k>n` / `k<n` for integers, comma-separated (all must hold). Field selectors: `=`, `==` and
-//! `!=` on `metadata.name`, `metadata.namespace`, and for pods `spec.nodeName` and
-//! `status.phase`; any other field is refused with 400, as the real server does.
+//! `!=` on `metadata.name`, `metadata.namespace`, and on `spec.nodeName` and `status.phase`
+//! where the kind's field labels name them (a pod's: see `Strategy::field_labels`); any other
+//! field is refused with 400, as the real server does.
 
 use std::collections::BTreeMap;
 
@@ -455,9 +456,9 @@ pub(crate) struct Fields {
     pub(crate) namespace: String,
     /// `metadata.uid`, which shard selectors hash.
     pub(crate) uid: String,
-    /// Pods only.
+    /// `spec.nodeName`, a pod's field label.
     pub(crate) node_name: Option<String>,
-    /// Pods only.
+    /// `status.phase`, a pod's field label.
     pub(crate) phase: Option<String>,
 }
 
@@ -525,8 +526,9 @@ enum FieldName {
 }
 
 impl FieldSelector {
-    /// Parses a `fieldSelector` query value; `pods` enables the pod-only fields.
-    pub(crate) fn parse(selector: &str, pods: bool) -> ApiResult<Self> {
+    /// Parses a `fieldSelector` query value; `labels` are the fields the kind adds to
+    /// `metadata.name` and `metadata.namespace` (of those the store indexes).
+    pub(crate) fn parse(selector: &str, labels: &[&str]) -> ApiResult<Self> {
         let mut reqs = Vec::new();
         if selector.trim().is_empty() {
             return Ok(Self(reqs));
@@ -542,8 +544,8 @@ impl FieldSelector {
             let name = match field.trim() {
                 "metadata.name" => FieldName::Name,
                 "metadata.namespace" => FieldName::Namespace,
-                "spec.nodeName" if pods => FieldName::NodeName,
-                "status.phase" if pods => FieldName::Phase,
+                "spec.nodeName" if labels.contains(&"spec.nodeName") => FieldName::NodeName,
+                "status.phase" if labels.contains(&"status.phase") => FieldName::Phase,
                 other => {
                     return Err(ApiError::bad_request(format!(
                         "field label not supported: {other}"
@@ -576,6 +578,9 @@ impl FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pod's field labels.
+    const POD: &[&str] = &["spec.nodeName", "status.phase"];
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -687,13 +692,13 @@ mod tests {
             ("spec.bogus=1", "field label not supported: spec.bogus"),
         ];
         for (selector, message) in cases {
-            let e = FieldSelector::parse(selector, true).unwrap_err();
+            let e = FieldSelector::parse(selector, POD).unwrap_err();
             assert_eq!((e.code.as_u16(), e.message.as_str()), (400, message), "{selector}");
         }
         let f = Fields { name: "a,b".into(), ..Fields::default() };
-        assert!(FieldSelector::parse("metadata.name=a\\,b", true).unwrap().matches(&f));
+        assert!(FieldSelector::parse("metadata.name=a\\,b", POD).unwrap().matches(&f));
         for fine in ["metadata.name=a!b", "metadata.name=a,", "metadata.name!=a,,"] {
-            assert!(FieldSelector::parse(fine, true).is_ok(), "{fine}");
+            assert!(FieldSelector::parse(fine, POD).is_ok(), "{fine}");
         }
     }
 
@@ -707,13 +712,11 @@ mod tests {
             ..Fields::default()
         };
         assert!(
-            FieldSelector::parse("metadata.name=p,status.phase==Running", true)
-                .unwrap()
-                .matches(&f)
+            FieldSelector::parse("metadata.name=p,status.phase==Running", POD).unwrap().matches(&f)
         );
-        assert!(FieldSelector::parse("spec.nodeName!=n2", true).unwrap().matches(&f));
-        assert!(!FieldSelector::parse("metadata.namespace=kube-system", true).unwrap().matches(&f));
-        assert!(FieldSelector::parse("status.phase=Running", false).is_err(), "pods only");
-        assert!(FieldSelector::parse("spec.foo=bar", true).is_err());
+        assert!(FieldSelector::parse("spec.nodeName!=n2", POD).unwrap().matches(&f));
+        assert!(!FieldSelector::parse("metadata.namespace=kube-system", POD).unwrap().matches(&f));
+        assert!(FieldSelector::parse("status.phase=Running", &[]).is_err(), "pods only");
+        assert!(FieldSelector::parse("spec.foo=bar", POD).is_err());
     }
 }

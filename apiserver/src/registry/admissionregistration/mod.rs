@@ -1,5 +1,6 @@
-//! The strategy of `admissionregistration.k8s.io`'s webhook configurations (defaulting and
-//! validation). It imports `model` and the registry's trait, and offers the strategy the
-//! server registers for both the validating and the mutating kinds.
+//! The strategies of `admissionregistration.k8s.io`: the webhook configurations (defaulting
+//! and validation, for both the validating and the mutating kind) and the admission policies.
+//! None of their writes passes a webhook. They import `model` and the registry's trait.
 
+pub(crate) mod policy;
 pub(crate) mod webhook_configuration;

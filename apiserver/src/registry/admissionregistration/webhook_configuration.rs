@@ -161,10 +161,14 @@ fn check_hook(
 }
 
 /// The registry's rules for webhook configurations: defaulted and validated on create and on
-/// update, as kube-apiserver's strategies for them do.
+/// update, as kube-apiserver's strategies for them do; their writes pass no webhook, so that
+/// a webhook cannot lock its own configuration in.
 pub(crate) struct ConfigurationStrategy;
 
 impl Strategy for ConfigurationStrategy {
+    fn admitted(&self) -> bool {
+        false
+    }
     fn validate_create(&self, rt: &ResourceType, configuration: &mut Value) -> ApiResult<()> {
         default_and_validate(&rt.kind, configuration)
     }
