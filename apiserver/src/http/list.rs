@@ -142,7 +142,8 @@ pub(crate) fn list(
             }
         }
         let objects: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
-        let table = table::table(&rt, version, list_metadata, &objects, include, true);
+        let registry = &shared.registry;
+        let table = table::table(registry, &rt, version, list_metadata, &objects, include, true);
         return Ok(value_response(StatusCode::OK, &table));
     }
     let items: Vec<Bytes> = page.items.iter().map(|o| o.json_as(metadata)).collect();

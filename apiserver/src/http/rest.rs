@@ -92,7 +92,8 @@ pub(crate) async fn serve(
         ("GET", true) => registry.get(&target).map(|o| match table {
             Some(version) => {
                 let metadata = json!({ "resourceVersion": o.rv.to_string() });
-                let table = table::table(&rt, version, metadata, &[o.value()], include, true);
+                let table =
+                    table::table(registry, &rt, version, metadata, &[o.value()], include, true);
                 value_response(StatusCode::OK, &table)
             }
             None => object_response(StatusCode::OK, &o, metadata),

@@ -18,7 +18,9 @@ use crate::http::rest::serve;
 use crate::http::route::Route;
 use crate::http::state::Shared;
 use crate::http::table::{self, Include};
+use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
+use crate::registry::Registry;
 use crate::registry::stages::Version;
 
 /// Serves `route`, made at the version `route.view` names (its target the storage
@@ -45,7 +47,11 @@ pub(crate) async fn serve_view(
     // answer is never a table.)
     let table = match method == Method::GET {
         true => match negotiate(headers, reading, &version.requested.kind, false)? {
-            Form::Table(form) => Some((form, options.include_object)),
+            Form::Table(form) => Some(Tables {
+                version: form,
+                include: options.include_object,
+                registry: shared.registry.clone(),
+            }),
             _ => None,
         },
         false => None,
@@ -61,6 +67,22 @@ pub(crate) async fn serve_view(
     }
 }
 
+/// A read answered as Tables: their `meta.k8s.io` version, what each row carries, and the
+/// registry whose strategies print them.
+#[derive(Clone)]
+struct Tables {
+    version: &'static str,
+    include: Include,
+    registry: Arc<Registry>,
+}
+
+impl Tables {
+    /// The Table of `objects` of `rt`, with `metadata`.
+    fn of(&self, rt: &ResourceType, metadata: Value, objects: &[Value], columns: bool) -> Value {
+        table::table(&self.registry, rt, self.version, metadata, objects, self.include, columns)
+    }
+}
+
 /// Answers converted to the requested version.
 struct Out<'a> {
     version: &'a Version,
@@ -69,11 +91,7 @@ struct Out<'a> {
 
 impl Out<'_> {
     /// `response` with its object or list converted, or made into a table.
-    async fn answer(
-        &self,
-        response: Response,
-        table: Option<(&'static str, Include)>,
-    ) -> ApiResult<Response> {
+    async fn answer(&self, response: Response, table: Option<Tables>) -> ApiResult<Response> {
         let (parts, body) = response.into_parts();
         let bytes = axum::body::to_bytes(body, MAX_BODY * 64)
             .await
@@ -87,16 +105,16 @@ impl Out<'_> {
         let list_kind = format!("{kind}List");
         if value["kind"] == json!(kind) {
             value = converter.convert_one(value, self.wanted).await?;
-            if let Some((version, include)) = table {
+            if let Some(tables) = table {
                 let metadata = json!({ "resourceVersion": value["metadata"]["resourceVersion"] });
-                value = table::table(requested, version, metadata, &[value], include, true);
+                value = tables.of(requested, metadata, &[value], true);
             }
         } else if value["kind"] == json!(list_kind) {
             let items = value["items"].as_array().cloned().unwrap_or_default();
             let items = converter.convert(items, self.wanted).await?;
-            if let Some((version, include)) = table {
+            if let Some(tables) = table {
                 let metadata = value["metadata"].clone();
-                value = table::table(requested, version, metadata, &items, include, true);
+                value = tables.of(requested, metadata, &items, true);
             } else {
                 value["items"] = Value::Array(items);
                 value["apiVersion"] = json!(self.wanted);
@@ -111,7 +129,7 @@ impl Out<'_> {
     /// the watch with an `ERROR` event, as the real server ends it), or made tables; a
     /// bookmark, which holds a resourceVersion alone, only has its `apiVersion` changed (no
     /// webhook could convert it).
-    fn watch(&self, response: Response, table: Option<(&'static str, Include)>) -> Response {
+    fn watch(&self, response: Response, table: Option<Tables>) -> Response {
         let (parts, body) = response.into_parts();
         let (converter, wanted) = (self.version.converter.clone(), self.wanted.to_owned());
         let requested = self.version.requested.clone();
@@ -119,8 +137,8 @@ impl Out<'_> {
         let columns_sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let lines = lines(body.into_data_stream());
         let converted = lines.then(move |line| {
-            let (converter, wanted, requested) =
-                (converter.clone(), wanted.clone(), requested.clone());
+            let (converter, wanted, requested, table) =
+                (converter.clone(), wanted.clone(), requested.clone(), table.clone());
             let columns_sent = columns_sent.clone();
             async move {
                 let Ok(mut event) = crate::model::shapes::from_slice::<Value>(&line) else {
@@ -134,13 +152,12 @@ impl Out<'_> {
                         Ok(object) => event["object"] = object,
                         Err(err) => event = json!({ "type": "ERROR", "object": err.to_status() }),
                     }
-                    if let (Some((version, include)), true) = (table, event["type"] != "ERROR") {
+                    if let (Some(tables), true) = (table, event["type"] != "ERROR") {
                         let object = event["object"].take();
                         let metadata =
                             json!({ "resourceVersion": object["metadata"]["resourceVersion"] });
                         let first = !columns_sent.swap(true, std::sync::atomic::Ordering::SeqCst);
-                        event["object"] =
-                            table::table(&requested, version, metadata, &[object], include, first);
+                        event["object"] = tables.of(&requested, metadata, &[object], first);
                     }
                 }
                 let mut out = serde_json::to_vec(&event).unwrap_or_default();

@@ -197,7 +197,16 @@ pub(crate) fn serve(shared: Arc<Shared>, req: WatchRequest) -> Response {
                 Form::Table(version) => {
                     let metadata = json!({ "resourceVersion": object.rv.to_string() });
                     let one = [object.value()];
-                    let t = table::table(&rt, version, metadata, &one, req.include, !columns_sent);
+                    let (registry, include) = (&shared.registry, req.include);
+                    let t = table::table(
+                        registry,
+                        &rt,
+                        version,
+                        metadata,
+                        &one,
+                        include,
+                        !columns_sent,
+                    );
                     columns_sent = true;
                     Bytes::from(t.to_string())
                 }

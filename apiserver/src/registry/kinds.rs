@@ -11,9 +11,16 @@ use super::admissionregistration::policy::PolicyStrategy;
 use super::admissionregistration::webhook_configuration::ConfigurationStrategy;
 use super::apiextensions::crd::DefinitionStrategy;
 use super::apiextensions::custom_resource::{CustomResourceStrategy, Schemas};
+use super::apps::daemonset::DaemonSetStrategy;
+use super::apps::deployment::DeploymentStrategy;
+use super::apps::replicaset::ReplicaSetStrategy;
+use super::apps::statefulset::StatefulSetStrategy;
 use super::authentication::tokenreview::TokenReviewStrategy;
 use super::authorization::subjectaccessreview::SubjectAccessReviewStrategy;
+use super::batch::job::JobStrategy;
+use super::coordination::lease::LeaseStrategy;
 use super::core::configmap::ConfigMapStrategy;
+use super::core::event::EventStrategy;
 use super::core::namespace::NamespaceStrategy;
 use super::core::pod::PodStrategy;
 use super::core::returns_object::ReturnsObject;
@@ -24,9 +31,9 @@ use super::generic::Registry;
 use super::strategy::Strategy;
 
 impl Registry {
-    /// Gives every kind with rules of its own its strategy: the built-in kinds', those a user
-    /// may register (whose only rule is a delete's answer, or passing no webhook), and the
-    /// CRDs' and their kinds'. `users` are the tokens a TokenReview authenticates.
+    /// Gives every kind with rules of its own its strategy: the built-in kinds' (if only a
+    /// Table printer), those a user may register (whose only rule is a delete's answer, or
+    /// passing no webhook), and the CRDs' and their kinds'. `users` are the tokens a TokenReview authenticates.
     pub(crate) fn with_kind_strategies(self, users: Users) -> Self {
         let schemas = Arc::new(Schemas::default());
         let custom = CustomResourceStrategy { schemas: schemas.clone() };
@@ -37,6 +44,14 @@ impl Registry {
             ("", &["serviceaccounts"], Arc::new(ServiceAccountStrategy)),
             ("", &["secrets"], Arc::new(SecretStrategy)),
             ("", &["configmaps"], Arc::new(ConfigMapStrategy)),
+            ("", &["events"], Arc::new(EventStrategy)),
+            ("events.k8s.io", &["events"], Arc::new(EventStrategy)),
+            ("apps", &["deployments"], Arc::new(DeploymentStrategy)),
+            ("apps", &["replicasets"], Arc::new(ReplicaSetStrategy)),
+            ("apps", &["statefulsets"], Arc::new(StatefulSetStrategy)),
+            ("apps", &["daemonsets"], Arc::new(DaemonSetStrategy)),
+            ("batch", &["jobs"], Arc::new(JobStrategy)),
+            ("coordination.k8s.io", &["leases"], Arc::new(LeaseStrategy)),
             (
                 "",
                 &["persistentvolumes", "persistentvolumeclaims", "resourcequotas", "podtemplates"],

@@ -1,8 +1,9 @@
 //! Layer 1, the registry: kube-apiserver's `pkg/registry`. It imports `model`, `storage`,
 //! `merge`, `auth` and itself, never admission, HTTP or the server, and offers [`Registry`]
 //! (the REST verbs on the store), the `Strategy` trait and one strategy per kind with rules of
-//! its own, in a folder per API group (`core`, `apiextensions`, `admissionregistration`,
-//! `authentication`, `authorization`) and registered by `kinds`, `/scale` and the garbage
+//! its own, in a folder per API group (`core`, `apps`, `batch`, `coordination`,
+//! `apiextensions`, `admissionregistration`, `authentication`, `authorization`) and
+//! registered by `kinds`, the Table printers' parts (`printers`), `/scale` and the garbage
 //! collector. Every rule that depends on the kind is a hook of its strategy: the generic
 //! registry never asks which kind it holds (`scripts/check-kind-rules.py` keeps it so).
 //!
@@ -12,14 +13,18 @@
 
 pub(crate) mod admissionregistration;
 pub(crate) mod apiextensions;
+pub(crate) mod apps;
 pub(crate) mod authentication;
 pub(crate) mod authorization;
+pub(crate) mod batch;
+pub(crate) mod coordination;
 pub(crate) mod core;
 mod delete;
 pub(crate) mod gc;
 mod generic;
 mod kinds;
 mod meta;
+pub(crate) mod printers;
 pub(crate) mod scale;
 pub(crate) mod stages;
 mod strategy;

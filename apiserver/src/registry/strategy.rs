@@ -10,6 +10,8 @@ use crate::model::status::ApiResult;
 use crate::model::typed_fields::TypedField;
 use crate::storage::store::{Store, StoredObject, Txn};
 
+use super::printers::{self, Column};
+
 /// What a name of a kind must be (kube's `ValidateObjectMetaAccessor` name validators).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameRule {
@@ -110,6 +112,16 @@ pub(crate) trait Strategy: Send + Sync {
         _body: &[u8],
     ) -> Option<ApiResult<Value>> {
         None
+    }
+    /// The columns of the kind's `Table` (kube's `TableConvertor`, what `kubectl get`
+    /// prints): by default the name, then `rt`'s printer columns or `Created At`.
+    fn columns(&self, rt: &ResourceType) -> Vec<Column> {
+        printers::default_columns(rt)
+    }
+    /// The cells of `object`'s row, one per column of [`columns`](Self::columns), at `now`
+    /// (seconds since the epoch, for ages).
+    fn cells(&self, rt: &ResourceType, object: &Value, _now: i64) -> Vec<Value> {
+        printers::default_cells(rt, object)
     }
     /// Whether writes of the kind go through admission: not the webhook configurations' and
     /// admission policies' own, which would otherwise let a webhook lock itself in.

@@ -8,6 +8,9 @@
 //! `additionalProperties`: formats, patterns, enums, bounds and CEL rules are not.
 //!
 //! The schemas are those of the CRDs stored: [`Schemas`], which the CRD strategy keeps.
+//!
+//! Its Table: the name, then the CRD's `additionalPrinterColumns`, or `Age` (a date) when it
+//! has none.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,6 +21,7 @@ use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{Shape, TypedField};
 use crate::registry::Strategy;
+use crate::registry::printers::{self, Column, col, named};
 
 /// The structural schema of each version a stored CRD serves, by API version and kind.
 #[derive(Default)]
@@ -113,6 +117,13 @@ impl Strategy for CustomResourceStrategy {
 
     fn structural_schema(&self, rt: &ResourceType) -> Option<Arc<Value>> {
         self.schemas.get(&rt.api_version(), &rt.kind)
+    }
+
+    fn columns(&self, rt: &ResourceType) -> Vec<Column> {
+        match rt.printer_columns.is_empty() {
+            true => named(vec![col("Age", "date", 0)]),
+            false => printers::default_columns(rt),
+        }
     }
 
     fn applied_fields(&self, rt: &ResourceType) -> Vec<TypedField> {

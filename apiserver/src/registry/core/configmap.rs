@@ -1,14 +1,15 @@
 //! The strategy of core/v1 ConfigMaps: `data` is a `map[string]string` and `binaryData` a
 //! `map[string][]byte` in Go, so a write that makes either anything but an object is refused
 //! as kube-apiserver's decoder refuses it (see the `typed_fields` module); one whose data is
-//! over the real server's 1 MiB limit is refused with its 422.
+//! over the real server's 1 MiB limit is refused with its 422. Its Table: `Name, Data, Age`.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::TypedField;
 use crate::registry::Strategy;
+use crate::registry::printers::{Column, age, count, named, row, text};
 
 /// The rules of ConfigMaps, registered for core/v1 `configmaps` by the server.
 pub(crate) struct ConfigMapStrategy;
@@ -22,6 +23,12 @@ impl Strategy for ConfigMapStrategy {
     }
     fn decode(&self, object: &mut Value) -> ApiResult<()> {
         check_size(object)
+    }
+    fn columns(&self, _: &ResourceType) -> Vec<Column> {
+        named(vec![text("Data"), text("Age")])
+    }
+    fn cells(&self, _: &ResourceType, map: &Value, now: i64) -> Vec<Value> {
+        row(map, vec![json!(count(&map["data"]) + count(&map["binaryData"])), age(map, now)])
     }
 }
 

@@ -4,6 +4,7 @@
 //! `registry::kinds` registers it.
 
 pub(crate) mod configmap;
+pub(crate) mod event;
 pub(crate) mod namespace;
 pub(crate) mod pod;
 pub(crate) mod returns_object;

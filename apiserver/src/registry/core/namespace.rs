@@ -1,11 +1,13 @@
 //! The strategy of core/v1 Namespaces (kube's `pkg/registry/core/namespace`): a namespace's
 //! name is a DNS label; a new one is `Active`; a delete answers with the namespace and, as no
-//! namespace controller runs here, removes every object in it in the same write.
+//! namespace controller runs here, removes every object in it in the same write. Its Table:
+//! `Name, Status, Age`.
 
 use serde_json::{Value, json};
 
 use crate::model::resources::ResourceType;
 use crate::model::status::ApiResult;
+use crate::registry::printers::{Column, age, named, row, text};
 use crate::registry::{NameRule, Strategy};
 use crate::storage::store::{Store, StoredObject, Txn, object_key};
 
@@ -25,6 +27,13 @@ impl Strategy for NamespaceStrategy {
     }
     fn returns_deleted_object(&self) -> bool {
         true
+    }
+    fn columns(&self, _: &ResourceType) -> Vec<Column> {
+        named(vec![text("Status"), text("Age")])
+    }
+    fn cells(&self, _: &ResourceType, namespace: &Value, now: i64) -> Vec<Value> {
+        let phase = namespace["status"]["phase"].as_str().unwrap_or("Active");
+        row(namespace, vec![json!(phase), age(namespace, now)])
     }
 }
 

@@ -3,7 +3,8 @@
 //! write that makes either anything but an object is refused as its decoder refuses it: see
 //! the `typed_fields` module); `stringData` is folded into `data` and an untyped Secret is
 //! `Opaque`, as its decoder and defaulting store it; on update, `type` never changes, and a
-//! Secret with `immutable: true` keeps its `data` and `stringData`, and stays immutable.
+//! Secret with `immutable: true` keeps its `data` and `stringData`, and stays immutable. Its
+//! Table: `Name, Type, Data, Age`.
 
 use serde_json::{Value, json};
 
@@ -11,6 +12,7 @@ use crate::model::resources::ResourceType;
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::TypedField;
 use crate::registry::Strategy;
+use crate::registry::printers::{Column, age, count, named, row, text};
 
 /// The rules of Secrets, registered for core/v1 `secrets` by the server.
 pub(crate) struct SecretStrategy;
@@ -32,6 +34,13 @@ impl Strategy for SecretStrategy {
     }
     fn validate_update(&self, name: &str, old: &Value, new: &Value, _: bool) -> ApiResult<()> {
         validate_update(name, old, new)
+    }
+    fn columns(&self, _: &ResourceType) -> Vec<Column> {
+        named(vec![text("Type"), text("Data"), text("Age")])
+    }
+    fn cells(&self, _: &ResourceType, secret: &Value, now: i64) -> Vec<Value> {
+        let kind = secret["type"].as_str().unwrap_or("Opaque");
+        row(secret, vec![json!(kind), json!(count(&secret["data"])), age(secret, now)])
     }
 }
 
