@@ -36,11 +36,12 @@ import sys
 # File (relative to SRC_DIR) -> why it may name kinds.
 EXEMPT = {
     "model/resources.rs": "the resource table: it defines the kinds and which groups are built in",
-    "http/route.rs": "routing: `/namespaces/NS/...` is a namespace scope unless it names a "
-    "namespace's own subresource",
-    "admission/hooks.rs": "admission's namespace selector, which a namespace itself is matched "
-    "by its own labels",
-    "auth/rbac.rs": "RBAC's own kinds: a binding's roleRef (Role, ClusterRole) and subjects",
+    "http/route.rs": "routing: a path's `namespaces/NS` segment scopes the request to a namespace "
+    "(kube's request info resolver), unless a namespace's own subresource follows",
+    "admission/hooks.rs": "admission's namespace selector: a namespace is matched by its own "
+    "labels, any other object by its namespace's (kube's namespace matcher)",
+    "auth/rbac.rs": "RBAC's own kinds: a binding's roleRef (Role, ClusterRole) and its kind "
+    "(RoleBinding), as kube's RBAC authorizer reads them",
 }
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,7 +190,7 @@ def main():
     for rel, reason in sorted(EXEMPT.items()):
         count = len(per_file.get(rel, []))
         if count:
-            print(f"exempt: {rel} ({count} lines): {reason}")
+            print(f"exempt: {rel} ({count} line{'s' if count > 1 else ''}): {reason}")
         else:
             print(f"stale exemption: {rel} names no kind (or is gone): drop it from EXEMPT")
             failed = True
