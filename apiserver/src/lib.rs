@@ -60,8 +60,9 @@
 //!   outside metadata and status changes), patch (merge, JSON, strategic merge), delete
 //!   (finalizers hold an object with a deletionTimestamp until they are removed; a pod is
 //!   first marked with its deletionTimestamp, which watchers see as `MODIFIED`, then removed;
-//!   a completed delete answers with the object for pods, namespaces and services and with a
-//!   `Status` for other kinds), delete collection, server-side apply (`fieldManager`,
+//!   a completed delete answers with the object for pods, namespaces, services, service
+//!   accounts and the few other kinds the real server answers so, and with a `Status` for the
+//!   others), delete collection, server-side apply (`fieldManager`,
 //!   ownership in `managedFields`, 409 conflicts naming managers and fields, `force`, removal
 //!   of fields a manager stops applying, merge keys, create on apply, `dryRun=All`, `/status`;
 //!   see the `apply` module's docs), the `/status` subresource (built-in kinds
@@ -212,6 +213,9 @@
 // its layer's contract. A module imports only modules of its own layer or below
 // (`scripts/check-cycles.py apiserver/src --layers` reads the lines below, so they are the
 // check), and none imports one that imports it back (the same script without `--layers`).
+// What one kind does is a hook of its `Strategy`, in `registry/<group>/` (kube-apiserver's
+// `strategy.go` per kind and its TableConvertors); no other file tests a kind's group, plural
+// or kind but the few `scripts/check-kind-rules.py` names, each with why.
 // layer 0: model, storage, merge, protobuf
 // layer 1: auth, registry
 // layer 2: admission, conversion, webhook

@@ -1,5 +1,16 @@
 //! The `Strategy` trait: what a kind adds to the generic registry (kube's per-kind
-//! `strategy.go`), each hook called where kube-apiserver calls its own.
+//! `strategy.go`, its storage-less `rest.Creater`s and its TableConvertor), each hook called
+//! where kube-apiserver calls its own.
+//!
+//! Contract: every hook has a default that adds nothing ([`GenericStrategy`], what a kind without
+//! rules of its own gets), so a new hook breaks no strategy. The hooks, by what they serve: a
+//! review answered instead of stored (`answer_create`), whether admission sees the write
+//! (`admitted`), the body decoded (`decode`, `typed_fields`, `applied_fields`,
+//! `structural_schema`), the name checked (`name_rule`), create and update defaults and validation
+//! (`validate_create`, `prepare_update`, `validate_update`), a delete (`graceful_delete`,
+//! `removing`, `returns_deleted_object`), what follows a stored write (`stored`, `removed`); and
+//! for reads, the field selectors taken (`field_labels`) and the Table printed (`columns`,
+//! `cells`).
 
 use std::sync::Arc;
 
