@@ -8,8 +8,10 @@ kube-apiserver keeps what one kind does in that kind's `strategy.go` under
 kind they hold. The embedded server does the same: a kind's rules are hooks of its `Strategy`
 (`registry/strategy.rs`), implemented in `registry/<group>/`. This check reads the names of the
 served kinds from the resource table (`model/resources.rs`: every group, kind and plural given
-as a literal to `ResourceType::new` or to a closure that calls it) and flags, in every other
-file, code that branches on one:
+as a literal to `ResourceType::new` or to a closure that calls it), and the groups and plurals
+that have a strategy but are not served by default (every string literal of
+`registry/kinds.rs`, the registration table), and flags, in every other file, code that
+branches on one:
 
 - a comparison (`==`, `!=`) with one of those names as a string literal, or the literal as a
   match arm, an alternative (`|`), in a slice pattern or inside `matches!(...)`;
@@ -174,6 +176,8 @@ def main():
         print(f"{src}/model/resources.rs not found: no resource table to read kinds from")
         return 2
     names = kind_names(cycles.blank(raw["model/resources.rs"], keep_strings=True))
+    registered = cycles.blank(raw.get("registry/kinds.rs", ""), keep_strings=True)
+    names |= {n for n in re.findall(STRING, registered) if n}
     preds = predicates(masked["model/resources.rs"], masked)
     skip = test_only_files(src, masked)
     per_file, failed = {}, False
@@ -203,8 +207,8 @@ def main():
             total += 1
     if total:
         print(
-            f"{total} kind rules outside the strategies: move each into a hook of "
-            "`registry::Strategy`, implemented in registry/<group>/ (see the docs of this script)"
+            f"{total} kind rule{'s' if total > 1 else ''} outside the strategies: move each into a "
+            "hook of `registry::Strategy`, implemented in registry/<group>/ (see this script's docs)"
         )
         failed = True
     else:
