@@ -35,8 +35,9 @@ pub(crate) struct Target {
 /// under the store's lock, called by those and by the server itself.
 pub(crate) struct Registry {
     pub(crate) store: Store,
-    /// What a kind adds to the generic semantics, by group and plural.
-    strategies: HashMap<(String, String), Arc<dyn Strategy>>,
+    /// What a kind adds to the generic semantics, by group, then plural (two maps, so that a
+    /// lookup borrows the names instead of building a key).
+    strategies: HashMap<String, HashMap<String, Arc<dyn Strategy>>>,
     /// What every kind a CustomResourceDefinition defines adds, if anything.
     custom_resources: Option<Arc<dyn Strategy>>,
     /// What admits writes, if anything does.
@@ -71,7 +72,8 @@ impl Registry {
         plural: &str,
         strategy: Arc<dyn Strategy>,
     ) -> Self {
-        self.strategies.insert((group.to_owned(), plural.to_owned()), strategy);
+        let group = self.strategies.entry(group.to_owned()).or_default();
+        group.insert(plural.to_owned(), strategy);
         self
     }
 
@@ -85,7 +87,8 @@ impl Registry {
     /// or [`GenericStrategy`] (every hook's default) for the other kinds.
     pub(crate) fn strategy(&self, rt: &ResourceType) -> &dyn Strategy {
         let custom = || self.custom_resources.as_ref().filter(|_| rt.from_definition);
-        match self.strategies.get(&(rt.group.clone(), rt.plural.clone())).or_else(custom) {
+        let own = self.strategies.get(rt.group.as_str()).and_then(|p| p.get(rt.plural.as_str()));
+        match own.or_else(custom) {
             Some(strategy) => strategy.as_ref(),
             None => &GenericStrategy,
         }

@@ -33,7 +33,8 @@ use super::strategy::Strategy;
 impl Registry {
     /// Gives every kind with rules of its own its strategy: the built-in kinds' (if only a
     /// Table printer), those a user may register (whose only rule is a delete's answer, or
-    /// passing no webhook), and the CRDs' and their kinds'. `users` are the tokens a TokenReview authenticates.
+    /// passing no webhook), and the CRDs' and their kinds'. `users` are the tokens a
+    /// TokenReview authenticates.
     pub(crate) fn with_kind_strategies(self, users: Users) -> Self {
         let schemas = Arc::new(Schemas::default());
         let custom = CustomResourceStrategy { schemas: schemas.clone() };
