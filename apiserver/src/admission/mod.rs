@@ -7,7 +7,9 @@
 //! Contract:
 //! - `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` are served,
 //!   defaulted and validated as v1.36 does it (see `registry::admissionregistration`); their
-//!   own writes pass no webhook (their strategies are not admitted).
+//!   own writes, and those of every other kind of `admissionregistration.k8s.io` (the
+//!   admission policies, a kind a user registers there), pass no webhook (their strategies,
+//!   and the group's, are not admitted).
 //! - A create, update, patch (merge, JSON, strategic, apply), `/status` write or delete of any
 //!   other kind goes to the webhooks whose rules and selectors match it (see `hooks`):
 //!   first the mutating ones, in configuration-name order, each seeing the object as the
@@ -57,8 +59,8 @@ use call::Answer;
 use hooks::{Attributes, Hook};
 
 /// The webhooks as the registry's admission stage: a write goes to those stored when its
-/// request came (the registry asks for none where the kind is not admitted: the webhook
-/// configurations' own writes, see `Strategy::admitted`).
+/// request came (the registry asks for none where the kind or its group is not admitted: no
+/// kind of `admissionregistration.k8s.io`, see `Strategy::admitted`).
 pub(crate) struct WebhookAdmission;
 
 impl Admission for WebhookAdmission {

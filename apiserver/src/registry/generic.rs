@@ -38,6 +38,9 @@ pub(crate) struct Registry {
     /// What a kind adds to the generic semantics, by group, then plural (two maps, so that a
     /// lookup borrows the names instead of building a key).
     strategies: HashMap<String, HashMap<String, Arc<dyn Strategy>>>,
+    /// What every other kind of a group adds, by group: kube-apiserver's rules for a whole
+    /// group (no write to a kind of `admissionregistration.k8s.io` passes webhooks).
+    groups: HashMap<String, Arc<dyn Strategy>>,
     /// What every kind a CustomResourceDefinition defines adds, if anything.
     custom_resources: Option<Arc<dyn Strategy>>,
     /// What admits writes, if anything does.
@@ -47,7 +50,13 @@ pub(crate) struct Registry {
 impl Registry {
     /// A registry over `store`, with no kind of special rules yet.
     pub(crate) fn new(store: Store) -> Self {
-        Self { store, strategies: HashMap::new(), custom_resources: None, admission: None }
+        Self {
+            store,
+            strategies: HashMap::new(),
+            groups: HashMap::new(),
+            custom_resources: None,
+            admission: None,
+        }
     }
 
     /// Sends writes through `admission` before they are stored.
@@ -56,10 +65,12 @@ impl Registry {
         self
     }
 
-    /// What admits a write to `rt` now, if anything does (nothing for a kind whose strategy
-    /// is not admitted).
+    /// What admits a write to `rt` now, if anything does (nothing for a kind whose strategy,
+    /// or whose group's, is not admitted: a CRD's kind in such a group keeps its CRD's rules
+    /// but passes no webhook, as before strategies).
     pub(super) fn admitting(&self, rt: &ResourceType) -> Option<Box<dyn Admit + '_>> {
-        if !self.strategy(rt).admitted() {
+        let group = self.groups.get(rt.group.as_str());
+        if !self.strategy(rt).admitted() || group.is_some_and(|g| !g.admitted()) {
             return None;
         }
         self.admission.as_ref()?.start(&self.store, rt)
@@ -77,6 +88,12 @@ impl Registry {
         self
     }
 
+    /// Gives every kind of `group` without a strategy of its own the rules of `strategy`.
+    pub(crate) fn with_group_strategy(mut self, group: &str, strategy: Arc<dyn Strategy>) -> Self {
+        self.groups.insert(group.to_owned(), strategy);
+        self
+    }
+
     /// Gives every kind a CustomResourceDefinition defines the rules of `strategy`.
     pub(crate) fn with_custom_resource_strategy(mut self, strategy: Arc<dyn Strategy>) -> Self {
         self.custom_resources = Some(strategy);
@@ -84,11 +101,12 @@ impl Registry {
     }
 
     /// The rules of `rt`: its own strategy, the custom resources' for a kind a CRD defines,
-    /// or [`GenericStrategy`] (every hook's default) for the other kinds.
+    /// its group's, or [`GenericStrategy`] (every hook's default) for the other kinds.
     pub(crate) fn strategy(&self, rt: &ResourceType) -> &dyn Strategy {
         let custom = || self.custom_resources.as_ref().filter(|_| rt.from_definition);
         let own = self.strategies.get(rt.group.as_str()).and_then(|p| p.get(rt.plural.as_str()));
-        match own.or_else(custom) {
+        let group = || self.groups.get(rt.group.as_str());
+        match own.or_else(custom).or_else(group) {
             Some(strategy) => strategy.as_ref(),
             None => &GenericStrategy,
         }

@@ -73,16 +73,6 @@ impl Registry {
                 &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
                 Arc::new(ConfigurationStrategy),
             ),
-            (
-                "admissionregistration.k8s.io",
-                &[
-                    "validatingadmissionpolicies",
-                    "validatingadmissionpolicybindings",
-                    "mutatingadmissionpolicies",
-                    "mutatingadmissionpolicybindings",
-                ],
-                Arc::new(PolicyStrategy),
-            ),
             ("authentication.k8s.io", &["tokenreviews"], Arc::new(TokenReviewStrategy { users })),
             (
                 "authorization.k8s.io",
@@ -90,7 +80,11 @@ impl Registry {
                 Arc::new(SubjectAccessReviewStrategy),
             ),
         ];
-        let mut registry = self.with_custom_resource_strategy(Arc::new(custom));
+        // Every other kind of the group (the admission policies and their bindings, a kind a
+        // user registers there) passes no webhook either, as before strategies.
+        let mut registry = self
+            .with_custom_resource_strategy(Arc::new(custom))
+            .with_group_strategy("admissionregistration.k8s.io", Arc::new(PolicyStrategy));
         for (group, plurals, strategy) in kinds {
             for plural in plurals {
                 registry = registry.with_strategy(group, plural, strategy.clone());

@@ -1,6 +1,8 @@
-//! The strategy of `admissionregistration.k8s.io`'s admission policies and their bindings
-//! (validating and mutating): none is served by default, and a user may register them
-//! (`ApiServerBuilder::resource`); as on the real server, their writes pass no webhook.
+//! The strategy of every kind of `admissionregistration.k8s.io` without one of its own: the
+//! admission policies and their bindings (validating and mutating; none is served by default,
+//! and a user may register them with `ApiServerBuilder::resource`), and any other kind a user
+//! registers in the group or a CRD defines there. As on the real server for the policies,
+//! their writes pass no webhook.
 
 use crate::registry::Strategy;
 
