@@ -1,5 +1,5 @@
 //! Rules of one kind or group, as a user of the embedded server meets them over HTTP: which
-//! writes pass admission webhooks.
+//! writes pass admission webhooks, and which names a kind takes.
 
 use ctrlkit_apiserver::{ApiServer, ResourceType};
 use kube_client::api::{ApiResource, DynamicObject, PostParams};
@@ -92,4 +92,40 @@ async fn no_write_to_a_kind_of_admissionregistration_passes_webhooks() {
     let examples = admissionregistration("Example", "examples");
     let example = create(&client, &examples, "e", json!({ "spec": {} })).await;
     assert_eq!(example, "created", "a kind of admissionregistration.k8s.io went to the webhook");
+}
+
+#[tokio::test]
+async fn namespaces_and_services_take_dns_labels_and_configmaps_subdomains() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let long = "a".repeat(64);
+    let namespaces = ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        plural: "namespaces".into(),
+    };
+    let services =
+        ApiResource { kind: "Service".into(), plural: "services".into(), ..configmaps() };
+    let spec = json!({ "spec": { "ports": [{ "port": 80 }] } });
+    for (ar, data) in [(&namespaces, json!({})), (&services, spec)] {
+        let why =
+            [(long.as_str(), "must be no more than 63 characters"), ("a.b", "RFC 1123 label")];
+        for (name, why) in why {
+            let api: Api<DynamicObject> = match ar.kind.as_str() {
+                "Namespace" => Api::all_with(client.clone(), ar),
+                _ => Api::namespaced_with(client.clone(), "default", ar),
+            };
+            let object = DynamicObject::new(name, ar).data(data.clone());
+            let answer = api.create(&PostParams::default(), &object).await;
+            let Err(kube_client::Error::Api(status)) = answer else {
+                panic!("{} {name:?} was taken: {answer:?}", ar.kind);
+            };
+            assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{}", ar.kind);
+            assert!(status.message.contains(why), "{}", status.message);
+        }
+    }
+    let dotted = create(&client, &configmaps(), "a.b", json!({})).await;
+    assert_eq!(dotted, "created", "a ConfigMap's name may have a dot");
 }
