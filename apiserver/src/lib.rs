@@ -214,8 +214,8 @@
 // (`scripts/check-cycles.py apiserver/src --layers` reads the lines below, so they are the
 // check), and none imports one that imports it back (the same script without `--layers`).
 // What one kind does is a hook of its `Strategy`, in `registry/<group>/` (kube-apiserver's
-// `strategy.go` per kind and its TableConvertors); no other file tests a kind's group, plural
-// or kind but the few `scripts/check-kind-rules.py` names, each with why.
+// `strategy.go` per kind and its TableConvertors); `scripts/check-kind-rules.py` flags the
+// common ways another file could test a kind's group, plural or kind, but the few it exempts.
 // layer 0: model, storage, merge, protobuf
 // layer 1: auth, registry
 // layer 2: admission, conversion, webhook

@@ -4,8 +4,9 @@
 //! its own, in a folder per API group (`core`, `apps`, `batch`, `coordination`,
 //! `apiextensions`, `admissionregistration`, `authentication`, `authorization`) and
 //! registered by `kinds`, the Table printers' parts (`printers`), `/scale` and the garbage
-//! collector. Every rule that depends on the kind is a hook of its strategy: the generic
-//! registry never asks which kind it holds (`scripts/check-kind-rules.py` keeps it so).
+//! collector. Every rule that depends on the kind is a hook of its strategy (or of its
+//! group's): the generic registry does not ask which kind it holds (`scripts/check-kind-rules.py`
+//! flags the common ways to, ARCHITECTURE.md says which it misses).
 //!
 //! REST semantics on top of the store, as kube-apiserver's generic registry applies them:
 //! metadata on create, optimistic concurrency on update, generation, the status

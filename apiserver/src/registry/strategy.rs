@@ -36,7 +36,8 @@ pub(crate) enum NameRule {
 /// create, update and delete strategies, its `rest.Creater`s that store nothing, and its hooks
 /// after a write): one is registered (`registry::kinds`) for each kind with rules of its own,
 /// and every rule that depends on the kind is a hook here; the generic registry, the HTTP
-/// layer and storage never ask which kind they hold (`scripts/check-kind-rules.py`). Each hook
+/// layer and storage do not ask which kind they hold (`scripts/check-kind-rules.py` flags the
+/// common ways to; ARCHITECTURE.md says which it misses). Each hook
 /// is called at the point kube-apiserver calls its own: validation before the write, what
 /// follows it (a CRD starting to serve its kind) only once the write is stored, never in a
 /// dry run. Every hook has a default, the generic behaviour.
