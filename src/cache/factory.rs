@@ -50,7 +50,6 @@ use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{CacheSyncError, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
-use crate::workqueue::QueueMetricsProvider;
 
 /// What identifies a shared informer: the Rust type of its objects (so a full and a
 /// metadata-only informer of one kind are two), its collection's URL (kind and namespace),
@@ -118,7 +117,6 @@ struct Inner {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
-    queue_metrics: Option<Arc<dyn QueueMetricsProvider>>,
     state: Mutex<State>,
     /// `true` once the factory stops its informers.
     stop: watch::Sender<bool>,
@@ -226,7 +224,6 @@ pub struct SharedInformerFactoryBuilder {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
-    queue_metrics: Option<Arc<dyn QueueMetricsProvider>>,
 }
 
 impl std::fmt::Debug for SharedInformerFactoryBuilder {
@@ -264,14 +261,6 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
-    /// The metrics of the work queues of controllers built on this factory (unless their
-    /// queue builder has its own), so that a manager's registry reaches them.
-    #[must_use]
-    pub fn queue_metrics(mut self, provider: Arc<dyn QueueMetricsProvider>) -> Self {
-        self.queue_metrics = Some(provider);
-        self
-    }
-
     /// The factory.
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
@@ -280,7 +269,6 @@ impl SharedInformerFactoryBuilder {
                 namespace: self.namespace,
                 config: self.config,
                 informer_metrics: self.informer_metrics,
-                queue_metrics: self.queue_metrics,
                 state: Mutex::new(State {
                     informers: HashMap::new(),
                     order: Vec::new(),
@@ -308,7 +296,6 @@ impl SharedInformerFactory {
             namespace: None,
             config: InformerConfig::default(),
             informer_metrics: None,
-            queue_metrics: None,
         }
     }
 
@@ -319,11 +306,6 @@ impl SharedInformerFactory {
     /// The client the informers list and watch with.
     pub fn client(&self) -> &Client {
         &self.inner.client
-    }
-
-    /// The work-queue metrics controllers built on this factory use, if any.
-    pub fn queue_metrics(&self) -> Option<Arc<dyn QueueMetricsProvider>> {
-        self.inner.queue_metrics.clone()
     }
 
     /// The namespace typed lookups are limited to, if any.

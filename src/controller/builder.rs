@@ -25,7 +25,7 @@ use crate::cache::{
 };
 use crate::sharding::range_member::RangeMember;
 use crate::sharding::{Assignment, Ring, drain_label};
-use crate::workqueue::{WorkQueue, WorkQueueBuilder};
+use crate::workqueue::{QueueMetricsProvider, WorkQueue, WorkQueueBuilder};
 
 type ShapeInformer<K> = Box<dyn FnOnce(InformerBuilder<K>) -> InformerBuilder<K> + Send>;
 
@@ -71,6 +71,9 @@ struct Spec<K> {
     prioritize: bool,
     config: Config,
     metrics: Option<Arc<dyn ControllerMetricsProvider>>,
+    /// The queue's metrics unless its builder has its own: a manager's registry, set by the
+    /// manager that binds the builder.
+    queue_metrics: Option<Arc<dyn QueueMetricsProvider>>,
     shard: Option<(Ring, String)>,
 }
 
@@ -108,6 +111,7 @@ impl<K: InformerObject> Controller<K> {
                 prioritize: true,
                 config: Config::default(),
                 metrics: None,
+                queue_metrics: None,
                 shard: None,
             },
         }
@@ -200,6 +204,15 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         self
     }
 
+    /// Reports the queue to `provider` unless [`queue`](Self::queue) was given a builder
+    /// with metrics of its own (a manager with metrics binds its builders so).
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub(crate) fn default_queue_metrics(mut self, provider: Arc<dyn QueueMetricsProvider>) -> Self {
+        self.spec.queue_metrics = Some(provider);
+        self
+    }
+
     /// Shapes the primary informer (a transform, an indexer with indexes, a resync, a
     /// backoff) when the factory makes it; an informer the factory already had keeps its
     /// shape.
@@ -213,8 +226,9 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     }
 
     /// The queue (its rate limiter, its metrics, its fairness). Default: client-go's default
-    /// controller rate limiter, no metrics, named after the controller, fair by namespace
-    /// unless [`Config::fair_queue`] says otherwise.
+    /// controller rate limiter, no metrics (a manager's registry, for builders a manager
+    /// hands out), named after the controller, fair by namespace unless
+    /// [`Config::fair_queue`] says otherwise.
     #[must_use]
     pub fn queue(mut self, queue: WorkQueueBuilder<ObjectKey>) -> Self {
         self.spec.queue = Some(queue);
@@ -389,7 +403,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         if !queue.has_name() {
             queue = queue.name(&name);
         }
-        if let Some(metrics) = factory.queue_metrics().filter(|_| !queue.has_metrics()) {
+        if let Some(metrics) = self.spec.queue_metrics.filter(|_| !queue.has_metrics()) {
             queue = queue.metrics(metrics);
         }
         if self.spec.config.fair_queue {

@@ -148,8 +148,8 @@ impl Manager {
     /// ```
     ///
     /// Its informers come from the manager's [`factory`](Self::factory) (shared with every
-    /// other controller of the manager, started and stopped by it, with its queue metrics); it
-    /// reports to the manager's metrics registry, if it has one; in a sharded manager it is
+    /// other controller of the manager, started and stopped by it); it and its queue report
+    /// to the manager's metrics registry, if it has one; in a sharded manager it is
     /// sharded ([`unsharded`](ControllerBuilder::unsharded) undoes that). The builder borrows
     /// the manager until `complete`; its `build` instead gives the controller back (a
     /// [`ManagedController`], to keep a hold on it) for

@@ -60,28 +60,28 @@ impl Telemetry {
         self.registry.as_ref()
     }
 
-    /// The factory, reporting its informers' and queues' metrics to the registry.
+    /// The factory, reporting its informers' metrics to the registry.
     pub(super) fn factory(
         &self,
         factory: SharedInformerFactoryBuilder,
     ) -> SharedInformerFactoryBuilder {
         #[cfg(feature = "metrics")]
         if let Some(registry) = &self.registry {
-            return factory
-                .informer_metrics(Arc::new(registry.clone()))
-                .queue_metrics(Arc::new(registry.clone()));
+            return factory.informer_metrics(Arc::new(registry.clone()));
         }
         factory
     }
 
-    /// A controller builder reporting its controller metrics to the registry.
+    /// A controller builder reporting its controller and queue metrics to the registry.
     pub(super) fn controller<K: InformerObject>(
         &self,
         builder: ControllerBuilder<K>,
     ) -> ControllerBuilder<K> {
         #[cfg(feature = "metrics")]
         if let Some(registry) = &self.registry {
-            return builder.metrics(Arc::new(registry.clone()));
+            return builder
+                .metrics(Arc::new(registry.clone()))
+                .default_queue_metrics(Arc::new(registry.clone()));
         }
         builder
     }
