@@ -99,6 +99,8 @@ struct Inner<K> {
     /// lock, which a handler's code may hold while it drops a guard.
     commit: Mutex<()>,
     state: watch::Sender<RunState>,
+    /// `true` while `state` is `Stopped`: what [`HasSynced::stopped_receiver`] hands out.
+    stopped: watch::Sender<bool>,
     resync: Option<Duration>,
     /// The resourceVersion of the last list, event or bookmark applied; empty before the
     /// first list.
@@ -338,6 +340,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 released: watch::channel(false).0,
                 commit: Mutex::new(()),
                 state: watch::channel(RunState::NotStarted).0,
+                stopped: watch::channel(false).0,
                 resync: config.resync,
                 last_sync_rv: Mutex::new(String::new()),
                 reached: watch::channel(0).0,
@@ -381,11 +384,12 @@ fn informer_span<K>(lw: &ListWatch<K>) -> tracing::Span {
 /// Marks the informer stopped when its run ends, however it ends: returned, dropped, or
 /// unwound by a panic. Without it a dropped run would leave the informer "running" forever
 /// and every later waiter hanging.
-struct RunGuard<'a>(&'a watch::Sender<RunState>);
+struct RunGuard<'a, K>(&'a Inner<K>);
 
-impl Drop for RunGuard<'_> {
+impl<K> Drop for RunGuard<'_, K> {
     fn drop(&mut self) {
-        self.0.send_replace(RunState::Stopped);
+        self.0.state.send_replace(RunState::Stopped);
+        self.0.stopped.send_replace(true);
     }
 }
 
@@ -578,7 +582,7 @@ impl<K: InformerObject> Informer<K> {
         if self.is_released() {
             span.in_scope(|| tracing::warn!("the informer was released; not run again"));
             if started {
-                self.inner.state.send_replace(RunState::Stopped);
+                drop(RunGuard(self.inner.as_ref()));
             }
             return;
         }
@@ -586,7 +590,8 @@ impl<K: InformerObject> Informer<K> {
             span.in_scope(|| tracing::warn!("the informer is already running; not run twice"));
             return;
         }
-        let _guard = RunGuard(&self.inner.state);
+        self.inner.stopped.send_replace(false);
+        let _guard = RunGuard(self.inner.as_ref());
         self.inner.processor.lock().start(tokio::runtime::Handle::current());
         async {
             tracing::info!("informer started");
@@ -755,11 +760,9 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
 
 /// An informer with its kind erased, for those that hold informers of many kinds: the
 /// factory that runs them and the controllers that wait for them.
-pub(crate) trait InformerHandle: Send + Sync + 'static {
-    /// What it lists and watches, for logs and errors.
-    fn describe(&self) -> String;
-    /// Whether its store holds its first list.
-    fn synced_receiver(&self) -> watch::Receiver<bool>;
+/// What [`HasSynced`] has (its description, its synced and released receivers) it takes from
+/// there.
+pub(crate) trait InformerHandle: HasSynced + 'static {
     /// Where its run stands.
     fn state_receiver(&self) -> watch::Receiver<RunState>;
     /// Runs it until `stop` completes.
@@ -772,17 +775,9 @@ pub(crate) trait InformerHandle: Send + Sync + 'static {
     fn release_cache(&self) -> bool;
     /// Tells its metrics that it was released (user code: outside every lock).
     fn report_released(&self);
-    /// Whether it was released, as it changes.
-    fn released_receiver(&self) -> watch::Receiver<bool>;
 }
 
 impl<K: InformerObject> InformerHandle for Informer<K> {
-    fn describe(&self) -> String {
-        self.list_watch().to_string()
-    }
-    fn synced_receiver(&self) -> watch::Receiver<bool> {
-        self.inner.synced.subscribe()
-    }
     fn state_receiver(&self) -> watch::Receiver<RunState> {
         Informer::state_receiver(self)
     }
@@ -807,12 +802,34 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
             observe("released", || metrics.released());
         }
     }
-    fn released_receiver(&self) -> watch::Receiver<bool> {
-        self.released_receiver()
-    }
 }
 
 /// Something whose cache can be synced; see [`wait_for_cache_sync`](super::wait_for_cache_sync).
+/// Only [`has_synced`](Self::has_synced) and [`synced_receiver`](Self::synced_receiver) are
+/// required; the others have defaults for what is never released nor stopped:
+///
+/// ```
+/// use ctrlkit::cache::{HasSynced, wait_for_cache_sync};
+/// use tokio::sync::watch;
+///
+/// /// A cache of the user's own, filled by hand.
+/// struct Filled(watch::Sender<bool>);
+///
+/// impl HasSynced for Filled {
+///     fn has_synced(&self) -> bool {
+///         *self.0.borrow()
+///     }
+///     fn synced_receiver(&self) -> watch::Receiver<bool> {
+///         self.0.subscribe()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let filled = Filled(watch::channel(true).0);
+/// assert_eq!(wait_for_cache_sync(&[&filled], std::future::pending()).await, Ok(()));
+/// # }
+/// ```
 pub trait HasSynced: Send + Sync {
     /// Whether the first list is in the store.
     fn has_synced(&self) -> bool;
@@ -826,6 +843,11 @@ pub trait HasSynced: Send + Sync {
     /// [`InformerGuard`](super::InformerGuard) (then it never syncs); `None` (the default)
     /// for what is never released.
     fn released_receiver(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
+    /// A receiver that sees `true` once a run of it ended (then it does not sync until it
+    /// runs again); `None` (the default) for what has no run of its own.
+    fn stopped_receiver(&self) -> Option<watch::Receiver<bool>> {
         None
     }
 }
@@ -842,6 +864,9 @@ impl<K: InformerObject> HasSynced for Informer<K> {
     }
     fn released_receiver(&self) -> Option<watch::Receiver<bool>> {
         Some(self.inner.released.subscribe())
+    }
+    fn stopped_receiver(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.inner.stopped.subscribe())
     }
 }
 

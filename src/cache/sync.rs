@@ -5,39 +5,33 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use super::informer::{HasSynced, InformerHandle, RunState};
 use super::{Indexer, Informer, InformerObject};
 
 /// Waits until every informer has synced, as client-go's `WaitForCacheSync` (which answers
 /// `false` where this is an error); it wakes on the sync itself rather than polling. Fails
 /// with [`CacheSyncError::Shutdown`], naming the informers that had not synced, when
-/// `shutdown` completes first, and with [`CacheSyncError::Released`] as soon as one of them
+/// `shutdown` completes first; with [`CacheSyncError::Released`] as soon as one of them
 /// is released by its last [`InformerGuard`](super::InformerGuard), before the call or
-/// during it (a released informer never syncs).
+/// during it (a released informer never syncs); and with [`CacheSyncError::Stopped`] as
+/// soon as the run of one that has not synced has ended, as a controller's wait does.
 pub async fn wait_for_cache_sync(
     informers: &[&dyn HasSynced],
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CacheSyncError> {
     let each = informers.iter().map(|informer| {
-        let mut synced = informer.synced_receiver();
-        let released = informer.released_receiver();
+        let synced = turns_true(Some(informer.synced_receiver()));
+        let released = turns_true(informer.released_receiver());
+        let stopped = turns_true(informer.stopped_receiver());
         async move {
-            // An error means the informer is gone: it will never sync, nor be released.
-            let released = async {
-                let Some(mut released) = released else { return std::future::pending().await };
-                if released.wait_for(|r| *r).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            let synced = async {
-                if synced.wait_for(|synced| *synced).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
             tokio::select! {
                 biased;
                 _ = released => Err(CacheSyncError::Released(informer.describe())),
+                // The run may have synced just before it ended.
                 _ = synced => Ok(()),
+                _ = stopped => Err(CacheSyncError::Stopped(informer.describe())),
             }
         }
     });
@@ -49,6 +43,17 @@ pub async fn wait_for_cache_sync(
             informers.iter().filter(|i| !i.has_synced()).map(|i| i.describe()).collect(),
         )),
     }
+}
+
+/// Resolves once `receiver` sees `true`; never for no receiver, nor once its sender is gone
+/// (an informer that is gone never syncs, stops or is released).
+async fn turns_true(receiver: Option<watch::Receiver<bool>>) {
+    if let Some(mut receiver) = receiver
+        && receiver.wait_for(|value| *value).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 impl<K: InformerObject> Informer<K> {
@@ -121,28 +126,17 @@ pub(crate) async fn wait_for_informers(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CacheSyncError> {
     let each = informers.iter().map(|informer| {
-        let (mut synced, mut state) = (informer.synced_receiver(), informer.state_receiver());
-        let mut released = informer.released_receiver();
+        let synced = turns_true(Some(informer.synced_receiver()));
+        let released = turns_true(informer.released_receiver());
+        let stopped = turns_true(informer.stopped_receiver());
         let name = informer.describe();
         async move {
-            // Released while waited for: no one needs it synced any more.
-            let released = async {
-                let _ = released.wait_for(|r| *r).await;
-            };
-            let stopped = async {
-                // A stop seen now: the run ended before the first list was in.
-                let _ = state.wait_for(|s| *s == RunState::Stopped).await;
-            };
-            let synced = async {
-                // An error means the informer is gone: it will never sync.
-                if synced.wait_for(|s| *s).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
             tokio::select! {
                 biased;
+                // Released while waited for: no one needs it synced any more.
                 _ = released => Ok(()),
                 _ = synced => Ok(()),
+                // A stop seen now: the run ended before the first list was in.
                 _ = stopped => Err(CacheSyncError::Stopped(name)),
             }
         }

@@ -276,6 +276,25 @@ async fn wait_for_cache_sync_gives_up_at_shutdown() {
     assert_eq!(result, Err(CacheSyncError::Shutdown(vec!["pods in namespace default".into()])));
 }
 
+/// An informer whose run ends before its first list is in never syncs: `wait_for_cache_sync`
+/// fails at once naming it, as the factory's and the controllers' waits do, rather than
+/// waiting for a shutdown that may never come.
+#[tokio::test]
+async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
+    let server = server().await;
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let (stop, run) = start(&inf);
+    stop.send(()).unwrap();
+    run.await.unwrap();
+    let informers: [&dyn HasSynced; 1] = [&inf];
+    let wait = wait_for_cache_sync(&informers, std::future::pending());
+    let result = tokio::time::timeout(Duration::from_secs(10), wait).await;
+    let stopped = CacheSyncError::Stopped("pods in namespace default".into());
+    assert_eq!(result.ok(), Some(Err(stopped)), "the wait ends, naming the stopped informer");
+}
+
 #[tokio::test]
 async fn managed_fields_are_dropped_unless_kept() {
     let server = server().await;
