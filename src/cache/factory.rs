@@ -428,7 +428,7 @@ impl SharedInformerFactory {
             let informer = entry.typed.downcast_ref::<Informer<K>>();
             return (informer.expect("the key holds the object type").clone(), entry.id);
         }
-        let mut builder = Informer::builder(list_watch).config(self.inner.config.clone());
+        let mut builder = Informer::builder_with(list_watch, self.inner.config.clone());
         if let Some(metrics) = &self.inner.informer_metrics {
             builder = builder.metrics(metrics.clone());
         }

@@ -3,7 +3,10 @@
 //!
 //! Three parts, one file each: the [`Reflector`](super::reflector) lists and watches, this
 //! file applies what it learns to the store and hands each change to the
-//! [`processor`](super::processor), which fans it out to the handlers.
+//! [`processor`](super::processor), which fans it out to the handlers. What is set before
+//! an informer runs is in files of their own: its settings
+//! ([`InformerConfig`](super::InformerConfig)) and its builder
+//! ([`InformerBuilder`](super::InformerBuilder)).
 //!
 //! The store is updated before the handlers hear of a change, under the same lock that adds
 //! a handler, so a handler added late first receives the current contents as adds and then
@@ -26,55 +29,17 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::backoff::BackoffConfig;
 use super::handler::{
     Deleted, DeletedFinalStateUnknown, HandlerRegistration, InlineHandler, Notification,
     ResourceEventHandler,
 };
-use super::informer_error::{HandlerShutdownTimeout, InformerError};
-use super::metrics::{InformerLabels, InformerMetrics, InformerMetricsProvider};
-use super::prepare::{Prepare, Transform};
+use super::informer_error::HandlerShutdownTimeout;
+use super::metrics::InformerMetrics;
 use super::processor::{Listeners, Processor};
-use super::reflector::{Reflector, ReflectorConfig, Sink, WatchErrorHandler};
+use super::reflector::{Reflector, Sink};
 use super::stored::Stored;
 use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::observe;
-
-/// The settings of an informer that do not depend on its kind: what an
-/// [`InformerBuilder`] starts from and what a
-/// [`SharedInformerFactory`](super::SharedInformerFactory) gives every informer it makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct InformerConfig {
-    /// Replays every cached object to the handlers as an update every period (client-go's
-    /// resync). Default: off.
-    pub resync: Option<Duration>,
-    /// The wait after list and watch failures (default: 800 ms doubling to 30 s, reset after
-    /// 2 minutes).
-    pub backoff: BackoffConfig,
-    /// Builds the cache from a streaming list (a watch with `sendInitialEvents`) instead of a
-    /// paginated list, falling back to list + watch where the server does not support it.
-    /// Default: on, as client-go's since 1.35; see [`InformerBuilder::streaming_list`].
-    pub streaming_list: bool,
-    /// Keeps `metadata.managedFields` in cached objects. Default: dropped; see
-    /// [`InformerBuilder::keep_managed_fields`].
-    pub keep_managed_fields: bool,
-    /// The deepest nesting of objects and arrays an object may have to be cached. Default:
-    /// [`DEFAULT_MAX_DEPTH`](super::DEFAULT_MAX_DEPTH); see [`InformerBuilder::max_depth`].
-    pub max_depth: usize,
-}
-
-impl Default for InformerConfig {
-    fn default() -> Self {
-        Self {
-            resync: None,
-            backoff: BackoffConfig::default(),
-            streaming_list: true,
-            keep_managed_fields: false,
-            max_depth: super::DEFAULT_MAX_DEPTH,
-        }
-    }
-}
 
 /// Where an informer's run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,235 +117,6 @@ impl<K> Debug for Informer<K> {
     }
 }
 
-/// Builds an [`Informer`]. Its setters win in any order: [`config`](Self::config) is the base
-/// every other setter changes, wherever it is called.
-pub struct InformerBuilder<K> {
-    list_watch: ListWatch<K>,
-    indexer: Option<Indexer<K>>,
-    config: InformerConfig,
-    /// What the setters set, applied over `config` at build.
-    overrides: Overrides,
-    transform: Option<Transform<K>>,
-    metrics: Option<Arc<dyn InformerMetricsProvider>>,
-    error_handler: Option<WatchErrorHandler>,
-}
-
-/// An [`InformerBuilder`]'s settings made one by one.
-#[derive(Debug, Default, Clone)]
-struct Overrides {
-    resync: Option<Option<Duration>>,
-    backoff: Option<BackoffConfig>,
-    streaming_list: Option<bool>,
-    keep_managed_fields: Option<bool>,
-    max_depth: Option<usize>,
-}
-
-impl Overrides {
-    fn apply(self, mut config: InformerConfig) -> InformerConfig {
-        if let Some(resync) = self.resync {
-            config.resync = resync;
-        }
-        if let Some(backoff) = self.backoff {
-            config.backoff = backoff;
-        }
-        if let Some(on) = self.streaming_list {
-            config.streaming_list = on;
-        }
-        if let Some(keep) = self.keep_managed_fields {
-            config.keep_managed_fields = keep;
-        }
-        if let Some(levels) = self.max_depth {
-            config.max_depth = levels;
-        }
-        config
-    }
-}
-
-impl<K> Debug for InformerBuilder<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InformerBuilder")
-            .field("list_watch", &self.list_watch)
-            .field("config", &self.config)
-            .field("overrides", &self.overrides)
-            .field("transform", &self.transform.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K: InformerObject> InformerBuilder<K> {
-    /// Starts from `config` (what a factory hands its informers); the other setters change it,
-    /// called before or after this.
-    #[must_use]
-    pub fn config(mut self, config: InformerConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Replays every cached object to the handlers as an update every `period` (client-go's
-    /// resync). Off by default.
-    #[must_use]
-    pub fn resync(mut self, period: Duration) -> Self {
-        self.overrides.resync = Some(Some(period).filter(|p| !p.is_zero()));
-        self
-    }
-
-    /// Keeps `metadata.managedFields` in cached objects. By default the informer drops them
-    /// before storing: decoded, they are half of a typical pod's memory and controllers
-    /// rarely read them (client-go keeps them; controller-runtime users strip them with a
-    /// cache transform).
-    #[must_use]
-    pub fn keep_managed_fields(mut self, keep: bool) -> Self {
-        self.overrides.keep_managed_fields = Some(keep);
-        self
-    }
-
-    /// Caches objects nested up to `levels` deep (objects and arrays; default
-    /// [`DEFAULT_MAX_DEPTH`](super::DEFAULT_MAX_DEPTH), 512, at least 128). kube-apiserver
-    /// serves objects up to 10,000 levels deep, but a `clone`, `==`, serialization or drop
-    /// of one that deep overflows a tokio worker's 2 MiB stack and aborts the process. A
-    /// deeper object is skipped, named in an error log and counted
-    /// (`InformerMetrics::object_skipped`); an object the cache holds keeps its last copy
-    /// within the limit, on a watch event and on a relist alike, and is never reported
-    /// deleted for its depth; a delete whose final state is too deep removes it and tells
-    /// handlers of the delete with that last copy. Raise it only with the runtime's stack
-    /// (`thread_stack_size`).
-    #[must_use]
-    pub fn max_depth(mut self, levels: usize) -> Self {
-        self.overrides.max_depth = Some(levels);
-        self
-    }
-
-    /// Runs `f` on every object before it is stored (after `managedFields` are dropped). A
-    /// panic in `f` fails the list or watch that brought the object, which is retried with
-    /// backoff; the object is never skipped.
-    #[must_use]
-    pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
-        self.transform = Some(Arc::new(f));
-        self
-    }
-
-    /// Backoff after failures (default: 800 ms doubling to 30 s, reset after 2 minutes).
-    #[must_use]
-    pub fn backoff(mut self, backoff: BackoffConfig) -> Self {
-        self.overrides.backoff = Some(backoff);
-        self
-    }
-
-    /// Whether to build the cache from a streaming list (a watch with `sendInitialEvents`,
-    /// Kubernetes 1.27 and later) instead of a paginated list. Default: on, as client-go's
-    /// since 1.35.
-    ///
-    /// A server that refuses streaming lists, or ends one without its initial-events-end
-    /// bookmark, or sends nothing for 60 s before that bookmark, is listed instead, with one warning; streaming is tried
-    /// again at the next relist a 410 forces. Off, every relist is a paginated list (whose
-    /// page size [`ListWatch::page_size`](super::ListWatch::page_size) sets).
-    #[must_use]
-    pub fn streaming_list(mut self, on: bool) -> Self {
-        self.overrides.streaming_list = Some(on);
-        self
-    }
-
-    /// Calls `handler` with each failure of the informer's list or watch (a refused request,
-    /// a broken stream, an `ERROR` event with its `Status`, an undecodable answer), before the
-    /// informer backs off and tries again: client-go's `SetWatchErrorHandler`. The handler
-    /// replaces the default, a warning in the log; a panic in it is logged and the informer
-    /// goes on. A 410 Expired is not a failure (the informer relists) and is not reported.
-    #[must_use]
-    pub fn watch_error_handler(
-        mut self,
-        handler: impl Fn(&InformerError) + Send + Sync + 'static,
-    ) -> Self {
-        self.error_handler = Some(Arc::new(handler));
-        self
-    }
-
-    /// Reports the informer's requests, events and store size to `provider`.
-    #[must_use]
-    pub fn metrics(mut self, provider: Arc<dyn InformerMetricsProvider>) -> Self {
-        self.metrics = Some(provider);
-        self
-    }
-
-    /// Uses `indexer` as the store: for indexes added before the informer is built, or for a
-    /// compact store ([`Indexer::compact`]: objects kept as JSON, decoded on every read).
-    #[must_use]
-    pub fn indexer(mut self, indexer: Indexer<K>) -> Self {
-        self.indexer = Some(indexer);
-        self
-    }
-
-    /// The informer.
-    pub fn build(self) -> Informer<K> {
-        let config = self.overrides.apply(self.config);
-        let span = informer_span(&self.list_watch);
-        let metrics =
-            self.metrics.map(|p| p.new_informer_metrics(&InformerLabels::of(&self.list_watch)));
-        let indexer = self.indexer.unwrap_or_default();
-        let reflector = Reflector::new(
-            self.list_watch,
-            ReflectorConfig {
-                prepare: Prepare {
-                    keep_managed_fields: config.keep_managed_fields,
-                    transform: self.transform,
-                    codec: indexer.codec(),
-                    max_depth: config.max_depth,
-                },
-                backoff: config.backoff,
-                streaming_list: config.streaming_list,
-                metrics: metrics.clone(),
-                error_handler: self.error_handler,
-            },
-        );
-        Informer {
-            inner: Arc::new(Inner {
-                reflector,
-                indexer,
-                processor: Processor::new(span.clone()),
-                synced: watch::channel(false).0,
-                released: watch::channel(false).0,
-                commit: Mutex::new(()),
-                state: watch::channel(RunState::NotStarted).0,
-                stopped: watch::channel(false).0,
-                resync: config.resync,
-                last_sync_rv: Mutex::new(String::new()),
-                reached: watch::channel(0).0,
-                applied: watch::channel(0).0,
-                span,
-                metrics,
-            }),
-        }
-    }
-}
-
-/// The span an informer logs in: `informer{kind=Pod namespace=default labels=app=web}`, the
-/// kind qualified by its group unless core (`ConfigMapSet.ctrlkit.example.com`), `*` for all
-/// namespaces, selectors only when set, `metadata_only` only when true.
-fn informer_span<K>(lw: &ListWatch<K>) -> tracing::Span {
-    let resource = lw.api_resource();
-    let kind = match resource.group.as_str() {
-        "" => resource.kind.clone(),
-        group => format!("{}.{group}", resource.kind),
-    };
-    let span = tracing::info_span!(
-        "informer",
-        kind = %kind,
-        namespace = %lw.namespace().unwrap_or("*"),
-        labels = tracing::field::Empty,
-        fields = tracing::field::Empty,
-        metadata_only = tracing::field::Empty,
-    );
-    if let Some(labels) = lw.label_selector() {
-        span.record("labels", tracing::field::display(labels));
-    }
-    if let Some(fields) = lw.field_selector() {
-        span.record("fields", tracing::field::display(fields));
-    }
-    if lw.metadata_only() {
-        span.record("metadata_only", true);
-    }
-    span
-}
-
 /// Marks the informer stopped when its run ends, however it ends: returned, dropped, or
 /// unwound by a panic. Without it a dropped run would leave the informer "running" forever
 /// and every later waiter hanging.
@@ -394,21 +130,32 @@ impl<K> Drop for RunGuard<'_, K> {
 }
 
 impl<K: InformerObject> Informer<K> {
-    /// An informer with default settings (no resync, no transform, list + watch).
-    pub fn new(list_watch: ListWatch<K>) -> Self {
-        Self::builder(list_watch).build()
-    }
-
-    /// A builder for resync, transform, backoff, streaming lists and a custom indexer.
-    pub fn builder(list_watch: ListWatch<K>) -> InformerBuilder<K> {
-        InformerBuilder {
-            list_watch,
-            indexer: None,
-            config: InformerConfig::default(),
-            overrides: Overrides::default(),
-            transform: None,
-            metrics: None,
-            error_handler: None,
+    /// The informer of `reflector` over `indexer`, not yet run: what
+    /// [`InformerBuilder::build`] assembles.
+    pub(super) fn assemble(
+        reflector: Reflector<K>,
+        indexer: Indexer<K>,
+        resync: Option<Duration>,
+        span: tracing::Span,
+        metrics: Option<Arc<dyn InformerMetrics>>,
+    ) -> Self {
+        Informer {
+            inner: Arc::new(Inner {
+                reflector,
+                indexer,
+                processor: Processor::new(span.clone()),
+                synced: watch::channel(false).0,
+                released: watch::channel(false).0,
+                commit: Mutex::new(()),
+                state: watch::channel(RunState::NotStarted).0,
+                stopped: watch::channel(false).0,
+                resync,
+                last_sync_rv: Mutex::new(String::new()),
+                reached: watch::channel(0).0,
+                applied: watch::channel(0).0,
+                span,
+                metrics,
+            }),
         }
     }
 
@@ -874,35 +621,11 @@ impl<K: InformerObject> HasSynced for Informer<K> {
 mod tests {
     use super::*;
 
-    /// A setter made before `config` still wins over the config's value, as one made after it.
-    #[test]
-    fn setters_win_over_a_config_given_before_or_after_them() {
-        let base = InformerConfig {
-            resync: Some(Duration::from_secs(60)),
-            streaming_list: true,
-            ..InformerConfig::default()
-        };
-        let overrides =
-            Overrides { streaming_list: Some(false), resync: Some(None), ..Overrides::default() };
-        let config = overrides.apply(base.clone());
-        assert!(!config.streaming_list);
-        assert_eq!(config.resync, None);
-        // What no setter touched comes from the config.
-        let untouched = Overrides::default().apply(base);
-        assert_eq!(untouched.resync, Some(Duration::from_secs(60)));
-        assert!(untouched.streaming_list);
-    }
-
     /// What a run still going hears after its informer was released changes nothing: a
     /// bookmark moves no version a reader waits on.
     #[tokio::test]
     async fn a_bookmark_after_the_release_moves_no_version() {
-        use k8s_openapi::api::core::v1::ConfigMap;
-
-        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube_client::Client::try_from(config).unwrap();
-        let api: kube_client::Api<ConfigMap> = kube_client::Api::all(client);
-        let informer = Informer::new(api.into());
+        let informer = Informer::new(crate::cache::list_watch::offline_configmaps());
         assert!(InformerHandle::release_cache(&informer));
         informer.inner.bookmark("7");
         assert_eq!(*informer.inner.reached.borrow(), 0, "a bookmark after the release moved it");

@@ -419,3 +419,12 @@ pub(crate) fn shard_selector_param(selector: &str) -> String {
     let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
     format!("shardSelector={encoded}")
 }
+
+/// ConfigMaps of every namespace, through a client of a server that is not there: for unit
+/// tests that build informers they never run (building one needs a tokio runtime).
+#[cfg(test)]
+pub(crate) fn offline_configmaps() -> ListWatch<k8s_openapi::api::core::v1::ConfigMap> {
+    let config = kube_client::Config::new("http://127.0.0.1:9".parse().expect("a valid URL"));
+    let client = Client::try_from(config).expect("a client needs no server to be made");
+    Api::all(client).into()
+}

@@ -66,6 +66,8 @@ mod handler;
 mod hot;
 mod indexer;
 mod informer;
+mod informer_builder;
+mod informer_config;
 mod informer_error;
 mod initial_events;
 pub(crate) mod list_watch;
@@ -92,7 +94,9 @@ pub use handler::{
 pub(crate) use handler::{InlineHandler, Notification};
 pub use hot::DEFAULT_HOT_OBJECTS;
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
-pub use informer::{HasSynced, Informer, InformerBuilder, InformerConfig};
+pub use informer::{HasSynced, Informer};
+pub use informer_builder::InformerBuilder;
+pub use informer_config::InformerConfig;
 pub use informer_error::{HandlerShutdownTimeout, InformerError};
 pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
