@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use kube_client::Resource;
 
+use super::object::stored::Stored;
 use super::object_key::{KeyError, ObjectKey, meta_namespace_key_func};
-use super::stored::Stored;
 
 /// client-go's `DeletedFinalStateUnknown`: an object deleted while the watch was down, so its
 /// final state is unknown. It carries the last state the cache held.

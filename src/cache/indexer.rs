@@ -11,7 +11,7 @@
 //! object shares it (`Arc<K>`), a read of another decodes it and makes it hot. A store of
 //! [`Indexer::decoded`] keeps every object decoded and every read shares it, for controllers
 //! that read the whole cache on every reconcile; a compact one ([`Indexer::compact`]) keeps no
-//! hot set. See [`stored`](super::stored) and `hot` for the trade.
+//! hot set. See [`stored`](super::object::stored) and `hot_set` for the trade.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::ObjectKey;
-use super::stored::{Codec, Stored};
+use super::object::stored::{Codec, Stored};
 use crate::panic::catch;
 
 /// An index function: the values under which an object is indexed.

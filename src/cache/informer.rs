@@ -35,9 +35,9 @@ use super::handler::{
 };
 use super::informer_error::HandlerShutdownTimeout;
 use super::metrics::InformerMetrics;
+use super::object::stored::Stored;
 use super::processor::{Listeners, Processor};
 use super::reflector::{Reflector, Sink};
-use super::stored::Stored;
 use super::{Indexer, InformerObject, ListWatch, ObjectKey, meta_namespace_key_func};
 use crate::panic::observe;
 

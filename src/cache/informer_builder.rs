@@ -11,7 +11,7 @@ use super::informer::Informer;
 use super::informer_config::InformerConfig;
 use super::informer_error::InformerError;
 use super::metrics::{InformerLabels, InformerMetricsProvider};
-use super::prepare::{Prepare, Transform};
+use super::object::prepare::{Prepare, Transform};
 use super::reflector::{Reflector, ReflectorConfig, WatchErrorHandler};
 use super::{Indexer, InformerObject, ListWatch};
 

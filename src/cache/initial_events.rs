@@ -23,8 +23,8 @@ use kube_client::core::watch::BookmarkMeta;
 use tokio::task::JoinHandle;
 
 use super::informer_error::InformerError;
-use super::prepare::Prepare;
-use super::stored::Stored;
+use super::object::prepare::Prepare;
+use super::object::stored::Stored;
 use super::watch_stream::{Body, Line, decode_line, read_line};
 use super::{InformerObject, ObjectKey, meta_namespace_key_func};
 
@@ -187,7 +187,7 @@ mod tests {
             keep_managed_fields: false,
             transform: None,
             codec: None,
-            max_depth: crate::cache::deep::DEFAULT_MAX_DEPTH,
+            max_depth: crate::cache::DEFAULT_MAX_DEPTH,
         }
     }
 

@@ -59,11 +59,9 @@
 //! - An informer has one owner, whoever runs it; when its run ends it is marked stopped.
 
 mod backoff;
-mod deep;
 mod factory;
 mod guard;
 mod handler;
-mod hot;
 mod indexer;
 mod informer;
 mod informer_builder;
@@ -73,18 +71,15 @@ mod initial_events;
 pub(crate) mod list_watch;
 pub(crate) mod metadata_changed;
 mod metrics;
+mod object;
 mod object_key;
-mod prepare;
 mod processor;
 mod reflector;
 pub(crate) mod selector;
-mod stored;
-mod strip;
 mod sync;
 mod watch_stream;
 
 pub use backoff::BackoffConfig;
-pub use deep::DEFAULT_MAX_DEPTH;
 pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
 pub use guard::{GuardedInformer, InformerGuard};
 pub use handler::{
@@ -92,7 +87,6 @@ pub use handler::{
     ResourceEventHandlerFuncs, deletion_handling_meta_namespace_key_func,
 };
 pub(crate) use handler::{InlineHandler, Notification};
-pub use hot::DEFAULT_HOT_OBJECTS;
 pub use indexer::{IndexError, Indexer, NAMESPACE_INDEX};
 pub use informer::{HasSynced, Informer};
 pub use informer_builder::InformerBuilder;
@@ -102,12 +96,12 @@ pub use list_watch::{InformerObject, KindScope, ListWatch};
 pub use metrics::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
 };
+pub use object::{DEFAULT_HOT_OBJECTS, DEFAULT_MAX_DEPTH, Transform};
 pub use object_key::{KeyError, ObjectKey, meta_namespace_key_func};
-pub use prepare::Transform;
 pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};
 
 pub(crate) use informer::{InformerHandle, RunState};
 #[cfg(test)]
-pub(crate) use stored::{Codec, Stored};
+pub(crate) use object::stored::{Codec, Stored};
 pub(crate) use sync::wait_for_informers;

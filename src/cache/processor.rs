@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 use super::handler::{HandlerRegistration, InlineHandler, Notification, ResourceEventHandler};
-use super::stored::Stored;
+use super::object::stored::Stored;
 use crate::panic::catch;
 
 /// A handler registered before the informer runs, with the notifications queued for it.

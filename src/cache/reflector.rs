@@ -33,7 +33,7 @@
 //! version before the object, a list starts over), on the list, watch and streaming-list
 //! paths alike. Nothing is skipped, so the cache never silently lacks an object.
 //!
-//! But for depth: an object nested deeper than the informer's `max_depth` (see the `deep`
+//! But for depth: an object nested deeper than the informer's `max_depth` (see the `depth`
 //! module) is skipped, named in an error log and counted (`object_skipped`). Where the cache
 //! holds an older copy of it, that copy stays, and the log says so: a watch event that makes
 //! a cached object too deep changes nothing, and a relist (a list, or a streaming list, after
@@ -55,17 +55,17 @@ use kube_client::api::{ObjectList, WatchEvent};
 use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
-use super::deep::{self, TooDeep, is_too_deep};
 use super::initial_events::{Batches, Initial};
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
-use super::stored::Stored;
-use super::strip::strip_managed_fields;
+use super::object::depth::{self, TooDeep, is_too_deep};
+use super::object::stored::Stored;
+use super::object::strip::strip_managed_fields;
 use super::watch_stream::{Body, Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, events};
 use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::{catch, observe};
 
 use super::informer_error::{InformerError, describe_status};
-use super::prepare::Prepare;
+use super::object::prepare::Prepare;
 
 /// Where a reflector puts what it learns: the informer's store, and through it the handlers.
 pub(crate) trait Sink<K>: Send + Sync {
@@ -707,11 +707,11 @@ fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> Decoded
 /// A page holding an object deeper than serde_json's default limit, decoded object by object
 /// as deep as the API server serves them; deeper ones skipped and named.
 fn decode_deep_page<K: InformerObject>(text: &str, prepare: &Prepare<K>) -> DecodedPage<K> {
-    let raw: deep::RawItems<'_> = serde_json::from_str(text).map_err(|e| undecodable(e, text))?;
+    let raw: depth::RawItems<'_> = serde_json::from_str(text).map_err(|e| undecodable(e, text))?;
     let mut items = Vec::with_capacity(raw.items.len());
     let mut skipped = Vec::new();
     for item in raw.items {
-        let decoded = deep::object::<K>(item.get(), prepare.max_depth);
+        let decoded = depth::object::<K>(item.get(), prepare.max_depth);
         match decoded.map_err(|e| undecodable(e, item.get()))? {
             Ok(object) => items.extend(prepare.store(object)?),
             Err(too_deep) => skipped.push(too_deep),

@@ -18,7 +18,7 @@ use kube_client::core::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::strip::strip_managed_fields;
+use super::object::strip::strip_managed_fields;
 
 /// A watch's body as the server sends it, read line by line.
 pub(crate) type Body = Pin<Box<dyn AsyncBufRead + Send>>;
@@ -146,7 +146,7 @@ fn decode<K: DeserializeOwned>(
 ) -> kube_client::Result<WatchEvent<K>> {
     let err = match serde_json::from_slice::<WatchEvent<K>>(line) {
         Ok(event) => return Ok(event),
-        Err(err) if super::deep::is_too_deep(&err) => match deep_event(line, max_depth) {
+        Err(err) if super::object::depth::is_too_deep(&err) => match deep_event(line, max_depth) {
             Some(event) => return event,
             None => err,
         },
@@ -185,8 +185,8 @@ fn deep_event<K: DeserializeOwned>(
     max_depth: usize,
 ) -> Option<kube_client::Result<WatchEvent<K>>> {
     let text = std::str::from_utf8(line).ok()?;
-    let raw: super::deep::RawEvent<'_> = serde_json::from_str(text).ok()?;
-    let decoded = match super::deep::object::<K>(raw.object.get(), max_depth) {
+    let raw: super::object::depth::RawEvent<'_> = serde_json::from_str(text).ok()?;
+    let decoded = match super::object::depth::object::<K>(raw.object.get(), max_depth) {
         Ok(decoded) => decoded,
         Err(err) => return Some(Err(kube_client::Error::SerdeError(err))),
     };
@@ -224,7 +224,7 @@ mod tests {
 
     async fn read(body: &'static str) -> Vec<Result<String, String>> {
         let body: Body = Box::pin(futures::io::Cursor::new(body.as_bytes()));
-        events::<ConfigMap>(body, true, super::super::deep::DEFAULT_MAX_DEPTH)
+        events::<ConfigMap>(body, true, crate::cache::DEFAULT_MAX_DEPTH)
             .map(|e| match e {
                 Ok(WatchEvent::Added(cm)) => Ok(format!("ADDED {}", cm.metadata.name.unwrap())),
                 Ok(other) => Ok(format!("{other:?}").chars().take(12).collect()),

@@ -2,13 +2,13 @@
 //! (a list page, a streaming list's batch, a watch event): `managedFields` dropped unless
 //! kept, the user's transform (its panic caught and reported as the failure of the list or
 //! watch the object came in), and, for a store that keeps JSON, the encoding; objects nested
-//! past `max_depth` never get here (see the `deep` module).
+//! past `max_depth` never get here (see the `depth` module).
 
 use std::sync::Arc;
 
-use super::informer_error::InformerError;
 use super::stored::{Codec, Stored};
-use super::{InformerObject, ObjectKey, meta_namespace_key_func};
+use crate::cache::informer_error::InformerError;
+use crate::cache::{InformerObject, ObjectKey, meta_namespace_key_func};
 use crate::panic::catch;
 
 /// An optional step between the server and the store, such as dropping fields a controller
@@ -22,7 +22,7 @@ pub(crate) struct Prepare<K> {
     /// The store's codec, if it is compact: a list's objects are encoded as soon as they are
     /// decoded, so a large list is never held decoded whole.
     pub(crate) codec: Option<Codec<K>>,
-    /// The deepest nesting cached (see the `deep` module): deeper objects are skipped.
+    /// The deepest nesting cached (see the `depth` module): deeper objects are skipped.
     pub(crate) max_depth: usize,
 }
 

@@ -10,7 +10,7 @@
 //! store replaced or removed leaves the ring when it comes up, and counts until then, so the
 //! objects kept decoded never exceed the capacity.
 //!
-//! [`Indexer::new`]: super::Indexer::new
+//! [`Indexer::new`]: crate::cache::Indexer::new
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -25,7 +25,7 @@ pub(crate) trait Entry {
     fn pass(&self, last: bool) -> bool;
 }
 
-/// The hot set's default size (see [`Indexer::new`](super::Indexer::new)): about 30 MB of
+/// The hot set's default size (see [`Indexer::new`](crate::cache::Indexer::new)): about 30 MB of
 /// decoded pods, and what a controller's workers read in the time a watch delivers as many
 /// changes.
 pub const DEFAULT_HOT_OBJECTS: usize = 1024;

@@ -1,6 +1,7 @@
 //! How the store keeps an object: as its JSON text (the default store, and a compact one), with
 //! a decoded copy while the object is in the store's hot set (the default store's: see the
-//! `hot` module); or decoded and shared (a store of [`Indexer::decoded`](super::Indexer::decoded)).
+//! `hot_set` module); or decoded and shared (a store of
+//! [`Indexer::decoded`](crate::cache::Indexer::decoded)).
 //!
 //! A decoded k8s-openapi object takes about nine times the bytes of its JSON (a pod's
 //! optional sub-objects are inline and mostly empty; see `benches/pod_bytes.rs`), so a store of
@@ -23,9 +24,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::ObjectKey;
-use super::hot::{Entry, HotSet};
-use super::metadata_changed::{metadata_changed, metadata_fingerprint};
+use super::hot_set::{Entry, HotSet};
+use crate::cache::ObjectKey;
+use crate::cache::metadata_changed::{metadata_changed, metadata_fingerprint};
 
 /// One object as the store holds it; cloning shares it.
 pub(crate) enum Stored<K> {
@@ -160,7 +161,7 @@ impl<K: Resource> Stored<K> {
     /// The object's key, without decoding it; `None` for an object without a name.
     pub(crate) fn key(&self) -> Option<ObjectKey> {
         match self {
-            Self::Shared(o) => super::meta_namespace_key_func(o.as_ref()).ok(),
+            Self::Shared(o) => crate::cache::meta_namespace_key_func(o.as_ref()).ok(),
             Self::Compact(c) => Some(c.key.clone()),
         }
     }
@@ -229,7 +230,7 @@ impl<K: Serialize + DeserializeOwned> Codec<K> {
     pub(crate) fn json(hot: usize) -> Self {
         Self {
             encode: |o| serde_json::to_string(o),
-            decode: |text| super::deep::from_own_str(text),
+            decode: |text| super::depth::from_own_str(text),
             checked: Arc::new(AtomicU8::new(UNCHECKED)),
             hot: (hot > 0).then(|| Arc::new(HotSet::new(hot))),
         }
@@ -245,7 +246,7 @@ impl<K: Resource> Codec<K> {
             return Stored::Shared(object);
         }
         // An object without a name is never stored (the informer drops it first).
-        let Ok(key) = super::meta_namespace_key_func(object.as_ref()) else {
+        let Ok(key) = crate::cache::meta_namespace_key_func(object.as_ref()) else {
             return Stored::Shared(object);
         };
         let json = match (self.encode)(&object) {
