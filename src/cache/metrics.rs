@@ -34,20 +34,32 @@ pub enum WatchEventType {
 }
 
 /// What one informer reports.
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
 pub trait InformerMetrics: Send + Sync {
     /// One list request (a page) ended.
-    fn list_request(&self, result: RequestResult);
+    fn list_request(&self, result: RequestResult) {
+        let _ = result;
+    }
     /// One watch request (streaming lists included) was answered.
-    fn watch_request(&self, result: RequestResult);
+    fn watch_request(&self, result: RequestResult) {
+        let _ = result;
+    }
     /// One watch event arrived.
-    fn watch_event(&self, event: WatchEventType);
+    fn watch_event(&self, event: WatchEventType) {
+        let _ = event;
+    }
     /// The informer lists again after its first sync (410 Expired, an `ERROR` event).
-    fn relist(&self);
+    fn relist(&self) {}
     /// The store now holds `count` objects.
-    fn objects(&self, count: usize);
+    fn objects(&self, count: usize) {
+        let _ = count;
+    }
     /// The cache is now at `resource_version` (a list's, an event's or a bookmark's).
-    fn resource_version(&self, resource_version: &str);
+    fn resource_version(&self, resource_version: &str) {
+        let _ = resource_version;
+    }
     /// An object was skipped: nested deeper than the informer's `max_depth` (512 levels by
     /// default), it is not cached; the informer keeps the others, and an older copy of it
     /// that the cache holds stays as it was (or, on a delete, is removed and told).

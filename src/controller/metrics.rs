@@ -24,25 +24,30 @@ pub enum ReconcileOutcome {
 }
 
 /// What one controller reports.
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
 pub trait ControllerMetrics: Send + Sync {
     /// The controller runs `workers` workers (`controller_runtime_max_concurrent_reconciles`).
-    fn max_concurrent_reconciles(&self, workers: usize);
+    fn max_concurrent_reconciles(&self, workers: usize) {
+        let _ = workers;
+    }
     /// A worker started reconciling (`controller_runtime_active_workers` up).
-    fn worker_started(&self);
+    fn worker_started(&self) {}
     /// A worker finished reconciling (`controller_runtime_active_workers` down).
-    fn worker_finished(&self);
+    fn worker_finished(&self) {}
     /// A reconcile ended after `took`.
-    fn reconciled(&self, outcome: ReconcileOutcome, took: Duration);
+    fn reconciled(&self, outcome: ReconcileOutcome, took: Duration) {
+        let _ = (outcome, took);
+    }
     /// A key was given up on: after its last retry, or at once for a terminal error
     /// (`controller_runtime_terminal_reconcile_errors_total`).
-    fn dropped(&self);
+    fn dropped(&self) {}
     /// A reconcile was held `waited` (from when its key was first parked, the worker free
     /// meanwhile, to the reconcile) for the controller's caches to catch up with the key's
     /// own last writes; `timed_out` if it ran at the timeout without them
     /// (`ctrlkit_controller_read_your_writes_holds_total`, `..._hold_seconds`,
-    /// `..._hold_timeouts_total`). Default: nothing, so exporters written before it still
-    /// build.
+    /// `..._hold_timeouts_total`).
     fn held(&self, waited: Duration, timed_out: bool) {
         let _ = (waited, timed_out);
     }

@@ -104,12 +104,18 @@ impl DropReason {
 }
 
 /// Hooks for the recorder's metrics (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
 pub trait EventMetrics: Send + Sync {
     /// An event was written (created, or its series updated).
-    fn recorded(&self, controller: &str);
+    fn recorded(&self, controller: &str) {
+        let _ = controller;
+    }
     /// An event was dropped.
-    fn dropped(&self, controller: &str, reason: DropReason);
+    fn dropped(&self, controller: &str, reason: DropReason) {
+        let _ = (controller, reason);
+    }
 }
 
 enum Message {

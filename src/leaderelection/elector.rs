@@ -142,12 +142,18 @@ pub struct LeaderStatus {
 }
 
 /// Hooks for `leader_election_master_status` (see `ctrlkit::metrics::Registry`, feature `metrics`, for an implementation).
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
 pub trait LeaderMetrics: Send + Sync {
     /// This process leads the election `name`.
-    fn on(&self, name: &str);
+    fn on(&self, name: &str) {
+        let _ = name;
+    }
     /// This process no longer leads the election `name`.
-    fn off(&self, name: &str);
+    fn off(&self, name: &str) {
+        let _ = name;
+    }
 }
 
 /// What this candidate last saw of the lease, and when (by its own clock: expiry is judged

@@ -7,6 +7,34 @@
 //! queues, informers, controllers, leader election and event recorders, and serves it at
 //! `/metrics`, beside `/healthz` and `/readyz`.
 //!
+//! **The hooks.** Each layer reports through a trait of its own:
+//! [`InformerMetrics`](crate::cache::InformerMetrics),
+//! [`QueueMetrics`](crate::workqueue::QueueMetrics),
+//! [`ControllerMetrics`](crate::controller::ControllerMetrics),
+//! [`EventMetrics`](crate::events::EventMetrics),
+//! [`LeaderMetrics`](crate::leaderelection::LeaderMetrics) and
+//! [`ShardingMetrics`](crate::sharding::ShardingMetrics). Two rules hold for all of them:
+//! - Every hook method has a default that does nothing: an exporter implements the hooks it
+//!   records, and a hook added in a later version breaks no implementor.
+//! - A provider only where each instance needs an object of its own, its labels bound when it
+//!   is made (client-go's `workqueue.MetricsProvider`): one informer, queue or controller gets
+//!   its hooks from [`InformerMetricsProvider`](crate::cache::InformerMetricsProvider),
+//!   [`QueueMetricsProvider`](crate::workqueue::QueueMetricsProvider) or
+//!   [`ControllerMetricsProvider`](crate::controller::ControllerMetricsProvider). The other
+//!   three are called once per recorder, elector or ring, and take its name with each call.
+//!
+//! ```
+//! /// An exporter that records nothing yet.
+//! struct Nothing;
+//!
+//! impl ctrlkit::cache::InformerMetrics for Nothing {}
+//! impl ctrlkit::workqueue::QueueMetrics for Nothing {}
+//! impl ctrlkit::controller::ControllerMetrics for Nothing {}
+//! impl ctrlkit::events::EventMetrics for Nothing {}
+//! impl ctrlkit::leaderelection::LeaderMetrics for Nothing {}
+//! impl ctrlkit::sharding::ShardingMetrics for Nothing {}
+//! ```
+//!
 //! **Secure serving** (feature `secure-metrics`, `SecureServing`): `/metrics` over HTTPS, let
 //! in only for a bearer token the API server authenticates (`TokenReview`) and authorizes
 //! (`SubjectAccessReview` for `get /metrics`), as controller-runtime's secure serving. Its

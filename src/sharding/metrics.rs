@@ -22,15 +22,25 @@ impl AssignReason {
 }
 
 /// Hooks a [`Sharder`](super::Sharder) calls; see the module docs.
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
 pub trait ShardingMetrics: Send + Sync {
     /// After a pass: the primary objects labelled to `shard`, for each shard that holds any
     /// (a shard missing from `counts` holds none).
-    fn objects(&self, ring: &str, counts: &[(String, usize)]);
+    fn objects(&self, ring: &str, counts: &[(String, usize)]) {
+        let _ = (ring, counts);
+    }
     /// After a pass: how many shards are ready, expired and dead.
-    fn members(&self, ring: &str, ready: usize, expired: usize, dead: usize);
+    fn members(&self, ring: &str, ready: usize, expired: usize, dead: usize) {
+        let _ = (ring, ready, expired, dead);
+    }
     /// An object was labelled to a shard (a write that went through).
-    fn assigned(&self, ring: &str, reason: AssignReason);
+    fn assigned(&self, ring: &str, reason: AssignReason) {
+        let _ = (ring, reason);
+    }
     /// An object was marked for draining on its live shard.
-    fn drained(&self, ring: &str);
+    fn drained(&self, ring: &str) {
+        let _ = ring;
+    }
 }

@@ -36,25 +36,72 @@ use crate::panic::observe;
 
 /// What one queue reports: client-go's workqueue metrics, one method per metric of the table
 /// above.
-/// A hook that panics is caught and logged, and costs only that observation.
+/// A hook that panics is caught and logged, and costs only that observation. Every hook
+/// does nothing by default: an exporter implements those it records, and a hook added later
+/// breaks no implementor.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use ctrlkit::workqueue::{QueueMetrics, QueueMetricsProvider, WorkQueue};
+///
+/// /// Counts adds, and records nothing else.
+/// #[derive(Default)]
+/// struct Adds(AtomicUsize);
+///
+/// impl QueueMetrics for Adds {
+///     fn added(&self) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// struct Shared(Arc<Adds>);
+///
+/// impl QueueMetricsProvider for Shared {
+///     fn new_queue_metrics(&self, _name: &str) -> Arc<dyn QueueMetrics> {
+///         self.0.clone()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let adds = Arc::new(Adds::default());
+/// let queue = WorkQueue::builder().metrics(Arc::new(Shared(adds.clone()))).build();
+/// queue.add("a");
+/// queue.add("a"); // a duplicate of a waiting item: not an add
+/// queue.add("b");
+/// assert_eq!(queue.len(), 2); // which applies the buffered adds
+/// assert_eq!(adds.0.load(Ordering::Relaxed), 2);
+/// # }
+/// ```
 pub trait QueueMetrics: Send + Sync {
     /// The items ready at `priority` went up (`delta` 1) or down (-1): the depth of that
     /// priority; the queue's depth is the sum over its priorities.
-    fn depth(&self, priority: Priority, delta: i64);
+    fn depth(&self, priority: Priority, delta: i64) {
+        let _ = (priority, delta);
+    }
     /// An add queued an item.
-    fn added(&self);
+    fn added(&self) {}
     /// An item waited `seconds` from its add to the `get` that handed it out.
-    fn queue_latency(&self, seconds: f64);
+    fn queue_latency(&self, seconds: f64) {
+        let _ = seconds;
+    }
     /// An item was processed for `seconds`, from `get` to `done`.
-    fn work_duration(&self, seconds: f64);
+    fn work_duration(&self, seconds: f64) {
+        let _ = seconds;
+    }
     /// The items being processed have been processed for `seconds` in all.
-    fn unfinished_work(&self, seconds: f64);
+    fn unfinished_work(&self, seconds: f64) {
+        let _ = seconds;
+    }
     /// The item processed longest has been processed for `seconds`.
-    fn longest_running_processor(&self, seconds: f64);
+    fn longest_running_processor(&self, seconds: f64) {
+        let _ = seconds;
+    }
     /// `add_rate_limited` was called.
-    fn retried(&self);
+    fn retried(&self) {}
     /// A fair queue's state at one level of its fairness key (0 for the first), at each
-    /// refresh of the unfinished-work gauges. Default: nothing.
+    /// refresh of the unfinished-work gauges.
     fn fairness_level(&self, level: usize, stats: &FairnessLevelStats) {
         let _ = (level, stats);
     }
