@@ -125,6 +125,19 @@ impl<K: InformerObject> ControllerBuilder<K> {
     pub fn build(self) -> Controller<K> {
         self.build_controller()
     }
+
+    /// Takes informers from `factory`, shared with every other user of it; the factory's
+    /// owner starts them, and stops them when it stops or when their last user (this
+    /// controller among them: it holds an [`InformerGuard`] on each) is dropped. Without it,
+    /// the controller makes a factory of its own and runs it for as long as it runs.
+    ///
+    /// Only a builder of its own ([`Controller::builder`]) takes a factory: one a manager
+    /// hands out reads the manager's, the informers the manager starts, and no other.
+    #[must_use]
+    pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
+        self.spec.factory = Some(factory.clone());
+        self
+    }
 }
 
 /// A user's mapper, returning any collection of keys, as the handlers call it.
@@ -147,16 +160,6 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
     #[must_use]
     pub fn name(mut self, name: &str) -> Self {
         self.spec.name = Some(name.to_owned());
-        self
-    }
-
-    /// Takes informers from `factory`, shared with every other user of it; the factory's
-    /// owner starts them, and stops them when it stops or when their last user (this
-    /// controller among them: it holds an [`InformerGuard`] on each) is dropped. Without it,
-    /// the controller makes a factory of its own and runs it for as long as it runs.
-    #[must_use]
-    pub fn factory(mut self, factory: &SharedInformerFactory) -> Self {
-        self.spec.factory = Some(factory.clone());
         self
     }
 
