@@ -103,6 +103,18 @@ pub enum HandleError {
         /// The name.
         name: String,
     },
+    /// The [`ManagedController`](super::ManagedController) was built by a builder of another
+    /// manager: it reads that manager's informers, which this one does not start, so it
+    /// would never sync here. Add it to the manager whose builder built it.
+    #[error(
+        "controller {controller:?} was built by another manager's builder: it reads that \
+         manager's informers, which this manager does not run; add it to the manager that \
+         built it"
+    )]
+    ForeignController {
+        /// The controller's name.
+        controller: String,
+    },
     /// The manager is stopping, or its run returned (or it was dropped): it adds nothing
     /// more, a removal begun since answers this (the manager stops every runnable itself;
     /// `runnable` is the id's when the manager let go of its name), and a runnable being

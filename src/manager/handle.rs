@@ -162,7 +162,8 @@ impl ManagerHandle {
     /// [`Manager::add_controller`](super::Manager::add_controller) does: one built by a
     /// builder of this manager ([`controller`](Self::controller)`(api)…build()`); its id
     /// removes it. A second controller of one name is refused
-    /// ([`HandleError::DuplicateName`]), until the first is removed.
+    /// ([`HandleError::DuplicateName`]), until the first is removed; one built by another
+    /// manager's builder is refused too ([`HandleError::ForeignController`]).
     pub fn add_controller<K, R>(
         &self,
         controller: ManagedController<K>,
@@ -172,9 +173,9 @@ impl ManagerHandle {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let name = controller.unique_name();
         let inner = &self.inner;
-        add_controller(&inner.table, &inner.telemetry, name, || controller.into_inner(), reconciler)
+        let (name, controller) = controller.admit(&inner.table)?;
+        add_controller(&inner.table, &inner.telemetry, name, || controller, reconciler)
     }
 
     /// Stops the runnable `id` alone, within the manager's graceful-shutdown timeout, and
@@ -223,10 +224,11 @@ impl<K: InformerObject> ControllerBuilder<K, ManagerHandle> {
         )
     }
 
-    /// Builds the controller, to add later with [`ManagerHandle::add_controller`] (keep a
-    /// clone to read its figures); [`complete`](Self::complete) does both.
+    /// Builds the controller, to add later with [`ManagerHandle::add_controller`] (keep a clone
+    /// to read its figures); [`complete`](Self::complete) does both.
     pub fn build(self) -> ManagedController<K> {
-        ManagedController::new(self.build_controller())
+        let (handle, builder) = self.retarget(());
+        ManagedController::new(builder.build_controller(), &handle.inner.table)
     }
 }
 

@@ -2,24 +2,33 @@
 //! of built controller a manager takes.
 
 use std::ops::Deref;
+use std::sync::{Arc, Weak};
 
+use super::error::HandleError;
+use super::runnables::Table;
 use crate::cache::InformerObject;
 use crate::controller::Controller;
 
 /// A [`Controller`] built by [`build`](crate::controller::ControllerBuilder::build) on a
 /// builder that a [`Manager`](super::Manager) or its [`ManagerHandle`](super::ManagerHandle)
 /// handed out ([`Manager::controller`](super::Manager::controller)): its informers are the
-/// manager's (its factory's), it reports to the manager's metrics registry and, in a sharded
-/// manager, it is a shard unless made [`unsharded`](crate::controller::ControllerBuilder::unsharded).
+/// manager's (its factory's: such a builder takes no other
+/// [`factory`](crate::controller::ControllerBuilder::factory)), it reports to the manager's
+/// metrics registry and, in a sharded manager, it is a shard unless made
+/// [`unsharded`](crate::controller::ControllerBuilder::unsharded).
 ///
 /// Build one instead of [`complete`](crate::controller::ControllerBuilder::complete) to keep
 /// a hold on the controller (a clone, or a reference through `Deref`: its
 /// [`stats`](Controller::stats), [`queue`](Controller::queue),
 /// [`indexer`](Controller::indexer)), then add it to the manager that built it with
 /// [`Manager::add_controller`](super::Manager::add_controller) (or
-/// [`ManagerHandle::add_controller`](super::ManagerHandle::add_controller)). That is the
-/// only built controller a manager takes, so one wired to informers the manager does not
-/// run cannot be added:
+/// [`ManagerHandle::add_controller`](super::ManagerHandle::add_controller)).
+///
+/// What the types and the add guarantee:
+/// - a manager takes no other built controller (a [`Controller`] built on its own does not
+///   compile there, below), and the builders it hands out take no factory of their own;
+/// - each `ManagedController` knows its manager: added to another, it is refused with
+///   [`HandleError::ForeignController`](super::HandleError::ForeignController);
 ///
 /// ```no_run
 /// # use std::sync::Arc;
@@ -72,20 +81,34 @@ use crate::controller::Controller;
 /// ```
 pub struct ManagedController<K> {
     controller: Controller<K>,
+    /// The manager whose builder built it (its table; a `Weak` keeps the allocation, so
+    /// the address is no other manager's).
+    manager: Weak<Table>,
 }
 
 impl<K: InformerObject> ManagedController<K> {
-    /// `controller`, built by a builder its manager bound.
-    pub(super) fn new(controller: Controller<K>) -> Self {
-        Self { controller }
+    /// `controller`, built by a builder that the manager of `table` bound.
+    pub(super) fn new(controller: Controller<K>, table: &Arc<Table>) -> Self {
+        Self { controller, manager: Arc::downgrade(table) }
     }
 
-    /// The name it claims in its manager; `None` where
+    /// The controller, for the manager of `table` to add, and the name it claims there
+    /// (`None` where
     /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
-    /// out.
-    pub(super) fn unique_name(&self) -> Option<String> {
-        let controller = &self.controller;
-        (!controller.config().skip_name_validation).then(|| controller.name().to_owned())
+    /// out); refused if another manager's builder built it.
+    pub(super) fn admit(
+        self,
+        table: &Arc<Table>,
+    ) -> Result<(Option<String>, Controller<K>), HandleError> {
+        let controller = self.controller;
+        if !std::ptr::eq(self.manager.as_ptr(), Arc::as_ptr(table)) {
+            return Err(HandleError::ForeignController {
+                controller: controller.name().to_owned(),
+            });
+        }
+        let name =
+            (!controller.config().skip_name_validation).then(|| controller.name().to_owned());
+        Ok((name, controller))
     }
 
     /// The controller, to [`run`](Controller::run) it yourself beside the manager (which
@@ -96,9 +119,9 @@ impl<K: InformerObject> ManagedController<K> {
 }
 
 impl<K> Clone for ManagedController<K> {
-    /// The same controller (see [`Controller`]'s clones).
+    /// The same controller (see [`Controller`]'s clones), of the same manager.
     fn clone(&self) -> Self {
-        Self { controller: self.controller.clone() }
+        Self { controller: self.controller.clone(), manager: self.manager.clone() }
     }
 }
 

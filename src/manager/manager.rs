@@ -167,7 +167,9 @@ impl Manager {
     /// it reads the manager's informers and reports to its registry.
     /// [`controller`](Self::controller)`(api)…`[`complete`](ControllerBuilder::complete)`(reconciler)`
     /// does this in one chain. A controller built by [`Controller::builder`] on its own runs
-    /// itself ([`Controller::run`]): the manager does not take it.
+    /// itself ([`Controller::run`]): the manager does not take it (that does not compile).
+    /// Refused with [`HandleError::ForeignController`] if another manager's builder built
+    /// it.
     ///
     /// Controller names are unique in a manager: a second controller of a name the manager
     /// holds is refused with [`HandleError::DuplicateName`] (controller-runtime's check, from
@@ -188,9 +190,9 @@ impl Manager {
         K: InformerObject,
         R: Reconciler<Object = K>,
     {
-        let name = controller.unique_name();
-        let build = || controller.into_inner();
-        handle::add_controller(&self.table, &self.telemetry, name, build, reconciler).map(|_| ())
+        let (name, controller) = controller.admit(&self.table)?;
+        handle::add_controller(&self.table, &self.telemetry, name, || controller, reconciler)
+            .map(|_| ())
     }
 
     /// An event recorder reporting as `reporting_controller`, counted in the manager's
@@ -238,6 +240,7 @@ impl<K: InformerObject> ControllerBuilder<K, &mut Manager> {
     /// Builds the controller, to add later with [`Manager::add_controller`] (keep a clone
     /// to read its figures); [`complete`](Self::complete) does both.
     pub fn build(self) -> ManagedController<K> {
-        ManagedController::new(self.build_controller())
+        let (manager, builder) = self.retarget(());
+        ManagedController::new(builder.build_controller(), &manager.table)
     }
 }

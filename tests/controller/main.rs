@@ -23,6 +23,7 @@ mod handle;
 mod indexer;
 mod informer;
 mod lease_safety;
+mod managed;
 mod manager;
 #[cfg(feature = "metrics")]
 mod metrics;
