@@ -359,6 +359,11 @@ impl<K: InformerObject> Controller<K> {
     /// wanted (it holds once it held: the controller holds its informers' guards); `None`
     /// for a controller that runs its informers itself (wired, or its own factory), which
     /// start only with its run.
+    /// Whether it ran (or runs): a controller runs once, its clones share that run.
+    pub(crate) fn has_run(&self) -> bool {
+        self.shared.ran.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn caches_synced(&self) -> Option<Arc<dyn Fn() -> bool + Send + Sync>> {
         if !matches!(self.informers.as_ref(), Informers::Shared) {
             return None;

@@ -115,6 +115,13 @@ pub enum HandleError {
         /// The controller's name.
         controller: String,
     },
+    /// The controller has run already (by hand, through a clone of it): a controller runs
+    /// once, so the manager could not start it. Build a new one.
+    #[error("controller {controller:?} has run already (a controller runs once): build a new one")]
+    AlreadyRun {
+        /// The controller's name.
+        controller: String,
+    },
     /// The manager is stopping, or its run returned (or it was dropped): it adds nothing
     /// more, a removal begun since answers this (the manager stops every runnable itself;
     /// `runnable` is the id's when the manager let go of its name), and a runnable being

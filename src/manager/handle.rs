@@ -163,7 +163,8 @@ impl ManagerHandle {
     /// builder of this manager ([`controller`](Self::controller)`(api)…build()`); its id
     /// removes it. A second controller of one name is refused
     /// ([`HandleError::DuplicateName`]), until the first is removed; one built by another
-    /// manager's builder is refused too ([`HandleError::ForeignController`]).
+    /// manager's builder ([`HandleError::ForeignController`]) or whose controller ran
+    /// already ([`HandleError::AlreadyRun`]) is refused too.
     pub fn add_controller<K, R>(
         &self,
         controller: ManagedController<K>,
@@ -224,8 +225,8 @@ impl<K: InformerObject> ControllerBuilder<K, ManagerHandle> {
         )
     }
 
-    /// Builds the controller, to add later with [`ManagerHandle::add_controller`] (keep a clone
-    /// to read its figures); [`complete`](Self::complete) does both.
+    /// Builds the controller, to add later with [`ManagerHandle::add_controller`] (read its
+    /// figures through it, or keep `(*managed).clone()`); [`complete`](Self::complete) does both.
     pub fn build(self) -> ManagedController<K> {
         let (handle, builder) = self.retarget(());
         ManagedController::new(builder.build_controller(), &handle.inner.table)

@@ -18,9 +18,10 @@ use crate::controller::Controller;
 /// [`unsharded`](crate::controller::ControllerBuilder::unsharded).
 ///
 /// Build one instead of [`complete`](crate::controller::ControllerBuilder::complete) to keep
-/// a hold on the controller (a clone, or a reference through `Deref`: its
+/// a hold on the controller (a reference through `Deref`: its
 /// [`stats`](Controller::stats), [`queue`](Controller::queue),
-/// [`indexer`](Controller::indexer)), then add it to the manager that built it with
+/// [`indexer`](Controller::indexer); or a clone of the controller itself,
+/// `(*managed).clone()`), then add it to the manager that built it with
 /// [`Manager::add_controller`](super::Manager::add_controller) (or
 /// [`ManagerHandle::add_controller`](super::ManagerHandle::add_controller)).
 ///
@@ -29,6 +30,10 @@ use crate::controller::Controller;
 ///   compile there, below), and the builders it hands out take no factory of their own;
 /// - each `ManagedController` knows its manager: added to another, it is refused with
 ///   [`HandleError::ForeignController`](super::HandleError::ForeignController);
+/// - it is not `Clone`, and an add takes it, so it is added once; one whose controller has
+///   run already (a clone run by hand) is refused with
+///   [`HandleError::AlreadyRun`](super::HandleError::AlreadyRun). A clone run by hand after
+///   the add still makes the manager's run of it fail.
 ///
 /// ```no_run
 /// # use std::sync::Arc;
@@ -48,7 +53,7 @@ use crate::controller::Controller;
 ///
 /// let mut manager = Manager::new(client.clone());
 /// let controller = manager.controller(Api::<Pod>::all(client)).build();
-/// let stats = controller.clone(); // reads the figures of the run the manager starts
+/// let stats = (*controller).clone(); // reads the figures of the run the manager starts
 /// manager.add_controller(controller, Printer)?;
 /// # Ok(())
 /// # }
@@ -95,7 +100,7 @@ impl<K: InformerObject> ManagedController<K> {
     /// The controller, for the manager of `table` to add, and the name it claims there
     /// (`None` where
     /// [`Config::skip_name_validation`](crate::controller::Config::skip_name_validation) opts
-    /// out); refused if another manager's builder built it.
+    /// out); refused if another manager's builder built it, or if it ran already.
     pub(super) fn admit(
         self,
         table: &Arc<Table>,
@@ -106,6 +111,9 @@ impl<K: InformerObject> ManagedController<K> {
                 controller: controller.name().to_owned(),
             });
         }
+        if controller.has_run() {
+            return Err(HandleError::AlreadyRun { controller: controller.name().to_owned() });
+        }
         let name =
             (!controller.config().skip_name_validation).then(|| controller.name().to_owned());
         Ok((name, controller))
@@ -115,13 +123,6 @@ impl<K: InformerObject> ManagedController<K> {
     /// starts and stops the informers it reads) rather than add it.
     pub fn into_inner(self) -> Controller<K> {
         self.controller
-    }
-}
-
-impl<K> Clone for ManagedController<K> {
-    /// The same controller (see [`Controller`]'s clones), of the same manager.
-    fn clone(&self) -> Self {
-        Self { controller: self.controller.clone(), manager: self.manager.clone() }
     }
 }
 

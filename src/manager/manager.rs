@@ -169,7 +169,8 @@ impl Manager {
     /// does this in one chain. A controller built by [`Controller::builder`] on its own runs
     /// itself ([`Controller::run`]): the manager does not take it (that does not compile).
     /// Refused with [`HandleError::ForeignController`] if another manager's builder built
-    /// it.
+    /// it, and with [`HandleError::AlreadyRun`] if its controller ran already (a clone of it
+    /// run by hand).
     ///
     /// Controller names are unique in a manager: a second controller of a name the manager
     /// holds is refused with [`HandleError::DuplicateName`] (controller-runtime's check, from
@@ -237,8 +238,8 @@ impl<K: InformerObject> ControllerBuilder<K, &mut Manager> {
             .map(|_| ())
     }
 
-    /// Builds the controller, to add later with [`Manager::add_controller`] (keep a clone
-    /// to read its figures); [`complete`](Self::complete) does both.
+    /// Builds the controller, to add later with [`Manager::add_controller`] (read its
+    /// figures through it, or keep `(*managed).clone()`); [`complete`](Self::complete) does both.
     pub fn build(self) -> ManagedController<K> {
         let (manager, builder) = self.retarget(());
         ManagedController::new(builder.build_controller(), &manager.table)

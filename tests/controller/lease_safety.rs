@@ -574,17 +574,16 @@ fn elected_manager(
     identity: &str,
     config: LeaderElectionConfig,
     starts: &Arc<Starts>,
-) -> (ctrlkit::manager::Manager, ctrlkit::manager::ManagedController<ConfigMap>) {
+) -> (ctrlkit::manager::Manager, ctrlkit::controller::Controller<ConfigMap>) {
     let lock = LeaseLock::new(client.clone(), "default", "election", identity);
     let mut manager =
         ctrlkit::manager::Manager::builder(client.clone()).leader_election(lock, config).build();
     let api = kube_client::Api::<ConfigMap>::namespaced(client, "default");
     let controller = manager.controller(api).build();
+    let handle = (*controller).clone();
     let reconciler = Recording { replica: identity.to_owned(), starts: starts.clone() };
-    manager
-        .add_controller(controller.clone(), reconciler)
-        .expect("the only controller of its name");
-    (manager, controller)
+    manager.add_controller(controller, reconciler).expect("the only controller of its name");
+    (manager, handle)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

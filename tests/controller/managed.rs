@@ -1,6 +1,6 @@
-//! A `ManagedController` goes to the manager whose builder built it: a manager refuses one
-//! of another manager (its informers would never run there) with an error at the add, and
-//! runs on.
+//! A `ManagedController` goes to the manager whose builder built it, once: a manager refuses
+//! one of another manager (its informers would never run there) and one that has run
+//! already (the manager could not start it), with an error at the add, and runs on.
 
 use ctrlkit::manager::{HandleError, Manager};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -42,4 +42,34 @@ async fn a_controller_of_another_manager_is_refused_by_this_manager() {
     stop.send(()).unwrap();
     run.await.unwrap().expect("a clean stop");
     drop(a);
+}
+
+#[tokio::test]
+async fn a_controller_that_ran_is_refused_and_the_manager_runs_on() {
+    let server = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut manager = Manager::new(server.client());
+    let built = manager.controller(cms.clone()).name("ran").build();
+    // A clone run by hand (stopped at once): the controller has had its one run.
+    let by_hand = (*built).clone().run(Versions::default(), std::future::ready(())).await;
+    assert!(by_hand.is_err(), "stopped before its caches synced: {by_hand:?}");
+
+    let err = manager.add_controller(built, Versions::default()).unwrap_err();
+    assert!(
+        matches!(&err, HandleError::AlreadyRun { controller } if controller == "ran"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "controller \"ran\" has run already (a controller runs once): build a new one"
+    );
+
+    let fresh = Versions::default();
+    manager.controller(cms.clone()).name("ran").complete(fresh.clone()).expect("the name is free");
+    let (stop, stopped) = shutdown();
+    let run = tokio::spawn(manager.run_until(stopped));
+    create_configmap(&server, "a").await;
+    eventually("the new controller reconciled", || fresh.keys_present() == ["default/a"]).await;
+    stop.send(()).unwrap();
+    run.await.unwrap().expect("a clean stop, not an AlreadyRun failure");
 }
