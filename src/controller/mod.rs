@@ -69,7 +69,7 @@
 //! Inside a reconcile, [`ReconcileContext::current`] says why the key was queued since its
 //! last reconcile ([`Reason`]s, also in the reconcile's span) and what it wrote through a
 //! [`recording_client`]; the key's next reconcile is held until every cache the controller
-//! reads holds those writes, for at most [`Config::stale_cache_timeout`] (the `writes`
+//! reads holds those writes, for at most [`Config::stale_cache_timeout`] (the `own_writes`
 //! module's contract: reading one's own writes).
 //!
 //! Two ways to build one: client-go's explicit wiring ([`Controller::new`] with a queue, an

@@ -1,6 +1,6 @@
 //! [`report_write`] and [`report_written`]: a write made through another client than a
 //! [`recording_client`](super::recording_client), reported by hand for the primary kind, so
-//! that its key's next reconcile waits for the primary cache to hold it (the `writes`
+//! that its key's next reconcile waits for the primary cache to hold it (the `own_writes`
 //! module's contract).
 
 use std::sync::atomic::Ordering;
