@@ -507,8 +507,8 @@ impl<K: InformerObject> Sink<K> for Inner<K> {
 
 /// An informer with its kind erased, for those that hold informers of many kinds: the
 /// factory that runs them and the controllers that wait for them.
-/// What [`HasSynced`] has (its description, its synced and released receivers) it takes from
-/// there.
+/// What [`HasSynced`] has (its description, its synced, released and stopped receivers) it
+/// takes from there.
 pub(crate) trait InformerHandle: HasSynced + 'static {
     /// Where its run stands.
     fn state_receiver(&self) -> watch::Receiver<RunState>;
@@ -553,7 +553,8 @@ impl<K: InformerObject> InformerHandle for Informer<K> {
 
 /// Something whose cache can be synced; see [`wait_for_cache_sync`](super::wait_for_cache_sync).
 /// Only [`has_synced`](Self::has_synced) and [`synced_receiver`](Self::synced_receiver) are
-/// required; the others have defaults for what is never released nor stopped:
+/// required; the others have defaults for what is never released nor stopped (a wrapper of an
+/// [`Informer`] forwards them all, or the waits cannot tell that it was released or stopped):
 ///
 /// ```
 /// use ctrlkit::cache::{HasSynced, wait_for_cache_sync};
@@ -593,7 +594,8 @@ pub trait HasSynced: Send + Sync {
         None
     }
     /// A receiver that sees `true` once a run of it ended (then it does not sync until it
-    /// runs again); `None` (the default) for what has no run of its own.
+    /// runs again; it turns `false` when the next run begins, at its first poll); `None` (the
+    /// default) for what has no run of its own.
     fn stopped_receiver(&self) -> Option<watch::Receiver<bool>> {
         None
     }

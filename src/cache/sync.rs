@@ -1,5 +1,6 @@
-//! Waiting for caches: client-go's `WaitForCacheSync`, and the richer wait of controllers and
-//! factories, which also notices an informer that stops or was never started and says which.
+//! Waiting for caches: client-go's `WaitForCacheSync`, which here also fails once an informer
+//! is released or its run ended before the sync, and the wait of controllers and factories,
+//! which also says which informer was never started.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,6 +18,11 @@ use super::{Indexer, Informer, InformerObject};
 /// is released by its last [`InformerGuard`](super::InformerGuard), before the call or
 /// during it (a released informer never syncs); and with [`CacheSyncError::Stopped`] as
 /// soon as the run of one that has not synced has ended, as a controller's wait does.
+///
+/// An informer run again after its run ended counts as stopped until the new run has begun
+/// (its first poll), so wait only once it has: on a current-thread runtime, spawning the run
+/// is not enough, yield (`tokio::task::yield_now`) before the wait. A factory's informers are
+/// never run again.
 pub async fn wait_for_cache_sync(
     informers: &[&dyn HasSynced],
     shutdown: impl Future<Output = ()>,

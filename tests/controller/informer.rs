@@ -295,6 +295,27 @@ async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
     assert_eq!(result.ok(), Some(Err(stopped)), "the wait ends, naming the stopped informer");
 }
 
+/// An informer run again after a run that ended before its sync is not held to that stop: a
+/// wait begun once the new run has begun (a yield after the spawn, on this current-thread
+/// runtime) ends when the new run syncs.
+#[tokio::test]
+async fn wait_for_cache_sync_after_a_run_again_waits_for_the_new_run() {
+    let server = server().await;
+    server.faults().fail_next(usize::MAX, Failure::InternalError);
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let inf = informer(&pods);
+    let (stop, run) = start(&inf);
+    stop.send(()).unwrap();
+    run.await.unwrap();
+    server.faults().fail_next(0, Failure::InternalError);
+    let _again = start(&inf);
+    tokio::task::yield_now().await;
+    let informers: [&dyn HasSynced; 1] = [&inf];
+    let wait = wait_for_cache_sync(&informers, std::future::pending());
+    let result = tokio::time::timeout(Duration::from_secs(10), wait).await;
+    assert_eq!(result.ok(), Some(Ok(())), "the new run synced");
+}
+
 #[tokio::test]
 async fn managed_fields_are_dropped_unless_kept() {
     let server = server().await;
