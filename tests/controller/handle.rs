@@ -17,8 +17,19 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, Patch, PatchParams};
 use kube_client::{Api, ResourceExt};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use super::common::*;
+
+/// Runs `manager` on a task of its own until the returned sender fires or is dropped: its
+/// handle, that sender, and the run.
+fn spawn_run(
+    manager: Manager,
+) -> (ManagerHandle, tokio::sync::oneshot::Sender<()>, JoinHandle<Result<(), ManagerError>>) {
+    let handle = manager.handle();
+    let (stop, stopped) = shutdown();
+    (handle, stop, tokio::spawn(manager.run_until(stopped)))
+}
 
 fn version(cm: &ConfigMap) -> u64 {
     cm.resource_version().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
@@ -72,9 +83,7 @@ async fn a_controller_that_stays_reconciles_every_change_while_others_come_and_g
         .name("stays")
         .complete(stays.clone())
         .expect("the only controller of its name");
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     // Every write: the key and the version it made.
     let mut changes: Vec<(String, u64)> = Vec::new();
     for round in 0..6 {
@@ -121,9 +130,7 @@ async fn a_controller_removed_and_added_again_reconciles_every_object_of_its_kin
         create_configmap(&server, name).await;
     }
     let manager = Manager::new(server.client());
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     running(&handle).await;
     let first = Versions::default();
     let id = handle.controller(cms.clone()).name("again").complete(first.clone()).unwrap();
@@ -333,9 +340,7 @@ async fn a_removal_stops_one_runnable_within_its_timeout_and_the_rest_runs_on() 
         .name("stays")
         .complete(stays.clone())
         .expect("the only controller of its name");
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     running(&handle).await;
     let stuck = handle.controller(cms.clone()).name("stuck").build();
     let watching = stuck.clone();
@@ -401,9 +406,7 @@ async fn readyz_and_metrics_follow_runnables_added_and_removed() {
         .name("stays")
         .complete(stays.clone())
         .expect("the only controller of its name");
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     ready(address).await;
 
     let unready = Arc::new(AtomicBool::new(false));
@@ -658,9 +661,7 @@ async fn a_panicking_trait_method_panics_the_add_and_the_manager_runs_on() {
     let lock = LeaseLock::new(client.clone(), "default", "election", "only");
     let manager = Manager::builder(client).leader_election(lock, LeaderElectionConfig::default());
     let manager = manager.build();
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     // Under the leader Lease (a Job's default): started once the Lease is held.
     let first = Job::default();
     handle.add(first.clone()).unwrap();
@@ -705,9 +706,7 @@ impl Runnable for Quits {
 async fn a_finished_runnable_is_let_go_of_and_removals_after_the_stop_answer_stopped() {
     let server = server().await;
     let manager = Manager::new(server.in_process_client());
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     let job = Job::default();
     let running = handle.add(job.clone()).unwrap();
     eventually_within(Duration::from_secs(60), "the job started", || {
@@ -766,9 +765,7 @@ async fn a_removal_past_its_timeout_aborts_a_runnable_whose_in_flight_panics() {
     let client = server.in_process_client();
     let timeout = Duration::from_secs(5);
     let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     let (deaf, started, dropped) = deaf();
     let id = handle.add(DeafAndVague(deaf)).unwrap();
     eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
@@ -792,9 +789,7 @@ async fn a_removal_asked_from_a_runtime_that_goes_away_still_aborts_at_its_deadl
     let client = server.in_process_client();
     let timeout = Duration::from_secs(5);
     let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     let (deaf, started, dropped) = deaf();
     let id = handle.add(deaf).unwrap();
     eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
@@ -871,9 +866,7 @@ async fn a_controller_stopped_before_its_caches_synced_stops_cleanly() {
     let server = server().await;
     let (client, log) = in_process_recording_client(&server);
     let manager = Manager::new(client.clone());
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     running(&handle).await;
     let controller = |name: &str| {
         let unserved = unserved(client.clone());
@@ -923,9 +916,7 @@ async fn a_shard_fencing_itself_as_it_is_removed_stops_the_manager_at_once() {
     let client = server.in_process_client();
     let timeout = Duration::from_secs(60);
     let manager = Manager::builder(client).graceful_shutdown_timeout(timeout).build();
-    let handle = manager.handle();
-    let (_stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, _stop, run) = spawn_run(manager);
     let (deaf, started, dropped) = deaf();
     handle.add(deaf).unwrap();
     eventually_within(Duration::from_secs(60), "it started", || started.load(Ordering::SeqCst))
@@ -959,9 +950,7 @@ async fn caches_synced_waits_for_the_caches_of_a_controller_added_while_running(
     create_configmap(&server, "c").await;
     let address = free_address();
     let manager = Manager::builder(server.client()).metrics_address(address).build();
-    let handle = manager.handle();
-    let (stop, stopped) = shutdown();
-    let run = tokio::spawn(manager.run_until(stopped));
+    let (handle, stop, run) = spawn_run(manager);
     ready(address).await;
     let unserved = unserved(server.client());
     let unsynced = handle.controller(unserved).name("unsynced").complete(Idle).unwrap();
