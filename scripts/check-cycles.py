@@ -86,6 +86,23 @@ def strip(code):
     return blank(code)
 
 
+def braced(code, at):
+    """The index after the `}` matching the first `{` at or after `at` (code blanked); the
+    code's end when there is none."""
+    depth, j = 0, code.find("{", at)
+    if j < 0:
+        return len(code)
+    while j < len(code):
+        if code[j] == "{":
+            depth += 1
+        elif code[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return len(code)
+
+
 def test_item_spans(code):
     """The (start, end) of each item marked `#[cfg(test)]` (a module, a function, a use) in
     `code`, whose comments and literals are blanked (see `blank`)."""
@@ -101,17 +118,9 @@ def test_item_spans(code):
             spans.append((m.start(), semi + 1))
             i = semi + 1
             continue
-        depth, j = 0, brace
-        while j < len(code):
-            if code[j] == "{":
-                depth += 1
-            elif code[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        spans.append((m.start(), j + 1))
-        i = j + 1
+        end = braced(code, brace)
+        spans.append((m.start(), end))
+        i = end
 
 
 def drop_test_items(code):

@@ -154,22 +154,6 @@ def kind_names(table):
     return names
 
 
-def braced(code, at):
-    """The index after the `}` matching the first `{` at or after `at` (code blanked)."""
-    depth, j = 0, code.find("{", at)
-    if j < 0:
-        return len(code)
-    while j < len(code):
-        if code[j] == "{":
-            depth += 1
-        elif code[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return len(code)
-
-
 def functions(code):
     """(name, start, end) of every `fn` with a body in `code` (blanked), nested ones too."""
     out = []
@@ -177,7 +161,7 @@ def functions(code):
         brace, semi = code.find("{", m.end()), code.find(";", m.end())
         if brace < 0 or (0 <= semi < brace):
             continue
-        out.append((m.group(1), m.start(), braced(code, m.end())))
+        out.append((m.group(1), m.start(), cycles.braced(code, m.end())))
     return out
 
 
@@ -192,7 +176,7 @@ def builtin_groups(table):
     m = re.search(r"fn\s+is_builtin_group\b", table)
     if not m:
         return set()
-    body = table[m.end():braced(table, m.end())]
+    body = table[m.end():cycles.braced(table, m.end())]
     return {n for n in re.findall(STRING, body) if n and not n.startswith(".")}
 
 
@@ -322,7 +306,7 @@ def kind_methods(files, quoted):
     methods, free = set(), set()
     for code in files.values():
         for m in re.finditer(r"\bimpl\b(?:\s+[\w:<>]+\s+for)?\s+ResourceType\s*\{", code):
-            block = code[m.end() - 1:braced(code, m.end() - 1)]
+            block = code[m.end() - 1:cycles.braced(code, m.end() - 1)]
             for name, start, end in functions(block):
                 head = block[start:block.find("{", start)]
                 if not re.search(r"\(\s*&\s*self\b", head):
