@@ -8,7 +8,7 @@ use ctrlkit::cache::{
     CacheSyncError, HasSynced, Informer, ListWatch, ObjectKey, ResourceEventHandler,
     wait_for_cache_sync,
 };
-use ctrlkit_apiserver::Failure;
+use ctrlkit_apiserver::{ApiServer, Failure};
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, Patch, PatchParams};
@@ -276,11 +276,9 @@ async fn wait_for_cache_sync_gives_up_at_shutdown() {
     assert_eq!(result, Err(CacheSyncError::Shutdown(vec!["pods in namespace default".into()])));
 }
 
-/// An informer whose run ends before its first list is in never syncs: `wait_for_cache_sync`
-/// fails at once naming it, as the factory's and the controllers' waits do, rather than
-/// waiting for a shutdown that may never come.
-#[tokio::test]
-async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
+/// An informer of pods whose run ended before its first list was in (every list failed), and
+/// its server, failing every request until told otherwise.
+async fn stopped_before_its_sync() -> (ApiServer, Informer<Pod>) {
     let server = server().await;
     server.faults().fail_next(usize::MAX, Failure::InternalError);
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
@@ -288,6 +286,15 @@ async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
     let (stop, run) = start(&inf);
     stop.send(()).unwrap();
     run.await.unwrap();
+    (server, inf)
+}
+
+/// An informer whose run ends before its first list is in never syncs: `wait_for_cache_sync`
+/// fails at once naming it, as the factory's and the controllers' waits do, rather than
+/// waiting for a shutdown that may never come.
+#[tokio::test]
+async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
+    let (_server, inf) = stopped_before_its_sync().await;
     let informers: [&dyn HasSynced; 1] = [&inf];
     let wait = wait_for_cache_sync(&informers, std::future::pending());
     let result = tokio::time::timeout(Duration::from_secs(10), wait).await;
@@ -300,13 +307,7 @@ async fn wait_for_cache_sync_fails_when_the_run_stops_before_the_sync() {
 /// runtime) ends when the new run syncs.
 #[tokio::test]
 async fn wait_for_cache_sync_after_a_run_again_waits_for_the_new_run() {
-    let server = server().await;
-    server.faults().fail_next(usize::MAX, Failure::InternalError);
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    let inf = informer(&pods);
-    let (stop, run) = start(&inf);
-    stop.send(()).unwrap();
-    run.await.unwrap();
+    let (server, inf) = stopped_before_its_sync().await;
     server.faults().fail_next(0, Failure::InternalError);
     let _again = start(&inf);
     tokio::task::yield_now().await;
