@@ -1,13 +1,11 @@
 //! Watch events in protobuf: the real server's length-delimited frames.
 
 use axum::body::Bytes;
+use ctrlkit_protobuf::watch::{event_frame, length_prefixed};
 use futures::{Stream, StreamExt};
-use prost_reflect::DynamicMessage;
-use prost_reflect::prost::Message as _;
 use serde_json::Value;
 
-use super::from_json::encode;
-use super::schema::message_for;
+use super::transcode::encode;
 
 /// The line that makes a protobuf watch's encoder panic (`Faults::panic_watches`).
 pub(crate) const PANIC_LINE: &[u8] = b"\0ctrlkit: panic in the protobuf encoder\n";
@@ -52,24 +50,5 @@ pub(crate) fn watch_frame(event: &Value) -> Result<Vec<u8>, String> {
         Some(result) => result?,
         None => return Err(format!("no protobuf message for {object}")),
     };
-    let descriptor = message_for("meta.k8s.io/v1", "WatchEvent").expect("WatchEvent is vendored");
-    let raw_extension = descriptor
-        .get_field_by_name("object")
-        .and_then(|f| f.kind().as_message().cloned())
-        .expect("WatchEvent.object is a RawExtension");
-    let mut extension = DynamicMessage::new(raw_extension);
-    extension.set_field_by_name("raw", prost_reflect::Value::Bytes(object.into()));
-    let mut message = DynamicMessage::new(descriptor);
-    message.set_field_by_name("type", prost_reflect::Value::String(kind.to_owned()));
-    message.set_field_by_name("object", prost_reflect::Value::Message(extension));
-    Ok(length_prefixed(&message.encode_to_vec()))
-}
-
-/// A frame: the 4-byte big-endian length, then the bytes.
-fn length_prefixed(bytes: &[u8]) -> Vec<u8> {
-    // Bodies are at most 3 MiB and objects are stored from bodies: far below 4 GiB.
-    let length = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-    let mut frame = length.to_be_bytes().to_vec();
-    frame.extend_from_slice(bytes);
-    frame
+    Ok(event_frame(kind, &object))
 }

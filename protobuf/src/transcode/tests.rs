@@ -13,9 +13,10 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::json;
 
-use super::schema::CODEC;
-use super::to_json::go_duration;
 use super::*;
+use crate::Error;
+use crate::go;
+use crate::schema::CODEC;
 
 fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
     let unknown = Unknown {
@@ -106,7 +107,7 @@ fn empty_non_pointer_fields_are_dropped_and_pointer_zeros_kept() {
         }),
         status: Some(apps::DeploymentStatus { replicas: Some(0), ..Default::default() }),
     };
-    let value = decode(&body("apps/v1", "Deployment", &deployment)).unwrap();
+    let value = to_json(&body("apps/v1", "Deployment", &deployment)).unwrap();
     assert_eq!(
         value,
         json!({
@@ -157,7 +158,7 @@ fn special_messages_take_their_json_forms() {
             ..Default::default()
         }),
     };
-    let value = decode(&body("coordination.k8s.io/v1", "Lease", &lease)).unwrap();
+    let value = to_json(&body("coordination.k8s.io/v1", "Lease", &lease)).unwrap();
     assert_eq!(value["metadata"]["creationTimestamp"], json!("2023-11-14T22:13:20Z"));
     assert_eq!(value["metadata"]["managedFields"][0]["fieldsV1"], json!({ "f:spec": {} }));
     assert_eq!(value["spec"]["renewTime"], json!("2023-11-14T22:13:20.123456Z"));
@@ -178,7 +179,7 @@ fn special_messages_take_their_json_forms() {
         }),
         status: None,
     };
-    let value = decode(&body("v1", "Service", &service)).unwrap();
+    let value = to_json(&body("v1", "Service", &service)).unwrap();
     assert_eq!(value["spec"]["ports"][0]["targetPort"], json!(8080));
     assert_eq!(value["spec"]["ports"][1]["targetPort"], json!("http"));
 
@@ -188,7 +189,7 @@ fn special_messages_take_their_json_forms() {
         r#type: s("Opaque"),
         ..Default::default()
     };
-    let value = decode(&body("v1", "Secret", &secret)).unwrap();
+    let value = to_json(&body("v1", "Secret", &secret)).unwrap();
     assert_eq!(value["data"], json!({ "pw": "aHVudGVyMg==" }));
 }
 
@@ -204,44 +205,29 @@ fn json_encodes_to_the_message_it_came_from() {
         binary_data: BTreeMap::from([("blob".into(), vec![0, 159, 146, 150])]),
         immutable: Some(false),
     };
-    let value = decode(&body("v1", "ConfigMap", &configmap)).unwrap();
-    let encoded = encode(&value).expect("ConfigMap has a message").unwrap();
+    let value = to_json(&body("v1", "ConfigMap", &configmap)).unwrap();
+    let encoded = from_json(&value).unwrap();
     let unknown = Unknown::decode(&encoded[4..]).unwrap();
     assert_eq!(unknown.type_meta.unwrap().kind.as_deref(), Some("ConfigMap"));
     assert_eq!(core::ConfigMap::decode(&unknown.raw.unwrap()[..]).unwrap(), configmap);
 }
 
 #[test]
-fn watch_frames_hold_the_object_in_its_envelope() {
-    let event = json!({ "type": "ADDED", "object": {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "resourceVersion": "7" }
-    }});
-    let frame = frames::watch_frame(&event).unwrap();
-    let length = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
-    assert_eq!(length, frame.len() - 4);
-    let event = meta::WatchEvent::decode(&frame[4..]).unwrap();
-    assert_eq!(event.r#type.as_deref(), Some("ADDED"));
-    let raw = event.object.unwrap().raw.unwrap();
-    let object = decode(&raw).unwrap();
-    assert_eq!(object["metadata"], json!({ "name": "a", "resourceVersion": "7" }));
-}
-
-#[test]
 fn bodies_that_do_not_decode_are_errors_and_custom_kinds_unknown() {
-    assert!(matches!(decode(b"{\"kind\":\"ConfigMap\"}"), Err(DecodeError::Malformed(_))));
-    assert!(matches!(decode(b"k8s\0\xff\xff\xff"), Err(DecodeError::Malformed(_))));
+    assert_eq!(to_json(b"{\"kind\":\"ConfigMap\"}"), Err(Error::NotProtobuf));
+    assert!(matches!(to_json(b"k8s\0\xff\xff\xff"), Err(Error::Malformed { .. })));
     let widget = body("example.com/v1", "Widget", &core::ConfigMap::default());
+    let unknown =
+        Error::UnknownKind { api_version: "example.com/v1".into(), kind: "Widget".into() };
+    assert_eq!(to_json(&widget), Err(unknown.clone()));
     assert_eq!(
-        decode(&widget),
-        Err(DecodeError::UnknownKind {
-            api_version: "example.com/v1".into(),
-            kind: "Widget".into()
-        })
+        from_json(&json!({ "apiVersion": "example.com/v1", "kind": "Widget" })),
+        Err(unknown)
     );
-    assert_eq!(encode(&json!({ "apiVersion": "example.com/v1", "kind": "Widget" })), None);
-    assert!(
-        encode(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": [1] })).unwrap().is_err()
-    );
+    assert!(matches!(
+        from_json(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": [1] })),
+        Err(Error::Json(_))
+    ));
 }
 
 #[test]
@@ -254,10 +240,10 @@ fn durations_are_written_and_read_as_go_does() {
         (3_723_000_000_000, "1h2m3s"),
         (-90_000_000_000, "-1m30s"),
     ] {
-        assert_eq!(go_duration(nanos), text);
-        assert_eq!(from_json::parse_go_duration(text), Some(nanos), "{text}");
+        assert_eq!(go::duration(nanos), text);
+        assert_eq!(go::parse_duration(text), Some(nanos), "{text}");
     }
-    assert_eq!(from_json::parse_go_duration("5 parsecs"), None);
+    assert_eq!(go::parse_duration("5 parsecs"), None);
 }
 
 #[test]

@@ -3,14 +3,16 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use k8s_openapi::jiff::Timestamp;
+use jiff::Timestamp;
 use prost_reflect::prost::Message as _;
 use prost_reflect::{
     DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value as Proto,
 };
 use serde_json::Value;
 
-use super::schema::{
+use crate::Error;
+use crate::go;
+use crate::schema::{
     CODEC, MAGIC, Special, UNKNOWN, message_for, raw_field, rule, special, unknown_type_meta,
 };
 
@@ -114,7 +116,7 @@ fn special_message(
             }
         }
         (Special::Duration, Value::String(text)) => {
-            set("duration", Proto::I64(parse_go_duration(text).ok_or_else(mismatch)?));
+            set("duration", Proto::I64(go::parse_duration(text).ok_or_else(mismatch)?));
         }
         (Special::IntOrString, Value::Number(n)) => {
             let n = n.as_i64().and_then(|n| i32::try_from(n).ok()).ok_or_else(mismatch)?;
@@ -154,51 +156,24 @@ fn special_message(
     Ok(message)
 }
 
-/// Go's `time.ParseDuration` for what `go_duration` writes: `1h2m3.5s`, `150ms`, `-2s`.
-pub(super) fn parse_go_duration(text: &str) -> Option<i64> {
-    let (negative, mut rest) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
+/// Encodes the JSON of an object of a built-in kind (its `apiVersion` and `kind` say which)
+/// as a protobuf body (`k8s\0` + `runtime.Unknown`); see the module docs.
+///
+/// [`Error::UnknownKind`] when `apiVersion` and `kind` name no message here (a custom
+/// resource; empty when missing), [`Error::Json`] when a field's JSON does not fit its
+/// message.
+pub fn from_json(value: &Value) -> Result<Vec<u8>, Error> {
+    let text = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let Some(descriptor) = message_for(api_version, kind) else {
+        return Err(Error::UnknownKind { api_version: api_version.into(), kind: kind.into() });
     };
-    if rest == "0" {
-        return Some(0);
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let number: f64 = rest[..number_end].parse().ok()?;
-        rest = &rest[number_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
-    }
-    let nanos = total.round() as i64;
-    Some(if negative { -nanos } else { nanos })
-}
-
-/// Encodes a JSON object of a built-in kind (its `apiVersion` and `kind` say which) as a
-/// protobuf body; `None` when the kind has no message.
-pub(crate) fn encode(value: &Value) -> Option<Result<Vec<u8>, String>> {
-    let api_version = value.get("apiVersion")?.as_str()?;
-    let kind = value.get("kind")?.as_str()?;
-    let descriptor = message_for(api_version, kind)?;
-    Some(
-        to_message(value, &descriptor)
-            .map(|message| envelope(api_version, kind, message.encode_to_vec())),
-    )
+    let message = to_message(value, &descriptor).map_err(Error::Json)?;
+    Ok(envelope(api_version, kind, message.encode_to_vec()))
 }
 
 /// `k8s\0` + a `runtime.Unknown` holding `raw` as an `apiVersion` `kind`.
-pub(crate) fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     let unknown = CODEC.pool.get_message_by_name(UNKNOWN).expect("runtime.Unknown is vendored");
     let mut type_meta = DynamicMessage::new(unknown_type_meta());
     type_meta.set_field_by_name("apiVersion", prost_reflect::Value::String(api_version.to_owned()));

@@ -1,6 +1,6 @@
 //! What the vendored `.proto` files and `protos/go-json.txt` say: the message of each kind,
-//! the Go JSON rules of each field, and the messages with a JSON form of their own. The two
-//! directions of the encoding (`to_json`, `from_json`) both read it.
+//! the Go JSON rules of each field, and the messages with a JSON form of their own. The
+//! transcoder (both directions) and the deserializer all read it.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -8,15 +8,18 @@ use std::sync::LazyLock;
 use prost_reflect::{DescriptorPool, MessageDescriptor};
 
 /// The 4 bytes every protobuf body starts with.
-pub(super) const MAGIC: &[u8; 4] = b"k8s\0";
+pub(crate) const MAGIC: &[u8; 4] = b"k8s\0";
 
-pub(super) const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
-pub(super) const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
+pub(crate) const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
+pub(crate) const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
+
+/// The descriptor set compiled from `protos/` (see the crate docs to regenerate it).
+pub(crate) const DESCRIPTOR_SET: &[u8] = include_bytes!("../kubernetes.fds");
 
 /// The descriptors compiled from `protos/` and the Go JSON rules of their fields.
-pub(super) struct Codec {
-    pub(super) pool: DescriptorPool,
-    pub(super) rules: HashMap<String, FieldRule>,
+pub(crate) struct Codec {
+    pub(crate) pool: DescriptorPool,
+    pub(crate) rules: HashMap<String, FieldRule>,
 }
 
 /// How Go's JSON treats one field; see the module docs.
@@ -30,11 +33,10 @@ pub(crate) struct FieldRule {
     pub(crate) json_name: Option<String>,
 }
 
-pub(super) static CODEC: LazyLock<Codec> = LazyLock::new(|| {
-    let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/kubernetes.fds"));
-    // build.rs compiled these very files: decoding them cannot fail but on a broken build.
-    let pool = DescriptorPool::decode(&bytes[..]).expect("the descriptor set build.rs compiled");
-    Codec { pool, rules: parse_rules(include_str!("../../protos/go-json.txt")) }
+pub(crate) static CODEC: LazyLock<Codec> = LazyLock::new(|| {
+    // A test recompiles protos/ and compares: the committed set decodes unless it is corrupt.
+    let pool = DescriptorPool::decode(DESCRIPTOR_SET).expect("the committed kubernetes.fds");
+    Codec { pool, rules: parse_rules(include_str!("../protos/go-json.txt")) }
 });
 
 /// Parses `protos/go-json.txt`: `MESSAGE FIELD omitempty|inline|json=NAME` lines.
@@ -57,7 +59,7 @@ fn parse_rules(text: &str) -> HashMap<String, FieldRule> {
 }
 
 /// The rule of a field, by the field's full name (`package.Message.field`).
-pub(super) fn rule(full_name: &str) -> Option<&'static FieldRule> {
+pub(crate) fn rule(full_name: &str) -> Option<&'static FieldRule> {
     CODEC.rules.get(full_name)
 }
 
@@ -84,7 +86,7 @@ pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<MessageDescri
     })
 }
 
-pub(super) fn unknown_type_meta() -> MessageDescriptor {
+pub(crate) fn unknown_type_meta() -> MessageDescriptor {
     CODEC
         .pool
         .get_message_by_name("k8s.io.apimachinery.pkg.runtime.TypeMeta")
@@ -94,15 +96,23 @@ pub(super) fn unknown_type_meta() -> MessageDescriptor {
 /// Which JSON form of its own a message has, by its full name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Special {
+    /// `meta.v1.Time`: RFC 3339 seconds, `null` when zero.
     Time,
+    /// `meta.v1.MicroTime`: RFC 3339 microseconds, `null` when zero.
     MicroTime,
+    /// `meta.v1.Duration`: Go's `time.Duration` text.
     Duration,
+    /// `intstr.IntOrString`: a number or a string.
     IntOrString,
+    /// `resource.Quantity`: its string.
     Quantity,
     /// `RawExtension`, `FieldsV1` and the CRD schema's `JSON`: bytes of embedded JSON.
     RawJson,
+    /// The CRD schema's `JSONSchemaPropsOrArray`: a schema or a list of them.
     SchemaOrArray,
+    /// The CRD schema's `JSONSchemaPropsOrBool`: a schema or a bool.
     SchemaOrBool,
+    /// The CRD schema's `JSONSchemaPropsOrStringArray`: a schema or a list of strings.
     SchemaOrStringArray,
 }
 
@@ -127,6 +137,6 @@ pub(crate) fn special(full_name: &str) -> Option<Special> {
 }
 
 /// The bytes field of a [`Special::RawJson`] message (`raw`, or `Raw` in `FieldsV1`).
-pub(super) fn raw_field(message: &MessageDescriptor) -> Option<prost_reflect::FieldDescriptor> {
+pub(crate) fn raw_field(message: &MessageDescriptor) -> Option<prost_reflect::FieldDescriptor> {
     message.get_field_by_name("raw").or_else(|| message.get_field_by_name("Raw"))
 }

@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Vendors Kubernetes' .proto files, and how Go encodes their fields in JSON, into protos/.
 
-    scripts/vendor-protos.py KUBERNETES_TREE VERSION
+    protobuf/scripts/vendor-protos.py KUBERNETES_TREE VERSION
 
 KUBERNETES_TREE is a Kubernetes source tree (or the part of one holding
 `staging/src/k8s.io/{api,apimachinery,apiextensions-apiserver}`), such as `../shared/kube/v1.36.2/src`
-beside the repository, which protos/ is vendored from:
+beside the repository, which protos/ is vendored from (run from the repository's root):
 
-    scripts/vendor-protos.py ../shared/kube/v1.36.2/src v1.36.2
+    protobuf/scripts/vendor-protos.py ../shared/kube/v1.36.2/src v1.36.2
 
 VERSION is the tree's Kubernetes version, recorded in protos/go-json.txt.
 
-The embedded API server decodes protobuf bodies with prost-reflect from these files (compiled by
-build.rs with protox). Protobuf says nothing of what Go's JSON encoding then does with a
-field, which the server must reproduce to store what the real server stores, so this script
+ctrlkit-protobuf (this crate) decodes and encodes protobuf bodies from these files, compiled
+into the committed kubernetes.fds (rewrite it afterwards: see the crate docs). Protobuf says
+nothing of what Go's JSON encoding then does with a field, which a client must reproduce to
+read what the real server answers in JSON (and the embedded server to store it), so this script
 also reads the Go types (the `json` and `protobuf` struct tags) and writes protos/go-json.txt,
 one line per field whose JSON differs from "the proto name, present when set on the wire":
 

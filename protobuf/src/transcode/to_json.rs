@@ -2,11 +2,12 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use k8s_openapi::jiff::Timestamp;
 use prost_reflect::{DynamicMessage, FieldDescriptor, MapKey, ReflectMessage as _, Value as Proto};
 use serde_json::{Map, Value};
 
-use super::schema::{
+use crate::Error;
+use crate::go;
+use crate::schema::{
     CODEC, MAGIC, Special, UNKNOWN, message_for, raw_field, rule, special, unknown_type_meta,
 };
 
@@ -101,17 +102,11 @@ fn special_value(message: &DynamicMessage, form: Special) -> Result<Value, Strin
     Ok(match form {
         // Go's zero time is marshalled as an empty message, and written as null in JSON.
         Special::Time | Special::MicroTime if !has("seconds") => Value::Null,
-        Special::Time => {
-            // The real server keeps seconds only (metav1.Time's Unmarshal drops nanos).
-            let at = Timestamp::from_second(int(message, "seconds")).map_err(|e| e.to_string())?;
-            Value::String(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        }
+        Special::Time => Value::String(go::time(int(message, "seconds"))?),
         Special::MicroTime => {
-            let nanos = i32::try_from(int(message, "nanos")).map_err(|e| e.to_string())?;
-            let at = Timestamp::new(int(message, "seconds"), nanos).map_err(|e| e.to_string())?;
-            Value::String(at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string())
+            Value::String(go::micro_time(int(message, "seconds"), int(message, "nanos"))?)
         }
-        Special::Duration => Value::String(go_duration(int(message, "duration"))),
+        Special::Duration => Value::String(go::duration(int(message, "duration"))),
         Special::IntOrString => match int(message, "type") {
             1 => Value::String(text(message, "strVal").unwrap_or_default()),
             _ => int(message, "intVal").into(),
@@ -124,7 +119,7 @@ fn special_value(message: &DynamicMessage, form: Special) -> Result<Value, Strin
             if bytes.is_empty() {
                 Value::Null
             } else if bytes.starts_with(MAGIC) {
-                decode(bytes).map_err(|e| format!("an embedded object: {e:?}"))?
+                to_json(bytes).map_err(|e| format!("an embedded object: {e}"))?
             } else {
                 serde_json::from_slice(bytes)
                     .map_err(|e| format!("{}: embedded JSON: {e}", message.descriptor().name()))?
@@ -160,61 +155,13 @@ fn schema(message: &DynamicMessage) -> Result<Value, String> {
     }
 }
 
-/// Go's `time.Duration.String()`: `1h2m3.5s`, `150ms`, `0s`.
-pub(crate) fn go_duration(nanos: i64) -> String {
-    let sign = if nanos < 0 { "-" } else { "" };
-    let n = nanos.unsigned_abs();
-    if n == 0 {
-        return "0s".to_owned();
-    }
-    if n < 1_000_000_000 {
-        let (unit, scale) = match n {
-            ..1_000 => ("ns", 1),
-            1_000..1_000_000 => ("µs", 1_000),
-            _ => ("ms", 1_000_000),
-        };
-        return format!("{sign}{}{unit}", fraction(n, scale));
-    }
-    let (hours, rest) = (n / 3_600_000_000_000, n % 3_600_000_000_000);
-    let (minutes, rest) = (rest / 60_000_000_000, rest % 60_000_000_000);
-    let seconds = fraction(rest, 1_000_000_000);
-    match (hours, minutes) {
-        (0, 0) => format!("{sign}{seconds}s"),
-        (0, m) => format!("{sign}{m}m{seconds}s"),
-        (h, m) => format!("{sign}{h}h{m}m{seconds}s"),
-    }
-}
-
-/// `n / scale` with the fraction's trailing zeros cut: `1.5`, `2`.
-fn fraction(n: u64, scale: u64) -> String {
-    let (whole, part) = (n / scale, n % scale);
-    if part == 0 {
-        return whole.to_string();
-    }
-    let digits = scale.ilog10() as usize;
-    let part = format!("{part:0digits$}");
-    format!("{whole}.{}", part.trim_end_matches('0'))
-}
-
-/// A protobuf body whose object could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum DecodeError {
-    /// Not a Kubernetes protobuf body, or a message that does not decode.
-    Malformed(String),
-    /// A kind with no message here (a custom resource): the real server's 415.
-    UnknownKind { api_version: String, kind: String },
-}
-
 /// Decodes a protobuf body (`k8s\0` + `runtime.Unknown`) into the JSON of its object, with
-/// `apiVersion` and `kind` from the envelope.
-pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeError> {
-    let malformed = |what: String| DecodeError::Malformed(what);
-    let raw = body.strip_prefix(MAGIC).ok_or_else(|| {
-        malformed("the body does not start with the protobuf magic number k8s\\0".to_owned())
-    })?;
+/// `apiVersion` and `kind` from the envelope (see the module docs).
+pub fn to_json(body: &[u8]) -> Result<Value, Error> {
+    let raw = body.strip_prefix(MAGIC).ok_or(Error::NotProtobuf)?;
     let unknown = CODEC.pool.get_message_by_name(UNKNOWN).expect("runtime.Unknown is vendored");
-    let envelope = DynamicMessage::decode(unknown, raw)
-        .map_err(|e| malformed(format!("decoding the runtime.Unknown envelope: {e}")))?;
+    let envelope =
+        DynamicMessage::decode(unknown, raw).map_err(|e| Error::malformed("runtime.Unknown", e))?;
     let text = |m: &DynamicMessage, name: &str| {
         m.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
     };
@@ -225,16 +172,16 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeError> {
     let (api_version, kind) = (text(&type_meta, "apiVersion"), text(&type_meta, "kind"));
     let encoding = text(&envelope, "contentEncoding");
     if !encoding.is_empty() {
-        return Err(malformed(format!("unsupported contentEncoding {encoding:?}")));
+        return Err(Error::ContentEncoding(encoding));
     }
     let Some(descriptor) = message_for(&api_version, &kind) else {
-        return Err(DecodeError::UnknownKind { api_version, kind });
+        return Err(Error::UnknownKind { api_version, kind });
     };
     let object_bytes =
         envelope.get_field_by_name("raw").and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
     let message = DynamicMessage::decode(descriptor, object_bytes)
-        .map_err(|e| malformed(format!("decoding {api_version} {kind}: {e}")))?;
-    let mut value = to_value(&message).map_err(malformed)?;
+        .map_err(|e| Error::malformed(format!("{api_version} {kind}"), e))?;
+    let mut value = to_value(&message).map_err(|e| Error::malformed(kind.clone(), e))?;
     if let Value::Object(map) = &mut value {
         // The Go types carry apiVersion and kind only in JSON (TypeMeta has no protobuf tag).
         map.insert("apiVersion".into(), Value::String(api_version));

@@ -1,0 +1,42 @@
+//! The one error of the crate: what failed, and in which message and field.
+
+/// A body, frame or JSON object that could not be decoded or encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The body does not start with the 4 bytes `k8s\0` of Kubernetes' protobuf encoding.
+    #[error("not a Kubernetes protobuf body: it does not start with the magic number k8s\\0")]
+    NotProtobuf,
+    /// The envelope names a kind with no message here: a custom resource, or a kind this
+    /// crate does not vendor (empty names when the envelope or the JSON has none).
+    #[error(
+        "{kind:?} in version {api_version:?} has no protobuf message here (custom resources have none)"
+    )]
+    UnknownKind {
+        /// The envelope's `apiVersion`.
+        api_version: String,
+        /// The envelope's `kind`.
+        kind: String,
+    },
+    /// The envelope's `contentEncoding` is set (Kubernetes never sets it).
+    #[error("the body has contentEncoding {0:?}, which is not supported")]
+    ContentEncoding(String),
+    /// Bytes that are not a message of the expected type: a truncated varint, a length past
+    /// the end, a wrong wire type, invalid UTF-8, embedded JSON that does not parse.
+    #[error("malformed protobuf in {at}: {why}")]
+    Malformed {
+        /// The message or field being read (`k8s.io.api.core.v1.PodSpec.containers`).
+        at: String,
+        /// What was wrong.
+        why: String,
+    },
+    /// A JSON object that does not fit its message (a list where a string belongs).
+    #[error("the JSON does not fit the message: {0}")]
+    Json(String),
+}
+
+impl Error {
+    pub(crate) fn malformed(at: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        Error::Malformed { at: at.into(), why: why.to_string() }
+    }
+}

@@ -1,0 +1,60 @@
+//! Kubernetes' protobuf encoding for the built-in kinds, for clients and for test servers:
+//! the message descriptors of Kubernetes v1.36.2, the rules by which Go's `encoding/json`
+//! writes each field, a transcoder between a protobuf body and that JSON ([`transcode`]), and
+//! the frames of a protobuf watch ([`watch`]).
+//!
+//! # The encoding
+//! A protobuf body (`application/vnd.kubernetes.protobuf`) is the 4 bytes `k8s\0` and a
+//! `runtime.Unknown` message whose `typeMeta` names the object's `apiVersion` and `kind` and
+//! whose `raw` holds the object's message. Custom resources have no messages: the real server
+//! answers them in JSON whatever a client asks first.
+//!
+//! # Go's JSON rules
+//! Protobuf alone cannot tell what JSON the real server answers for the same object, which is
+//! what k8s-openapi's types (and a client's cache) are built from. `protos/go-json.txt`
+//! records it from the Go types: a non-pointer field with `omitempty` is on the wire even when
+//! empty but out of JSON when `""`, `0` or `false` (`metadata.namespace`), a pointer field is
+//! in JSON whenever it is on the wire (`spec.replicas: 0` stays), an inline field's message is
+//! flattened into its parent (`Volume.volumeSource`), and a few JSON names differ (`$ref`).
+//! Some messages have a JSON form of their own: see [`transcode`].
+//!
+//! # Versions
+//! The messages are those of Kubernetes v1.36.2: a field a newer server adds is dropped when
+//! its objects are read in protobuf (JSON keeps it), and the kinds are those the vendored
+//! packages hold (core, apps, batch, coordination, events, autoscaling v1, apiextensions v1,
+//! meta v1); [`has_message`] says which.
+//!
+//! # Regenerating the descriptors
+//! `protos/` is vendored from a Kubernetes source tree by `scripts/vendor-protos.py` (see its
+//! docs). The compiled descriptor set, `kubernetes.fds`, is committed, so users of the crate
+//! build no `.proto` compiler; a test recompiles `protos/` with protox and fails when the two
+//! differ. After vendoring, rewrite it with
+//! `CTRLKIT_PROTOBUF_WRITE_FDS=1 cargo test -p ctrlkit-protobuf descriptor_set`.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod go;
+mod schema;
+pub mod transcode;
+pub mod watch;
+
+pub use error::Error;
+
+/// The media type of Kubernetes' protobuf encoding.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The media type of a watch in protobuf (length-delimited frames, see [`watch`]).
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// Whether objects of `kind` in `api_version` have a protobuf message here: `v1` (core, and
+/// the `meta.k8s.io` kinds `Status`, `WatchEvent`, `DeleteOptions`, …), `apps/v1`, `batch/v1`,
+/// `coordination.k8s.io/v1`, `events.k8s.io/v1`, `autoscaling/v1`, `apiextensions.k8s.io/v1`
+/// and `meta.k8s.io/v1`. Custom resources have none.
+pub fn has_message(api_version: &str, kind: &str) -> bool {
+    schema::message_for(api_version, kind).is_some()
+}
+
+#[cfg(test)]
+mod descriptor_set;
