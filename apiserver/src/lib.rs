@@ -101,9 +101,12 @@
 //!   READY, STATUS, RESTARTS and the `-o wide` ones; configmaps' DATA; namespaces' STATUS; …),
 //!   a CRD's `additionalPrinterColumns`, `includeObject`, one-row tables in watches.
 //! - Protobuf (`application/vnd.kubernetes.protobuf`) for the built-in kinds: request bodies
-//!   (what kubectl's generator commands and client-go's protobuf clients send), and answers to
-//!   a client that accepts nothing else (objects, lists, `Status`, watch frames); see the
-//!   `protobuf` module's docs. A client that lists JSON too is answered in JSON.
+//!   (what kubectl's generator commands and client-go's protobuf clients send), and answers
+//!   (objects, lists, `Status`, watch frames) negotiated as kube-apiserver negotiates them:
+//!   the first `Accept` clause by q that the endpoint produces, so client-go's
+//!   `protobuf,json` gets protobuf for a built-in kind, JSON for a custom resource, and an
+//!   error as a protobuf `Status` for either; see the `http::negotiate` and `protobuf`
+//!   modules' docs.
 //! - Deletes' `propagationPolicy` (`Foreground`, `Background`, `Orphan`, or the deprecated
 //!   `orphanDependents`): the owner is held by the `foregroundDeletion` or `orphan`
 //!   finalizer, as the real server holds it, and an unknown policy is 422. With

@@ -1,6 +1,6 @@
 //! Answers and bodies on the wire: JSON answers (objects, Status errors, the Status of a
 //! completed delete), protobuf bodies decoded to JSON and JSON answers re-encoded as protobuf
-//! for clients that accept nothing else, and the refusals of bodies too large or in an
+//! where `Accept` negotiates it (see the `negotiate` module), and the refusals of bodies too large or in an
 //! encoding the server does not speak.
 
 use axum::body::{Body, Bytes};
@@ -88,7 +88,7 @@ pub(crate) fn protobuf_body(method: &Method, headers: &HeaderMap, body: Bytes) -
     }
 }
 
-/// A JSON answer re-encoded as protobuf, for a client that accepts nothing else: one
+/// A JSON answer re-encoded as protobuf, where it was negotiated so: one
 /// envelope for an object, a list or a Status, length-prefixed `WatchEvent` frames for a
 /// watch. A line of a watch that is not JSON (an injected corruption) is sent as a frame of
 /// its raw bytes, which the client cannot decode either.

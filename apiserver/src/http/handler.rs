@@ -15,7 +15,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::http::discovery;
-use crate::http::negotiate::{self};
+use crate::http::negotiate::{self, Encoding};
 use crate::http::openapi;
 use crate::http::options::Options;
 use crate::http::panics;
@@ -80,7 +80,14 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         Err(e) => Err(e),
     };
     let response = result.unwrap_or_else(|err| error_response(&err));
-    if negotiate::protobuf_only(&parts.headers) {
+    // A resource's answer carries the encoding its `Accept` negotiated (`rest::negotiated`);
+    // an error (a `Status`) and an answer that negotiated nothing (`/scale`) take the
+    // clauses without a form.
+    let encoding = match response.extensions().get::<Encoding>() {
+        Some(encoding) if response.status().is_success() => *encoding,
+        _ => negotiate::status_encoding(&parts.headers),
+    };
+    if encoding == Encoding::Protobuf {
         let response = protobuf_response(response, watch).await;
         // The frames are encoded as hyper polls them: a panic there is caught here.
         return match watch {

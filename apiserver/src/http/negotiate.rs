@@ -1,15 +1,43 @@
-//! Content negotiation: which form of an object the client asked for in `Accept`, as
-//! kube-apiserver decides it.
+//! Content negotiation, as kube-apiserver's `negotiation.NegotiateOutputMediaType` decides
+//! it: which form of an object the client asked for in `Accept`, and in which encoding.
 //!
-//! The first media type of the `Accept` list that this server can produce wins: plain JSON
-//! (`application/json`, `*/*`, `application/*`), or the metadata-only forms
-//! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object, and each event
-//! of a watch) and `…;as=PartialObjectMetadataList;…` (a list); `v=v1beta1` works too.
-//! `as=Table` (what `kubectl get` asks for first) is produced too (see the `table` module).
-//! YAML and CBOR are passed over, and so is protobuf while a JSON form is listed, so a client
-//! that lists JSON after them gets JSON; a client that accepts protobuf alone gets it, for
-//! built-in kinds (see the `protobuf` module). Nothing acceptable: 406, with the real server's
-//! messages.
+//! `Accept` is read as Go's `goautoneg` reads it: comma-separated clauses, each a media type
+//! (`type/subtype`, or `*`) with parameters; entries without a `/` are passed over, and so are
+//! parameters without a `=`; `q` is the quality (1 when absent, 0 when it is not a number).
+//! The clauses are taken by q, highest first, then a specific type before a wildcard
+//! (`*/*`, `application/*`), then in the order written; the first clause the endpoint can
+//! produce wins:
+//! - JSON (`application/json`, `application/*`, `*/*`), in every form below;
+//! - protobuf (`application/vnd.kubernetes.protobuf`): objects, lists and watches of the kinds
+//!   that have a message (the built-in kinds; see the `protobuf` module), and the
+//!   metadata-only forms of any kind, custom resources' too. A custom resource's object
+//!   comes in the next clause: `protobuf,json`, what client-go's generated clients send for
+//!   built-in kinds, gets protobuf for a pod and JSON for a custom resource;
+//! - the forms `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (one object,
+//!   and each event of a watch), `…;as=PartialObjectMetadataList;…` (a list), `v=v1beta1`
+//!   too, and `as=Table` (what `kubectl get` asks for first; see the `table` module), which
+//!   is JSON only: a table asked for in protobuf is passed over.
+//!
+//! YAML and CBOR are passed over (this server does not write them). A clause with `q=0`
+//! refuses its media type (RFC 9110), where it is the most specific clause naming it:
+//! `application/json;q=0,*/*` gets protobuf where the kind has a message. kube-apiserver's
+//! router wants, for built-in kinds and before any of this, one clause that names a media
+//! type it serves exactly, or `*/*`: `application/*` alone is 406 for a pod, JSON for a
+//! custom resource, as here. An empty `Accept` gets JSON; nothing acceptable: 406, with the
+//! real server's messages.
+//!
+//! Known differences from kube-apiserver v1.36.2 and v1.20.2, for `Accept`s no client
+//! sends: they take a `q=0` clause as the least wanted rather than refused (protobuf alone
+//! at `q=0` gets protobuf there, 406 here), and their sort puts a specific type before a
+//! wildcard even at a lower q (`*/*,…protobuf;q=0.5` gets protobuf there, JSON here).
+//!
+//! An error is a `Status`, which has a message whatever the kind: it comes in the first
+//! clause without a form (`as=`) that names JSON or protobuf, JSON where none does, as the
+//! real server negotiates it: a missing custom resource, asked for as `protobuf,json`, is a
+//! 404 in protobuf although its list is JSON, and a missing pod asked for as kubectl asks
+//! for a table is a 404 in kubectl's last clause, JSON. [`status_encoding`] decides that,
+//! [`negotiate`] the rest; every layer answers JSON, and the handler re-encodes what was
+//! negotiated as protobuf (`encoding::protobuf_response`).
 //!
 //! What the real server (1.20 and later) does with a form that does not fit the request,
 //! mirrored here: a list asked for as `PartialObjectMetadata`, or one object asked for as
@@ -19,6 +47,7 @@
 use axum::http::{HeaderMap, StatusCode, header};
 
 use crate::model::status::ApiError;
+use crate::protobuf::MEDIA_TYPE as PROTOBUF;
 
 /// The form of the response body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +63,24 @@ pub(crate) enum Form {
     Table(&'static str),
 }
 
+/// How the response body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// JSON: what every layer of this server writes.
+    Json,
+    /// Protobuf: the JSON answer re-encoded on its way out (see `encoding::protobuf_response`).
+    Protobuf,
+}
+
+/// What an answer is made of: its form and its encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// The form of the body.
+    pub(crate) form: Form,
+    /// Its encoding.
+    pub(crate) encoding: Encoding,
+}
+
 /// What the request reads: a collection (a list or a watch) or one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reading {
@@ -42,35 +89,35 @@ pub(crate) enum Reading {
     Object,
 }
 
-/// The form the `Accept` header asks for; see the module docs.
+/// The answer the `Accept` header asks for; see the module docs.
 ///
-/// `protobuf` says whether the kind has a protobuf message (built-in kinds do, custom resources
-/// do not): protobuf is produced only for a client that accepts nothing in JSON (see
-/// [`protobuf_only`]), and tables never.
+/// `protobuf` says whether the kind has a protobuf message (built-in kinds do, custom
+/// resources do not).
 pub(crate) fn negotiate(
     headers: &HeaderMap,
     reading: Reading,
     kind: &str,
     protobuf: bool,
-) -> Result<Form, ApiError> {
+) -> Result<Answer, ApiError> {
     let accept = accept(headers);
     if accept.trim().is_empty() {
-        return Ok(Form::Full);
+        return Ok(Answer { form: Form::Full, encoding: Encoding::Json });
     }
-    let json = accept.split(',').find_map(|entry| candidate(entry, JSON));
-    let form = json
-        .or_else(|| {
-            let form = accept.split(',').find_map(|entry| candidate(entry, PROTOBUF))?;
-            (protobuf && !matches!(form, Form::Table(_))).then_some(form)
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_ACCEPTABLE,
-                "NotAcceptable",
-                "only the following media types are accepted: application/json",
-            )
-        })?;
-    match (form, reading) {
+    if protobuf && !routed(&accept) {
+        return Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            "406: Not Acceptable",
+        ));
+    }
+    let answer = choose(&clauses(&accept), protobuf, true).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )
+    })?;
+    match (answer.form, reading) {
         (Form::Metadata(_), Reading::List) => Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
             "NotAcceptable",
@@ -85,17 +132,15 @@ pub(crate) fn negotiate(
                 "you requested PartialObjectMetadataList, but the requested object is not a list (*core.{kind})"
             ),
         )),
-        _ => Ok(form),
+        _ => Ok(answer),
     }
 }
 
-/// Whether the answer is to be protobuf: `Accept` names protobuf and nothing in JSON. (The
-/// real server answers protobuf whenever it comes first; this one keeps JSON, which every
-/// client that also lists it reads, and which tests can read too.)
-pub(crate) fn protobuf_only(headers: &HeaderMap) -> bool {
+/// The encoding of a `Status` (an error), and of an answer of a kind with a message that
+/// takes no form (a `/scale`, a review): see the module docs.
+pub(crate) fn status_encoding(headers: &HeaderMap) -> Encoding {
     let accept = accept(headers);
-    accept.split(',').all(|entry| candidate(entry, JSON).is_none())
-        && accept.split(',').any(|entry| candidate(entry, PROTOBUF).is_some())
+    choose(&clauses(&accept), true, false).map_or(Encoding::Json, |answer| answer.encoding)
 }
 
 fn accept(headers: &HeaderMap) -> String {
@@ -107,28 +152,70 @@ fn accept(headers: &HeaderMap) -> String {
         .join(",")
 }
 
-/// The media types of `candidate`'s two passes.
-const JSON: &[&str] = &["application/json", "*/*", "application/*"];
-const PROTOBUF: &[&str] = &[crate::protobuf::MEDIA_TYPE];
+/// One clause of `Accept`.
+#[derive(Debug)]
+struct Clause<'a> {
+    media: (&'a str, &'a str),
+    q: f32,
+    /// The form its `as`, `g` and `v` parameters ask for: `None` for a form this server does
+    /// not know, `Some(Full)` for none.
+    form: Option<Form>,
+}
 
-/// The form one entry of `Accept` asks for, if its media type is one of `media_types`.
-fn candidate(entry: &str, media_types: &[&str]) -> Option<Form> {
-    let mut parts = entry.split(';').map(str::trim);
-    let media = parts.next()?.to_ascii_lowercase();
-    let (mut r#as, mut group, mut version) = (None, None, None);
-    for param in parts {
-        let (name, value) = param.split_once('=')?;
-        match name.trim() {
-            "as" => r#as = Some(value.trim()),
-            "g" => group = Some(value.trim()),
-            "v" => version = Some(value.trim()),
-            _ => {} // q= and the like
+impl Clause<'_> {
+    /// How closely the clause names `media_type`: 2 by name, 1 by `type/*`, 0 by `*/*`.
+    fn names(&self, media_type: &str) -> Option<u8> {
+        let (kind, sub) = media_type.split_once('/')?;
+        match self.media {
+            (k, s) if k == kind && s == sub => Some(2),
+            (k, "*") if k == kind => Some(1),
+            ("*", "*") => Some(0),
+            _ => None,
         }
     }
-    if !media_types.contains(&media.as_str()) {
-        return None;
+}
+
+/// The clauses of `accept`, in the order they are tried: by q, then a specific type before a
+/// wildcard, then as written.
+fn clauses(accept: &str) -> Vec<Clause<'_>> {
+    let mut clauses: Vec<Clause<'_>> = accept.split(',').filter_map(clause).collect();
+    clauses.sort_by(|a, b| {
+        let wildcards = |c: &Clause<'_>| (c.media.0 == "*", c.media.1 == "*");
+        b.q.total_cmp(&a.q).then(wildcards(a).cmp(&wildcards(b)))
+    });
+    clauses
+}
+
+fn clause(entry: &str) -> Option<Clause<'_>> {
+    let mut parts = entry.split(';');
+    let media = parts.next()?.trim();
+    let media = match media.split_once('/') {
+        Some((kind, sub)) if !kind.trim().is_empty() && !sub.contains('/') => {
+            (kind.trim(), sub.trim())
+        }
+        None if media == "*" => ("*", "*"),
+        _ => return None,
+    };
+    let (mut q, mut r#as, mut group, mut version, mut transform) = (1.0, None, None, None, false);
+    for (name, value) in parts.filter_map(|p| p.split_once('=')) {
+        let value = value.trim();
+        match name.trim() {
+            "q" => q = value.parse().unwrap_or(0.0),
+            "as" => (r#as, transform) = (Some(value), true),
+            "g" => (group, transform) = (Some(value), true),
+            "v" => (version, transform) = (Some(value), true),
+            _ => {} // stream=watch, pretty and the like
+        }
     }
-    let Some(r#as) = r#as else { return Some(Form::Full) };
+    let form = match transform {
+        false => Some(Form::Full),
+        true => form(r#as, group, version),
+    };
+    Some(Clause { media, q, form })
+}
+
+/// The form of `as`, `g` and `v`, where it is one this server produces.
+fn form(r#as: Option<&str>, group: Option<&str>, version: Option<&str>) -> Option<Form> {
     if group != Some("meta.k8s.io") {
         return None;
     }
@@ -137,12 +224,54 @@ fn candidate(entry: &str, media_types: &[&str]) -> Option<Form> {
         Some("v1beta1") => "v1beta1",
         _ => return None,
     };
-    match r#as {
+    match r#as? {
         "PartialObjectMetadata" => Some(Form::Metadata(version)),
         "PartialObjectMetadataList" => Some(Form::MetadataList(version)),
         "Table" => Some(Form::Table(version)),
         _ => None,
     }
+}
+
+/// The first answer of `clauses` this server produces (JSON before protobuf within a clause
+/// that names both): protobuf for a Full form only where the kind has a `message`; forms
+/// only where `forms` (an error's `Status` takes none). A media type is refused where the
+/// most specific clause naming it has `q=0`.
+fn choose(clauses: &[Clause<'_>], message: bool, forms: bool) -> Option<Answer> {
+    let refused = |media_type: &str| {
+        let named = clauses.iter().filter_map(|c| Some((c.names(media_type)?, c.q)));
+        // The first of the most specific: the clauses are sorted by q.
+        let best = named.fold(None, |best: Option<(u8, f32)>, (closeness, q)| match best {
+            Some((b, _)) if b >= closeness => best,
+            _ => Some((closeness, q)),
+        });
+        best.is_some_and(|(_, q)| q <= 0.0)
+    };
+    let (json, protobuf) = (!refused("application/json"), !refused(PROTOBUF));
+    clauses.iter().filter(|c| c.q > 0.0).find_map(|c| {
+        let form = c.form?;
+        if form != Form::Full && !forms {
+            return None;
+        }
+        if json && c.names("application/json").is_some() {
+            return Some(Answer { form, encoding: Encoding::Json });
+        }
+        let fits = match form {
+            Form::Full => message,
+            Form::Metadata(_) | Form::MetadataList(_) => true,
+            Form::Table(_) => false,
+        };
+        (protobuf && fits && c.names(PROTOBUF).is_some())
+            .then_some(Answer { form, encoding: Encoding::Protobuf })
+    })
+}
+
+/// Whether kube-apiserver's router (go-restful) routes `accept` to a built-in kind's
+/// handler: one entry names a media type it serves exactly, or `*/*`.
+fn routed(accept: &str) -> bool {
+    accept.split(',').any(|entry| {
+        let media = entry.split(';').next().unwrap_or("").trim();
+        matches!(media, "*/*" | "application/json" | "application/yaml") || media == PROTOBUF
+    })
 }
 
 #[cfg(test)]
@@ -151,75 +280,161 @@ mod tests {
 
     use super::*;
 
-    fn accept(value: &str, reading: Reading) -> Result<Form, u16> {
+    const JSON: &str = "application/json";
+    const TABLE: &str = "as=Table;v=v1;g=meta.k8s.io";
+    const LIST: &str = "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+    fn headers(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
-        negotiate(&headers, reading, "Pod", true).map_err(|e| e.code.as_u16())
+        headers
+    }
+
+    /// An answer's form and encoding, or the refusal's code.
+    type Got = Result<(Form, Encoding), u16>;
+
+    /// The answer to `value` about a kind with a message (`message`) or without.
+    fn answer(value: &str, reading: Reading, message: bool) -> Got {
+        let answer = negotiate(&headers(value), reading, "Pod", message);
+        answer.map(|a| (a.form, a.encoding)).map_err(|e| e.code.as_u16())
+    }
+
+    /// The answers to `value`: for a list of a built-in kind and of a custom resource, and
+    /// the encoding of an error.
+    fn answers(value: &str) -> (Got, Got, Encoding) {
+        let error = status_encoding(&headers(value));
+        (answer(value, Reading::List, true), answer(value, Reading::List, false), error)
+    }
+
+    use Encoding::{Json, Protobuf};
+    use Form::Full;
+
+    #[test]
+    fn the_first_clause_the_endpoint_produces_wins() {
+        let client_go = format!("{PROTOBUF},{JSON}");
+        assert_eq!(answers(&client_go), (Ok((Full, Protobuf)), Ok((Full, Json)), Protobuf));
+        assert_eq!(
+            answers(&format!("{JSON},{PROTOBUF}")),
+            (Ok((Full, Json)), Ok((Full, Json)), Json)
+        );
+        assert_eq!(answers(PROTOBUF), (Ok((Full, Protobuf)), Err(406), Protobuf));
+        assert_eq!(answers(JSON), (Ok((Full, Json)), Ok((Full, Json)), Json));
+        // Watches and gets as lists.
+        assert_eq!(answer(&client_go, Reading::Watch, true), Ok((Full, Protobuf)));
+        assert_eq!(answer(&client_go, Reading::Object, true), Ok((Full, Protobuf)));
+        // No Accept: JSON.
+        assert_eq!(
+            negotiate(&HeaderMap::new(), Reading::List, "Pod", true).map(|a| a.encoding).ok(),
+            Some(Json)
+        );
+        assert_eq!(status_encoding(&HeaderMap::new()), Json);
     }
 
     #[test]
-    fn the_first_form_the_server_produces_wins() {
-        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-        assert_eq!(accept(list, Reading::List), Ok(Form::MetadataList("v1")));
-        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(accept(kubectl, Reading::List), Ok(Form::Table("v1")));
-        let protobuf_first = "application/vnd.kubernetes.protobuf,application/json";
-        assert_eq!(accept(protobuf_first, Reading::List), Ok(Form::Full));
-        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        assert_eq!(accept(client_go, Reading::List), Ok(Form::MetadataList("v1")));
-        assert_eq!(accept("*/*", Reading::Object), Ok(Form::Full));
-        assert_eq!(
-            accept(
-                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1",
-                Reading::Watch
-            ),
-            Ok(Form::Metadata("v1beta1"))
-        );
+    fn clauses_are_taken_by_quality_then_specificity_then_order() {
+        let q = |value: &str| answers(value).0;
+        assert_eq!(q(&format!("{JSON};q=0.5,{PROTOBUF}")), Ok((Full, Protobuf)));
+        assert_eq!(q(&format!("{PROTOBUF};q=0.5,{JSON};q=0.9")), Ok((Full, Json)));
+        assert_eq!(q(&format!("{PROTOBUF};q=0.5,{JSON};q=0.5")), Ok((Full, Protobuf)));
+        assert_eq!(q(&format!("{JSON};q=0.5,{PROTOBUF};q=0.5")), Ok((Full, Json)));
+        // A q that is not a number is 0, as Go parses it.
+        assert_eq!(q(&format!("{JSON};q=high,{PROTOBUF}")), Ok((Full, Protobuf)));
+        // A specific type before a wildcard of the same q; `*/*` and `application/*` are JSON.
+        assert_eq!(q(&format!("*/*,{PROTOBUF}")), Ok((Full, Protobuf)));
+        assert_eq!(q(&format!("application/*,{PROTOBUF}")), Ok((Full, Protobuf)));
+        assert_eq!(q(&format!("*/*;q=0.5,{PROTOBUF}")), Ok((Full, Protobuf)));
+        assert_eq!(q(&format!("*/*,{PROTOBUF};q=0.5")), Ok((Full, Json)));
+        assert_eq!(answers("*/*"), (Ok((Full, Json)), Ok((Full, Json)), Json));
+        // `*` is `*/*`, but kube-apiserver's router routes only a `*/*` to a built-in kind.
+        assert_eq!(answers("*"), (Err(406), Ok((Full, Json)), Json));
     }
 
     #[test]
-    fn protobuf_is_produced_only_for_clients_that_accept_nothing_else() {
-        let only = "application/vnd.kubernetes.protobuf";
-        let headers = |value: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
-            headers
-        };
-        assert!(protobuf_only(&headers(only)));
-        assert!(!protobuf_only(&headers("application/vnd.kubernetes.protobuf,application/json")));
-        assert!(!protobuf_only(&headers("application/json")));
-        assert_eq!(accept(only, Reading::Object), Ok(Form::Full));
-        let metadata =
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-        assert_eq!(accept(metadata, Reading::List), Ok(Form::MetadataList("v1")));
-        let table = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
-        assert_eq!(accept(table, Reading::List), Err(406));
-        // A custom resource has no message.
-        let custom = negotiate(&headers(only), Reading::Object, "Widget", false);
-        assert_eq!(custom.map_err(|e| e.code.as_u16()), Err(406));
+    fn q_zero_refuses_its_media_type() {
+        assert_eq!(
+            answers(&format!("{PROTOBUF};q=0,{JSON}")),
+            (Ok((Full, Json)), Ok((Full, Json)), Json)
+        );
+        assert_eq!(answers(&format!("{PROTOBUF};q=0")), (Err(406), Err(406), Json));
+        assert_eq!(
+            answers(&format!("{PROTOBUF};q=0,*/*")),
+            (Ok((Full, Json)), Ok((Full, Json)), Json)
+        );
+        // The most specific clause decides: `*/*` does not bring JSON back.
+        assert_eq!(answers(&format!("{JSON};q=0,*/*")), (Ok((Full, Protobuf)), Err(406), Protobuf));
+        assert_eq!(answers("*/*;q=0"), (Err(406), Err(406), Json));
     }
 
     #[test]
-    fn unproducible_or_misfit_forms_are_406() {
-        assert_eq!(accept("application/yaml", Reading::List), Err(406));
-        assert_eq!(accept("application/json;as=Foo;g=meta.k8s.io;v=v1", Reading::List), Err(406));
+    fn custom_resources_take_the_next_clause_and_their_errors_protobuf() {
+        let client_go = format!("{PROTOBUF},{JSON}");
+        assert_eq!(answer(&client_go, Reading::List, false), Ok((Full, Json)));
+        assert_eq!(answer(&client_go, Reading::Watch, false), Ok((Full, Json)));
+        assert_eq!(answer(&client_go, Reading::Object, false), Ok((Full, Json)));
+        assert_eq!(status_encoding(&headers(&client_go)), Protobuf);
+        // The router's wildcard rule is for built-in kinds.
+        assert_eq!(answers("application/*"), (Err(406), Ok((Full, Json)), Json));
+        assert_eq!(answers("text/plain"), (Err(406), Err(406), Json));
+    }
+
+    #[test]
+    fn tables_are_json_only() {
+        let kubectl = format!("{PROTOBUF};{TABLE},{JSON};{TABLE},{JSON}");
+        let table = Form::Table("v1");
+        assert_eq!(answers(&kubectl), (Ok((table, Json)), Ok((table, Json)), Json));
+        assert_eq!(answers(&format!("{PROTOBUF};{TABLE}")), (Err(406), Err(406), Json));
         assert_eq!(
-            accept(
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2",
-                Reading::List
-            ),
-            Err(406)
+            answers(&format!("{PROTOBUF};{TABLE},{JSON}")),
+            (Ok((Full, Json)), Ok((Full, Json)), Json)
         );
         assert_eq!(
-            accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", Reading::List),
-            Err(406)
+            answers(&format!("{PROTOBUF};{TABLE},{PROTOBUF}")),
+            (Ok((Full, Protobuf)), Err(406), Protobuf)
         );
+        // An error takes the first clause without a form.
+        assert_eq!(status_encoding(&headers(&format!("{JSON};{TABLE},{PROTOBUF}"))), Protobuf);
+        let v1beta1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";
+        assert_eq!(answer(v1beta1, Reading::Watch, true), Ok((Form::Table("v1beta1"), Json)));
+    }
+
+    #[test]
+    fn metadata_is_protobuf_for_every_kind() {
+        let list = Form::MetadataList("v1");
+        let client_go = format!("{PROTOBUF};{LIST},{JSON};{LIST},{JSON}");
+        assert_eq!(answers(&client_go), (Ok((list, Protobuf)), Ok((list, Protobuf)), Json));
+        assert_eq!(answers(&format!("{JSON};{LIST}")), (Ok((list, Json)), Ok((list, Json)), Json));
+        let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(answer(one, Reading::Watch, true), Ok((Form::Metadata("v1beta1"), Json)));
+        assert_eq!(answer(one, Reading::Object, false), Ok((Form::Metadata("v1beta1"), Json)));
+    }
+
+    #[test]
+    fn garbage_entries_and_parameters_are_passed_over() {
+        let q = |value: &str| answers(value).0;
         assert_eq!(
-            accept(
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-                Reading::Object
-            ),
-            Err(406)
+            q(&format!("foo,;;,/json, {PROTOBUF} ;pretty=1;junk,{JSON}")),
+            Ok((Full, Protobuf))
+        );
+        assert_eq!(q(&format!("{PROTOBUF};stream=watch")), Ok((Full, Protobuf)));
+        // Media types are compared as written, as Go compares them.
+        assert_eq!(answers("APPLICATION/JSON"), (Err(406), Err(406), Json));
+        // An unknown form is passed over: the next clause wins.
+        assert_eq!(q(&format!("{PROTOBUF};as=Foo;g=meta.k8s.io;v=v1,{JSON}")), Ok((Full, Json)));
+        assert_eq!(
+            q(&format!("{JSON};{LIST},{PROTOBUF}").replace("v=v1", "v=v2")),
+            Ok((Full, Protobuf))
+        );
+        assert_eq!(q("application/yaml"), Err(406));
+    }
+
+    #[test]
+    fn forms_that_do_not_fit_the_request_are_406() {
+        let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(answer(one, Reading::List, true), Err(406));
+        assert_eq!(answer(&format!("{JSON};{LIST}"), Reading::Object, true), Err(406));
+        assert_eq!(
+            answer(&format!("{JSON};{LIST}"), Reading::Watch, true),
+            Ok((Form::MetadataList("v1"), Json))
         );
     }
 }

@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::http::field_validation;
-use crate::http::negotiate::{Form, Reading, negotiate};
+use crate::http::negotiate::{Answer, Encoding, Form, Reading, negotiate};
 use crate::http::openapi;
 use crate::http::options::Options;
 use crate::http::route::Route;
@@ -58,7 +58,8 @@ pub(crate) async fn serve(
         _ => Reading::Object,
     };
     let rt = registry.rt(&target);
-    let form = answer_form(headers, reading, &rt)?;
+    let answer = negotiated(headers, reading, &rt)?;
+    let form = answer.form;
     let include = options.include_object;
     let (metadata, table) = match form {
         Form::Full => (None, None),
@@ -84,10 +85,7 @@ pub(crate) async fn serve(
     )?;
     let policy = options.propagation_policy.as_deref();
     let answered = match (method.as_str(), target.name.is_some()) {
-        ("GET", false) if options.watch => {
-            let protobuf = crate::http::negotiate::protobuf_only(headers);
-            start_watch(shared, target, options, form, protobuf)
-        }
+        ("GET", false) if options.watch => start_watch(shared, target, options, answer),
         ("GET", false) => list(shared, &target, options, metadata, table.map(|v| (v, include))),
         ("GET", true) => registry.get(&target).map(|o| match table {
             Some(version) => {
@@ -146,13 +144,19 @@ pub(crate) async fn serve(
     };
     answered.map(|mut response| {
         add_warnings(&mut response, &warnings);
+        // How the answer leaves the server (see `handler::handle`).
+        response.extensions_mut().insert(answer.encoding);
         response
     })
 }
 
-/// The form the client's `Accept` asks an answer about `rt` in (protobuf where the kind has a
-/// message).
-fn answer_form(headers: &HeaderMap, reading: Reading, rt: &ResourceType) -> ApiResult<Form> {
+/// The answer the client's `Accept` asks for about `rt` (protobuf only where the kind has a
+/// message): the one decision of form and encoding, for every read and write of a resource.
+pub(crate) fn negotiated(
+    headers: &HeaderMap,
+    reading: Reading,
+    rt: &ResourceType,
+) -> ApiResult<Answer> {
     let protobuf = protobuf::message_for(&rt.api_version(), &rt.kind).is_some();
     negotiate(headers, reading, &rt.kind, protobuf)
 }
@@ -249,8 +253,7 @@ fn start_watch(
     shared: &Arc<Shared>,
     target: Target,
     options: &Options,
-    form: Form,
-    protobuf: bool,
+    answer: Answer,
 ) -> ApiResult<Response> {
     let (labels, fields) = selectors(shared, &target, options)?;
     let bookmarks = options.allow_watch_bookmarks;
@@ -282,8 +285,8 @@ fn start_watch(
         start,
         bookmarks,
         timeout,
-        form,
-        protobuf,
+        form: answer.form,
+        protobuf: answer.encoding == Encoding::Protobuf,
     };
     Ok(watch::serve(shared.clone(), request))
 }

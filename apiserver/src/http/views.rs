@@ -12,9 +12,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::http::encoding::MAX_BODY;
-use crate::http::negotiate::{Form, Reading, negotiate};
+use crate::http::negotiate::{Form, Reading};
 use crate::http::options::Options;
-use crate::http::rest::serve;
+use crate::http::rest::{negotiated, serve};
 use crate::http::route::Route;
 use crate::http::state::Shared;
 use crate::http::table::{self, Include};
@@ -46,7 +46,7 @@ pub(crate) async fn serve_view(
     // with the requested version's columns: the objects are asked for as JSON. (A write's
     // answer is never a table.)
     let table = match method == Method::GET {
-        true => match negotiate(headers, reading, &version.requested.kind, false)? {
+        true => match negotiated(headers, reading, &version.requested)?.form {
             Form::Table(form) => Some(Tables {
                 version: form,
                 include: options.include_object,

@@ -17,6 +17,7 @@ mod kubectl;
 mod list;
 mod metadata;
 mod misshapen;
+mod negotiation;
 mod protobuf;
 mod shapes;
 mod tables;

@@ -20,7 +20,7 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use kube_client::Api;
 use prost::Message;
 
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// `k8s\0` + `runtime.Unknown`, as client-go's protobuf serializer writes a body.
 fn envelope(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
@@ -39,11 +39,27 @@ fn envelope(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
 }
 
 /// The kind named by a protobuf answer's envelope, and its object decoded as `M`.
-fn open<M: Message + Default>(bytes: &[u8]) -> (String, M) {
+pub(crate) fn open<M: Message + Default>(bytes: &[u8]) -> (String, M) {
     let raw = bytes.strip_prefix(b"k8s\0").unwrap_or_else(|| panic!("no magic: {bytes:?}"));
     let unknown = Unknown::decode(raw).expect("a runtime.Unknown");
     let kind = unknown.type_meta.and_then(|t| t.kind).unwrap_or_default();
     (kind, M::decode(&unknown.raw.unwrap_or_default()[..]).expect("the object's message"))
+}
+
+/// A protobuf watch's frames (a 4-byte big-endian length, then a `WatchEvent` whose object is
+/// an envelope): each event's type, its object's kind, and the object decoded as `M`.
+pub(crate) fn frames<M: Message + Default>(mut bytes: &[u8]) -> Vec<(String, String, M)> {
+    let mut events = Vec::new();
+    while bytes.len() >= 4 {
+        let length = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+        let event = meta::WatchEvent::decode(&bytes[4..4 + length]).expect("a WatchEvent");
+        let raw = event.object.unwrap().raw.unwrap();
+        let (kind, object) = open::<M>(&raw);
+        events.push((event.r#type.unwrap(), kind, object));
+        bytes = &bytes[4 + length..];
+    }
+    assert!(bytes.is_empty(), "a frame cut short: {bytes:?}");
+    events
 }
 
 fn s(text: &str) -> Option<String> {
@@ -255,16 +271,10 @@ async fn clients_accepting_only_protobuf_get_it_and_custom_resources_refuse_it(t
     assert_eq!(watch.status, 200, "{}", watch.body);
     let stream = format!("{PROTOBUF};stream=watch");
     assert_eq!(watch.header("content-type"), Some(stream.as_str()));
-    let mut rest = &watch.bytes[..];
-    let mut events = Vec::new();
-    while rest.len() >= 4 {
-        let length = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
-        let event = meta::WatchEvent::decode(&rest[4..4 + length]).expect("a WatchEvent");
-        let raw = event.object.unwrap().raw.unwrap();
-        let (kind, object) = open::<core::ConfigMap>(&raw);
-        events.push((event.r#type.unwrap(), kind, object.metadata.unwrap().name.unwrap()));
-        rest = &rest[4 + length..];
-    }
+    let events: Vec<_> = frames::<core::ConfigMap>(&watch.bytes)
+        .into_iter()
+        .map(|(event, kind, object)| (event, kind, object.metadata.unwrap().name.unwrap()))
+        .collect();
     assert_eq!(events, [("ADDED".to_owned(), "ConfigMap".to_owned(), "a".to_owned())]);
 
     // Custom resources have no protobuf: a body is refused and nothing is created, an answer
