@@ -34,9 +34,16 @@
 //!   synced: no handler, no queue, no controller;
 //! - kube-runtime-reflector: the same shape in kube-runtime, a `reflector` filling a store from
 //!   a `watcher` with its defaults;
-//! - floor-read and floor-decode: the floor under every client, the streaming list's bytes
-//!   read up to its initial-events-end bookmark through kube-client, without decoding them,
-//!   and with a bare serde_json decode of each event (nothing stored);
+//! - floor-read and floor-decode (JSON): the floor under every client, the streaming list's
+//!   bytes read up to its initial-events-end bookmark through kube-client, without decoding
+//!   them, and with a bare serde_json decode of each event (nothing stored);
+//! - floor-read-protobuf and floor-decode-prost (protobuf): the same streaming list asked for
+//!   as client-go asks (`Accept: application/vnd.kubernetes.protobuf,application/json`; each
+//!   fails unless the answer's `Content-Type` is protobuf watch frames, so a floor never
+//!   measures JSON): its frames read (a 4-byte big-endian length, then a `WatchEvent`), only
+//!   the bookmarks decoded, their type read from the frame's first field; and each frame
+//!   also decoded by prost into k8s-pb's types (the `WatchEvent`, its object's
+//!   `runtime.Unknown` after the `k8s\0` magic, the `Pod` it holds; nothing stored);
 //! - with `CTRLKIT_PEER_CLIENT_GO_INFORMER`: client-go (its harness's `controller` shape: a
 //!   shared informer from the informer factory, the enqueueing handler, a rate-limited
 //!   workqueue, one worker), client-go-example-wiring (the same controller wired as client-go's
@@ -53,6 +60,7 @@
 //! informer-only shapes, the informer still running). Medians are printed at the end, then
 //! the issue's targets for ctrlkit's default against the best client-go row of each shape.
 
+use std::hint::black_box;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,13 +77,14 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::core::PartialObjectMeta;
 use kube_client::{Api, Client, Config};
+use prost::Message as _;
 use tokio::sync::Notify;
 
 #[path = "../apiserver/benches/support/mod.rs"]
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 10] = [
+const PEERS: [&str; 12] = [
     "ctrlkit",
     "ctrlkit-decoded",
     "kube-runtime",
@@ -86,6 +95,8 @@ const PEERS: [&str; 10] = [
     "kube-runtime-reflector",
     "floor-read",
     "floor-decode",
+    "floor-read-protobuf",
+    "floor-decode-prost",
 ];
 /// client-go's peers and the harness shape each runs.
 const CLIENT_GO: [(&str, &str); 5] = [
@@ -96,10 +107,12 @@ const CLIENT_GO: [(&str, &str); 5] = [
     ("client-go-informer", "informer"),
 ];
 
-/// The wire format a client-go peer reads, for its row's label: the generated clients'
-/// default is protobuf for built-in kinds, a plain `RESTClient`'s is JSON.
+/// The wire format a client-go peer or a floor reads, for its row's label: the generated
+/// clients' default is protobuf for built-in kinds, a plain `RESTClient`'s is JSON.
 fn wire(peer: &str) -> Option<&'static str> {
     match peer {
+        "floor-read" | "floor-decode" => Some("JSON"),
+        "floor-read-protobuf" | "floor-decode-prost" => Some("protobuf"),
         "client-go" | "client-go-informer" => Some("protobuf, its default"),
         "client-go-protobuf" => Some("protobuf, set by hand"),
         "client-go-json" => Some("JSON, set by hand"),
@@ -440,6 +453,18 @@ async fn ctrlkit_informer(api: Api<Pod>, start: Instant) -> (Duration, Duration,
     (sync, sync, settled)
 }
 
+/// The streaming list ctrlkit's informer asks for (bookmarks on), as the floors read it.
+fn streaming_list(api: &Api<Pod>) -> http::Request<Vec<u8>> {
+    use kube_client::api::WatchParams;
+    let mut params = WatchParams::streaming_lists();
+    params.bookmarks = true;
+    let url = api.resource_url().to_owned();
+    let mut request = kube_client::core::Request::new(url).watch(&params, "").unwrap();
+    request.extensions_mut().insert("watch");
+    request.headers_mut().insert("accept-encoding", "identity".parse().unwrap());
+    request
+}
+
 /// The floor under every client: the streaming list's bytes read up to its
 /// initial-events-end bookmark, as ctrlkit's informer requests it, line by line; with
 /// `decode`, each line also decoded into a `WatchEvent<Pod>` and dropped (serde_json, on the
@@ -450,15 +475,9 @@ async fn floor(api: Api<Pod>, decode: bool, start: Instant) -> (Duration, Durati
     // child's future: each chunk would cross threads to reach it.
     tokio::spawn(async move {
         use futures::io::AsyncBufReadExt;
-        use kube_client::api::{WatchEvent, WatchParams};
-        let url = api.resource_url().to_owned();
-        let client = api.into_client();
-        let mut params = WatchParams::streaming_lists();
-        params.bookmarks = true;
-        let mut request = kube_client::core::Request::new(url).watch(&params, "").unwrap();
-        request.extensions_mut().insert("watch");
-        request.headers_mut().insert("accept-encoding", "identity".parse().unwrap());
-        let body = client.request_stream(request).await.unwrap();
+        use kube_client::api::WatchEvent;
+        let request = streaming_list(&api);
+        let body = api.into_client().request_stream(request).await.unwrap();
         futures::pin_mut!(body);
         let mut line = Vec::new();
         loop {
@@ -466,7 +485,7 @@ async fn floor(api: Api<Pod>, decode: bool, start: Instant) -> (Duration, Durati
             assert!(body.read_until(b'\n', &mut line).await.unwrap() > 0, "the stream ended");
             if decode {
                 let event: WatchEvent<Pod> = serde_json::from_slice(&line).unwrap();
-                std::hint::black_box(event);
+                black_box(event);
             }
             if line.starts_with(br#"{"type":"BOOKMARK""#)
                 && line.windows(18).any(|w| w == b"initial-events-end")
@@ -480,6 +499,89 @@ async fn floor(api: Api<Pod>, decode: bool, start: Instant) -> (Duration, Durati
     })
     .await
     .unwrap()
+}
+
+/// What client-go's generated clients accept for built-in kinds: protobuf first, then JSON.
+const PROTOBUF_FIRST: &str = "application/vnd.kubernetes.protobuf,application/json";
+
+/// The only answer a protobuf floor measures: a watch in protobuf frames.
+const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// The protobuf floors: the streaming list asked for as client-go asks, its frames read up to
+/// the initial-events-end bookmark and each handed to `each`; panics unless the answer is
+/// protobuf watch frames. The time to that bookmark (twice) and the CPU and RSS.
+async fn floor_protobuf(
+    api: Api<Pod>,
+    each: fn(&[u8]),
+    start: Instant,
+) -> (Duration, Duration, (f64, f64)) {
+    // On a task of the runtime, as `floor` (and an informer) reads.
+    tokio::spawn(async move {
+        use http_body_util::BodyExt;
+        let mut request = streaming_list(&api);
+        request.headers_mut().insert("accept", PROTOBUF_FIRST.parse().unwrap());
+        let response = api.into_client().send(request.map(Into::into)).await.unwrap();
+        let content_type = response.headers().get("content-type").map(|v| v.to_owned());
+        assert!(
+            response.status().is_success()
+                && content_type.as_ref().is_some_and(|v| v == PROTOBUF_WATCH),
+            "asked for protobuf, the server answered {} with Content-Type {content_type:?}: \
+             this floor measures protobuf alone",
+            response.status()
+        );
+        let mut body = response.into_body().into_data_stream();
+        let mut pending = Vec::new();
+        'frames: loop {
+            let chunk = body.next().await.expect("the stream ended before its bookmark").unwrap();
+            pending.extend_from_slice(&chunk);
+            let mut read = 0;
+            while let Some(frame) = next_frame(&pending[read..]) {
+                read += 4 + frame.len();
+                each(frame);
+                if initial_events_end(frame) {
+                    break 'frames;
+                }
+            }
+            pending.drain(..read);
+        }
+        let sync = start.elapsed();
+        let settled = cpu_and_settled().await;
+        drop(body);
+        (sync, sync, settled)
+    })
+    .await
+    .unwrap()
+}
+
+/// The first frame of `bytes` if it is whole: a 4-byte big-endian length, then that many bytes.
+fn next_frame(bytes: &[u8]) -> Option<&[u8]> {
+    let length = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    bytes.get(4..4 + usize::try_from(length).ok()?)
+}
+
+/// Whether a frame is the initial-events-end bookmark. The event's type is read from the
+/// frame's start (`WatchEvent.type`, field 1, comes first); only bookmarks are decoded.
+fn initial_events_end(frame: &[u8]) -> bool {
+    assert_eq!(frame.first(), Some(&0x0a), "a frame that does not start with its event's type");
+    frame.starts_with(b"\x0a\x08BOOKMARK")
+        && prost_pod(frame).metadata.is_some_and(|meta| {
+            meta.annotations.get("k8s.io/initial-events-end").is_some_and(|v| v == "true")
+        })
+}
+
+/// A frame's `WatchEvent` decoded by prost, and its object: a whole `k8s\0` + `runtime.Unknown`.
+fn event_object(frame: &[u8]) -> Vec<u8> {
+    let event = k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent::decode(frame).unwrap();
+    event.object.and_then(|object| object.raw).expect("a watch event without an object")
+}
+
+/// A frame's pod, decoded by prost into k8s-pb's types: the event, its object's envelope after
+/// the `k8s\0` magic, the pod the envelope holds.
+fn prost_pod(frame: &[u8]) -> k8s_pb::api::core::v1::Pod {
+    let object = event_object(frame);
+    let envelope = object.strip_prefix(b"k8s\0").expect("an object without the k8s\\0 magic");
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(envelope).unwrap();
+    k8s_pb::api::core::v1::Pod::decode(unknown.raw.unwrap_or_default().as_slice()).unwrap()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -505,6 +607,10 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
             "ctrlkit-informer" => ctrlkit_informer(api, start).await,
             "floor-read" => floor(api, false, start).await,
             "floor-decode" => floor(api, true, start).await,
+            "floor-read-protobuf" => floor_protobuf(api, |_| {}, start).await,
+            "floor-decode-prost" => {
+                floor_protobuf(api, |frame| drop(black_box(prost_pod(frame))), start).await
+            }
             "kube-runtime-reflector" => {
                 use kube_runtime::{reflector, watcher};
                 let (store, writer) = reflector::store();
