@@ -59,9 +59,22 @@
 //! RSS, and its settled RSS (3 s after every pod was reconciled, or after the sync in the
 //! informer-only shapes, the informer still running). Medians are printed at the end, then
 //! the issue's targets for ctrlkit's default against the best client-go row of each shape.
+//!
+//! The server's CPU: with `CTRLKIT_BENCH_APISERVER_PID` naming a real kube-apiserver's process
+//! (`scripts/bench-informer.sh` passes it), the parent reads that process's user + system time
+//! just before it starts each child and again when the child prints `measured` (at the end of
+//! its measured work, before its 3 s wait for the settled RSS); the difference is the "server
+//! CPU" column. Nothing reaches the server before a child's timer starts (the pods are created
+//! before any child runs; a child builds its client from the kubeconfig alone), so the window
+//! holds the child's list and watch (and, in the controller shapes, the reconciles, which read
+//! the cache alone), plus the server's own background work over those seconds and the child's
+//! start: the parent measures that background over 3 idle seconds before each size's runs and
+//! prints it under the table. The embedded server runs inside the parent, so it has no such
+//! figure: the column says so.
 
 use std::hint::black_box;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -131,15 +144,41 @@ fn runs() -> usize {
     std::env::var("CTRLKIT_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5)
 }
 
-/// This process's CPU time so far, user and system, in seconds (from `/proc/self/stat`, in
-/// clock ticks of 10 ms).
+/// This process's CPU time so far, user and system, in seconds.
 fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_of("self")
+}
+
+/// The CPU time of process `pid` (`self`: this one) so far, user and system, in seconds:
+/// `/proc/PID/stat`'s utime and stime, in clock ticks (`sysconf(_SC_CLK_TCK)`).
+fn cpu_of(pid: &str) -> f64 {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{path}: {stat}"))
+    };
+    // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    assert!(per_s > 0, "sysconf(_SC_CLK_TCK) failed");
     // utime and stime: the 14th and 15th fields, the 12th and 13th after the name.
-    (ticks(11) + ticks(12)) / 100.0
+    (ticks(11) + ticks(12)) / per_s as f64
+}
+
+/// The real server's process (`CTRLKIT_BENCH_APISERVER_PID`), checked to be a kube-apiserver
+/// so that its CPU is not some wrapper's.
+fn apiserver_pid() -> Option<String> {
+    let pid = std::env::var("CTRLKIT_BENCH_APISERVER_PID").ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    assert!(
+        comm.trim() == "kube-apiserver",
+        "CTRLKIT_BENCH_APISERVER_PID={pid} is {comm:?}, not a running kube-apiserver"
+    );
+    Some(pid)
 }
 
 fn peak_rss_kib() -> u64 {
@@ -164,6 +203,9 @@ struct Sample {
     peak_mib: f64,
     settled_mib: f64,
     cpu_s: f64,
+    /// The real server's CPU from the child's start to the end of its measured work (none
+    /// on the embedded server).
+    server_cpu_s: Option<f64>,
 }
 
 /// A client of the server `target` names: `kubeconfig:PATH` or a URL.
@@ -203,6 +245,7 @@ fn parent(sizes: &[usize]) {
     let exe = std::env::current_exe().unwrap();
     let real = std::env::var("CTRLKIT_BENCH_KUBECONFIG").ok();
     let client_go = std::env::var("CTRLKIT_PEER_CLIENT_GO_INFORMER").ok();
+    let server = real.as_ref().and_then(|_| apiserver_pid());
     let mut peers = PEERS.to_vec();
     if client_go.is_some() {
         peers.extend(CLIENT_GO.iter().map(|(peer, _)| *peer));
@@ -214,6 +257,7 @@ fn parent(sizes: &[usize]) {
     }
     let mut results = Vec::new();
     let mut targets = Vec::new();
+    let mut idle = Vec::new();
     for &n in sizes {
         // The embedded server (its pods in `default`, listed across namespaces), or the real
         // one (a namespace per size, listed alone).
@@ -233,11 +277,19 @@ fn parent(sizes: &[usize]) {
                 (Some(server), url, String::new())
             }
         };
+        if let Some(pid) = &server {
+            let before = cpu_of(pid);
+            std::thread::sleep(Duration::from_secs(3));
+            idle.push(format!(
+                "{n} pods: kube-apiserver used {:.2} s of CPU in 3 idle seconds before the runs",
+                cpu_of(pid) - before
+            ));
+        }
         let mut samples: Vec<(&str, Sample)> = Vec::new();
         for run in 0..runs() {
             for &peer in &peers {
                 let shape = CLIENT_GO.iter().find(|(p, _)| *p == peer).map(|(_, shape)| *shape);
-                let mut command = match (shape, &client_go) {
+                let command = match (shape, &client_go) {
                     (Some(shape), Some(path)) => {
                         let mut c = Command::new(path);
                         c.args([&target, &n.to_string(), &ns, shape]);
@@ -249,11 +301,7 @@ fn parent(sizes: &[usize]) {
                         c
                     }
                 };
-                let out = command.output().unwrap();
-                let text = String::from_utf8_lossy(&out.stdout);
-                let line = text.lines().find(|l| l.starts_with("result ")).unwrap_or_else(|| {
-                    panic!("{peer} child failed: {text}{}", String::from_utf8_lossy(&out.stderr))
-                });
+                let (line, server_cpu_s) = run_child(command, peer, server.as_deref());
                 let v: Vec<f64> =
                     line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
                 let s = Sample {
@@ -262,10 +310,16 @@ fn parent(sizes: &[usize]) {
                     peak_mib: v[2],
                     settled_mib: v[3],
                     cpu_s: v[4],
+                    server_cpu_s,
                 };
                 eprintln!(
-                    "{n} pods, run {run}, {peer}: sync {:.2} s, all reconciled {:.2} s, CPU {:.2} s, peak {:.0} MiB, settled {:.0} MiB",
-                    s.sync_s, s.all_s, s.cpu_s, s.peak_mib, s.settled_mib
+                    "{n} pods, run {run}, {peer}: sync {:.2} s, all reconciled {:.2} s, CPU {:.2} s, server CPU {}, peak {:.0} MiB, settled {:.0} MiB",
+                    s.sync_s,
+                    s.all_s,
+                    s.cpu_s,
+                    server_cpu(s.server_cpu_s, real.is_some()),
+                    s.peak_mib,
+                    s.settled_mib
                 );
                 samples.push((peer, s));
             }
@@ -284,30 +338,90 @@ fn parent(sizes: &[usize]) {
                 peak_mib: median(|s| s.peak_mib, &mut of),
                 settled_mib: median(|s| s.settled_mib, &mut of),
                 cpu_s: median(|s| s.cpu_s, &mut of),
+                server_cpu_s: server
+                    .as_ref()
+                    .map(|_| median(|s| s.server_cpu_s.unwrap_or(f64::NAN), &mut of)),
             };
             medians.insert(peer, median);
-            let Sample { sync_s, all_s, peak_mib, settled_mib, cpu_s } = median;
+            let Sample { sync_s, all_s, peak_mib, settled_mib, cpu_s, server_cpu_s } = median;
             let all = if informer_only(peer) { "—".to_string() } else { format!("{all_s:.2} s") };
             let label = wire(peer).map_or(peer.to_string(), |wire| format!("{peer} ({wire})"));
+            let server_cpu = server_cpu(server_cpu_s, real.is_some());
             results.push(format!(
-                "| {n} | {label} | {sync_s:.2} s | {cpu_s:.2} s | {peak_mib:.0} MiB | {settled_mib:.0} MiB | {all} |"
+                "| {n} | {label} | {sync_s:.2} s | {cpu_s:.2} s | {server_cpu} | {peak_mib:.0} MiB | {settled_mib:.0} MiB | {all} |"
             ));
         }
         targets.extend(verdicts(n, &medians));
     }
-    println!("| pods | peer | sync | client CPU | peak RSS | settled RSS | all reconciled once |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| pods | peer | sync | client CPU | server CPU | peak RSS | settled RSS | all reconciled once |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for r in results {
         println!("{r}");
     }
-    if !targets.is_empty() {
-        println!();
-        println!(
-            "targets (ctrlkit's default against the best of client-go's rows of its shape: sync at most 0.7x, client CPU at most 0.5x, peak RSS at most 0.5x):"
-        );
-        for t in targets {
-            println!("- {t}");
+    list(
+        "server CPU: kube-apiserver's from each child's start to the end of its measured work, its background included:",
+        idle,
+    );
+    list(
+        "targets (ctrlkit's default against the best of client-go's rows of its shape: sync at most 0.7x, client CPU at most 0.5x, peak RSS at most 0.5x):",
+        targets,
+    );
+}
+
+/// Prints a titled list after a blank line, if it has items.
+fn list(title: &str, items: Vec<String>) {
+    if items.is_empty() {
+        return;
+    }
+    println!();
+    println!("{title}");
+    for item in items {
+        println!("- {item}");
+    }
+}
+
+/// Runs a child to its end: its "result" line, and the CPU time of the server's process
+/// `server` from just before the child started to its "measured" line (the end of its
+/// measured work).
+fn run_child(mut command: Command, peer: &str, server: Option<&str>) -> (String, Option<f64>) {
+    let server_before = server.map(cpu_of);
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let (mut text, mut result, mut server_cpu) = (String::new(), None, None);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line == "measured" {
+            server_cpu = server.zip(server_before).map(|(pid, before)| cpu_of(pid) - before);
+        } else if line.starts_with("result ") {
+            result = Some(line.clone());
         }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let errors = errors.join().unwrap();
+    let result = result.unwrap_or_else(|| panic!("{peer} child failed ({status}): {text}{errors}"));
+    assert!(
+        server.is_none() || server_cpu.is_some(),
+        "{peer} child printed no \"measured\" line: {text}"
+    );
+    (result, server_cpu)
+}
+
+/// The server CPU column's cell: none on the embedded server, which runs in this process, or
+/// on a real server whose process was not named.
+fn server_cpu(seconds: Option<f64>, real: bool) -> String {
+    match (seconds, real) {
+        (Some(s), _) => format!("{s:.2} s"),
+        (None, true) => "not measured (no CTRLKIT_BENCH_APISERVER_PID)".to_string(),
+        (None, false) => "not measured (embedded server)".to_string(),
     }
 }
 
@@ -377,8 +491,10 @@ impl<K: Send + Sync + 'static> Reconciler for Noop<K> {
 
 /// The RSS (MiB) 3 s after every object was reconciled, the informer still running.
 /// The CPU time so far (taken at the end of the measured work), then the RSS 3 s later.
+/// Prints `measured` first: the parent reads the server's CPU then.
 async fn cpu_and_settled() -> (f64, f64) {
     let cpu = cpu_s();
+    println!("measured");
     tokio::time::sleep(Duration::from_secs(3)).await;
     (cpu, status_kib("VmRSS:") as f64 / 1024.0)
 }
