@@ -37,13 +37,15 @@
 //! - floor-read and floor-decode (JSON): the floor under every client, the streaming list's
 //!   bytes read up to its initial-events-end bookmark through kube-client, without decoding
 //!   them, and with a bare serde_json decode of each event (nothing stored);
-//! - floor-read-protobuf and floor-decode-prost (protobuf): the same streaming list asked for
-//!   as client-go asks (`Accept: application/vnd.kubernetes.protobuf,application/json`; each
-//!   fails unless the answer's `Content-Type` is protobuf watch frames, so a floor never
-//!   measures JSON): its frames read (a 4-byte big-endian length, then a `WatchEvent`), only
-//!   the bookmarks decoded, their type read from the frame's first field; and each frame
-//!   also decoded by prost into k8s-pb's types (the `WatchEvent`, its object's
-//!   `runtime.Unknown` after the `k8s\0` magic, the `Pod` it holds; nothing stored);
+//! - floor-read-protobuf, floor-decode-prost and floor-decode-transcoder (protobuf): the same
+//!   streaming list asked for as client-go asks (`Accept: application/vnd.kubernetes.protobuf,
+//!   application/json`; each fails unless the answer's `Content-Type` is protobuf watch
+//!   frames, so a floor never measures JSON): its frames read (a 4-byte big-endian length,
+//!   then a `WatchEvent`), only the bookmarks decoded, their type read from the frame's first
+//!   field; each frame also decoded by prost into k8s-pb's types (the `WatchEvent`, its
+//!   object's `runtime.Unknown` after the `k8s\0` magic, the `Pod` it holds); and each frame's
+//!   `WatchEvent` decoded by prost, its object through `ctrlkit-protobuf`'s transcoder to a
+//!   `serde_json::Value`, then into k8s-openapi's `Pod` by serde (nothing stored);
 //! - with `CTRLKIT_PEER_CLIENT_GO_INFORMER`: client-go (its harness's `controller` shape: a
 //!   shared informer from the informer factory, the enqueueing handler, a rate-limited
 //!   workqueue, one worker), client-go-example-wiring (the same controller wired as client-go's
@@ -97,7 +99,7 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 12] = [
+const PEERS: [&str; 13] = [
     "ctrlkit",
     "ctrlkit-decoded",
     "kube-runtime",
@@ -110,6 +112,7 @@ const PEERS: [&str; 12] = [
     "floor-decode",
     "floor-read-protobuf",
     "floor-decode-prost",
+    "floor-decode-transcoder",
 ];
 /// client-go's peers and the harness shape each runs.
 const CLIENT_GO: [(&str, &str); 5] = [
@@ -125,7 +128,9 @@ const CLIENT_GO: [(&str, &str); 5] = [
 fn wire(peer: &str) -> Option<&'static str> {
     match peer {
         "floor-read" | "floor-decode" => Some("JSON"),
-        "floor-read-protobuf" | "floor-decode-prost" => Some("protobuf"),
+        "floor-read-protobuf" | "floor-decode-prost" | "floor-decode-transcoder" => {
+            Some("protobuf")
+        }
         "client-go" | "client-go-informer" => Some("protobuf, its default"),
         "client-go-protobuf" => Some("protobuf, set by hand"),
         "client-go-json" => Some("JSON, set by hand"),
@@ -620,9 +625,6 @@ async fn floor(api: Api<Pod>, decode: bool, start: Instant) -> (Duration, Durati
 /// What client-go's generated clients accept for built-in kinds: protobuf first, then JSON.
 const PROTOBUF_FIRST: &str = "application/vnd.kubernetes.protobuf,application/json";
 
-/// The only answer a protobuf floor measures: a watch in protobuf frames.
-const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-
 /// The protobuf floors: the streaming list asked for as client-go asks, its frames read up to
 /// the initial-events-end bookmark and each handed to `each`; panics unless the answer is
 /// protobuf watch frames. The time to that bookmark (twice) and the CPU and RSS.
@@ -640,7 +642,7 @@ async fn floor_protobuf(
         let content_type = response.headers().get("content-type").map(|v| v.to_owned());
         assert!(
             response.status().is_success()
-                && content_type.as_ref().is_some_and(|v| v == PROTOBUF_WATCH),
+                && content_type.as_ref().is_some_and(|v| v == ctrlkit_protobuf::WATCH_MEDIA_TYPE),
             "asked for protobuf, the server answered {} with Content-Type {content_type:?}: \
              this floor measures protobuf alone",
             response.status()
@@ -691,6 +693,13 @@ fn event_object(frame: &[u8]) -> Vec<u8> {
     event.object.and_then(|object| object.raw).expect("a watch event without an object")
 }
 
+/// A frame's pod through the transcoder: its `WatchEvent` decoded by prost, its object to a
+/// `serde_json::Value` by `ctrlkit-protobuf`, then into k8s-openapi's `Pod` by serde.
+fn transcoded_pod(frame: &[u8]) {
+    let json = ctrlkit_protobuf::transcode::to_json(&event_object(frame)).unwrap();
+    black_box(serde_json::from_value::<Pod>(json).unwrap());
+}
+
 /// A frame's pod, decoded by prost into k8s-pb's types: the event, its object's envelope after
 /// the `k8s\0` magic, the pod the envelope holds.
 fn prost_pod(frame: &[u8]) -> k8s_pb::api::core::v1::Pod {
@@ -727,6 +736,7 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
             "floor-decode-prost" => {
                 floor_protobuf(api, |frame| drop(black_box(prost_pod(frame))), start).await
             }
+            "floor-decode-transcoder" => floor_protobuf(api, transcoded_pod, start).await,
             "kube-runtime-reflector" => {
                 use kube_runtime::{reflector, watcher};
                 let (store, writer) = reflector::store();
