@@ -73,6 +73,12 @@
 //! start: the parent measures that background over 3 idle seconds before each size's runs and
 //! prints it under the table. The embedded server runs inside the parent, so it has no such
 //! figure: the column says so.
+//!
+//! On a real server, before a child whose wire format (JSON or protobuf) is not the previous
+//! child's, the parent runs an unmeasured read floor of that format: kube-apiserver's first
+//! streaming list in a format after lists in the other costs it markedly more CPU and time
+//! (docs/benchmarks/informer.md, "Protobuf floors"), which would otherwise fall on whichever
+//! peer the order puts after a switch.
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read};
@@ -137,6 +143,12 @@ fn wire(peer: &str) -> Option<&'static str> {
         "client-go-example-wiring" => Some("JSON, a plain RESTClient"),
         _ => None,
     }
+}
+
+/// Whether `peer` reads protobuf (its row's wire label says so; ctrlkit and kube-runtime read
+/// JSON).
+fn reads_protobuf(peer: &str) -> bool {
+    wire(peer).is_some_and(|wire| wire.starts_with("protobuf"))
 }
 
 /// Whether `peer` is an informer-only shape (nothing reconciled).
@@ -291,22 +303,33 @@ fn parent(sizes: &[usize]) {
             ));
         }
         let mut samples: Vec<(&str, Sample)> = Vec::new();
+        let command_of = |peer: &str| {
+            let shape = CLIENT_GO.iter().find(|(p, _)| *p == peer).map(|(_, shape)| *shape);
+            match (shape, &client_go) {
+                (Some(shape), Some(path)) => {
+                    let mut c = Command::new(path);
+                    c.args([&target, &n.to_string(), &ns, shape]);
+                    c
+                }
+                _ => {
+                    let mut c = Command::new(&exe);
+                    c.args(["--child", peer, &target, &n.to_string(), &ns]);
+                    c
+                }
+            }
+        };
+        let mut last_protobuf = None;
         for run in 0..runs() {
             for &peer in &peers {
-                let shape = CLIENT_GO.iter().find(|(p, _)| *p == peer).map(|(_, shape)| *shape);
-                let command = match (shape, &client_go) {
-                    (Some(shape), Some(path)) => {
-                        let mut c = Command::new(path);
-                        c.args([&target, &n.to_string(), &ns, shape]);
-                        c
-                    }
-                    _ => {
-                        let mut c = Command::new(&exe);
-                        c.args(["--child", peer, &target, &n.to_string(), &ns]);
-                        c
-                    }
-                };
-                let (line, server_cpu_s) = run_child(command, peer, server.as_deref());
+                // A real server's first list in a wire format after lists in the other costs
+                // it more: an unmeasured read floor pays that, not the peer after a switch.
+                let protobuf = reads_protobuf(peer);
+                if real.is_some() && last_protobuf != Some(protobuf) {
+                    let warm = if protobuf { "floor-read-protobuf" } else { "floor-read" };
+                    run_child(command_of(warm), warm, None);
+                }
+                last_protobuf = Some(protobuf);
+                let (line, server_cpu_s) = run_child(command_of(peer), peer, server.as_deref());
                 let v: Vec<f64> =
                     line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
                 let s = Sample {
