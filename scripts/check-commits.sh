@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C.UTF-8 # count a subject's characters, not its bytes
 
-areas=(cache workqueue controller manager leaderelection sharding webhook tls metrics events
+areas=(cache workqueue controller manager leaderelection sharding webhook tls metrics events protobuf
     finalizer status apiserver examples tests e2e docs bench ci)
 max=72
 rev=${1:-HEAD}
