@@ -33,6 +33,16 @@ pub enum Error {
     /// A JSON object that does not fit its message (a list where a string belongs).
     #[error("the JSON does not fit the message: {0}")]
     Json(String),
+    /// An object nested deeper than `DecodeOptions::max_depth` (objects and arrays, counted
+    /// as in its JSON, embedded JSON included).
+    #[error("the object nests deeper than {max_depth} levels")]
+    TooDeep {
+        /// The limit it passed.
+        max_depth: usize,
+    },
+    /// A value that does not fit the type being decoded into (the type's own message).
+    #[error("{0}")]
+    Deserialize(String),
 }
 
 impl Error {

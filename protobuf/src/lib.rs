@@ -1,7 +1,18 @@
 //! Kubernetes' protobuf encoding for the built-in kinds, for clients and for test servers:
 //! the message descriptors of Kubernetes v1.36.2, the rules by which Go's `encoding/json`
-//! writes each field, a transcoder between a protobuf body and that JSON ([`transcode`]), and
-//! the frames of a protobuf watch ([`watch`]).
+//! writes each field, a deserializer that reads a body straight into k8s-openapi's (or any
+//! serde) types as if it were that JSON ([`from_slice`]), a transcoder between a body and
+//! the JSON ([`transcode`]), a body's envelope ([`envelope`]), and the frames of a protobuf
+//! watch ([`watch`]).
+//!
+//! ```
+//! # fn demo(body: &[u8]) -> Result<(), ctrlkit_protobuf::Error> {
+//! use ctrlkit_protobuf::{DecodeOptions, from_slice};
+//! use k8s_openapi::api::core::v1::Pod;
+//!
+//! let pod: Pod = from_slice(body, &DecodeOptions::default())?;
+//! # Ok(()) }
+//! ```
 //!
 //! # The encoding
 //! A protobuf body (`application/vnd.kubernetes.protobuf`) is the 4 bytes `k8s\0` and a
@@ -34,12 +45,17 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod body;
+mod decode;
 mod error;
 mod go;
 mod schema;
 pub mod transcode;
 pub mod watch;
+mod wire;
 
+pub use body::{Envelope, ObjectName, envelope};
+pub use decode::{DecodeOptions, from_slice};
 pub use error::Error;
 
 /// The media type of Kubernetes' protobuf encoding.

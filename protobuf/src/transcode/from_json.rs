@@ -173,7 +173,7 @@ pub fn from_json(value: &Value) -> Result<Vec<u8>, Error> {
 }
 
 /// `k8s\0` + a `runtime.Unknown` holding `raw` as an `apiVersion` `kind`.
-fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+pub(super) fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     let unknown = CODEC.pool.get_message_by_name(UNKNOWN).expect("runtime.Unknown is vendored");
     let mut type_meta = DynamicMessage::new(unknown_type_meta());
     type_meta.set_field_by_name("apiVersion", prost_reflect::Value::String(api_version.to_owned()));

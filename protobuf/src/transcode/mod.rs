@@ -28,5 +28,11 @@ mod to_json;
 pub use from_json::from_json;
 pub use to_json::to_json;
 
+/// `k8s\0` + a `runtime.Unknown` holding `raw`, for the deserializer's tests.
 #[cfg(test)]
-mod tests;
+pub(crate) fn envelope_for_tests(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    from_json::envelope(api_version, kind, raw)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

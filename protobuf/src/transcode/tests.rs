@@ -18,7 +18,7 @@ use crate::Error;
 use crate::go;
 use crate::schema::CODEC;
 
-fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
+pub(crate) fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
     let unknown = Unknown {
         type_meta: Some(TypeMeta {
             api_version: Some(api_version.into()),
@@ -35,7 +35,7 @@ fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
 
 /// ObjectMeta as Go marshals it: every non-pointer field present, the zero time an empty
 /// message.
-fn go_metadata(name: &str) -> meta::ObjectMeta {
+pub(crate) fn go_metadata(name: &str) -> meta::ObjectMeta {
     meta::ObjectMeta {
         name: Some(name.into()),
         generate_name: Some(String::new()),
@@ -49,7 +49,7 @@ fn go_metadata(name: &str) -> meta::ObjectMeta {
     }
 }
 
-fn s(text: &str) -> Option<String> {
+pub(crate) fn s(text: &str) -> Option<String> {
     Some(text.to_owned())
 }
 
