@@ -87,3 +87,52 @@ impl<'a> Envelope<'a> {
         Ok(ObjectName { namespace: text(AT, namespace)?, name: text(AT, name)? })
     }
 }
+
+/// A list body's parts: its `metadata` (a `ListMeta`) and its items, each decodable alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct List<'a> {
+    /// The list's `apiVersion`.
+    pub api_version: &'a str,
+    /// The list's `kind` (`PodList`).
+    pub kind: &'a str,
+    /// The list's `metadata` message (`resourceVersion`, `continue`, …); see
+    /// [`List::metadata`].
+    pub metadata: &'a [u8],
+    /// The items, in order, each with the list's `apiVersion` and the item kind (the list's
+    /// without `List`).
+    pub items: Vec<Envelope<'a>>,
+}
+
+/// The parts of a list body (`PodList`, `PartialObjectMetadataList`, any `…List` kind): field 1
+/// its `ListMeta`, field 2 its items. The items are not decoded.
+///
+/// [`Error::UnknownKind`] when the envelope's kind does not end in `List` or names no message
+/// here, and the errors of [`envelope`].
+pub fn list(body: &[u8]) -> Result<List<'_>, Error> {
+    let envelope = envelope(body)?;
+    let unknown = || Error::UnknownKind {
+        api_version: envelope.api_version.to_owned(),
+        kind: envelope.kind.to_owned(),
+    };
+    let item_kind = envelope.kind.strip_suffix("List").ok_or_else(unknown)?;
+    if crate::schema::message_for(envelope.api_version, envelope.kind).is_none() {
+        return Err(unknown());
+    }
+    let (mut metadata, mut items, mut pos) = (&[][..], Vec::new(), 0);
+    while pos < envelope.raw.len() {
+        let (number, payload) =
+            wire::field(envelope.raw, &mut pos).map_err(|e| malformed(envelope.kind, e))?;
+        match (number, payload) {
+            (1, Payload::Len(bytes)) => metadata = bytes,
+            (2, Payload::Len(raw)) => {
+                items.push(Envelope { api_version: envelope.api_version, kind: item_kind, raw })
+            }
+            (1 | 2, _) => {
+                return Err(malformed(envelope.kind, "a field that is not length-delimited"));
+            }
+            _ => {}
+        }
+    }
+    Ok(List { api_version: envelope.api_version, kind: envelope.kind, metadata, items })
+}

@@ -43,6 +43,20 @@ pub enum Error {
     /// A value that does not fit the type being decoded into (the type's own message).
     #[error("{0}")]
     Deserialize(String),
+    /// A watch frame whose length is over the reader's maximum.
+    #[error("a watch frame of {length} bytes, over the maximum of {max}")]
+    FrameTooLong {
+        /// The frame's length.
+        length: usize,
+        /// The reader's maximum.
+        max: usize,
+    },
+    /// A watch stream that ended inside a frame.
+    #[error("the watch stream ended inside a frame ({left} bytes left over)")]
+    CutFrame {
+        /// The bytes of the cut frame.
+        left: usize,
+    },
 }
 
 impl Error {

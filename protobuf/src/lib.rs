@@ -2,8 +2,8 @@
 //! the message descriptors of Kubernetes v1.36.2, the rules by which Go's `encoding/json`
 //! writes each field, a deserializer that reads a body straight into k8s-openapi's (or any
 //! serde) types as if it were that JSON ([`from_slice`]), a transcoder between a body and
-//! the JSON ([`transcode`]), a body's envelope ([`envelope`]), and the frames of a protobuf
-//! watch ([`watch`]).
+//! the JSON ([`transcode`]), a body's envelope and a list's items ([`envelope`], [`list`]),
+//! and the frames of a protobuf watch ([`watch`]).
 //!
 //! ```
 //! # fn demo(body: &[u8]) -> Result<(), ctrlkit_protobuf::Error> {
@@ -54,7 +54,7 @@ pub mod transcode;
 pub mod watch;
 mod wire;
 
-pub use body::{Envelope, ObjectName, envelope};
+pub use body::{Envelope, List, ObjectName, envelope, list};
 pub use decode::{DecodeOptions, from_slice};
 pub use error::Error;
 

@@ -60,8 +60,8 @@ mod tests;
 
 use serde::Deserialize;
 
-use crate::Envelope;
 use crate::Error;
+use crate::body::{Envelope, List};
 
 /// Decodes a protobuf body (`k8s\0` + `runtime.Unknown`) into `T`, as `T` would be read from
 /// the JSON the real server answers for the same object (see the module docs).
@@ -73,6 +73,21 @@ pub fn from_slice<'de, T: Deserialize<'de>>(
     options: &DecodeOptions,
 ) -> Result<T, Error> {
     T::deserialize(message::body_de(body, 1, options)?)
+}
+
+impl<'a> List<'a> {
+    /// Decodes the list's `metadata` into `T` (k8s-openapi's `ListMeta`, say).
+    pub fn metadata<T: Deserialize<'a>>(&self, options: &DecodeOptions) -> Result<T, Error> {
+        const LIST_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta";
+        let table = table::TABLES.get(LIST_META).expect("ListMeta is vendored");
+        T::deserialize(message::MessageDe {
+            table,
+            bytes: self.metadata,
+            depth: 1,
+            options,
+            type_meta: None,
+        })
+    }
 }
 
 impl<'a> Envelope<'a> {
