@@ -230,3 +230,114 @@ fn crd() -> Value {
 mod limits;
 mod parts;
 mod rules;
+
+mod generated {
+    //! Objects made of random parts (empty strings, zeros, unicode, optional fields), each
+    //! decoded both ways.
+
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::check;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![Just(String::new()), "[a-z]{1,8}", "\\PC{0,6}"]
+    }
+
+    fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+        btree_map(text(), text(), 0..4)
+    }
+
+    fn metadata() -> impl Strategy<Value = Value> {
+        ("[a-z]{1,10}", text(), labels(), proptest::option::of(0i64..3), any::<bool>()).prop_map(
+            |(name, namespace, labels, generation, created)| {
+                let mut m = json!({ "name": name, "namespace": namespace, "labels": labels });
+                if let Some(g) = generation {
+                    m["generation"] = json!(g);
+                }
+                if created {
+                    m["creationTimestamp"] = json!("2026-01-02T03:04:05Z");
+                }
+                m
+            },
+        )
+    }
+
+    fn port() -> impl Strategy<Value = Value> {
+        prop_oneof![(0i32..65535).prop_map(|n| json!(n)), "[a-z]{0,5}".prop_map(|s| json!(s))]
+    }
+
+    fn container() -> impl Strategy<Value = Value> {
+        (text(), text(), vec(0i32..70_000, 0..3), any::<bool>(), port(), labels()).prop_map(
+            |(name, image, ports, tty, probe, env)| {
+                json!({ "name": name, "image": image, "tty": tty,
+                    "ports": ports.iter().map(|p| json!({ "containerPort": p })).collect::<Vec<_>>(),
+                    "env": env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect::<Vec<_>>(),
+                    "livenessProbe": { "httpGet": { "port": probe } },
+                    "resources": { "requests": { "cpu": "100m" } } })
+            },
+        )
+    }
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!({ "type": "string" })),
+            Just(json!({ "type": "integer", "minimum": 0 })),
+            Just(json!({ "x-kubernetes-preserve-unknown-fields": true })),
+        ];
+        leaf.prop_recursive(4, 16, 3, |inner| {
+            prop_oneof![
+                btree_map("[a-z]{1,4}", inner.clone(), 0..3)
+                    .prop_map(|p| json!({ "type": "object", "properties": p })),
+                inner.clone().prop_map(|i| json!({ "type": "array", "items": i })),
+                vec(inner.clone(), 1..3).prop_map(|i| json!({ "type": "array", "items": i })),
+                any::<bool>().prop_map(|b| json!({ "type": "object", "additionalProperties": b })),
+                inner.prop_map(|i| json!({ "type": "object", "additionalProperties": i })),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn generated_objects_decode_as_their_json_does(
+            meta in metadata(),
+            containers in vec(container(), 0..3),
+            replicas in proptest::option::of(0i32..3),
+            data in labels(),
+            bytes in btree_map("[a-z]{1,5}", vec(any::<u8>(), 0..8), 0..3),
+            schema in schema(),
+        ) {
+            check::<Pod>(json!({ "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": { "containers": containers } }));
+            let mut spec = json!({ "selector": { "matchLabels": data },
+                "template": { "spec": { "containers": containers } } });
+            if let Some(r) = replicas {
+                spec["replicas"] = json!(r);
+            }
+            check::<Deployment>(json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": meta, "spec": spec }));
+            check::<ConfigMap>(json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                "data": data }));
+            use base64::Engine as _;
+            let encoded: BTreeMap<_, _> = bytes.iter()
+                .map(|(k, v)| (k.clone(), base64::engine::general_purpose::STANDARD.encode(v)))
+                .collect();
+            check::<Secret>(json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta,
+                "data": encoded }));
+            check::<CustomResourceDefinition>(json!({ "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition", "metadata": { "name": "a.b" },
+                "spec": { "group": "b", "scope": "Namespaced",
+                    "names": { "plural": "a", "kind": "A" },
+                    "versions": [{ "name": "v1", "served": true, "storage": true,
+                        "schema": { "openAPIV3Schema": schema } }] } }));
+        }
+    }
+}
