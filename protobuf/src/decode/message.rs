@@ -690,8 +690,11 @@ impl<'de> de::Deserializer<'de> for SpecialDe<'de, '_> {
             Resolved::Int(n) => visitor.visit_i64(n),
             Resolved::Bool(b) => visitor.visit_bool(b),
             Resolved::Json { bytes, at } => {
-                embedded_json(bytes, at, depth, options, visitor, |de, v| {
-                    de::Deserializer::deserialize_any(serde_stacker::Deserializer::new(de), v)
+                embedded_json(bytes, at, depth, options, visitor, |de, v, deep| match deep {
+                    true => {
+                        de::Deserializer::deserialize_any(serde_stacker::Deserializer::new(de), v)
+                    }
+                    false => de::Deserializer::deserialize_any(de, v),
                 })
             }
             Resolved::Object(body) => body_de(body, depth, options)?.deserialize_any(visitor),
@@ -713,8 +716,12 @@ impl<'de> de::Deserializer<'de> for SpecialDe<'de, '_> {
         match self.resolved {
             Resolved::Null => visitor.visit_none(),
             Resolved::Json { bytes, at } => {
-                embedded_json(bytes, at, depth, options, visitor, |de, v| {
-                    de::Deserializer::deserialize_option(serde_stacker::Deserializer::new(de), v)
+                embedded_json(bytes, at, depth, options, visitor, |de, v, deep| match deep {
+                    true => de::Deserializer::deserialize_option(
+                        serde_stacker::Deserializer::new(de),
+                        v,
+                    ),
+                    false => de::Deserializer::deserialize_option(de, v),
                 })
             }
             Resolved::Object(body) => body_de(body, depth, options)?.deserialize_option(visitor),
@@ -744,9 +751,12 @@ impl<'de> de::Deserializer<'de> for SpecialDe<'de, '_> {
             Resolved::Str(s) => visitor.visit_enum(s.into_deserializer()),
             Resolved::String(s) => visitor.visit_enum(s.into_deserializer()),
             Resolved::Json { bytes, at } => {
-                embedded_json(bytes, at, depth, options, visitor, |de, v| {
-                    let de = serde_stacker::Deserializer::new(de);
-                    de::Deserializer::deserialize_enum(de, name, variants, v)
+                embedded_json(bytes, at, depth, options, visitor, |de, v, deep| match deep {
+                    true => {
+                        let de = serde_stacker::Deserializer::new(de);
+                        de::Deserializer::deserialize_enum(de, name, variants, v)
+                    }
+                    false => de::Deserializer::deserialize_enum(de, name, variants, v),
                 })
             }
             _ => self.deserialize_any(visitor),

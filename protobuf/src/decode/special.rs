@@ -227,6 +227,9 @@ fn json_depth(text: &[u8]) -> usize {
     deepest
 }
 
+/// Embedded JSON nested at most this deep is read within serde_json's own recursion limit.
+const SHALLOW_JSON: usize = 100;
+
 /// Forwards one deserialize call to serde_json over the embedded JSON of `at`, which starts
 /// at `depth`: [`Error::TooDeep`] when it nests past the limit.
 pub(crate) fn embedded_json<'de, V, F>(
@@ -242,6 +245,7 @@ where
     F: FnOnce(
         &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
         V,
+        bool,
     ) -> Result<V::Value, serde_json::Error>,
 {
     let nesting = json_depth(bytes);
@@ -249,9 +253,13 @@ where
         check_depth(depth + nesting - 1, options)?;
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    // serde_json's own limit (128) would refuse what max_depth allows; the stack grows instead.
-    de.disable_recursion_limit();
-    let value = grow(|| call(&mut de, visitor))
+    // Past serde_json's own limit (128), which would refuse what max_depth allows, the stack
+    // grows instead; shallower JSON (all but the rarest) is read plainly, which is faster.
+    let deep = nesting > SHALLOW_JSON;
+    if deep {
+        de.disable_recursion_limit();
+    }
+    let value = grow(|| call(&mut de, visitor, deep))
         .map_err(|e| Error::malformed(at.full_name.clone(), format!("embedded JSON: {e}")))?;
     de.end().map_err(|e| Error::malformed(at.full_name.clone(), format!("embedded JSON: {e}")))?;
     Ok(value)
