@@ -13,6 +13,7 @@ use super::informer_error::InformerError;
 use super::metrics::{InformerLabels, InformerMetricsProvider};
 use super::object::prepare::{Prepare, Transform};
 use super::reflector::{Reflector, ReflectorConfig, WatchErrorHandler};
+use super::wire::WireFormat;
 use super::{Indexer, InformerObject, ListWatch};
 
 /// Builds an [`Informer`]: [`Informer::builder`] starts from the default settings,
@@ -129,6 +130,17 @@ impl<K: InformerObject> InformerBuilder<K> {
         self
     }
 
+    /// The encoding the informer's lists and watches ask for: with [`WireFormat::Protobuf`],
+    /// protobuf first and JSON second for built-in kinds and metadata-only informers, as
+    /// client-go's generated clients ask; custom resources are read as JSON either way.
+    /// Default: [`WireFormat::default`], which the environment variable
+    /// [`WIRE_FORMAT_ENV`](super::WIRE_FORMAT_ENV) sets for the whole process.
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.config.wire_format = format;
+        self
+    }
+
     /// Calls `handler` with each failure of the informer's list or watch (a refused request,
     /// a broken stream, an `ERROR` event with its `Status`, an undecodable answer), before the
     /// informer backs off and tries again: client-go's `SetWatchErrorHandler`. The handler
@@ -176,6 +188,7 @@ impl<K: InformerObject> InformerBuilder<K> {
                 },
                 backoff: config.backoff,
                 streaming_list: config.streaming_list,
+                wire_format: config.wire_format,
                 metrics: metrics.clone(),
                 error_handler: self.error_handler,
             },

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::backoff::BackoffConfig;
+use super::wire::WireFormat;
 
 /// The settings of an informer that do not depend on its kind: what an
 /// [`InformerBuilder`](super::InformerBuilder) starts from and what a
@@ -30,6 +31,9 @@ pub struct InformerConfig {
     /// [`DEFAULT_MAX_DEPTH`](super::DEFAULT_MAX_DEPTH); see
     /// [`InformerBuilder::max_depth`](super::InformerBuilder::max_depth).
     pub max_depth: usize,
+    /// The encoding of lists, watches and gets. Default: [`WireFormat::default`]; see
+    /// [`InformerBuilder::wire_format`](super::InformerBuilder::wire_format).
+    pub wire_format: WireFormat,
 }
 
 impl Default for InformerConfig {
@@ -40,6 +44,7 @@ impl Default for InformerConfig {
             streaming_list: true,
             keep_managed_fields: false,
             max_depth: super::DEFAULT_MAX_DEPTH,
+            wire_format: WireFormat::default(),
         }
     }
 }

@@ -1,6 +1,9 @@
 //! A streaming list's initial events, decoded in batches on blocking threads while the next
 //! bytes are read, as a paginated list's pages are.
 //!
+//! Lines are JSON events; a protobuf watch's frames (see the `wire` module) go the same way,
+//! each kept with its length, and "a line" below means either.
+//!
 //! The informer's task only reads lines: it appends each to the open batch, and sends the
 //! batch to a blocking thread once it holds [`BATCH_LINES`] lines or [`BATCH_BYTES`] bytes,
 //! or at once after a line that may end the initial events (a bookmark, an error, or a line
@@ -25,7 +28,8 @@ use tokio::task::JoinHandle;
 use super::informer_error::InformerError;
 use super::object::prepare::Prepare;
 use super::object::stored::Stored;
-use super::watch_stream::{Body, Line, decode_line, read_line};
+use super::watch_stream::{Line, decode_line, read_line, skipped_event};
+use super::wire::{self, Body, Encoding};
 use super::{InformerObject, ObjectKey, meta_namespace_key_func};
 
 /// A batch is decoded once it holds this many lines (a list page's default size)…
@@ -56,8 +60,12 @@ pub(crate) enum Initial<K> {
 /// first.
 pub(crate) struct Batches<K> {
     prepare: Prepare<K>,
-    /// The open batch: its lines, one after the other, newlines included.
+    encoding: Encoding,
+    /// The open batch: its lines, one after the other, newlines included (frames, each after
+    /// its 4-byte length).
     text: Vec<u8>,
+    /// Where the last whole line read ends in `text`.
+    whole: usize,
     lines: usize,
     decoding: VecDeque<JoinHandle<Vec<Initial<K>>>>,
     /// The newest batch sent ends with a line that may end the initial events.
@@ -65,18 +73,48 @@ pub(crate) struct Batches<K> {
 }
 
 impl<K: InformerObject> Batches<K> {
-    pub(crate) fn new(prepare: Prepare<K>) -> Self {
-        Self { prepare, text: Vec::new(), lines: 0, decoding: VecDeque::new(), may_end: false }
+    pub(crate) fn new(prepare: Prepare<K>, encoding: Encoding) -> Self {
+        Self {
+            prepare,
+            encoding,
+            text: Vec::new(),
+            whole: 0,
+            lines: 0,
+            decoding: VecDeque::new(),
+            may_end: false,
+        }
     }
 
     /// Reads the next line of `body` into the open batch, and sends the batch to be decoded
     /// when it is full or the line may end the initial events.
     pub(crate) async fn read(&mut self, body: &mut Body) -> Line {
+        // A line read cut short (its future dropped) is read on from where it stopped; a frame
+        // read cut short cannot be (the stream is out of step, and the informer drops it), so
+        // its bytes are dropped from the batch.
+        if self.encoding == Encoding::Protobuf {
+            self.text.truncate(self.whole);
+        }
         let start = self.text.len();
-        let line = read_line(body, &mut self.text).await;
+        let line = match self.encoding {
+            Encoding::Json => read_line(body, &mut self.text).await,
+            Encoding::Protobuf => {
+                self.text.extend_from_slice(&[0; 4]);
+                let frame = wire::read_frame(body, &mut self.text).await;
+                let length = u32::try_from(self.text.len() - start - 4).unwrap_or(u32::MAX);
+                self.text[start..start + 4].copy_from_slice(&length.to_be_bytes());
+                frame.into()
+            }
+        };
+        if !matches!(line, Line::Read) {
+            self.text.truncate(start);
+        }
         if let Line::Read = line {
+            self.whole = self.text.len();
             self.lines += 1;
-            let may_end = may_end(&self.text[start..]);
+            let may_end = match self.encoding {
+                Encoding::Json => may_end(&self.text[start..]),
+                Encoding::Protobuf => wire::frame_may_end(&self.text[start + 4..]),
+            };
             if may_end || self.lines >= BATCH_LINES || self.text.len() >= BATCH_BYTES {
                 self.dispatch();
                 self.may_end = may_end;
@@ -86,18 +124,19 @@ impl<K: InformerObject> Batches<K> {
     }
 
     /// Sends the open batch, if it holds a line, to a blocking thread. Bytes after its last
-    /// line are dropped: a read cut short (its future dropped when the wait for the stream
-    /// timed out) may have left part of a line behind.
+    /// whole line are dropped: a read cut short (its future dropped when the wait for the
+    /// stream timed out) may have left part of a line behind.
     pub(crate) fn dispatch(&mut self) {
-        let whole = self.text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        self.text.truncate(whole);
+        self.text.truncate(self.whole);
         if self.lines == 0 {
             return;
         }
         let text = std::mem::take(&mut self.text);
+        self.whole = 0;
         self.lines = 0;
-        let prepare = self.prepare.clone();
-        self.decoding.push_back(tokio::task::spawn_blocking(move || decode(&text, &prepare)));
+        let (prepare, encoding) = (self.prepare.clone(), self.encoding);
+        self.decoding
+            .push_back(tokio::task::spawn_blocking(move || decode(&text, encoding, &prepare)));
     }
 
     /// Whether every line read has been sent to be decoded and nothing is being decoded.
@@ -148,12 +187,38 @@ fn may_end(line: &[u8]) -> bool {
     !OBJECT_EVENTS.iter().any(|prefix| line.starts_with(prefix))
 }
 
+/// A batch's lines: split at newlines (JSON), or by their lengths (protobuf frames).
+fn lines(text: &[u8], encoding: Encoding) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+    match encoding {
+        Encoding::Json => Box::new(text.split_inclusive(|&b| b == b'\n')),
+        Encoding::Protobuf => {
+            let mut rest = text;
+            Box::new(std::iter::from_fn(move || {
+                let (length, after) = rest.split_first_chunk::<4>()?;
+                let length = (u32::from_be_bytes(*length) as usize).min(after.len());
+                let (frame, next) = after.split_at(length);
+                rest = next;
+                Some(frame)
+            }))
+        }
+    }
+}
+
 /// Decodes and prepares a batch's lines, in order, up to the first that fails.
-fn decode<K: InformerObject>(text: &[u8], prepare: &Prepare<K>) -> Vec<Initial<K>> {
+fn decode<K: InformerObject>(
+    text: &[u8],
+    encoding: Encoding,
+    prepare: &Prepare<K>,
+) -> Vec<Initial<K>> {
     let strip = !prepare.keep_managed_fields;
     let mut events = Vec::new();
-    for line in text.split_inclusive(|&b| b == b'\n') {
-        let event = match decode_line::<K>(line, strip, prepare.max_depth) {
+    for line in lines(text, encoding) {
+        let decoded = match encoding {
+            Encoding::Json => decode_line::<K>(line, strip, prepare.max_depth),
+            Encoding::Protobuf => wire::watch_event::<K>(line, strip, prepare.max_depth)
+                .map(|e| e.unwrap_or_else(|(deep, deleted)| skipped_event(&deep, deleted))),
+        };
+        let event = match decoded {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => match prepare.store(o) {
                 Ok(Some((key, stored))) => Initial::Upsert(key, stored),
                 Ok(None) => continue,
@@ -233,24 +298,54 @@ mod tests {
         }
     }
 
+    /// The same events as a protobuf watch's frames.
+    fn frames(lines: &[String]) -> Body {
+        let mut bytes = Vec::new();
+        for line in lines {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            let object = ctrlkit_protobuf::transcode::from_json(&event["object"]).unwrap();
+            let event_type = event["type"].as_str().unwrap();
+            bytes.extend(ctrlkit_protobuf::watch::event_frame(event_type, &object));
+        }
+        Box::pin(futures::io::Cursor::new(bytes))
+    }
+
     #[tokio::test]
     async fn events_come_back_in_order_across_batches_with_the_end_bookmark_last_of_its_own() {
         let mut lines: Vec<String> =
             (0..BATCH_LINES * 3 + 7).map(|i| added(&format!("c{i}"))).collect();
         lines.push(END.into());
-        let mut body = body(&lines);
-        let mut batches = Batches::new(prepare());
-        let seen = read_all(&mut batches, &mut body).await;
         let mut want: Vec<String> =
             (0..BATCH_LINES * 3 + 7).map(|i| format!("upsert ns/c{i}")).collect();
         want.push("bookmark 9".into());
-        assert_eq!(seen, want);
+        for (encoding, mut body) in
+            [(Encoding::Json, body(&lines)), (Encoding::Protobuf, frames(&lines))]
+        {
+            let mut batches = Batches::new(prepare(), encoding);
+            let seen = read_all(&mut batches, &mut body).await;
+            assert_eq!(seen, want, "{encoding:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_frame_that_may_end_the_events_sends_its_batch_and_a_cut_one_is_dropped() {
+        let mut body = frames(&[added("a"), END.into(), added("b")]);
+        let mut batches = Batches::new(prepare(), Encoding::Protobuf);
+        assert!(matches!(batches.read(&mut body).await, Line::Read));
+        // What a frame read whose future was dropped leaves behind: a length and part of it.
+        batches.text.extend_from_slice(&[0, 0, 0, 9, 0x0a]);
+        assert!(matches!(batches.read(&mut body).await, Line::Read));
+        assert_eq!(batches.decoding.len(), 1, "the bookmark closes the batch");
+        let events = batches.decoded(true).await.unwrap();
+        assert!(
+            matches!(&events[..], [Initial::Upsert(..), Initial::Bookmark(b)] if b.resource_version == "9")
+        );
     }
 
     #[tokio::test]
     async fn a_line_that_may_end_the_events_sends_its_batch_at_once() {
         let mut body = body(&[added("a"), END.into(), added("b")]);
-        let mut batches = Batches::new(prepare());
+        let mut batches = Batches::new(prepare(), Encoding::Json);
         assert!(matches!(batches.read(&mut body).await, Line::Read));
         assert_eq!(batches.decoding.len(), 0, "an object event waits for more lines");
         assert!(matches!(batches.read(&mut body).await, Line::Read));
@@ -263,7 +358,7 @@ mod tests {
     #[tokio::test]
     async fn a_read_cut_short_leaves_no_part_of_a_line_in_the_batch() {
         let mut body = body(&[added("a")]);
-        let mut batches = Batches::new(prepare());
+        let mut batches = Batches::new(prepare(), Encoding::Json);
         assert!(matches!(batches.read(&mut body).await, Line::Read));
         // What a read whose future was dropped mid-line leaves behind.
         batches.text.extend_from_slice(br#"{"type":"ADDED","object":{"kind""#);
@@ -275,7 +370,7 @@ mod tests {
     #[test]
     fn a_batch_stops_at_its_first_line_that_does_not_decode() {
         let text = format!("{}\n{{not json\n{}\n", added("a"), added("b"));
-        let events = decode(text.as_bytes(), &prepare());
+        let events = decode(text.as_bytes(), Encoding::Json, &prepare());
         assert!(matches!(&events[..], [Initial::Upsert(..), Initial::Undecodable(_)]));
     }
 }

@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::watch_stream::Body;
+use super::wire::{self, Answer, Body, Encoding, Read, WireFormat};
 
 /// The bound of every object an informer can cache: a kube `Resource` whose scope is one of
 /// k8s-openapi's or kube's (see [`KindScope`]), decodable and encodable (the store keeps most
@@ -90,6 +90,12 @@ pub struct ListWatch<K> {
     shards: Option<ShardSelector>,
     page_size: u32,
     _kind: PhantomData<fn() -> K>,
+}
+
+/// One list page as the server sent it, undecoded, and how it is encoded.
+pub(crate) struct Page {
+    pub(crate) encoding: Encoding,
+    pub(crate) bytes: bytes::Bytes,
 }
 
 /// A shard selector that may change: its current text (`None`: select nothing), and a name
@@ -342,11 +348,12 @@ where
 
     /// One page of a consistent, most-recent list as the server sent it, undecoded, so that
     /// decoding can run beside the next page's request.
-    pub(crate) async fn list_page_text(
+    pub(crate) async fn list_page(
         &self,
         continue_token: Option<&str>,
         paginate: bool,
-    ) -> kube_client::Result<String> {
+        format: WireFormat,
+    ) -> kube_client::Result<Page> {
         let mut lp = self.list_params();
         if paginate && self.page_size > 0 {
             lp = lp.limit(self.page_size);
@@ -359,7 +366,10 @@ where
             if self.metadata_only { request.list_metadata(&lp) } else { request.list(&lp) }
                 .map_err(kube_client::Error::BuildRequest)?;
         self.add_shard_selector(&mut request)?;
-        self.client.request_text(request).await
+        let read = if self.metadata_only { Read::MetadataList } else { Read::Objects };
+        self.ask_protobuf(&mut request, read, format);
+        let answer = wire::send(&self.client, request).await?;
+        Ok(Page { encoding: answer.encoding, bytes: answer.bytes().await? })
     }
 
     /// A watch from `resource_version` that the server ends after `timeout_seconds`: its body,
@@ -369,7 +379,8 @@ where
         resource_version: &str,
         timeout_seconds: u32,
         streaming_list: bool,
-    ) -> kube_client::Result<Body> {
+        format: WireFormat,
+    ) -> kube_client::Result<(Encoding, Body)> {
         let mut wp =
             if streaming_list { WatchParams::streaming_lists() } else { WatchParams::default() };
         wp.bookmarks = true;
@@ -390,12 +401,27 @@ where
         // which the client's decompression reads only the first of.
         let identity = "identity".parse().expect("a valid header value");
         request.headers_mut().insert("accept-encoding", identity);
-        let body = self.client.request_stream(request).await?;
-        Ok(Box::pin(body))
+        let read = if self.metadata_only { Read::Metadata } else { Read::Objects };
+        self.ask_protobuf(&mut request, read, format);
+        let answer: Answer = wire::send(&self.client, request).await?;
+        Ok((answer.encoding, answer.stream()))
     }
 }
 
 impl<K> ListWatch<K> {
+    /// Asks for protobuf first where `format` and the kind allow it (see [`WireFormat`]).
+    fn ask_protobuf<B>(&self, request: &mut http::Request<B>, read: Read, format: WireFormat) {
+        if format != WireFormat::Protobuf {
+            return;
+        }
+        let kind_has_message = wire::has_message(&self.resource.api_version, &self.resource.kind);
+        if read == Read::Objects && !kind_has_message {
+            return;
+        }
+        let accept = http::HeaderValue::from_static(wire::protobuf_accept(read));
+        request.headers_mut().insert(http::header::ACCEPT, accept);
+    }
+
     /// Adds the shard selector now, if any, to a list or watch request (kube-client's
     /// parameters have no field for it).
     fn add_shard_selector<B>(&self, request: &mut http::Request<B>) -> kube_client::Result<()> {
@@ -427,4 +453,44 @@ pub(crate) fn offline_configmaps() -> ListWatch<k8s_openapi::api::core::v1::Conf
     let config = kube_client::Config::new("http://127.0.0.1:9".parse().expect("a valid URL"));
     let client = Client::try_from(config).expect("a client needs no server to be made");
     Api::all(client).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use kube_client::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube_client::core::PartialObjectMeta;
+
+    use super::*;
+
+    fn accept<K>(list_watch: &ListWatch<K>, read: Read, format: WireFormat) -> Option<String> {
+        let mut request = http::Request::new(());
+        list_watch.ask_protobuf(&mut request, read, format);
+        request.headers().get(http::header::ACCEPT).map(|v| v.to_str().unwrap().to_owned())
+    }
+
+    /// Built-in kinds ask for protobuf first; custom resources ask for nothing but their
+    /// JSON (no second request), except metadata alone, whose message every kind shares.
+    #[tokio::test]
+    async fn protobuf_is_asked_for_where_the_answer_can_be_protobuf() {
+        let configmaps = offline_configmaps();
+        let objects = accept(&configmaps, Read::Objects, WireFormat::Protobuf);
+        assert_eq!(
+            objects.as_deref(),
+            Some("application/vnd.kubernetes.protobuf,application/json")
+        );
+        assert_eq!(accept(&configmaps, Read::Objects, WireFormat::Json), None);
+
+        let client = configmaps.client().clone();
+        let gvk = GroupVersionKind::gvk("ctrlkit.example.com", "v1", "Widget");
+        let widgets = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &widgets);
+        let custom = ListWatch::new_with(api, &widgets);
+        assert_eq!(accept(&custom, Read::Objects, WireFormat::Protobuf), None);
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &widgets);
+        let metadata = ListWatch::new_with(api, &widgets);
+        let list = accept(&metadata, Read::MetadataList, WireFormat::Protobuf).unwrap();
+        assert!(
+            list.starts_with("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList")
+        );
+    }
 }

@@ -78,6 +78,7 @@ mod reflector;
 pub(crate) mod selector;
 mod sync;
 mod watch_stream;
+mod wire;
 
 pub use backoff::BackoffConfig;
 pub use factory::{SharedInformerFactory, SharedInformerFactoryBuilder};
@@ -100,6 +101,7 @@ pub use object::{DEFAULT_HOT_OBJECTS, DEFAULT_MAX_DEPTH, Transform};
 pub use object_key::{KeyError, ObjectKey, meta_namespace_key_func};
 pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};
+pub use wire::{WIRE_FORMAT_ENV, WireFormat};
 
 pub(crate) use informer::{InformerHandle, RunState};
 #[cfg(test)]

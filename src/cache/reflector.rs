@@ -56,11 +56,13 @@ use tokio::task::JoinHandle;
 
 use super::backoff::{Backoff, BackoffConfig};
 use super::initial_events::{Batches, Initial};
+use super::list_watch::Page;
 use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::object::depth::{self, TooDeep, is_too_deep};
 use super::object::stored::Stored;
 use super::object::strip::strip_managed_fields;
-use super::watch_stream::{Body, Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, events};
+use super::watch_stream::{Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, events};
+use super::wire::{self, Body, Encoding, WireFormat};
 use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::{catch, observe};
 
@@ -86,6 +88,7 @@ pub(crate) struct ReflectorConfig<K> {
     pub(crate) prepare: Prepare<K>,
     pub(crate) backoff: BackoffConfig,
     pub(crate) streaming_list: bool,
+    pub(crate) wire_format: WireFormat,
     pub(crate) metrics: Option<Arc<dyn InformerMetrics>>,
     pub(crate) error_handler: Option<WatchErrorHandler>,
 }
@@ -210,8 +213,8 @@ impl<K: InformerObject> Reflector<K> {
             }
             state = match state {
                 State::Relist if streaming => match self.streaming_list(sink).await {
-                    Ok((rv, body, give_up)) => self.after_watch(
-                        self.consume(self.events(body), rv, sink, give_up).await,
+                    Ok((rv, (encoding, body), give_up)) => self.after_watch(
+                        self.consume(self.events(encoding, body), rv, sink, give_up).await,
                         &mut backoff,
                     ),
                     Err(StreamingError::Unsupported(why)) => {
@@ -247,11 +250,12 @@ impl<K: InformerObject> Reflector<K> {
                 State::Watch(rv) => {
                     let timeout = self.watch_timeout();
                     let give_up = give_up_at(timeout);
-                    let watch = self.list_watch.watch(&rv, timeout, false).await;
+                    let watch =
+                        self.list_watch.watch(&rv, timeout, false, self.config.wire_format).await;
                     self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
                     match watch {
-                        Ok(body) => self.after_watch(
-                            self.consume(self.events(body), rv, sink, give_up).await,
+                        Ok((encoding, body)) => self.after_watch(
+                            self.consume(self.events(encoding, body), rv, sink, give_up).await,
                             &mut backoff,
                         ),
                         Err(err) if is_expired(&err) => {
@@ -284,13 +288,14 @@ impl<K: InformerObject> Reflector<K> {
         items
     }
 
-    /// A watch's events, `managedFields` cut out of the text unless kept.
+    /// A watch's events, `managedFields` left out unless kept.
     fn events(
         &self,
+        encoding: Encoding,
         body: Body,
     ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send + use<K> {
         let prepare = &self.config.prepare;
-        events(body, !prepare.keep_managed_fields, prepare.max_depth)
+        events(body, encoding, !prepare.keep_managed_fields, prepare.max_depth)
     }
 
     /// Reports an object skipped for its depth (`what`: which and why; `object`: its key):
@@ -431,10 +436,13 @@ impl<K: InformerObject> Reflector<K> {
         let mut token: Option<String> = None;
         let mut paginate = true;
         let rv = loop {
-            let page = self.list_watch.list_page_text(token.as_deref(), paginate).await;
+            let page = self
+                .list_watch
+                .list_page(token.as_deref(), paginate, self.config.wire_format)
+                .await;
             self.count_request("list_request", |m, r| m.list_request(r), page.is_ok());
-            let text = match page {
-                Ok(text) => text,
+            let page = match page {
+                Ok(page) => page,
                 Err(err) if is_expired(&err) && token.is_some() => {
                     tracing::info!("list continuation expired; listing again in one request");
                     for task in decoding.drain(..) {
@@ -448,17 +456,17 @@ impl<K: InformerObject> Reflector<K> {
                 }
                 Err(err) => return Err(InformerError::List(err)),
             };
-            // Only the list's metadata; serde skips the items without building them.
-            let head: ListHead = serde_json::from_str(&text).map_err(|e| undecodable(e, &text))?;
+            // Only the list's metadata; the items are skipped without building them.
+            let head = list_head(&page)?;
             if decoding.len() >= 2 {
                 let oldest = decoding.pop_front().expect("two in flight");
                 items.extend(self.decoded(join_decode(oldest).await?, &mut skipped));
             }
             let prepare = self.config.prepare.clone();
-            decoding.push_back(tokio::task::spawn_blocking(move || decode_page(text, &prepare)));
-            match head.metadata.continue_.filter(|t| !t.is_empty()) {
+            decoding.push_back(tokio::task::spawn_blocking(move || decode_page(page, &prepare)));
+            match head.continue_.filter(|t| !t.is_empty()) {
                 Some(next) => token = Some(next),
-                None => break head.metadata.resource_version.unwrap_or_default(),
+                None => break head.resource_version.unwrap_or_default(),
             }
         };
         for task in decoding {
@@ -482,19 +490,19 @@ impl<K: InformerObject> Reflector<K> {
     async fn streaming_list(
         &self,
         sink: &impl Sink<K>,
-    ) -> Result<(String, Body, tokio::time::Instant), StreamingError> {
+    ) -> Result<(String, (Encoding, Body), tokio::time::Instant), StreamingError> {
         let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
         let timeout = self.watch_timeout();
         let give_up = give_up_at(timeout);
-        let watch = self.list_watch.watch("", timeout, true).await;
+        let watch = self.list_watch.watch("", timeout, true, self.config.wire_format).await;
         self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
-        let mut body = match watch {
-            Ok(body) => body,
+        let (encoding, mut body) = match watch {
+            Ok(watch) => watch,
             Err(err) if refused(&err) => return Err(StreamingError::Unsupported(err.to_string())),
             Err(err) => return Err(StreamingError::Failed(InformerError::List(err))),
         };
         let mut items: HashMap<ObjectKey, Stored<K>> = HashMap::new();
-        let mut batches = Batches::new(self.config.prepare.clone());
+        let mut batches = Batches::new(self.config.prepare.clone(), encoding);
         let mut events = 0usize;
         loop {
             let idle = tokio::time::Instant::now() + INITIAL_EVENTS_END_WAIT;
@@ -522,7 +530,7 @@ impl<K: InformerObject> Reflector<K> {
             while let Some(decoded) = batches.decoded(ended.is_some()).await {
                 if let Some(rv) = self.apply_initial(decoded, &mut items, sink)? {
                     sink.replace(items, &rv);
-                    return Ok((rv, body, give_up));
+                    return Ok((rv, (encoding, body), give_up));
                 }
             }
             if let Some(ended) = ended {
@@ -684,10 +692,28 @@ fn undecodable(source: serde_json::Error, text: &str) -> InformerError {
     InformerError::Undecodable { source, excerpt: text.chars().take(120).collect() }
 }
 
-/// Decodes one list page (managedFields cut out of the text first, unless kept) and prepares
-/// its objects, each into the form the store keeps (the final allocation, made once, on the
-/// decoding thread).
-fn decode_page<K: InformerObject>(text: String, prepare: &Prepare<K>) -> DecodedPage<K> {
+/// The metadata of a list page, its items skipped.
+fn list_head(page: &Page) -> Result<ListMeta, InformerError> {
+    match page.encoding {
+        Encoding::Json => {
+            let head: ListHead = serde_json::from_slice(&page.bytes)
+                .map_err(|e| undecodable(e, &String::from_utf8_lossy(&page.bytes)))?;
+            Ok(head.metadata)
+        }
+        Encoding::Protobuf => wire::list_meta(&page.bytes).map_err(protobuf_undecodable),
+    }
+}
+
+/// Decodes one list page and prepares its objects, each into the form the store keeps (the
+/// final allocation, made once, on the decoding thread). `managedFields` are left out unless
+/// kept: cut out of JSON's text first, skipped on protobuf's wire.
+fn decode_page<K: InformerObject>(page: Page, prepare: &Prepare<K>) -> DecodedPage<K> {
+    let text = match page.encoding {
+        Encoding::Protobuf => return decode_protobuf_page(&page.bytes, prepare),
+        Encoding::Json => String::from_utf8(page.bytes.into()).map_err(|e| {
+            decode_failed(serde::de::Error::custom(format!("a list page is not UTF-8: {e}")))
+        })?,
+    };
     let text = match prepare.keep_managed_fields {
         true => text,
         false => strip_managed_fields(&text).unwrap_or(text),
@@ -718,6 +744,23 @@ fn decode_deep_page<K: InformerObject>(text: &str, prepare: &Prepare<K>) -> Deco
         }
     }
     Ok((items, skipped))
+}
+
+/// A protobuf list page, item by item; items deeper than `max_depth` skipped and named.
+fn decode_protobuf_page<K: InformerObject>(bytes: &[u8], prepare: &Prepare<K>) -> DecodedPage<K> {
+    let strip = !prepare.keep_managed_fields;
+    let (decoded, skipped) =
+        wire::list_items::<K>(bytes, strip, prepare.max_depth).map_err(protobuf_undecodable)?;
+    let mut items = Vec::with_capacity(decoded.len());
+    for object in decoded {
+        items.extend(prepare.store(object)?);
+    }
+    Ok((items, skipped))
+}
+
+/// A protobuf answer that does not decode.
+fn protobuf_undecodable(err: wire::DecodeError) -> InformerError {
+    decode_failed(serde::de::Error::custom(format!("a protobuf list page does not decode: {err}")))
 }
 
 /// The objects of a page decoded on a blocking thread. A decoding thread that panicked is

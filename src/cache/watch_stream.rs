@@ -1,4 +1,5 @@
-//! Reading a watch: one JSON event per line, each decoded into a [`WatchEvent`].
+//! Reading a watch: one JSON event per line, or one protobuf event per length-delimited
+//! frame (see the `wire` module), each decoded into a [`WatchEvent`].
 //!
 //! kube-client's `request_events` does this too, but it drops a line whose JSON ends early
 //! (meant for a line cut by the end of the stream, it also drops a cut line in the middle,
@@ -7,21 +8,19 @@
 //! an error saying what it was (not JSON, an unknown type, an object that does not decode as
 //! the kind watched) with the line's beginning, so the informer logs it and resumes from
 //! before it; a line cut off by the end of the stream (no newline) ends the stream, which the
-//! informer resumes from before it too.
+//! informer resumes from before it too. Frames are read the same way: a frame cut off by the
+//! end of the stream ends it, one that does not decode is an error saying what it was.
 
-use std::pin::Pin;
-
-use futures::io::{AsyncBufRead, AsyncBufReadExt};
+use futures::io::AsyncBufReadExt;
 use futures::{Stream, stream};
 use kube_client::api::WatchEvent;
 use kube_client::core::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use super::object::depth::TooDeep;
 use super::object::strip::strip_managed_fields;
-
-/// A watch's body as the server sends it, read line by line.
-pub(crate) type Body = Pin<Box<dyn AsyncBufRead + Send>>;
+use super::wire::{self, Body, Encoding, Frame, ends_stream};
 
 /// What reading one line of a watch gave.
 #[derive(Debug)]
@@ -63,24 +62,48 @@ pub(crate) async fn read_line(body: &mut Body, into: &mut Vec<u8>) -> Line {
     }
 }
 
-/// The events of a watch's body; with `strip`, each object's `metadata.managedFields` are cut
-/// out of the line before it is decoded (see the `strip` module), so they are never built.
+/// The events of a watch's body, read as `encoding` says; with `strip`, each object's
+/// `metadata.managedFields` are left out (cut from a JSON line's text before it is decoded,
+/// see the `strip` module; skipped on the wire in protobuf), so they are never built.
 pub(crate) fn events<K: DeserializeOwned + Send>(
     body: Body,
+    encoding: Encoding,
     strip: bool,
     max_depth: usize,
 ) -> impl Stream<Item = kube_client::Result<WatchEvent<K>>> + Send {
-    stream::unfold((body, Vec::new(), false), move |(mut body, mut line, failed)| async move {
+    stream::unfold((body, Vec::new(), false), move |(mut body, mut buffer, failed)| async move {
         if failed {
             return None;
         }
-        line.clear();
-        match read_line(&mut body, &mut line).await {
-            Line::Read => Some((decode_line(&line, strip, max_depth), (body, line, false))),
+        buffer.clear();
+        let read = match encoding {
+            Encoding::Json => read_line(&mut body, &mut buffer).await,
+            Encoding::Protobuf => wire::read_frame(&mut body, &mut buffer).await.into(),
+        };
+        match read {
+            Line::Read => {
+                let event = match encoding {
+                    Encoding::Json => decode_line(&buffer, strip, max_depth),
+                    Encoding::Protobuf => wire::watch_event(&buffer, strip, max_depth).map(|e| {
+                        e.unwrap_or_else(|(too_deep, deleted)| skipped_event(&too_deep, deleted))
+                    }),
+                };
+                Some((event, (body, buffer, false)))
+            }
             Line::End => None,
-            Line::Failed(e) => Some((Err(kube_client::Error::ReadEvents(e)), (body, line, true))),
+            Line::Failed(e) => Some((Err(kube_client::Error::ReadEvents(e)), (body, buffer, true))),
         }
     })
+}
+
+impl From<Frame> for Line {
+    fn from(frame: Frame) -> Self {
+        match frame {
+            Frame::Read => Line::Read,
+            Frame::End => Line::End,
+            Frame::Failed(e) => Line::Failed(e),
+        }
+    }
 }
 
 /// One line as an event (see [`events`]); an object nested deeper than `max_depth` stands
@@ -96,24 +119,6 @@ pub(crate) fn decode_line<K: DeserializeOwned>(
         false => None,
     };
     decode(stripped.as_ref().map_or(line, |s| s.as_bytes()), max_depth)
-}
-
-/// Whether a read error is the connection ending (an unexpected EOF, however nested).
-fn ends_stream(err: &std::io::Error) -> bool {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    for _ in 0..16 {
-        let Some(e) = current else { return false };
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(io.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        if e.to_string().contains("unexpected EOF during chunk") {
-            return true;
-        }
-        current = e.source();
-    }
-    false
 }
 
 /// The known event types.
@@ -195,24 +200,28 @@ fn deep_event<K: DeserializeOwned>(
         ("MODIFIED", Ok(object)) => WatchEvent::Modified(object),
         ("DELETED", Ok(object)) => WatchEvent::Deleted(object),
         (_, Ok(_)) => return None,
-        (kind, Err(too_deep)) => {
-            let mut annotations: std::collections::BTreeMap<_, _> = [
-                (SKIPPED.to_owned(), too_deep.to_string()),
-                (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
-            ]
-            .into();
-            if kind == "DELETED" {
-                annotations.insert(SKIPPED_DELETED.to_owned(), "true".to_owned());
-            }
-            WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
-                types: Default::default(),
-                metadata: kube_client::core::watch::BookmarkMeta {
-                    resource_version: too_deep.resource_version.clone().unwrap_or_default(),
-                    annotations,
-                },
-            })
-        }
+        (kind, Err(too_deep)) => skipped_event(&too_deep, kind == "DELETED"),
     }))
+}
+
+/// The bookmark that stands for an event whose object was too deep to decode (see
+/// [`SKIPPED`]).
+pub(crate) fn skipped_event<K>(too_deep: &TooDeep, deleted: bool) -> WatchEvent<K> {
+    let mut annotations: std::collections::BTreeMap<_, _> = [
+        (SKIPPED.to_owned(), too_deep.to_string()),
+        (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
+    ]
+    .into();
+    if deleted {
+        annotations.insert(SKIPPED_DELETED.to_owned(), "true".to_owned());
+    }
+    WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
+        types: Default::default(),
+        metadata: kube_client::core::watch::BookmarkMeta {
+            resource_version: too_deep.resource_version.clone().unwrap_or_default(),
+            annotations,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -224,7 +233,7 @@ mod tests {
 
     async fn read(body: &'static str) -> Vec<Result<String, String>> {
         let body: Body = Box::pin(futures::io::Cursor::new(body.as_bytes()));
-        events::<ConfigMap>(body, true, crate::cache::DEFAULT_MAX_DEPTH)
+        events::<ConfigMap>(body, Encoding::Json, true, crate::cache::DEFAULT_MAX_DEPTH)
             .map(|e| match e {
                 Ok(WatchEvent::Added(cm)) => Ok(format!("ADDED {}", cm.metadata.name.unwrap())),
                 Ok(other) => Ok(format!("{other:?}").chars().take(12).collect()),

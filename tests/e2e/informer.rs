@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ctrlkit::cache::ObjectKey;
+use ctrlkit::cache::{ObjectKey, WireFormat};
 use ctrlkit_apiserver::case;
 use ctrlkit_apiserver::harness::{Needs, Target};
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -175,3 +175,39 @@ async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
     eventually("a change after the sync", || recorder.saw(&Seen::Add("d".into()))).await;
 }
 case!(Needs::Protocol, streaming_lists_sync_or_fall_back_to_list_and_watch);
+
+/// With protobuf on, an informer of a built-in kind asks for protobuf first and JSON second,
+/// as client-go's generated clients do, and caches what an informer on JSON caches, field for
+/// field: the objects of its sync and those its watch brings.
+async fn a_protobuf_informer_caches_what_a_json_informer_caches(t: &Target) {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    create(&pods, &["a", "b"], json!({"app": "web"})).await;
+    let protobuf =
+        synced_informer::<Pod>(t, |b| b.wire_format(WireFormat::Protobuf), |lw| lw).await;
+    let json = synced_informer::<Pod>(t, |b| b.wire_format(WireFormat::Json), |lw| lw).await;
+    create(&pods, &["c"], json!({"app": "db"})).await;
+    for synced in [&protobuf, &json] {
+        eventually("c through the watch", || synced.recorder.saw(&Seen::Add("c".into()))).await;
+    }
+    let cached = |synced: &Synced<Pod>| {
+        let mut pods: Vec<Pod> =
+            synced.informer.indexer().list().iter().map(|p| (**p).clone()).collect();
+        pods.sort_by_key(|p| p.metadata.name.clone());
+        pods
+    };
+    let (from_protobuf, from_json) = (cached(&protobuf), cached(&json));
+    assert_eq!(from_protobuf.len(), 3);
+    assert_eq!(from_protobuf, from_json, "protobuf and JSON cache the same pods");
+    let first_accept = |synced: &Synced<Pod>| synced.log.accepts()[0].1.clone();
+    assert_eq!(
+        first_accept(&protobuf),
+        "application/vnd.kubernetes.protobuf,application/json",
+        "protobuf first: {:#?}",
+        protobuf.log.accepts()
+    );
+    assert!(!first_accept(&json).contains("protobuf"), "{:#?}", json.log.accepts());
+    for (line, accept) in protobuf.log.accepts() {
+        assert!(accept.starts_with("application/vnd.kubernetes.protobuf"), "{line}: {accept}");
+    }
+}
+case!(Needs::Protocol, a_protobuf_informer_caches_what_a_json_informer_caches);

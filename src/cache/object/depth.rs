@@ -81,30 +81,51 @@ pub(crate) fn from_own_str<T: DeserializeOwned>(text: &str) -> serde_json::Resul
     }
 }
 
-/// An object skipped for its depth: its `namespace/name`, version, depth and the limit.
+/// An object skipped for its depth: its `namespace/name`, version, depth (where known: a
+/// protobuf decoder stops at the limit) and the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TooDeep {
     pub(crate) object: String,
     pub(crate) resource_version: Option<String>,
-    pub(crate) depth: usize,
+    pub(crate) depth: Option<usize>,
     pub(crate) limit: usize,
 }
 
 impl std::fmt::Display for TooDeep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} is nested {} levels deep, more than the {} the informer caches (max_depth)",
-            self.object, self.depth, self.limit
-        )
+        match self.depth {
+            Some(depth) => write!(
+                f,
+                "{} is nested {depth} levels deep, more than the {} the informer caches (max_depth)",
+                self.object, self.limit
+            ),
+            None => write!(
+                f,
+                "{} is nested more than the {} levels deep the informer caches (max_depth)",
+                self.object, self.limit
+            ),
+        }
     }
 }
 
 /// Only an object's name, namespace and version: the rest is skipped, without recursion.
 #[derive(Deserialize, Default)]
-struct Named {
+pub(crate) struct Named {
     #[serde(default)]
     metadata: NamedMeta,
+}
+
+impl Named {
+    /// The skip of this object, nested `depth` levels deep (where known), past `limit`.
+    pub(crate) fn too_deep(self, depth: Option<usize>, limit: usize) -> TooDeep {
+        let meta = self.metadata;
+        let name = meta.name.unwrap_or_else(|| "<unnamed>".to_owned());
+        let object = match meta.namespace.filter(|ns| !ns.is_empty()) {
+            Some(namespace) => format!("{namespace}/{name}"),
+            None => name,
+        };
+        TooDeep { object, resource_version: meta.resource_version, depth, limit }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -127,13 +148,7 @@ pub(crate) fn object<T: DeserializeOwned>(
         return from_str_unbounded(text).map(Ok);
     }
     let named: Named = serde_json::from_str(text).unwrap_or_default();
-    let meta = named.metadata;
-    let name = meta.name.unwrap_or_else(|| "<unnamed>".to_owned());
-    let object = match meta.namespace.filter(|ns| !ns.is_empty()) {
-        Some(namespace) => format!("{namespace}/{name}"),
-        None => name,
-    };
-    Ok(Err(TooDeep { object, resource_version: meta.resource_version, depth, limit }))
+    Ok(Err(named.too_deep(Some(depth), limit)))
 }
 
 /// A list page's items, each as its raw text (borrowed, skipped over without recursion).
@@ -192,7 +207,7 @@ mod tests {
             TooDeep {
                 object: "ns/x".into(),
                 resource_version: Some("7".into()),
-                depth: 513,
+                depth: Some(513),
                 limit: 512,
             }
         );

@@ -1,0 +1,126 @@
+//! Which encoding an informer's reads ask for, and the `Accept` header that asks for it.
+
+use std::str::FromStr;
+
+/// The media type of Kubernetes' protobuf encoding.
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The encoding an informer's lists, watches and gets ask the API server for.
+///
+/// Writes are JSON whatever this says: server-side apply and patches have no protobuf body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WireFormat {
+    /// JSON for every request.
+    Json,
+    /// Protobuf first and JSON second, as client-go's generated clients ask, for the kinds
+    /// that have a protobuf message in `ctrlkit-protobuf` (the built-in kinds of core,
+    /// `apps`, `batch`, `coordination.k8s.io`, `events.k8s.io`, `autoscaling/v1` and
+    /// `apiextensions.k8s.io`) and for metadata-only reads of any kind; JSON alone for the
+    /// rest (custom resources, other groups), so they cost no extra round trip. Each answer
+    /// is decoded by its `Content-Type`, so a server that answers JSON anyway is read as
+    /// JSON.
+    ///
+    /// The messages are Kubernetes v1.36.2's: fields a newer server adds are not in the
+    /// objects read (JSON keeps them), so a controller that writes back whole objects from
+    /// its cache should read newer servers in JSON.
+    Protobuf,
+}
+
+/// The environment variable that sets the default [`WireFormat`] of the process's informers:
+/// `json` or `protobuf`, as client-go's `KUBE_FEATURE_*` variables set its feature gates'
+/// defaults. An informer whose format is set in code keeps it.
+pub const WIRE_FORMAT_ENV: &str = "CTRLKIT_WIRE_FORMAT";
+
+/// JSON, unless [`WIRE_FORMAT_ENV`] names another format (a value that names none is logged
+/// and ignored).
+impl Default for WireFormat {
+    fn default() -> Self {
+        let Ok(text) = std::env::var(WIRE_FORMAT_ENV) else { return Self::Json };
+        text.parse().unwrap_or_else(|err| {
+            tracing::warn!(%err, variable = WIRE_FORMAT_ENV, "ignored");
+            Self::Json
+        })
+    }
+}
+
+impl FromStr for WireFormat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "json" => Ok(Self::Json),
+            "protobuf" => Ok(Self::Protobuf),
+            other => Err(format!("{other:?} is not a wire format (json or protobuf)")),
+        }
+    }
+}
+
+/// What a read asks for: whole objects or metadata alone, one or a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// A list of whole objects, a watch of them, or one of them.
+    Objects,
+    /// A list of `PartialObjectMetadata`.
+    MetadataList,
+    /// A watch of `PartialObjectMetadata`, or one.
+    Metadata,
+}
+
+/// The `Accept` header of a read in protobuf, with JSON second (`None`: leave the request's
+/// own JSON `Accept`). Metadata-only reads name `PartialObjectMetadata`, whose message every
+/// kind shares, as client-go's metadata client does.
+pub(crate) fn protobuf_accept(read: Read) -> &'static str {
+    match read {
+        Read::Objects => "application/vnd.kubernetes.protobuf,application/json",
+        Read::MetadataList => concat!(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+        ),
+        Read::Metadata => concat!(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        ),
+    }
+}
+
+/// How an answer is encoded, by its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// JSON (or anything that is not protobuf: read as JSON, as kube-client does).
+    Json,
+    /// Protobuf: one `k8s\0`-prefixed object, or length-delimited frames for a watch.
+    Protobuf,
+}
+
+impl Encoding {
+    /// The encoding a `Content-Type` value names (its parameters ignored).
+    pub(crate) fn of(content_type: Option<&str>) -> Self {
+        let media = content_type.and_then(|t| t.split(';').next()).map(str::trim);
+        match media {
+            Some(m) if m.eq_ignore_ascii_case(PROTOBUF) => Self::Protobuf,
+            _ => Self::Json,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types_name_their_encoding() {
+        assert_eq!(Encoding::of(Some("application/vnd.kubernetes.protobuf")), Encoding::Protobuf);
+        let watch = "application/vnd.kubernetes.protobuf;stream=watch";
+        assert_eq!(Encoding::of(Some(watch)), Encoding::Protobuf);
+        assert_eq!(Encoding::of(Some("application/json")), Encoding::Json);
+        assert_eq!(Encoding::of(Some("text/plain; charset=utf-8")), Encoding::Json);
+        assert_eq!(Encoding::of(None), Encoding::Json);
+    }
+
+    #[test]
+    fn wire_formats_parse_from_their_names_and_refuse_others() {
+        assert_eq!("Protobuf".parse(), Ok(WireFormat::Protobuf));
+        assert_eq!(" json".parse(), Ok(WireFormat::Json));
+        assert!("yaml".parse::<WireFormat>().unwrap_err().contains("yaml"));
+    }
+}
