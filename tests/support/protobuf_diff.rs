@@ -1,0 +1,407 @@
+//! The protobuf read-back check: with `CTRLKIT_PROTOBUF_DIFF=1`, a client wrapped by
+//! [`DiffLayer`] reads back every built-in object it writes (create, update, patch, apply of
+//! a kind `ctrlkit_protobuf::has_message` accepts) twice, as protobuf and as JSON, decodes the
+//! first with `ctrlkit_protobuf::from_slice` and the second with serde_json into the same
+//! k8s-openapi type, and panics (failing the case) when the two differ; once per kind it does
+//! the same for a list of the object's namespace.
+//!
+//! # Contract
+//! - What the wrapped client's caller sees is unchanged: the reads go through a separate
+//!   client, after the write's answer and before it is returned, and the answer's body is
+//!   returned byte for byte.
+//! - Two reads that saw different resourceVersions (a controller wrote between them) are
+//!   read again, up to a few times; an object gone meanwhile (404) is skipped, uncounted.
+//! - Checks are counted per kind ([`counts`]); [`finish`] prints them and fails the suite
+//!   when the variable was set and no check ran, so the check cannot silently do nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use ctrlkit_protobuf::DecodeOptions;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use kube_client::Client;
+use kube_client::client::Body;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The variable that turns the check on.
+pub const ENV: &str = "CTRLKIT_PROTOBUF_DIFF";
+
+/// How many times two reads that saw different resourceVersions are repeated.
+const ATTEMPTS: usize = 5;
+
+/// Whether the check is on (`CTRLKIT_PROTOBUF_DIFF=1`).
+pub fn enabled() -> bool {
+    std::env::var(ENV).is_ok_and(|v| v == "1")
+}
+
+/// Checks run so far, per `apiVersion/kind`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Objects read back both ways and found equal.
+    pub objects: u64,
+    /// Lists read both ways and found equal.
+    pub lists: u64,
+}
+
+static COUNTS: Mutex<BTreeMap<String, Counts>> = Mutex::new(BTreeMap::new());
+/// The kinds whose list was compared already (once per kind per process).
+static LISTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// The checks run so far, per `apiVersion/kind`.
+pub fn counts() -> BTreeMap<String, Counts> {
+    COUNTS.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn count(key: &str, f: impl FnOnce(&mut Counts)) {
+    f(COUNTS.lock().unwrap_or_else(PoisonError::into_inner).entry(key.to_owned()).or_default())
+}
+
+/// The suite's end: with the check on, prints the counts per kind and turns `code` into a
+/// failure when no check ran.
+pub fn finish(code: ExitCode) -> ExitCode {
+    if !enabled() {
+        return code;
+    }
+    let counts = counts();
+    println!("{ENV}: protobuf and JSON read-backs compared, per kind (objects, lists):");
+    for (kind, c) in &counts {
+        println!("  {kind}: {} objects, {} lists", c.objects, c.lists);
+    }
+    if counts.values().all(|c| c.objects == 0) {
+        eprintln!("{ENV}=1 but no object was read back: the check did nothing");
+        return ExitCode::FAILURE;
+    }
+    code
+}
+
+/// Wraps `client`: with the check on, a client whose writes of built-in kinds are read back
+/// both ways (through `client` itself, outside the wrapper); off, `client` as it is.
+pub fn diffing(client: Client) -> Client {
+    if !enabled() {
+        return client;
+    }
+    let namespace = client.default_namespace().to_owned();
+    Client::new(DiffLayer { reader: client.clone() }.layer_client(client), namespace)
+}
+
+/// The tower layer: wraps a service of kube-client's requests so that each successful write
+/// of a built-in kind is read back through `reader` (see the module docs).
+#[derive(Clone)]
+pub struct DiffLayer {
+    /// The client the read-backs go through.
+    pub reader: Client,
+}
+
+impl DiffLayer {
+    fn layer_client(self, inner: Client) -> DiffService {
+        DiffService { inner, reader: self.reader }
+    }
+}
+
+/// [`DiffLayer`]'s service, over a [`Client`].
+#[derive(Clone)]
+pub struct DiffService {
+    inner: Client,
+    reader: Client,
+}
+
+impl tower::Service<Request<Body>> for DiffService {
+    type Response = Response<Body>;
+    type Error = kube_client::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, kube_client::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let (inner, reader) = (self.inner.clone(), self.reader.clone());
+        Box::pin(async move {
+            let write = Write::of(&request);
+            let response = inner.send(request).await?;
+            let Some(write) = write.filter(|_| response.status().is_success()) else {
+                return Ok(response);
+            };
+            let (parts, body) = response.into_parts();
+            let bytes =
+                body.collect().await.map_err(|e| kube_client::Error::Service(e.into()))?.to_bytes();
+            write.check(&reader, &bytes).await;
+            Ok(Response::from_parts(parts, Body::from(bytes)))
+        })
+    }
+}
+
+/// A write's target: the path of the object's collection.
+struct Write {
+    /// `/api/v1/namespaces/ns/pods` (or a cluster-scoped collection).
+    collection: String,
+}
+
+impl Write {
+    /// The collection a create, update, patch or apply writes to (the object itself or its
+    /// `status`); `None` for other requests, dry runs and other subresources.
+    fn of(request: &Request<Body>) -> Option<Write> {
+        if ![Method::POST, Method::PUT, Method::PATCH].contains(request.method()) {
+            return None;
+        }
+        if request.uri().query().is_some_and(|q| q.contains("dryRun")) {
+            return None;
+        }
+        let segments: Vec<&str> = request.uri().path().trim_matches('/').split('/').collect();
+        let prefix = match segments.first() {
+            Some(&"api") => 2,
+            Some(&"apis") => 3,
+            _ => return None,
+        };
+        let rest = segments.get(prefix..)?;
+        let scoped = rest.len() >= 3 && rest[0] == "namespaces";
+        let collection_len = if scoped { prefix + 3 } else { prefix + 1 };
+        let tail = segments.get(collection_len..)?;
+        let fits = match request.method() {
+            &Method::POST => tail.is_empty(),
+            _ => tail.len() == 1 || (tail.len() == 2 && tail[1] == "status"),
+        };
+        fits.then(|| Write { collection: format!("/{}", segments[..collection_len].join("/")) })
+    }
+
+    /// Reads the object the write answered `body` for back both ways and compares.
+    async fn check(&self, reader: &Client, body: &[u8]) {
+        let Ok(object) = serde_json::from_slice::<Value>(body) else { return };
+        let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        let (Some(api_version), Some(kind)) =
+            (field(&object, "apiVersion"), field(&object, "kind"))
+        else {
+            return;
+        };
+        let Some(name) = object.get("metadata").and_then(|m| field(m, "name")) else { return };
+        if kind == "Status" || !ctrlkit_protobuf::has_message(&api_version, &kind) {
+            return;
+        }
+        let key = format!("{api_version}/{kind}");
+        let Some(compare) = comparer(&api_version, &kind) else {
+            panic!("{ENV}: {key} has a protobuf message but no k8s-openapi type in KINDS");
+        };
+        let path = format!("{}/{name}", self.collection);
+        if read_back(reader, &path, &key, compare.object).await {
+            count(&key, |c| c.objects += 1);
+        } else {
+            return;
+        }
+        let first = LISTED.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone());
+        if first && read_back(reader, &self.collection, &key, compare.list).await {
+            count(&key, |c| c.lists += 1);
+        }
+    }
+}
+
+/// A comparison of a protobuf body with a JSON one: `Ok(true)` equal, `Ok(false)` they saw
+/// different resourceVersions, `Err` what differs.
+type Compare = fn(&[u8], &[u8]) -> Result<bool, String>;
+
+/// How to compare an object and a list of one kind.
+struct Comparer {
+    object: Compare,
+    list: Compare,
+}
+
+/// GETs `path` as protobuf and as JSON and compares them with `compare`, again while they saw
+/// different versions; `false` when the object is gone. Panics on a difference.
+async fn read_back(reader: &Client, path: &str, key: &str, compare: Compare) -> bool {
+    for _ in 0..ATTEMPTS {
+        let Some(proto) = get(reader, path, ctrlkit_protobuf::MEDIA_TYPE, key).await else {
+            return false;
+        };
+        let Some(json) = get(reader, path, "application/json", key).await else { return false };
+        match compare(&proto, &json) {
+            Ok(true) => return true,
+            Ok(false) => continue,
+            Err(difference) => {
+                panic!("{ENV}: {key} at {path} differs read as protobuf and as JSON: {difference}")
+            }
+        }
+    }
+    panic!("{ENV}: {key} at {path}: the two reads saw different versions {ATTEMPTS} times")
+}
+
+/// The body of a GET of `path` in `accept`; `None` when it is gone (404).
+async fn get(reader: &Client, path: &str, accept: &str, key: &str) -> Option<Vec<u8>> {
+    let request = Request::get(path)
+        .header(header::ACCEPT, accept)
+        .body(Body::empty())
+        .expect("a valid request");
+    let response = reader
+        .send(request)
+        .await
+        .unwrap_or_else(|e| panic!("{ENV}: reading {key} at {path} as {accept}: {e}"));
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND {
+        return None;
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = response.into_body().collect().await;
+    let body =
+        body.unwrap_or_else(|e| panic!("{ENV}: reading {key} at {path}: {e}")).to_bytes().to_vec();
+    assert!(status.is_success(), "{ENV}: {key} at {path} as {accept}: {status}: {body:?}");
+    assert!(
+        content_type.starts_with(accept),
+        "{ENV}: {key} at {path}: asked for {accept}, answered {content_type}"
+    );
+    Some(body)
+}
+
+/// Compares one object read both ways.
+fn compare_object<T>(proto: &[u8], json: &[u8]) -> Result<bool, String>
+where
+    T: DeserializeOwned + PartialEq + serde::Serialize,
+    T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+{
+    let from_proto: T = ctrlkit_protobuf::from_slice(proto, &options())
+        .map_err(|e| format!("the protobuf body does not decode: {e}"))?;
+    let from_json: T =
+        serde_json::from_slice(json).map_err(|e| format!("the JSON body does not decode: {e}"))?;
+    let version = |t: &T| t.metadata().resource_version.clone();
+    if version(&from_proto) != version(&from_json) {
+        return Ok(false);
+    }
+    equal(&from_proto, &from_json)
+}
+
+/// Compares one list read both ways: its resourceVersion and its items.
+fn compare_list<T>(proto: &[u8], json: &[u8]) -> Result<bool, String>
+where
+    T: DeserializeOwned + PartialEq + serde::Serialize + k8s_openapi::Resource,
+{
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+    let list = ctrlkit_protobuf::list(proto).map_err(|e| format!("the protobuf list: {e}"))?;
+    let proto_meta: ListMeta =
+        list.metadata(&options()).map_err(|e| format!("the protobuf list's metadata: {e}"))?;
+    let proto_items = list
+        .items
+        .iter()
+        .map(|item| item.decode::<T>(&options()))
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(|e| format!("a protobuf list item does not decode: {e}"))?;
+    let mut json: Value =
+        serde_json::from_slice(json).map_err(|e| format!("the JSON list does not parse: {e}"))?;
+    let json_meta: ListMeta = serde_json::from_value(json["metadata"].take())
+        .map_err(|e| format!("the JSON list's metadata: {e}"))?;
+    if proto_meta.resource_version != json_meta.resource_version {
+        return Ok(false);
+    }
+    let items = match json["items"].take() {
+        Value::Array(items) => items,
+        Value::Null => Vec::new(),
+        other => return Err(format!("the JSON list's items are not an array: {other}")),
+    };
+    // A list's items carry no apiVersion and kind in JSON; k8s-openapi's types want them.
+    let json_items = items
+        .into_iter()
+        .map(|mut item| {
+            item["apiVersion"] = T::API_VERSION.into();
+            item["kind"] = T::KIND.into();
+            serde_json::from_value::<T>(item)
+        })
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(|e| format!("a JSON list item does not decode: {e}"))?;
+    equal(&proto_items, &json_items)
+}
+
+/// The decode options of the check: the production defaults.
+fn options() -> DecodeOptions {
+    DecodeOptions::default()
+}
+
+/// `Ok(true)` when equal, else the JSON paths at which they differ, protobuf's value first.
+fn equal<T: PartialEq + serde::Serialize>(proto: &T, json: &T) -> Result<bool, String> {
+    if proto == json {
+        return Ok(true);
+    }
+    let (p, j) = (serde_json::to_value(proto), serde_json::to_value(json));
+    let (p, j) = (p.map_err(|e| e.to_string())?, j.map_err(|e| e.to_string())?);
+    let mut found = Vec::new();
+    differences("", &p, &j, &mut found);
+    Err(found.join("; "))
+}
+
+/// The paths at which `p` and `j` differ, with both values.
+fn differences(at: &str, p: &Value, j: &Value, found: &mut Vec<String>) {
+    match (p, j) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let null = Value::Null;
+                let (x, y) = (a.get(k).unwrap_or(&null), b.get(k).unwrap_or(&null));
+                differences(&format!("{at}.{k}"), x, y, found);
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(&format!("{at}[{i}]"), x, y, found);
+            }
+        }
+        _ if p != j => found.push(format!("{at}: protobuf {p} vs JSON {j}")),
+        _ => {}
+    }
+}
+
+/// The k8s-openapi type of every kind `ctrlkit_protobuf::has_message` accepts that k8s-openapi
+/// 0.29 has, by `apiVersion` and `kind`.
+macro_rules! kinds {
+    ($($api_version:literal $kind:literal => $ty:ty,)*) => {
+        fn comparer(api_version: &str, kind: &str) -> Option<Comparer> {
+            match (api_version, kind) {
+                $(($api_version, $kind) => Some(Comparer {
+                    object: compare_object::<$ty>,
+                    list: compare_list::<$ty>,
+                }),)*
+                _ => None,
+            }
+        }
+
+        /// Every `(apiVersion, kind)` the check has a type for.
+        pub const KINDS: &[(&str, &str)] = &[$(($api_version, $kind),)*];
+    };
+}
+
+kinds! {
+    "v1" "ComponentStatus" => k8s_openapi::api::core::v1::ComponentStatus,
+    "v1" "ConfigMap" => k8s_openapi::api::core::v1::ConfigMap,
+    "v1" "Endpoints" => k8s_openapi::api::core::v1::Endpoints,
+    "v1" "Event" => k8s_openapi::api::core::v1::Event,
+    "v1" "LimitRange" => k8s_openapi::api::core::v1::LimitRange,
+    "v1" "Namespace" => k8s_openapi::api::core::v1::Namespace,
+    "v1" "Node" => k8s_openapi::api::core::v1::Node,
+    "v1" "PersistentVolume" => k8s_openapi::api::core::v1::PersistentVolume,
+    "v1" "PersistentVolumeClaim" => k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    "v1" "Pod" => k8s_openapi::api::core::v1::Pod,
+    "v1" "PodTemplate" => k8s_openapi::api::core::v1::PodTemplate,
+    "v1" "ReplicationController" => k8s_openapi::api::core::v1::ReplicationController,
+    "v1" "ResourceQuota" => k8s_openapi::api::core::v1::ResourceQuota,
+    "v1" "Secret" => k8s_openapi::api::core::v1::Secret,
+    "v1" "Service" => k8s_openapi::api::core::v1::Service,
+    "v1" "ServiceAccount" => k8s_openapi::api::core::v1::ServiceAccount,
+    "apps/v1" "ControllerRevision" => k8s_openapi::api::apps::v1::ControllerRevision,
+    "apps/v1" "DaemonSet" => k8s_openapi::api::apps::v1::DaemonSet,
+    "apps/v1" "Deployment" => k8s_openapi::api::apps::v1::Deployment,
+    "apps/v1" "ReplicaSet" => k8s_openapi::api::apps::v1::ReplicaSet,
+    "apps/v1" "StatefulSet" => k8s_openapi::api::apps::v1::StatefulSet,
+    "batch/v1" "CronJob" => k8s_openapi::api::batch::v1::CronJob,
+    "batch/v1" "Job" => k8s_openapi::api::batch::v1::Job,
+    "coordination.k8s.io/v1" "Lease" => k8s_openapi::api::coordination::v1::Lease,
+    "events.k8s.io/v1" "Event" => k8s_openapi::api::events::v1::Event,
+    "autoscaling/v1" "HorizontalPodAutoscaler" =>
+        k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler,
+    "apiextensions.k8s.io/v1" "CustomResourceDefinition" =>
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+}
