@@ -55,7 +55,7 @@ pub mod watch;
 mod wire;
 
 pub use body::{Envelope, List, ObjectName, envelope, list};
-pub use decode::{DecodeOptions, from_slice};
+pub use decode::{DecodeOptions, from_slice, json_depth};
 pub use error::Error;
 
 /// The media type of Kubernetes' protobuf encoding.

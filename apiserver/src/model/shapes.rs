@@ -57,7 +57,7 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Malform
         Err(e) if !e.to_string().starts_with("recursion limit exceeded") => {
             Err(Malformed::Syntax(e))
         }
-        Err(_) if depth_of_text(bytes) > MAX_DEPTH => Err(Malformed::TooDeep),
+        Err(_) if ctrlkit_protobuf::json_depth(bytes) > MAX_DEPTH => Err(Malformed::TooDeep),
         Err(_) => {
             let mut decoder = serde_json::Deserializer::from_slice(bytes);
             decoder.disable_recursion_limit();
@@ -66,27 +66,6 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Malform
             Ok(value)
         }
     }
-}
-
-/// The deepest nesting of objects and arrays in JSON `text` (strings skipped), without
-/// recursion.
-fn depth_of_text(text: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &byte in text {
-        match (in_string, byte) {
-            (true, _) if escaped => escaped = false,
-            (true, b'\\') => escaped = true,
-            (true, b'"') | (false, b'"') => in_string = !in_string,
-            (true, _) => {}
-            (false, b'{' | b'[') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, b'}' | b']') => depth = depth.saturating_sub(1),
-            (false, _) => {}
-        }
-    }
-    deepest
 }
 
 /// The deepest nesting of objects and arrays in `value`, without recursion.
@@ -193,7 +172,7 @@ mod tests {
         assert!(matches!(too_deep, Err(Malformed::TooDeep)));
         assert!(matches!(from_slice::<Value>(b"{\"a\":"), Err(Malformed::Syntax(_))));
         // Brackets inside strings do not count.
-        assert_eq!(depth_of_text(br#"{"a":"[[[\"{{"}"#), 1);
+        assert_eq!(ctrlkit_protobuf::json_depth(br#"{"a":"[[[\"{{"}"#), 1);
     }
 
     #[test]

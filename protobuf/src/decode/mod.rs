@@ -54,6 +54,7 @@ mod special;
 mod table;
 
 pub use options::DecodeOptions;
+pub use special::json_depth;
 
 #[cfg(test)]
 mod tests;

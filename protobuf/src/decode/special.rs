@@ -201,8 +201,10 @@ pub(crate) fn special_is_zero(
     })
 }
 
-/// The deepest nesting of arrays and objects in JSON `text` (strings skipped).
-fn json_depth(text: &[u8]) -> usize {
+/// The deepest nesting of arrays and objects in JSON `text` (strings skipped), without
+/// recursion: how [`DecodeOptions::max_depth`](crate::DecodeOptions::max_depth) counts
+/// embedded JSON, and how a JSON reader can count its objects the same way.
+pub fn json_depth(text: &[u8]) -> usize {
     let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
     for &byte in text {
         if in_string {

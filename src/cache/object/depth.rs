@@ -36,30 +36,10 @@ pub(crate) fn is_too_deep(err: &serde_json::Error) -> bool {
     err.to_string().starts_with("recursion limit exceeded")
 }
 
-/// The deepest nesting of arrays and objects in JSON `text` (strings skipped).
+/// The deepest nesting of arrays and objects in JSON `text` (strings skipped), counted as
+/// the protobuf decoder counts embedded JSON.
 pub(crate) fn depth(text: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
+    ctrlkit_protobuf::json_depth(text)
 }
 
 /// Decodes `text` whatever its depth, the stack grown as the decoder recurses.
