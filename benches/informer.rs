@@ -671,19 +671,16 @@ async fn floor_protobuf(
             response.status()
         );
         let mut body = response.into_body().into_data_stream();
-        let mut pending = Vec::new();
+        let mut frames = ctrlkit_protobuf::watch::FrameReader::new(usize::MAX);
         'frames: loop {
             let chunk = body.next().await.expect("the stream ended before its bookmark").unwrap();
-            pending.extend_from_slice(&chunk);
-            let mut read = 0;
-            while let Some(frame) = next_frame(&pending[read..]) {
-                read += 4 + frame.len();
+            frames.extend(&chunk);
+            while let Some(frame) = frames.next_frame().unwrap() {
                 each(frame);
                 if initial_events_end(frame) {
                     break 'frames;
                 }
             }
-            pending.drain(..read);
         }
         let sync = start.elapsed();
         let settled = cpu_and_settled().await;
@@ -692,12 +689,6 @@ async fn floor_protobuf(
     })
     .await
     .unwrap()
-}
-
-/// The first frame of `bytes` if it is whole: a 4-byte big-endian length, then that many bytes.
-fn next_frame(bytes: &[u8]) -> Option<&[u8]> {
-    let length = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
-    bytes.get(4..4 + usize::try_from(length).ok()?)
 }
 
 /// Whether a frame is the initial-events-end bookmark. The event's type is read from the
