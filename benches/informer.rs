@@ -32,6 +32,11 @@
 //!   its JSON, decoded on every read, so each reconcile's read of its pod is a decode);
 //! - ctrlkit-informer: the shape a user writes first, an `Informer` with its defaults run until
 //!   synced: no handler, no queue, no controller;
+//! - ctrlkit-json, ctrlkit-protobuf, ctrlkit-informer-json and ctrlkit-informer-protobuf: the
+//!   ctrlkit and ctrlkit-informer shapes with their wire format set in code
+//!   (`wire_format(WireFormat::Json | WireFormat::Protobuf)`); the other ctrlkit shapes read
+//!   the default ([`WireFormat::default`], JSON unless `CTRLKIT_WIRE_FORMAT` says otherwise)
+//!   and their rows say which it was;
 //! - kube-runtime-reflector: the same shape in kube-runtime, a `reflector` filling a store from
 //!   a `watcher` with its defaults;
 //! - floor-read and floor-decode (JSON): the floor under every client, the streaming list's
@@ -60,7 +65,9 @@
 //! (none in the informer-only shapes), its CPU time (user + system) at that point, its peak
 //! RSS, and its settled RSS (3 s after every pod was reconciled, or after the sync in the
 //! informer-only shapes, the informer still running). Medians are printed at the end, then
-//! the targets for ctrlkit's default against the best client-go row of each shape.
+//! the targets for ctrlkit against the best client-go row of each shape (the server's CPU
+//! against the spread of that row's runs), then whether protobuf may be ctrlkit's default
+//! (`ctrlkit-protobuf` and `ctrlkit-informer-protobuf` no worse than their `-json` twins).
 //!
 //! The server's CPU: with `CTRLKIT_BENCH_APISERVER_PID` naming a real kube-apiserver's process
 //! (`scripts/bench-informer.sh` passes it), the parent reads that process's user + system time
@@ -80,6 +87,7 @@
 //! (docs/benchmarks/informer.md, "Protobuf floors"), which would otherwise fall on whichever
 //! peer the order puts after a switch.
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
@@ -89,7 +97,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ctrlkit::cache::{
-    Indexer, Informer, InformerObject, ListWatch, ObjectKey, wait_for_cache_sync,
+    Indexer, Informer, InformerObject, ListWatch, ObjectKey, WireFormat, wait_for_cache_sync,
 };
 use ctrlkit::controller::{Action, Controller, Reconciler, enqueue_handler};
 use ctrlkit::workqueue::WorkQueue;
@@ -105,14 +113,18 @@ use tokio::sync::Notify;
 mod support;
 use support::{create_pods, create_pods_with, runtime, status_kib};
 
-const PEERS: [&str; 13] = [
+const PEERS: [&str; 17] = [
     "ctrlkit",
+    "ctrlkit-json",
+    "ctrlkit-protobuf",
     "ctrlkit-decoded",
     "kube-runtime",
     "ctrlkit-paginated",
     "ctrlkit-metadata",
     "ctrlkit-compact",
     "ctrlkit-informer",
+    "ctrlkit-informer-json",
+    "ctrlkit-informer-protobuf",
     "kube-runtime-reflector",
     "floor-read",
     "floor-decode",
@@ -129,31 +141,46 @@ const CLIENT_GO: [(&str, &str); 5] = [
     ("client-go-informer", "informer"),
 ];
 
-/// The wire format a client-go peer or a floor reads, for its row's label: the generated
-/// clients' default is protobuf for built-in kinds, a plain `RESTClient`'s is JSON.
-fn wire(peer: &str) -> Option<&'static str> {
+/// The wire format a peer reads, for its row's label: client-go's generated clients' default
+/// is protobuf for built-in kinds, a plain `RESTClient`'s is JSON; ctrlkit's shapes read their
+/// default ([`WireFormat::default`], which `CTRLKIT_WIRE_FORMAT` sets) unless their name says
+/// `-json` or `-protobuf`; kube-runtime reads JSON.
+fn wire(peer: &str) -> &'static str {
     match peer {
-        "floor-read" | "floor-decode" => Some("JSON"),
-        "floor-read-protobuf" | "floor-decode-prost" | "floor-decode-transcoder" => {
-            Some("protobuf")
+        "floor-read" | "floor-decode" | "kube-runtime" | "kube-runtime-reflector" => "JSON",
+        "floor-read-protobuf" | "floor-decode-prost" | "floor-decode-transcoder" => "protobuf",
+        "client-go" | "client-go-informer" => "protobuf, its default",
+        "client-go-protobuf" | "ctrlkit-protobuf" | "ctrlkit-informer-protobuf" => {
+            "protobuf, set by hand"
         }
-        "client-go" | "client-go-informer" => Some("protobuf, its default"),
-        "client-go-protobuf" => Some("protobuf, set by hand"),
-        "client-go-json" => Some("JSON, set by hand"),
-        "client-go-example-wiring" => Some("JSON, a plain RESTClient"),
-        _ => None,
+        "client-go-json" | "ctrlkit-json" | "ctrlkit-informer-json" => "JSON, set by hand",
+        "client-go-example-wiring" => "JSON, a plain RESTClient",
+        _ => match WireFormat::default() {
+            WireFormat::Json => "JSON, its default",
+            WireFormat::Protobuf => "protobuf, its default",
+        },
     }
 }
 
-/// Whether `peer` reads protobuf (its row's wire label says so; ctrlkit and kube-runtime read
-/// JSON).
+/// The wire format a ctrlkit peer sets in code, if its name says one.
+fn format_of(peer: &str) -> Option<WireFormat> {
+    if peer.ends_with("-protobuf") {
+        Some(WireFormat::Protobuf)
+    } else if peer.ends_with("-json") {
+        Some(WireFormat::Json)
+    } else {
+        None
+    }
+}
+
+/// Whether `peer` reads protobuf.
 fn reads_protobuf(peer: &str) -> bool {
-    wire(peer).is_some_and(|wire| wire.starts_with("protobuf"))
+    wire(peer).starts_with("protobuf")
 }
 
 /// Whether `peer` is an informer-only shape (nothing reconciled).
 fn informer_only(peer: &str) -> bool {
-    peer.ends_with("-informer") || peer.ends_with("-reflector") || peer.starts_with("floor-")
+    peer.contains("-informer") || peer.ends_with("-reflector") || peer.starts_with("floor-")
 }
 
 /// Measurements of each peer (`CTRLKIT_BENCH_RUNS`, default 5), alternating.
@@ -275,6 +302,7 @@ fn parent(sizes: &[usize]) {
     let mut results = Vec::new();
     let mut targets = Vec::new();
     let mut idle = Vec::new();
+    let mut decisions = Vec::new();
     for &n in sizes {
         // The embedded server (its pods in `default`, listed across namespaces), or the real
         // one (a namespace per size, listed alone).
@@ -352,7 +380,7 @@ fn parent(sizes: &[usize]) {
                 samples.push((peer, s));
             }
         }
-        let mut medians = std::collections::HashMap::new();
+        let mut medians = HashMap::new();
         for &peer in &peers {
             let mut of: Vec<Sample> =
                 samples.iter().filter(|(p, _)| *p == peer).map(|(_, s)| *s).collect();
@@ -373,13 +401,14 @@ fn parent(sizes: &[usize]) {
             medians.insert(peer, median);
             let Sample { sync_s, all_s, peak_mib, settled_mib, cpu_s, server_cpu_s } = median;
             let all = if informer_only(peer) { "—".to_string() } else { format!("{all_s:.2} s") };
-            let label = wire(peer).map_or(peer.to_string(), |wire| format!("{peer} ({wire})"));
+            let label = format!("{peer} ({})", wire(peer));
             let server_cpu = server_cpu(server_cpu_s, real.is_some());
             results.push(format!(
                 "| {n} | {label} | {sync_s:.2} s | {cpu_s:.2} s | {server_cpu} | {peak_mib:.0} MiB | {settled_mib:.0} MiB | {all} |"
             ));
         }
-        targets.extend(verdicts(n, &medians));
+        targets.extend(verdicts(n, &samples, &medians));
+        decisions.extend(default_decision(n, &medians));
     }
     println!(
         "| pods | peer | sync | client CPU | server CPU | peak RSS | settled RSS | all reconciled once |"
@@ -393,8 +422,12 @@ fn parent(sizes: &[usize]) {
         idle,
     );
     list(
-        "targets (ctrlkit's default against the best of client-go's rows of its shape: sync at most 0.7x, client CPU at most 0.5x, peak RSS at most 0.5x):",
+        "targets (ctrlkit against the best of client-go's rows of its shape: sync at most 1.0x, client CPU at most 0.6x, peak RSS at most 0.5x, the server's CPU within the spread of client-go's runs):",
         targets,
+    );
+    list(
+        "protobuf as the default (ctrlkit set to protobuf against ctrlkit set to JSON: median sync and client CPU no worse, at every size):",
+        decisions,
     );
 }
 
@@ -453,21 +486,29 @@ fn server_cpu(seconds: Option<f64>, real: bool) -> String {
     }
 }
 
-/// A figure of a sample: its name, how to read it, and its target (a ratio to client-go's).
+/// A figure of a sample: its name, how to read it, and its target (a ratio to a peer's).
 type Figure = (&'static str, fn(&Sample) -> f64, f64);
 
-/// The targets for one size, shape by shape: ctrlkit's default against the best
-/// client-go row of the same shape, figure by figure.
-fn verdicts(n: usize, medians: &std::collections::HashMap<&str, Sample>) -> Vec<String> {
+/// The targets for one size, shape by shape: ctrlkit (its default, and set to each format)
+/// against the best client-go row of the same shape, figure by figure (sync at most 1.0x, client CPU at most
+/// 0.6x, peak RSS at most 0.5x), and the server's CPU during ctrlkit's runs (its median)
+/// within the spread of its CPU during that client-go row's runs (at most their highest).
+/// Then JSON on both sides, set by hand.
+fn verdicts(n: usize, samples: &[(&str, Sample)], medians: &HashMap<&str, Sample>) -> Vec<String> {
+    let controllers = &["client-go", "client-go-example-wiring", "client-go-protobuf"][..];
     let shapes = [
-        ("ctrlkit", &["client-go", "client-go-example-wiring", "client-go-protobuf"][..]),
+        ("ctrlkit", controllers),
+        ("ctrlkit-json", controllers),
+        ("ctrlkit-protobuf", controllers),
         ("ctrlkit-informer", &["client-go-informer"][..]),
+        ("ctrlkit-informer-json", &["client-go-informer"][..]),
+        ("ctrlkit-informer-protobuf", &["client-go-informer"][..]),
         // The same wire format on both sides.
-        ("ctrlkit", &["client-go-json"][..]),
+        ("ctrlkit-json", &["client-go-json"][..]),
     ];
     let figures: [Figure; 3] = [
-        ("sync", |s| s.sync_s, 0.7),
-        ("client CPU", |s| s.cpu_s, 0.5),
+        ("sync", |s| s.sync_s, 1.0),
+        ("client CPU", |s| s.cpu_s, 0.6),
         ("peak RSS", |s| s.peak_mib, 0.5),
     ];
     let mut lines = Vec::new();
@@ -482,8 +523,52 @@ fn verdicts(n: usize, medians: &std::collections::HashMap<&str, Sample>) -> Vec<
             let ratio = of(us) / best;
             let verdict = if ratio <= target { "met" } else { "missed" };
             lines.push(format!(
-                "{n} pods, {ours}, {figure}: {:.2} against {peer} {best:.2} ({ratio:.2}x, target {target}x): {verdict}",
+                "{n} pods, {ours} ({}), {figure}: {:.2} against {peer} {best:.2} ({ratio:.2}x, target {target}x): {verdict}",
+                wire(ours),
                 of(us)
+            ));
+        }
+        // The server's CPU against the spread of the client-go row whose median is lowest.
+        let Some(server) = us.server_cpu_s else { continue };
+        let best = theirs
+            .iter()
+            .filter_map(|peer| medians.get(peer).and_then(|s| s.server_cpu_s).map(|m| (*peer, m)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((peer, _)) = best else { continue };
+        let spread: Vec<f64> = samples
+            .iter()
+            .filter(|(p, _)| *p == peer)
+            .filter_map(|(_, s)| s.server_cpu_s)
+            .collect();
+        let low = spread.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = spread.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let verdict = if server <= high { "met" } else { "missed" };
+        lines.push(format!(
+            "{n} pods, {ours} ({}), server CPU: {server:.2} against {peer}'s runs {low:.2} to {high:.2} (target: within that spread): {verdict}",
+            wire(ours)
+        ));
+    }
+    lines
+}
+
+/// Whether protobuf may be the default at one size: ctrlkit's shapes set to protobuf against
+/// the same set to JSON, median sync and client CPU no worse.
+fn default_decision(n: usize, medians: &HashMap<&str, Sample>) -> Vec<String> {
+    let pairs = [
+        ("ctrlkit-protobuf", "ctrlkit-json"),
+        ("ctrlkit-informer-protobuf", "ctrlkit-informer-json"),
+    ];
+    let figures: [Figure; 2] = [("sync", |s| s.sync_s, 1.0), ("client CPU", |s| s.cpu_s, 1.0)];
+    let mut lines = Vec::new();
+    for (protobuf, json) in pairs {
+        let (Some(p), Some(j)) = (medians.get(protobuf), medians.get(json)) else { continue };
+        for (figure, of, at_most) in figures {
+            let verdict = if of(p) <= at_most * of(j) { "no worse" } else { "worse" };
+            lines.push(format!(
+                "{n} pods, {protobuf} against {json}, {figure}: {:.2} against {:.2} ({:.2}x): {verdict}",
+                of(p),
+                of(j),
+                of(p) / of(j)
             ));
         }
     }
@@ -527,12 +612,14 @@ async fn cpu_and_settled() -> (f64, f64) {
     (cpu, status_kib("VmRSS:") as f64 / 1024.0)
 }
 
-/// ctrlkit's informer, queue and controller with one worker over `api`; returns the time to
+/// ctrlkit's informer (in `format`, else its default), queue and controller with one worker
+/// over `api`; returns the time to
 /// sync, the time until every object was reconciled once, and the settled RSS.
 async fn ctrlkit<K: InformerObject>(
     api: Api<K>,
     indexer: Indexer<K>,
     streaming: bool,
+    format: Option<WireFormat>,
     counter: Arc<Counter>,
     start: Instant,
 ) -> (Duration, Duration, (f64, f64))
@@ -540,8 +627,12 @@ where
     K::DynamicType: Default,
 {
     let queue: WorkQueue<ObjectKey> = WorkQueue::new();
-    let informer =
-        Informer::builder(ListWatch::new(api)).indexer(indexer).streaming_list(streaming).build();
+    let mut informer =
+        Informer::builder(ListWatch::new(api)).indexer(indexer).streaming_list(streaming);
+    if let Some(format) = format {
+        informer = informer.wire_format(format);
+    }
+    let informer = informer.build();
     informer.add_event_handler(enqueue_handler(queue.clone()));
     let controller = Controller::new(queue, informer.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -574,10 +665,17 @@ async fn until_holds(store: &kube_runtime::reflector::Store<Pod>, n: usize) {
     }
 }
 
-/// ctrlkit's informer alone, with its defaults, until synced: the time to sync (twice: there
-/// is nothing to reconcile) and the settled RSS.
-async fn ctrlkit_informer(api: Api<Pod>, start: Instant) -> (Duration, Duration, (f64, f64)) {
-    let informer = Informer::new(ListWatch::new(api));
+/// ctrlkit's informer alone, with its defaults (but `format`, if set), until synced: the time
+/// to sync (twice: there is nothing to reconcile) and the settled RSS.
+async fn ctrlkit_informer(
+    api: Api<Pod>,
+    format: Option<WireFormat>,
+    start: Instant,
+) -> (Duration, Duration, (f64, f64)) {
+    let informer = match format {
+        None => Informer::new(ListWatch::new(api)),
+        Some(format) => Informer::builder(ListWatch::new(api)).wire_format(format).build(),
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn({
         let informer = informer.clone();
@@ -739,11 +837,15 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
         let counter = Arc::new(Counter { seen: AtomicUsize::new(0), want: n, done: Notify::new() });
         let start = Instant::now();
         match peer {
-            "ctrlkit" => ctrlkit(api, Indexer::new(), true, counter, start).await,
-            "ctrlkit-paginated" => ctrlkit(api, Indexer::new(), false, counter, start).await,
-            "ctrlkit-decoded" => ctrlkit(api, Indexer::decoded(), true, counter, start).await,
-            "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), true, counter, start).await,
-            "ctrlkit-informer" => ctrlkit_informer(api, start).await,
+            "ctrlkit" | "ctrlkit-json" | "ctrlkit-protobuf" => {
+                ctrlkit(api, Indexer::new(), true, format_of(peer), counter, start).await
+            }
+            "ctrlkit-paginated" => ctrlkit(api, Indexer::new(), false, None, counter, start).await,
+            "ctrlkit-decoded" => ctrlkit(api, Indexer::decoded(), true, None, counter, start).await,
+            "ctrlkit-compact" => ctrlkit(api, Indexer::compact(), true, None, counter, start).await,
+            "ctrlkit-informer" | "ctrlkit-informer-json" | "ctrlkit-informer-protobuf" => {
+                ctrlkit_informer(api, format_of(peer), start).await
+            }
             "floor-read" => floor(api, false, start).await,
             "floor-decode" => floor(api, true, start).await,
             "floor-read-protobuf" => floor_protobuf(api, |_| {}, start).await,
@@ -766,7 +868,7 @@ fn child(peer: &str, target: &str, n: usize, ns: &str) {
                 let client = api.into_client();
                 let api: Api<PartialObjectMeta<Pod>> =
                     if ns.is_empty() { Api::all(client) } else { Api::namespaced(client, ns) };
-                ctrlkit(api, Indexer::new(), true, counter, start).await
+                ctrlkit(api, Indexer::new(), true, None, counter, start).await
             }
             _ => {
                 use kube_runtime::controller::{Action as KAction, Controller as KController};
