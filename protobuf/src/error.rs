@@ -40,6 +40,18 @@ pub enum Error {
         /// The limit it passed.
         max_depth: usize,
     },
+    /// A field number the vendored message lacks, met with
+    /// `DecodeOptions::deny_unknown_fields` on: the server is likely newer than the vendored
+    /// protos, and its JSON would carry the field.
+    #[error(
+        "{message} has no field number {number} in the vendored protos (a newer server's field?)"
+    )]
+    UnknownField {
+        /// The message's full name (`k8s.io.api.core.v1.PodSpec`).
+        message: String,
+        /// The field's number on the wire.
+        number: u32,
+    },
     /// A value that does not fit the type being decoded into (the type's own message).
     #[error("{0}")]
     Deserialize(String),

@@ -31,7 +31,9 @@
 //!
 //! # Versions
 //! The messages are those of Kubernetes v1.36.2: a field a newer server adds is dropped when
-//! its objects are read in protobuf (JSON keeps it), and the kinds are those the vendored
+//! its objects are read in protobuf (JSON keeps it), unless
+//! [`DecodeOptions::deny_unknown_fields`] makes it an [`Error::UnknownField`] (so a caller
+//! can read that object in JSON instead); and the kinds are those the vendored
 //! packages hold (core, apps, batch, coordination, events, autoscaling v1, apiextensions v1,
 //! meta v1); [`has_message`] says which.
 //!

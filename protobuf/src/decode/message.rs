@@ -58,6 +58,10 @@ pub(crate) fn message_de<'de, 'o>(
 
 impl<'de, 'o> MessageDe<'de, 'o> {
     fn special(&self, form: schema::Special) -> Result<SpecialDe<'de, 'o>, Error> {
+        if self.options.deny_unknown_fields {
+            // Resolved from a few fields by number, so the others are checked apart.
+            all_known(self.table, self.bytes)?;
+        }
         let resolved = special::resolve(form, self.table, self.bytes)?;
         Ok(SpecialDe { resolved, depth: self.depth, options: self.options })
     }
@@ -156,6 +160,22 @@ fn runs(table: &Table, bytes: &[u8]) -> Result<u64, Error> {
     Ok(multi)
 }
 
+/// [`Error::UnknownField`] for the first field of `bytes` that `table` lacks.
+fn all_known(table: &Table, bytes: &[u8]) -> Result<(), Error> {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let (number, _) = wire::field(bytes, &mut pos).map_err(|e| malformed(table, e))?;
+        if table.field(number).is_none() {
+            return Err(unknown_field(table, number));
+        }
+    }
+    Ok(())
+}
+
+fn unknown_field(table: &Table, number: u32) -> Error {
+    Error::UnknownField { message: table.full_name.clone(), number }
+}
+
 fn malformed(table: &Table, why: impl std::fmt::Display) -> Error {
     Error::malformed(table.full_name.clone(), why)
 }
@@ -216,6 +236,9 @@ impl<'de> de::MapAccess<'de> for MessageMap<'de, '_> {
             let (number, payload) =
                 wire::field(frame.bytes, &mut frame.pos).map_err(|e| malformed(frame.table, e))?;
             let Some(field) = frame.table.field(number) else {
+                if self.options.deny_unknown_fields {
+                    return Err(unknown_field(frame.table, number));
+                }
                 continue; // a field of a newer server: dropped, as the transcoder drops it
             };
             let bit = if number < 64 { 1u64 << number } else { 0 };

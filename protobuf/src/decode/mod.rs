@@ -20,7 +20,11 @@
 //!   (Go's marshaller writes them together, the fast case; interleaved occurrences are
 //!   collected). A singular field written twice is yielded twice: the type keeps the last, as
 //!   protobuf reads a scalar (a message written twice is not merged, as protobuf would; Go
-//!   never writes one twice). Fields the vendored messages lack (a newer server's) are skipped.
+//!   never writes one twice).
+//! - Fields the vendored messages lack (a newer server's) are skipped, or, with
+//!   [`DecodeOptions::deny_unknown_fields`], an [`Error::UnknownField`] naming the message
+//!   and the number, in every message the type reads (list items, embedded objects, inline
+//!   and special messages included).
 //! - Depth ([`DecodeOptions::max_depth`]) counts as the object's JSON nests: each object and
 //!   array, embedded JSON included. Beyond it, [`Error::TooDeep`]; within it, the stack grows
 //!   as needed, so no depth overflows it.

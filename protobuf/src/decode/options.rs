@@ -14,16 +14,23 @@ pub struct DecodeOptions {
     /// Skip `metadata.managedFields` on the wire, as a client that drops them from its cache
     /// would cut them from JSON text. Off by default.
     pub skip_managed_fields: bool,
+    /// Fail with [`Error::UnknownField`] on a field the vendored messages lack (a server newer
+    /// than the vendored protos sends it; JSON would keep it) rather than skip it. Every
+    /// message the type reads is checked, at any depth (lists' items, watch events' objects,
+    /// inline and special messages); a value the type itself skips (serde's `IgnoredAny`,
+    /// which JSON also drops) is not read, so not checked. Off by default: such fields are
+    /// skipped, as protobuf readers skip them.
+    pub deny_unknown_fields: bool,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { max_depth: 512, skip_managed_fields: false }
+        DecodeOptions { max_depth: 512, skip_managed_fields: false, deny_unknown_fields: false }
     }
 }
 
 impl DecodeOptions {
-    /// The defaults: a depth of 512, managed fields kept.
+    /// The defaults: a depth of 512, managed fields kept, unknown fields skipped.
     pub fn new() -> Self {
         Self::default()
     }
@@ -39,6 +46,13 @@ impl DecodeOptions {
     #[must_use]
     pub fn skip_managed_fields(mut self, skip: bool) -> Self {
         self.skip_managed_fields = skip;
+        self
+    }
+
+    /// Sets [`deny_unknown_fields`](Self::deny_unknown_fields).
+    #[must_use]
+    pub fn deny_unknown_fields(mut self, deny: bool) -> Self {
+        self.deny_unknown_fields = deny;
         self
     }
 }

@@ -15,7 +15,7 @@ use crate::transcode::tests::{body, go_metadata, s};
 use crate::transcode::{envelope_for_tests, from_json, to_json};
 use crate::{DecodeOptions, Error, from_slice};
 
-fn varint(mut value: u64, out: &mut Vec<u8>) {
+pub(super) fn varint(mut value: u64, out: &mut Vec<u8>) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -24,7 +24,7 @@ fn varint(mut value: u64, out: &mut Vec<u8>) {
 }
 
 /// Field `number`, length-delimited, holding `bytes`.
-fn len_field(number: u32, bytes: &[u8]) -> Vec<u8> {
+pub(super) fn len_field(number: u32, bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     varint(u64::from(number) << 3 | 2, &mut out);
     varint(bytes.len() as u64, &mut out);
@@ -32,7 +32,7 @@ fn len_field(number: u32, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-fn varint_field(number: u32, value: u64) -> Vec<u8> {
+pub(super) fn varint_field(number: u32, value: u64) -> Vec<u8> {
     let mut out = Vec::new();
     varint(u64::from(number) << 3, &mut out);
     varint(value, &mut out);
@@ -40,7 +40,7 @@ fn varint_field(number: u32, value: u64) -> Vec<u8> {
 }
 
 /// The number of a field, from the descriptors.
-fn number(message: &str, field: &str) -> u32 {
+pub(super) fn number(message: &str, field: &str) -> u32 {
     let message = CODEC.pool.get_message_by_name(message).unwrap();
     message.get_field_by_name(field).unwrap().number()
 }

@@ -230,6 +230,7 @@ fn crd() -> Value {
 mod limits;
 mod parts;
 mod rules;
+mod unknown;
 
 mod generated {
     //! Objects made of random parts (empty strings, zeros, unicode, optional fields), each
