@@ -24,7 +24,10 @@
 //! Protobuf alone cannot tell what JSON the real server answers for the same object, which is
 //! what k8s-openapi's types (and a client's cache) are built from. `protos/go-json.txt`
 //! records it from the Go types: a non-pointer field with `omitempty` is on the wire even when
-//! empty but out of JSON when `""`, `0` or `false` (`metadata.namespace`), a pointer field is
+//! empty but out of JSON when `""`, `0` or `false` (`metadata.namespace`), unless it is a
+//! struct (a message: Go never omits one, so `targetPort: 0` and a zero `Time`'s `null`
+//! stay), a field with `omitzero` is out of JSON when zero (a zero `creationTimestamp`), a
+//! pointer field is
 //! in JSON whenever it is on the wire (`spec.replicas: 0` stays), an inline field's message is
 //! flattened into its parent (`Volume.volumeSource`), and a few JSON names differ (`$ref`).
 //! Some messages have a JSON form of their own: see [`transcode`].

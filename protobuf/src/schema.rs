@@ -25,8 +25,11 @@ pub(crate) struct Codec {
 /// How Go's JSON treats one field; see the module docs.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct FieldRule {
-    /// Left out of JSON when `""`, `0` or `false`.
+    /// Left out of JSON when `""`, `0` or `false` (a scalar; Go never omits a struct).
     pub(crate) omitempty: bool,
+    /// Left out of JSON when its Go value is zero (`omitzero`; a `Time` when the empty
+    /// message).
+    pub(crate) omitzero: bool,
     /// The field's message is flattened into the parent's JSON object.
     pub(crate) inline: bool,
     /// The JSON name, where it is not the proto name.
@@ -39,7 +42,7 @@ pub(crate) static CODEC: LazyLock<Codec> = LazyLock::new(|| {
     Codec { pool, rules: parse_rules(include_str!("../protos/go-json.txt")) }
 });
 
-/// Parses `protos/go-json.txt`: `MESSAGE FIELD omitempty|inline|json=NAME` lines.
+/// Parses `protos/go-json.txt`: `MESSAGE FIELD omitempty|omitzero|inline|json=NAME` lines.
 fn parse_rules(text: &str) -> HashMap<String, FieldRule> {
     let mut rules: HashMap<String, FieldRule> = HashMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -51,6 +54,7 @@ fn parse_rules(text: &str) -> HashMap<String, FieldRule> {
         let entry = rules.entry(format!("{message}.{field}")).or_default();
         match rule {
             "omitempty" => entry.omitempty = true,
+            "omitzero" => entry.omitzero = true,
             "inline" => entry.inline = true,
             name => entry.json_name = name.strip_prefix("json=").map(str::to_owned),
         }

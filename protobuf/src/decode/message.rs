@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::de::{self, DeserializeSeed, IntoDeserializer as _, Visitor};
 
 use super::options::{DecodeOptions, check_depth, grow};
-use super::special::{self, Resolved, embedded_json, special_is_zero};
+use super::special::{self, Resolved, embedded_json};
 use super::table::{Cardinality, Field, Kind, TABLES, Table};
 use crate::body::Envelope;
 use crate::wire::{self, Payload};
@@ -257,7 +257,7 @@ impl<'de> de::MapAccess<'de> for MessageMap<'de, '_> {
                 self.outer.push(outer);
                 continue;
             }
-            if field.omitempty
+            if (field.omitempty || field.omitzero)
                 && field.cardinality == Cardinality::Single
                 && is_zero(field, &payload)?
             {
@@ -337,15 +337,14 @@ fn check_wire_type(field: &Field, payload: &Payload<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether a single value is what `omitempty` leaves out: `""`, `0`, `false` in JSON.
+/// Whether a single value of an `omitempty` or `omitzero` field is left out of JSON: a
+/// scalar when `""`, `0`, `false`; a message (a Go struct, which `omitempty` never omits)
+/// only under `omitzero`, when Go's `IsZero` says so (a `Time`'s empty message).
 fn is_zero(field: &Field, payload: &Payload<'_>) -> Result<bool, Error> {
     Ok(match (field.kind, payload) {
         (Kind::Message(index), Payload::Len(bytes)) => {
             let table = &TABLES.list[index];
-            match table.special {
-                Some(form) => special_is_zero(form, table, bytes)?,
-                None => false,
-            }
+            field.omitzero && special::is_go_zero(table, bytes)?
         }
         (Kind::Float, Payload::Fixed32(bits)) => f32::from_bits(*bits) == 0.0,
         (Kind::Double, Payload::Fixed64(bits)) => f64::from_bits(*bits) == 0.0,

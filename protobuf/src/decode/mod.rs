@@ -7,9 +7,10 @@
 //!   gives (the tests check it kind by kind), without building a message or a JSON value: a
 //!   message is a serde map, a repeated field a seq, a protobuf `map<…>` a map, and the keys
 //!   are the JSON names, borrowed from tables built once from the descriptors.
-//! - Go's JSON rules (see the crate docs): an `omitempty` non-pointer field that is `""`, `0`
-//!   or `false` is skipped (its key is never yielded, so `Option<String>` stays `None` as from
-//!   JSON); an inline field's fields are yielded as the parent's; the special messages take
+//! - Go's JSON rules (see the crate docs): an `omitempty` non-pointer scalar field that is
+//!   `""`, `0` or `false` is skipped (its key is never yielded, so `Option<String>` stays
+//!   `None` as from JSON), a message never is (Go never omits a struct: `targetPort: 0`, a
+//!   zero `Time` as `null`), an `omitzero` zero `Time` is (`creationTimestamp`); an inline field's fields are yielded as the parent's; the special messages take
 //!   their JSON forms (`Time` a string, or `None` when zero; `IntOrString` a number or a
 //!   string; `Quantity` a string; `RawExtension`, `FieldsV1` and the CRD `JSON` are their
 //!   embedded JSON, read by serde_json, or an embedded `k8s\0` object read by this

@@ -169,33 +169,13 @@ pub(crate) fn resolve<'de>(
     })
 }
 
-/// Whether a special message's JSON is `""`, `0` or `false` (what `omitempty` leaves out).
-pub(crate) fn special_is_zero(
-    form: Special,
-    table: &'static Table,
-    bytes: &[u8],
-) -> Result<bool, Error> {
-    Ok(match form {
-        Special::IntOrString | Special::Quantity | Special::SchemaOrBool => {
-            match resolve(form, table, bytes)? {
-                Resolved::Str(s) => s.is_empty(),
-                Resolved::Int(n) => n == 0,
-                Resolved::Bool(b) => !b,
-                _ => false,
-            }
-        }
-        Special::RawJson => {
-            let [raw] = fields(table, bytes, [1])?;
-            let raw = raw.map(|p| len(table, p)).transpose()?.unwrap_or_default();
-            let text = raw.trim_ascii();
-            // Short texts only: a zero is a few bytes.
-            text.len() < 32
-                && serde_json::from_slice::<serde_json::Value>(text).is_ok_and(|v| match v {
-                    serde_json::Value::String(s) => s.is_empty(),
-                    serde_json::Value::Bool(b) => !b,
-                    serde_json::Value::Number(n) => n.as_f64() == Some(0.0),
-                    _ => false,
-                })
+/// Whether a message is zero as Go's `omitzero` sees it. Only `Time` and `MicroTime` carry
+/// it in the vendored types (their `IsZero`: the empty message, read as Go's zero time); a
+/// test keeps every `omitzero` rule on a field of one of them or a scalar.
+pub(crate) fn is_go_zero(table: &'static Table, bytes: &[u8]) -> Result<bool, Error> {
+    Ok(match table.special {
+        Some(form @ (Special::Time | Special::MicroTime)) => {
+            matches!(resolve(form, table, bytes)?, Resolved::Null)
         }
         _ => false,
     })

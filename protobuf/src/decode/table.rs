@@ -75,8 +75,11 @@ pub(crate) struct Field {
     pub(crate) number: u32,
     pub(crate) kind: Kind,
     pub(crate) cardinality: Cardinality,
-    /// A non-pointer Go field with `omitempty`: left out when `""`, `0` or `false`.
+    /// A non-pointer Go field with `omitempty`: left out when `""`, `0` or `false` (scalars
+    /// only: Go never omits a struct, a message here).
     pub(crate) omitempty: bool,
+    /// A Go field with `omitzero`: left out when its Go value is zero.
+    pub(crate) omitzero: bool,
     /// Flattened into the parent's JSON object.
     pub(crate) inline: bool,
     /// `ObjectMeta.managedFields`, which `DecodeOptions::skip_managed_fields` skips.
@@ -160,6 +163,7 @@ fn build() -> Tables {
             kind,
             cardinality,
             omitempty: rule.is_some_and(|r| r.omitempty),
+            omitzero: rule.is_some_and(|r| r.omitzero),
             inline: rule.is_some_and(|r| r.inline),
             managed_fields: field.full_name() == MANAGED_FIELDS,
         }

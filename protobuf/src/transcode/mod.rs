@@ -6,8 +6,9 @@
 //!   `apiVersion` and `kind` included (from the envelope: the Go types carry them in JSON
 //!   only). [`from_json`] is the reverse: what client-go's protobuf serializer writes for the
 //!   object whose JSON it is given.
-//! - The Go JSON rules (see the crate docs): a non-pointer `omitempty` field is dropped when
-//!   `""`, `0` or `false`; a pointer field is kept whenever it is on the wire
+//! - The Go JSON rules (see the crate docs): a non-pointer `omitempty` scalar field is
+//!   dropped when `""`, `0` or `false` (a message never: Go never omits a struct); an
+//!   `omitzero` zero `Time` is dropped; a pointer field is kept whenever it is on the wire
 //!   (`spec.replicas: 0`); an inline field's message is flattened into its parent; a few JSON
 //!   names differ from the proto names (`$ref`). Messages with a JSON form of their own:
 //!   `Time` (RFC 3339 seconds, `null` when zero), `MicroTime`, `Duration` (Go's text),

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::*;
 use crate::Error;
 use crate::go;
-use crate::schema::CODEC;
+use crate::schema::{CODEC, Special};
 
 pub(crate) fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
     let unknown = Unknown {
@@ -105,7 +105,17 @@ fn empty_non_pointer_fields_are_dropped_and_pointer_zeros_kept() {
             }),
             ..Default::default()
         }),
-        status: Some(apps::DeploymentStatus { replicas: Some(0), ..Default::default() }),
+        status: Some(apps::DeploymentStatus {
+            replicas: Some(0),
+            conditions: vec![apps::DeploymentCondition {
+                r#type: s("Available"),
+                status: s("True"),
+                // A non-pointer Time, zero: `omitempty` never leaves a struct out.
+                last_update_time: Some(meta::Time { seconds: None, nanos: None }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
     };
     let value = to_json(&body("apps/v1", "Deployment", &deployment)).unwrap();
     assert_eq!(
@@ -113,13 +123,15 @@ fn empty_non_pointer_fields_are_dropped_and_pointer_zeros_kept() {
         json!({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": { "name": "web", "creationTimestamp": null },
+            // creationTimestamp is `omitempty,omitzero` in v1.36.2: a zero one is
+            // left out, not `null`.
+            "metadata": { "name": "web" },
             "spec": {
                 "replicas": 0,
                 "selector": { "matchLabels": { "app": "web" } },
                 "strategy": {},
                 "template": {
-                    "metadata": { "creationTimestamp": null },
+                    "metadata": {},
                     "spec": {
                         "containers": [{
                             "name": "web",
@@ -132,7 +144,8 @@ fn empty_non_pointer_fields_are_dropped_and_pointer_zeros_kept() {
                     },
                 },
             },
-            "status": {},
+            "status": { "conditions": [{ "type": "Available", "status": "True",
+                "lastUpdateTime": null }] },
         })
     );
 }
@@ -251,7 +264,18 @@ fn every_rule_names_a_field_of_the_vendored_messages() {
     for name in CODEC.rules.keys() {
         let (message, field) = name.rsplit_once('.').unwrap();
         let message = CODEC.pool.get_message_by_name(message).unwrap_or_else(|| panic!("{name}"));
-        assert!(message.get_field_by_name(field).is_some(), "{name}");
+        let field = message.get_field_by_name(field).unwrap_or_else(|| panic!("{name}"));
+        // omitzero is read for scalars and for Time and MicroTime (their IsZero) only.
+        if CODEC.rules[name].omitzero
+            && let Some(inner) = field.kind().as_message()
+        {
+            let form = crate::schema::special(inner.full_name());
+            assert!(
+                matches!(form, Some(Special::Time | Special::MicroTime)),
+                "{name}: omitzero on a message whose zero is not read"
+            );
+        }
     }
     assert!(CODEC.rules.len() > 500, "go-json.txt was read");
+    assert!(CODEC.rules.values().any(|r| r.omitzero), "omitzero rules were read");
 }

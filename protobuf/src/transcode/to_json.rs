@@ -21,7 +21,14 @@ pub(crate) fn to_value(message: &DynamicMessage) -> Result<Value, String> {
     for (field, value) in message.fields() {
         let json = field_value(&field, value)?;
         let rule = rule(field.full_name());
-        if rule.is_some_and(|r| r.omitempty) && is_zero(&json) {
+        // Go's omitempty never leaves out a struct (a message: `targetPort: 0`, a
+        // RawExtension's `0`); omitzero leaves out a zero Time, which is `null` here.
+        let message = field.kind().as_message().is_some();
+        let omitted = rule.is_some_and(|r| {
+            (r.omitempty && !message && is_zero(&json))
+                || (r.omitzero && (is_zero(&json) || json.is_null()))
+        });
+        if omitted {
             continue;
         }
         match (rule.is_some_and(|r| r.inline), json) {

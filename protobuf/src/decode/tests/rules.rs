@@ -22,8 +22,8 @@ use serde_json::json;
 
 use super::{agree, crd, options};
 use crate::from_slice;
-use crate::transcode::from_json;
 use crate::transcode::tests::{body, go_metadata, s};
+use crate::transcode::{from_json, to_json};
 
 #[test]
 fn empty_non_pointer_fields_are_left_out_and_pointer_zeros_kept() {
@@ -35,13 +35,26 @@ fn empty_non_pointer_fields_are_left_out_and_pointer_zeros_kept() {
             paused: Some(false),
             ..Default::default()
         }),
-        status: None,
+        status: Some(apps::DeploymentStatus {
+            conditions: vec![apps::DeploymentCondition {
+                r#type: s("Available"),
+                last_update_time: Some(meta::Time { seconds: None, nanos: None }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
     };
     let body = body("apps/v1", "Deployment", &deployment);
     agree::<Deployment>(&body);
     let decoded: Deployment = from_slice(&body, &options()).unwrap();
     assert_eq!(decoded.metadata.namespace, None, "namespace \"\" is omitempty");
     assert_eq!(decoded.metadata.creation_timestamp, None, "the zero time is null");
+    let value: serde_json::Value = from_slice(&body, &options()).unwrap();
+    // omitempty never leaves out a struct: a zero Time is `null`; creationTimestamp is also
+    // omitzero in v1.36.2, which leaves it out.
+    assert_eq!(value["metadata"], json!({ "name": "web" }));
+    assert_eq!(value["status"]["conditions"][0]["lastUpdateTime"], serde_json::Value::Null);
+    assert!(value["status"]["conditions"][0].get("lastUpdateTime").is_some());
     let spec = decoded.spec;
     assert_eq!(spec.replicas, Some(0));
     assert_eq!((spec.min_ready_seconds, spec.paused), (None, None));
@@ -93,6 +106,8 @@ fn times_quantities_and_int_or_strings_take_their_json_forms() {
             ports: vec![
                 port(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: s("") }),
                 port(IntOrString { r#type: Some(1), int_val: Some(0), str_val: s("http") }),
+                // A non-pointer IntOrString with omitempty, Int 0: Go writes `targetPort: 0`.
+                port(IntOrString { r#type: Some(0), int_val: Some(0), str_val: s("") }),
             ],
             ..Default::default()
         }),
@@ -106,6 +121,8 @@ fn times_quantities_and_int_or_strings_take_their_json_forms() {
     let ports = decoded.spec.unwrap().ports.unwrap();
     assert_eq!(ports[0].target_port, Some(OpenApiIntOrString::Int(8080)));
     assert_eq!(ports[1].target_port, Some(OpenApiIntOrString::String("http".into())));
+    assert_eq!(ports[2].target_port, Some(OpenApiIntOrString::Int(0)));
+    assert_eq!(to_json(&service).unwrap()["spec"]["ports"][2]["targetPort"], json!(0));
 
     let pod = core::Pod {
         metadata: Some(go_metadata("p")),
@@ -170,12 +187,16 @@ fn raw_extensions_hold_embedded_json_or_an_embedded_object() {
     let decoded: ControllerRevision = from_slice(&embedded, &options()).unwrap();
     assert_eq!(decoded.data.0, config_map);
 
-    // omitempty on a RawExtension: JSON `false`, `0` and `""` are left out, as Go leaves them.
-    for zero in ["false", "0", "\"\""] {
-        let body = revision(zero.as_bytes().to_vec());
+    // omitempty on a RawExtension, a Go struct: never left out, so `false`, `0` and `""`
+    // are kept, as Go writes them.
+    for zero in [json!(false), json!(0), json!("")] {
+        let body = revision(zero.to_string().into_bytes());
         agree::<ControllerRevision>(&body);
         let decoded: ControllerRevision = from_slice(&body, &options()).unwrap();
-        assert_eq!(decoded.data.0, serde_json::Value::Null, "{zero}");
+        assert_eq!(decoded.data.0, zero);
+        assert_eq!(to_json(&body).unwrap()["data"], zero, "the transcoder");
+        let value: serde_json::Value = from_slice(&body, &options()).unwrap();
+        assert_eq!(value["data"], zero);
     }
     assert!(from_slice::<ControllerRevision>(&revision(b"{\"a\":".to_vec()), &options()).is_err());
 }
