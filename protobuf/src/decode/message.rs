@@ -569,7 +569,13 @@ impl<'de> Occurrences<'de, '_> {
             }
             check_wire_type(self.field, &payload)?;
             match payload {
-                Payload::Len(bytes) if self.field.kind.packable() => self.packed = Some((bytes, 0)),
+                // A map's entries are messages whatever its values' kind.
+                Payload::Len(bytes)
+                    if self.field.kind.packable()
+                        && self.field.cardinality == Cardinality::Repeated =>
+                {
+                    self.packed = Some((bytes, 0))
+                }
                 payload => return Ok(Some(payload)),
             }
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use prost_reflect::{FieldDescriptor, Kind as ProtoKind};
+use prost_reflect::{DescriptorPool, FieldDescriptor, Kind as ProtoKind};
 
 use crate::schema::{CODEC, Special, rule, special};
 
@@ -117,12 +117,13 @@ impl Tables {
 }
 
 /// Built on first use from the committed descriptor set.
-pub(crate) static TABLES: LazyLock<Tables> = LazyLock::new(build);
+pub(crate) static TABLES: LazyLock<Tables> = LazyLock::new(|| build(&CODEC.pool));
 
 const MANAGED_FIELDS: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta.managedFields";
 
-fn build() -> Tables {
-    let messages: Vec<_> = CODEC.pool.all_messages().collect();
+/// The tables of every message of `pool` (the committed set's, or a test's).
+pub(crate) fn build(pool: &DescriptorPool) -> Tables {
+    let messages: Vec<_> = pool.all_messages().collect();
     let by_name: HashMap<String, usize> =
         messages.iter().enumerate().map(|(i, m)| (m.full_name().to_owned(), i)).collect();
     let kind_of = |kind: &ProtoKind| match kind {

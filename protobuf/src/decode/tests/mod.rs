@@ -230,6 +230,7 @@ fn crd() -> Value {
 mod limits;
 mod parts;
 mod rules;
+mod small;
 mod unknown;
 
 mod generated {

@@ -1,0 +1,74 @@
+//! Wire shapes the vendored messages do not have, on messages compiled from a small test
+//! proto: maps of numbers and bools, and field numbers past 63.
+
+use std::collections::HashMap;
+
+use prost_reflect::prost::Message as _;
+use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, Value as Proto};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+
+use super::limits::len_field;
+use crate::DecodeOptions;
+use crate::decode::message::MessageDe;
+use crate::decode::table::{Table, build};
+
+const PROTO: &str = r#"
+syntax = "proto2";
+package ctrlkit.test;
+message Small {
+  map<string, int32> numbers = 1;
+  map<string, bool> flags = 2;
+  map<string, double> ratios = 3;
+  map<string, sint64> deltas = 4;
+  optional string name = 5;
+  repeated string tags = 100;
+  repeated int64 counts = 101;
+}
+"#;
+
+/// The pool compiled from [`PROTO`] by protox, and `Small`'s table.
+fn compiled() -> (DescriptorPool, &'static Table) {
+    let dir = std::env::temp_dir().join(format!("ctrlkit-protobuf-small-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("small.proto"), PROTO).unwrap();
+    let mut compiler = protox::Compiler::new([&dir]).unwrap();
+    compiler.open_files(["small.proto"]).unwrap();
+    let pool = DescriptorPool::decode(compiler.encode_file_descriptor_set().as_slice()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let tables: &'static _ = Box::leak(Box::new(build(&pool)));
+    (pool, tables.get("ctrlkit.test.Small").unwrap())
+}
+
+fn decode(table: &'static Table, bytes: &[u8]) -> Result<Value, crate::Error> {
+    let options = DecodeOptions::default();
+    let de = MessageDe { table, bytes, depth: 1, options: &options, type_meta: None };
+    Value::deserialize(de)
+}
+
+#[test]
+fn maps_of_numbers_and_bools_are_read_as_entries() {
+    let (pool, table) = compiled();
+    let mut message = DynamicMessage::new(pool.get_message_by_name("ctrlkit.test.Small").unwrap());
+    let map = |entries: Vec<(&str, Proto)>| {
+        let entries: HashMap<_, _> =
+            entries.into_iter().map(|(k, v)| (MapKey::String(k.to_owned()), v)).collect();
+        Proto::Map(entries)
+    };
+    message.set_field_by_name("numbers", map(vec![("a", Proto::I32(1)), ("b", Proto::I32(-2))]));
+    message.set_field_by_name("flags", map(vec![("on", Proto::Bool(true))]));
+    message.set_field_by_name("ratios", map(vec![("r", Proto::F64(0.5))]));
+    message.set_field_by_name("deltas", map(vec![("d", Proto::I64(-3))]));
+    let mut bytes = message.encode_to_vec();
+    // An entry without its value: the kind's default, as protobuf reads it.
+    bytes.extend(len_field(2, &len_field(1, b"off")));
+    let value = decode(table, &bytes).unwrap();
+    assert_eq!(
+        value,
+        json!({ "numbers": { "a": 1, "b": -2 }, "flags": { "on": true, "off": false },
+            "ratios": { "r": 0.5 }, "deltas": { "d": -3 } })
+    );
+    // An entry's value of the wrong wire type is malformed, not a number read as bytes.
+    let bad = len_field(1, &[len_field(1, b"x"), len_field(2, b"y")].concat());
+    assert!(matches!(decode(table, &bad), Err(crate::Error::Malformed { .. })));
+}
