@@ -8,6 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::de::{self, DeserializeSeed, IntoDeserializer as _, Visitor};
 
+use super::field_set::FieldSet;
 use super::options::{DecodeOptions, check_depth, grow};
 use super::special::{self, Resolved, embedded_json};
 use super::table::{Cardinality, Field, Kind, TABLES, Table};
@@ -132,28 +133,30 @@ struct Frame<'de> {
     table: &'static Table,
     bytes: &'de [u8],
     pos: usize,
-    /// Bit `n`: field `n` occurs in more than one run of consecutive fields.
-    multi: u64,
-    /// Bit `n`: field `n` was read whole already; its later occurrences are skipped.
-    done: u64,
+    /// The fields that occur in more than one run of consecutive fields.
+    multi: FieldSet,
+    /// The fields read whole already; their later occurrences are skipped.
+    done: FieldSet,
 }
 
 impl<'de> Frame<'de> {
     fn new(table: &'static Table, bytes: &'de [u8]) -> Result<Self, Error> {
-        Ok(Frame { table, bytes, pos: 0, multi: runs(table, bytes)?, done: 0 })
+        Ok(Frame { table, bytes, pos: 0, multi: runs(table, bytes)?, done: FieldSet::default() })
     }
 }
 
-/// The fields that occur in more than one run (bit per field number below 64); also checks
-/// that the message's fields are whole.
-fn runs(table: &Table, bytes: &[u8]) -> Result<u64, Error> {
-    let (mut seen, mut multi, mut last, mut pos) = (0u64, 0u64, 0u32, 0usize);
+/// The fields that occur in more than one run; also checks that the message's fields are
+/// whole. Numbers from 64 up are counted only for the message's repeated fields, so a hostile
+/// message of many unknown numbers costs no more than a few.
+fn runs(table: &Table, bytes: &[u8]) -> Result<FieldSet, Error> {
+    let (mut seen, mut multi) = (FieldSet::default(), FieldSet::default());
+    let (mut last, mut pos) = (0u32, 0usize);
     while pos < bytes.len() {
         let (number, _) = wire::field(bytes, &mut pos).map_err(|e| malformed(table, e))?;
-        if number != last && number < 64 {
-            let bit = 1u64 << number;
-            multi |= seen & bit;
-            seen |= bit;
+        let counted = number < 64
+            || table.field(number).is_some_and(|f| f.cardinality != Cardinality::Single);
+        if number != last && counted && !seen.insert(number) {
+            multi.insert(number);
         }
         last = number;
     }
@@ -241,8 +244,9 @@ impl<'de> de::MapAccess<'de> for MessageMap<'de, '_> {
                 }
                 continue; // a field of a newer server: dropped, as the transcoder drops it
             };
-            let bit = if number < 64 { 1u64 << number } else { 0 };
-            if frame.done & bit != 0 || (field.managed_fields && self.options.skip_managed_fields) {
+            if frame.done.contains(number)
+                || (field.managed_fields && self.options.skip_managed_fields)
+            {
                 continue;
             }
             check_wire_type(field, &payload)?;
@@ -263,9 +267,9 @@ impl<'de> de::MapAccess<'de> for MessageMap<'de, '_> {
             {
                 continue;
             }
-            let multi = frame.multi & bit != 0 && field.cardinality != Cardinality::Single;
+            let multi = frame.multi.contains(number) && field.cardinality != Cardinality::Single;
             if multi {
-                frame.done |= bit;
+                frame.done.insert(number);
             }
             self.pending = Some(Pending { field, payload, start, multi });
             let key: &'static str = &field.json;

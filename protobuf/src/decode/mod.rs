@@ -53,6 +53,7 @@ macro_rules! forward_the_rest {
     };
 }
 
+mod field_set;
 mod message;
 mod options;
 mod special;

@@ -2,13 +2,14 @@
 //! proto: maps of numbers and bools, and field numbers past 63.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use prost_reflect::prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, Value as Proto};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
-use super::limits::len_field;
+use super::limits::{len_field, varint_field};
 use crate::DecodeOptions;
 use crate::decode::message::MessageDe;
 use crate::decode::table::{Table, build};
@@ -27,8 +28,9 @@ message Small {
 }
 "#;
 
-/// The pool compiled from [`PROTO`] by protox, and `Small`'s table.
-fn compiled() -> (DescriptorPool, &'static Table) {
+/// The pool compiled from [`PROTO`] by protox, and `Small`'s table: once, as the tests run in
+/// parallel.
+static COMPILED: LazyLock<(DescriptorPool, &'static Table)> = LazyLock::new(|| {
     let dir = std::env::temp_dir().join(format!("ctrlkit-protobuf-small-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("small.proto"), PROTO).unwrap();
@@ -38,6 +40,10 @@ fn compiled() -> (DescriptorPool, &'static Table) {
     let _ = std::fs::remove_dir_all(&dir);
     let tables: &'static _ = Box::leak(Box::new(build(&pool)));
     (pool, tables.get("ctrlkit.test.Small").unwrap())
+});
+
+fn compiled() -> (DescriptorPool, &'static Table) {
+    COMPILED.clone()
 }
 
 fn decode(table: &'static Table, bytes: &[u8]) -> Result<Value, crate::Error> {
@@ -71,4 +77,37 @@ fn maps_of_numbers_and_bools_are_read_as_entries() {
     // An entry's value of the wrong wire type is malformed, not a number read as bytes.
     let bad = len_field(1, &[len_field(1, b"x"), len_field(2, b"y")].concat());
     assert!(matches!(decode(table, &bad), Err(crate::Error::Malformed { .. })));
+}
+
+#[test]
+fn repeated_fields_past_63_in_two_runs_are_read_whole_once() {
+    let (_, table) = compiled();
+    let mut bytes = len_field(100, b"a");
+    bytes.extend(len_field(100, b"b"));
+    bytes.extend(varint_field(101, 1));
+    bytes.extend(len_field(5, b"n"));
+    bytes.extend(len_field(100, b"c"));
+    bytes.extend(len_field(101, &[2, 3])); // packed
+    bytes.extend(len_field(1, &[len_field(1, b"k"), varint_field(2, 7)].concat()));
+    bytes.extend(varint_field(101, 4));
+    let value = decode(table, &bytes).unwrap();
+    assert_eq!(
+        value,
+        json!({ "tags": ["a", "b", "c"], "counts": [1, 2, 3, 4], "name": "n",
+            "numbers": { "k": 7 } })
+    );
+    // A serde-derive type sees each field once (twice would be duplicate_field).
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Small {
+        tags: Vec<String>,
+        counts: Vec<i64>,
+        name: String,
+        numbers: HashMap<String, i32>,
+    }
+    let options = DecodeOptions::default();
+    let de = MessageDe { table, bytes: &bytes, depth: 1, options: &options, type_meta: None };
+    let small = Small::deserialize(de).unwrap();
+    assert_eq!((small.tags.len(), small.counts.len()), (3, 4));
 }
