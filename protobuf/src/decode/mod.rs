@@ -19,9 +19,13 @@
 //!   object (generic types need them; k8s-openapi's types check them).
 //! - Repeated fields are read whole at their first occurrence, wherever the others are
 //!   (Go's marshaller writes them together, the fast case; interleaved occurrences are
-//!   collected). A singular field written twice is yielded twice: the type keeps the last, as
-//!   protobuf reads a scalar (a message written twice is not merged, as protobuf would; Go
-//!   never writes one twice).
+//!   collected). A singular field written twice (Go never writes one twice) is yielded
+//!   twice, as a JSON object with the key twice would be: what happens is the type's.
+//!   k8s-openapi's types and `serde_json::Value` keep the last, as protobuf reads a scalar
+//!   (a message written twice is not merged, as protobuf would merge it); a serde-derive
+//!   type (kube's `PartialObjectMeta`, say) fails with [`Error::Deserialize`] "duplicate
+//!   field". Finding them would cost every message a second look at its singular fields,
+//!   for bytes no Kubernetes server writes.
 //! - Fields the vendored messages lack (a newer server's) are skipped, or, with
 //!   [`DecodeOptions::deny_unknown_fields`], an [`Error::UnknownField`] naming the message
 //!   and the number, in every message the type reads (list items, embedded objects, inline

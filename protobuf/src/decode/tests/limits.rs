@@ -270,3 +270,15 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn k8s_openapi_keeps_the_last_of_a_singular_field_written_twice() {
+    let mut metadata = go_metadata("first").encode_to_vec();
+    metadata.extend(len_field(
+        number("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", "name"),
+        b"second",
+    ));
+    let body = envelope_for_tests("v1", "ConfigMap", len_field(1, &metadata));
+    let decoded: ConfigMap = from_slice(&body, &options()).unwrap();
+    assert_eq!(decoded.metadata.name.as_deref(), Some("second"));
+}

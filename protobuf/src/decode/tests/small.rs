@@ -111,3 +111,20 @@ fn repeated_fields_past_63_in_two_runs_are_read_whole_once() {
     let small = Small::deserialize(de).unwrap();
     assert_eq!((small.tags.len(), small.counts.len()), (3, 4));
 }
+
+#[test]
+fn a_singular_field_written_twice_is_the_types_to_take() {
+    let (_, table) = compiled();
+    let mut bytes = len_field(5, b"first");
+    bytes.extend(len_field(5, b"second"));
+    assert_eq!(decode(table, &bytes).unwrap(), json!({ "name": "second" }), "the last");
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Named {
+        name: String,
+    }
+    let options = DecodeOptions::default();
+    let de = MessageDe { table, bytes: &bytes, depth: 1, options: &options, type_meta: None };
+    let error = Named::deserialize(de).unwrap_err();
+    assert_eq!(error, crate::Error::Deserialize("duplicate field `name`".into()));
+}
