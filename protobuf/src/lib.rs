@@ -37,8 +37,12 @@
 //! its objects are read in protobuf (JSON keeps it), unless
 //! [`DecodeOptions::deny_unknown_fields`] makes it an [`Error::UnknownField`] (so a caller
 //! can read that object in JSON instead); and the kinds are those the vendored
-//! packages hold (core, apps, batch, coordination, events, autoscaling v1, apiextensions v1,
-//! meta v1); [`has_message`] says which.
+//! packages hold: core, meta v1, apiextensions v1 and the `k8s.io/api` groups client-go
+//! reads in protobuf, in the GA and beta versions k8s-openapi 0.29's latest feature has
+//! (apps, batch, autoscaling v1 and v2, coordination, events, rbac, networking, policy,
+//! storage, storagemigration, discovery, admissionregistration, authentication,
+//! authorization, certificates, flowcontrol, node, scheduling, resource, and
+//! apiserverinternal v1alpha1); [`has_message`] says which.
 //!
 //! # Regenerating the descriptors
 //! `protos/` is vendored from a Kubernetes source tree by `scripts/vendor-protos.py` (see its
@@ -70,9 +74,10 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
 /// Whether objects of `kind` in `api_version` have a protobuf message here: `v1` (core, and
-/// the `meta.k8s.io` kinds `Status`, `WatchEvent`, `DeleteOptions`, …), `apps/v1`, `batch/v1`,
-/// `coordination.k8s.io/v1`, `events.k8s.io/v1`, `autoscaling/v1`, `apiextensions.k8s.io/v1`
-/// and `meta.k8s.io/v1`. Custom resources have none.
+/// the `meta.k8s.io` kinds `Status`, `WatchEvent`, `DeleteOptions`, …), `meta.k8s.io/v1`,
+/// `apiextensions.k8s.io/v1` and the vendored versions of the built-in groups (`apps/v1`,
+/// `rbac.authorization.k8s.io/v1`, `networking.k8s.io/v1`, … see the crate docs). Custom
+/// resources have none, nor kinds newer than Kubernetes v1.36.2.
 pub fn has_message(api_version: &str, kind: &str) -> bool {
     schema::message_for(api_version, kind).is_some()
 }

@@ -68,26 +68,57 @@ pub(crate) fn rule(full_name: &str) -> Option<&'static FieldRule> {
 }
 
 /// The message of a built-in kind, if the server has one: `apiVersion` `v1` → core,
-/// `apps/v1` → `k8s.io.api.apps.v1`, and `meta.k8s.io` kinds (`Status`, `DeleteOptions`,
+/// `apps/v1` → `k8s.io.api.apps.v1`, `rbac.authorization.k8s.io/v1` → `k8s.io.api.rbac.v1`
+/// (see [`GROUPS`]), and `meta.k8s.io` kinds (`Status`, `DeleteOptions`,
 /// `WatchEvent`, which clients send with either `v1` or `meta.k8s.io/v1`).
 pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     let package = match api_version {
         "v1" => "k8s.io.api.core.v1",
-        "apps/v1" => "k8s.io.api.apps.v1",
-        "batch/v1" => "k8s.io.api.batch.v1",
-        "coordination.k8s.io/v1" => "k8s.io.api.coordination.v1",
-        "events.k8s.io/v1" => "k8s.io.api.events.v1",
-        "autoscaling/v1" => "k8s.io.api.autoscaling.v1",
         "apiextensions.k8s.io/v1" => "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1",
         "meta.k8s.io/v1" => META,
-        _ => return None,
+        _ => {
+            let (group, version) = api_version.split_once('/')?;
+            let (_, package) = GROUPS.iter().find(|(g, _)| *g == group)?;
+            // Versions not vendored have no package in the pool.
+            return message_in(&format!("k8s.io.api.{package}.{version}"), kind);
+        }
     };
     let pool = &CODEC.pool;
-    pool.get_message_by_name(&format!("{package}.{kind}")).or_else(|| {
+    message_in(package, kind).or_else(|| {
         matches!(api_version, "v1" | "meta.k8s.io/v1")
             .then(|| pool.get_message_by_name(&format!("{META}.{kind}")))
             .flatten()
     })
+}
+
+/// The API groups with vendored messages, and their Go package (`k8s.io/api/<package>`); the
+/// versions are those `protobuf/scripts/vendor-protos.py` vendors.
+const GROUPS: &[(&str, &str)] = &[
+    ("admissionregistration.k8s.io", "admissionregistration"),
+    ("apps", "apps"),
+    ("authentication.k8s.io", "authentication"),
+    ("authorization.k8s.io", "authorization"),
+    ("autoscaling", "autoscaling"),
+    ("batch", "batch"),
+    ("certificates.k8s.io", "certificates"),
+    ("coordination.k8s.io", "coordination"),
+    ("discovery.k8s.io", "discovery"),
+    ("events.k8s.io", "events"),
+    ("flowcontrol.apiserver.k8s.io", "flowcontrol"),
+    ("internal.apiserver.k8s.io", "apiserverinternal"),
+    ("networking.k8s.io", "networking"),
+    ("node.k8s.io", "node"),
+    ("policy", "policy"),
+    ("rbac.authorization.k8s.io", "rbac"),
+    ("resource.k8s.io", "resource"),
+    ("scheduling.k8s.io", "scheduling"),
+    ("storage.k8s.io", "storage"),
+    ("storagemigration.k8s.io", "storagemigration"),
+];
+
+/// The message `kind` of `package`, if it is vendored.
+fn message_in(package: &str, kind: &str) -> Option<MessageDescriptor> {
+    CODEC.pool.get_message_by_name(&format!("{package}.{kind}"))
 }
 
 pub(crate) fn unknown_type_meta() -> MessageDescriptor {
@@ -118,6 +149,10 @@ pub(crate) enum Special {
     SchemaOrBool,
     /// The CRD schema's `JSONSchemaPropsOrStringArray`: a schema or a list of strings.
     SchemaOrStringArray,
+    /// A Go `[]string` type of its own, a message of one repeated `items` field in protobuf
+    /// (`+protobuf.nullable=true`): the list in JSON (`UserInfo.extra`'s `ExtraValue`,
+    /// `APIResource.verbs`' `Verbs`).
+    StringList,
 }
 
 /// The [`Special`] form of a message, if it has one.
@@ -136,6 +171,8 @@ pub(crate) fn special(full_name: &str) -> Option<Special> {
         (p, "JSONSchemaPropsOrArray") if p == crd => Special::SchemaOrArray,
         (p, "JSONSchemaPropsOrBool") if p == crd => Special::SchemaOrBool,
         (p, "JSONSchemaPropsOrStringArray") if p == crd => Special::SchemaOrStringArray,
+        (META, "Verbs") => Special::StringList,
+        (p, "ExtraValue") if p.starts_with("k8s.io.api.") => Special::StringList,
         _ => return None,
     })
 }

@@ -159,6 +159,7 @@ pub(crate) fn resolve<'de>(
                 schema(table, one, 1)?
             }
         }
+        Special::StringList => Resolved::Seq { table, number: 1, bytes },
         Special::SchemaOrBool => {
             let [allows, one] = fields(table, bytes, [1, 2])?;
             match one {

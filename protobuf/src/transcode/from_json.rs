@@ -141,6 +141,10 @@ fn special_message(
             let field = descriptor.get_field_by_name("property").ok_or_else(mismatch)?;
             set("property", field_value(&field, &Value::Array(items.clone()))?);
         }
+        (Special::StringList, Value::Array(items)) => {
+            let field = descriptor.get_field_by_name("items").ok_or_else(mismatch)?;
+            set("items", field_value(&field, &Value::Array(items.clone()))?);
+        }
         (Special::SchemaOrBool, Value::Bool(b)) => set("allows", Proto::Bool(*b)),
         (Special::SchemaOrArray | Special::SchemaOrStringArray | Special::SchemaOrBool, object)
             if object.is_object() =>

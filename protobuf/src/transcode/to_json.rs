@@ -138,6 +138,10 @@ fn special_value(message: &DynamicMessage, form: Special) -> Result<Value, Strin
             }
             _ => schema(message)?,
         },
+        Special::StringList => match message.get_field_by_name("items") {
+            Some(list) => field_value(&field(message, "items")?, &list)?,
+            None => Value::Array(Vec::new()),
+        },
         Special::SchemaOrBool if has("schema") => schema(message)?,
         Special::SchemaOrBool => Value::Bool(
             message.get_field_by_name("allows").and_then(|v| v.as_bool()).unwrap_or(false),

@@ -227,6 +227,7 @@ fn crd() -> Value {
             "conditions": [{ "type": "Established", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z" }] } })
 }
 
+mod groups;
 mod limits;
 mod parts;
 mod rules;
@@ -305,8 +306,45 @@ mod generated {
         })
     }
 
+    fn rule() -> impl Strategy<Value = Value> {
+        (vec(text(), 0..3), vec(text(), 0..3), vec(text(), 0..3))
+            .prop_map(|(g, r, v)| json!({ "apiGroups": g, "resources": r, "verbs": v }))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn generated_objects_of_the_other_groups_decode_as_their_json_does(
+            meta in metadata(),
+            rules in vec(rule(), 0..3),
+            ports in vec((port(), proptest::option::of(0i32..3)), 0..3),
+            min_available in proptest::option::of(port()),
+            parameters in labels(),
+        ) {
+            use k8s_openapi::api::{networking, policy, rbac, storage};
+            check::<rbac::v1::Role>(json!({ "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role", "metadata": meta, "rules": rules }));
+            let ports: Vec<_> = ports.iter().map(|(port, end)| {
+                let mut p = json!({ "port": port });
+                if let Some(end) = end {
+                    p["endPort"] = json!(end);
+                }
+                p
+            }).collect();
+            check::<networking::v1::NetworkPolicy>(json!({ "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy", "metadata": meta,
+                "spec": { "podSelector": {}, "ingress": [{ "ports": ports }] } }));
+            let mut spec = json!({ "selector": { "matchLabels": parameters } });
+            if let Some(min) = min_available {
+                spec["minAvailable"] = min;
+            }
+            check::<policy::v1::PodDisruptionBudget>(json!({ "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget", "metadata": meta, "spec": spec }));
+            check::<storage::v1::StorageClass>(json!({ "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass", "metadata": meta, "provisioner": "p",
+                "parameters": parameters }));
+        }
 
         #[test]
         fn generated_objects_decode_as_their_json_does(
