@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 use super::informer_error::InformerError;
 use super::object::prepare::Prepare;
 use super::object::stored::Stored;
-use super::watch_stream::{Line, decode_line, read_line, skipped_event};
+use super::watch_stream::{Line, decode_line, read_line, skip};
 use super::wire::{self, Body, Encoding};
 use super::{InformerObject, ObjectKey, meta_namespace_key_func};
 
@@ -216,7 +216,7 @@ fn decode<K: InformerObject>(
         let decoded = match encoding {
             Encoding::Json => decode_line::<K>(line, strip, prepare.max_depth),
             Encoding::Protobuf => wire::watch_event::<K>(line, strip, prepare.max_depth)
-                .map(|e| e.unwrap_or_else(|(deep, deleted)| skipped_event(&deep, deleted))),
+                .map(|e| e.unwrap_or_else(skip)),
         };
         let event = match decoded {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => match prepare.store(o) {

@@ -64,6 +64,9 @@ pub trait InformerMetrics: Send + Sync {
     /// default), it is not cached; the informer keeps the others, and an older copy of it
     /// that the cache holds stays as it was (or, on a delete, is removed and told).
     fn object_skipped(&self) {}
+    /// The informer read protobuf and met a field its messages lack (a server newer than
+    /// this build): it reads JSON from then on and relists. Once per informer at most.
+    fn wire_format_fallback(&self) {}
     /// Its last user released the informer: it reports nothing more, and an exporter drops
     /// its series (another informer with the same labels may come later).
     fn released(&self) {}

@@ -33,6 +33,13 @@
 //! version before the object, a list starts over), on the list, watch and streaming-list
 //! paths alike. Nothing is skipped, so the cache never silently lacks an object.
 //!
+//! Version skew: an informer reading protobuf that meets an object holding a field the
+//! vendored messages lack (a server newer than them) caches nothing of that list page or
+//! event, switches to JSON for the rest of its life, and relists (no backoff: the next
+//! request differs). It warns once, naming the message and field number, and counts it
+//! (`wire_format_fallback`). Lists, streaming lists and watches alike, so the cache never
+//! holds an object with fewer fields than its JSON.
+//!
 //! But for depth: an object nested deeper than the informer's `max_depth` (see the `depth`
 //! module) is skipped, named in an error log and counted (`object_skipped`). Where the cache
 //! holds an older copy of it, that copy stays, and the log says so: a watch event that makes
@@ -46,7 +53,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -61,7 +68,7 @@ use super::metrics::{InformerMetrics, RequestResult, WatchEventType};
 use super::object::depth::{self, TooDeep, is_too_deep};
 use super::object::stored::Stored;
 use super::object::strip::strip_managed_fields;
-use super::watch_stream::{Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, events};
+use super::watch_stream::{Line, SKIPPED, SKIPPED_DELETED, SKIPPED_OBJECT, UNKNOWN_FIELD, events};
 use super::wire::{self, Body, Encoding, WireFormat};
 use super::{InformerObject, ListWatch, ObjectKey};
 use crate::panic::{catch, observe};
@@ -103,6 +110,8 @@ pub(crate) struct Reflector<K> {
     pub(crate) list_watch: ListWatch<K>,
     config: ReflectorConfig<K>,
     random: RandomState,
+    /// Protobuf met a field its messages lack: JSON from now on (module docs).
+    read_json: AtomicBool,
 }
 
 /// How long past its requested timeout a watch may stay open before it counts as stalled.
@@ -140,6 +149,8 @@ enum WatchEnd {
     Expired,
     /// Anything else: back off, then resume from `rv` (or relist if `rv` is `None`).
     Failed(Option<String>, InformerError),
+    /// A protobuf object with a field the messages lack (the error): read JSON, relist.
+    UnknownField(String),
 }
 
 /// Why a streaming list did not build the cache.
@@ -151,6 +162,22 @@ enum StreamingError {
     Expired,
     /// A transport or decoding failure: back off and try again.
     Failed(InformerError),
+    /// A protobuf object with a field the messages lack (the error): read JSON, relist.
+    UnknownField(String),
+}
+
+/// Why a list did not build the cache.
+enum ListError {
+    /// Back off and list again.
+    Failed(InformerError),
+    /// A protobuf object with a field the messages lack (the error): read JSON, relist.
+    UnknownField(String),
+}
+
+impl From<InformerError> for ListError {
+    fn from(err: InformerError) -> Self {
+        Self::Failed(err)
+    }
 }
 
 /// The metadata of a list response, read without decoding its items.
@@ -161,11 +188,11 @@ struct ListHead {
 }
 
 /// A list page's objects, ready for the store, and those skipped for their depth.
-type DecodedPage<K> = Result<(Vec<(ObjectKey, Stored<K>)>, Vec<TooDeep>), InformerError>;
+type DecodedPage<K> = Result<(Vec<(ObjectKey, Stored<K>)>, Vec<TooDeep>), ListError>;
 
 impl<K: InformerObject> Reflector<K> {
     pub(crate) fn new(list_watch: ListWatch<K>, config: ReflectorConfig<K>) -> Self {
-        Self { list_watch, config, random: RandomState::new() }
+        Self { list_watch, config, random: RandomState::new(), read_json: AtomicBool::new(false) }
     }
 
     /// Lists and watches forever; the caller ends it by dropping the future. Under a shard
@@ -241,6 +268,7 @@ impl<K: InformerObject> Reflector<K> {
                         self.failed("streaming list failed", &err);
                         State::Backoff(backoff.next_delay(), Box::new(State::Relist))
                     }
+                    Err(StreamingError::UnknownField(what)) => self.read_json(&what),
                 },
                 State::Relist => self.list_now(sink, &mut backoff).await,
                 State::Expired => {
@@ -251,7 +279,7 @@ impl<K: InformerObject> Reflector<K> {
                     let timeout = self.watch_timeout();
                     let give_up = give_up_at(timeout);
                     let watch =
-                        self.list_watch.watch(&rv, timeout, false, self.config.wire_format).await;
+                        self.list_watch.watch(&rv, timeout, false, self.wire_format()).await;
                     self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
                     match watch {
                         Ok((encoding, body)) => self.after_watch(
@@ -360,6 +388,30 @@ impl<K: InformerObject> Reflector<K> {
         true
     }
 
+    /// The format reads ask for: the configured one, until protobuf met an unknown field.
+    fn wire_format(&self) -> WireFormat {
+        match self.read_json.load(Ordering::Relaxed) {
+            true => WireFormat::Json,
+            false => self.config.wire_format,
+        }
+    }
+
+    /// Protobuf met a field its messages lack (`what`: the message and field number): reads
+    /// are JSON from now on, said once and counted, and the cache is built again.
+    fn read_json(&self, what: &str) -> State {
+        if !self.read_json.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                resource = self.list_watch.url(),
+                "protobuf from a server newer than this build's messages: {what}; reading JSON \
+                 from now on, and relisting so that no object lacks the field"
+            );
+            if let Some(metrics) = &self.config.metrics {
+                observe("wire_format_fallback", || metrics.wire_format_fallback());
+            }
+        }
+        State::Relist
+    }
+
     /// Reports a failure of the list or watch: to the watch error handler if one is set (a
     /// panic in it is logged, and the informer goes on), else to the log.
     fn failed(&self, what: &str, err: &InformerError) {
@@ -400,6 +452,7 @@ impl<K: InformerObject> Reflector<K> {
                 let next = rv.map_or(State::Relist, State::Watch);
                 State::Backoff(backoff.next_delay(), Box::new(next))
             }
+            WatchEnd::UnknownField(what) => self.read_json(&what),
         }
     }
 
@@ -407,10 +460,11 @@ impl<K: InformerObject> Reflector<K> {
     async fn list_now(&self, sink: &impl Sink<K>, backoff: &mut Backoff) -> State {
         match self.list(sink).await {
             Ok(rv) => State::Watch(rv),
-            Err(err) => {
+            Err(ListError::Failed(err)) => {
                 self.failed("list failed", &err);
                 State::Backoff(backoff.next_delay(), Box::new(State::Relist))
             }
+            Err(ListError::UnknownField(what)) => self.read_json(&what),
         }
     }
 
@@ -429,17 +483,15 @@ impl<K: InformerObject> Reflector<K> {
     /// the next page is requested: decoding dominates a large list, and this spreads it over
     /// the cores. Each page is prepared (managedFields dropped, transformed) as soon as it is
     /// decoded, which keeps the peak memory of a large list down.
-    async fn list(&self, sink: &impl Sink<K>) -> Result<String, InformerError> {
+    async fn list(&self, sink: &impl Sink<K>) -> Result<String, ListError> {
         let mut decoding: VecDeque<JoinHandle<DecodedPage<K>>> = VecDeque::new();
         let mut items = HashMap::new();
         let mut skipped = Vec::new();
         let mut token: Option<String> = None;
         let mut paginate = true;
         let rv = loop {
-            let page = self
-                .list_watch
-                .list_page(token.as_deref(), paginate, self.config.wire_format)
-                .await;
+            let page =
+                self.list_watch.list_page(token.as_deref(), paginate, self.wire_format()).await;
             self.count_request("list_request", |m, r| m.list_request(r), page.is_ok());
             let page = match page {
                 Ok(page) => page,
@@ -454,7 +506,7 @@ impl<K: InformerObject> Reflector<K> {
                     paginate = false;
                     continue;
                 }
-                Err(err) => return Err(InformerError::List(err)),
+                Err(err) => return Err(InformerError::List(err).into()),
             };
             // Only the list's metadata; the items are skipped without building them.
             let head = list_head(&page)?;
@@ -494,7 +546,7 @@ impl<K: InformerObject> Reflector<K> {
         let refused = |err: &kube_client::Error| matches!(err, kube_client::Error::Api(s) if (400..500).contains(&s.code) && s.code != 410 && s.code != 429);
         let timeout = self.watch_timeout();
         let give_up = give_up_at(timeout);
-        let watch = self.list_watch.watch("", timeout, true, self.config.wire_format).await;
+        let watch = self.list_watch.watch("", timeout, true, self.wire_format()).await;
         self.count_request("watch_request", |m, r| m.watch_request(r), watch.is_ok());
         let (encoding, mut body) = match watch {
             Ok(watch) => watch,
@@ -555,7 +607,10 @@ impl<K: InformerObject> Reflector<K> {
                 Initial::Delete(key) => {
                     items.remove(&key);
                 }
-                Initial::Bookmark(bookmark) => {
+                Initial::Bookmark(mut bookmark) => {
+                    if let Some(what) = bookmark.annotations.remove(UNKNOWN_FIELD) {
+                        return Err(StreamingError::UnknownField(what));
+                    }
                     if let Some(what) = bookmark.annotations.get(SKIPPED) {
                         let object = bookmark.annotations.get(SKIPPED_OBJECT);
                         self.skipped(sink, what, object.map(String::as_str), Some(items));
@@ -633,7 +688,10 @@ impl<K: InformerObject> Reflector<K> {
             let (object, deleted) = match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => (o, false),
                 Ok(WatchEvent::Deleted(o)) => (o, true),
-                Ok(WatchEvent::Bookmark(b)) => {
+                Ok(WatchEvent::Bookmark(mut b)) => {
+                    if let Some(what) = b.metadata.annotations.remove(UNKNOWN_FIELD) {
+                        return WatchEnd::UnknownField(what);
+                    }
                     let annotations = &b.metadata.annotations;
                     if let Some(what) = annotations.get(SKIPPED) {
                         let object = annotations.get(SKIPPED_OBJECT).map(String::as_str);
@@ -721,7 +779,7 @@ fn decode_page<K: InformerObject>(page: Page, prepare: &Prepare<K>) -> DecodedPa
     let page: ObjectList<K> = match serde_json::from_str(&text) {
         Ok(page) => page,
         Err(err) if is_too_deep(&err) => return decode_deep_page(&text, prepare),
-        Err(err) => return Err(undecodable(err, &text)),
+        Err(err) => return Err(undecodable(err, &text).into()),
     };
     let mut items = Vec::with_capacity(page.items.len());
     for object in page.items {
@@ -750,7 +808,12 @@ fn decode_deep_page<K: InformerObject>(text: &str, prepare: &Prepare<K>) -> Deco
 fn decode_protobuf_page<K: InformerObject>(bytes: &[u8], prepare: &Prepare<K>) -> DecodedPage<K> {
     let strip = !prepare.keep_managed_fields;
     let (decoded, skipped) =
-        wire::list_items::<K>(bytes, strip, prepare.max_depth).map_err(protobuf_undecodable)?;
+        wire::list_items::<K>(bytes, strip, prepare.max_depth).map_err(|err| {
+            match wire::unknown_field(&err) {
+                Some(what) => ListError::UnknownField(what),
+                None => protobuf_undecodable(err).into(),
+            }
+        })?;
     let mut items = Vec::with_capacity(decoded.len());
     for object in decoded {
         items.extend(prepare.store(object)?);
@@ -770,6 +833,7 @@ async fn join_decode<K>(task: JoinHandle<DecodedPage<K>>) -> DecodedPage<K> {
         Ok(result) => result,
         Err(join) => Err(decode_failed(serde::de::Error::custom(format!(
             "decoding a list page failed: {join}"
-        )))),
+        )))
+        .into()),
     }
 }

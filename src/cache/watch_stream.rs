@@ -84,9 +84,9 @@ pub(crate) fn events<K: DeserializeOwned + Send>(
             Line::Read => {
                 let event = match encoding {
                     Encoding::Json => decode_line(&buffer, strip, max_depth),
-                    Encoding::Protobuf => wire::watch_event(&buffer, strip, max_depth).map(|e| {
-                        e.unwrap_or_else(|(too_deep, deleted)| skipped_event(&too_deep, deleted))
-                    }),
+                    Encoding::Protobuf => {
+                        wire::watch_event(&buffer, strip, max_depth).map(|e| e.unwrap_or_else(skip))
+                    }
                 };
                 Some((event, (body, buffer, false)))
             }
@@ -135,6 +135,11 @@ struct Head {
 /// depth (its value: what was skipped and why), so that the watch moves past it and the
 /// informer reports it.
 pub(crate) const SKIPPED: &str = "ctrlkit.dev/skipped";
+
+/// The annotation of the bookmark that stands for an event whose protobuf object holds a
+/// field the vendored messages lack (its value: the message and field number): the informer
+/// applies nothing of it, reads JSON from then on, and relists.
+pub(crate) const UNKNOWN_FIELD: &str = "ctrlkit.dev/unknown-field";
 
 /// The annotation beside [`SKIPPED`] naming the object's key (`namespace/name`), so that the
 /// informer can say whether it keeps an older copy.
@@ -206,7 +211,7 @@ fn deep_event<K: DeserializeOwned>(
 
 /// The bookmark that stands for an event whose object was too deep to decode (see
 /// [`SKIPPED`]).
-pub(crate) fn skipped_event<K>(too_deep: &TooDeep, deleted: bool) -> WatchEvent<K> {
+fn skipped_event<K>(too_deep: &TooDeep, deleted: bool) -> WatchEvent<K> {
     let mut annotations: std::collections::BTreeMap<_, _> = [
         (SKIPPED.to_owned(), too_deep.to_string()),
         (SKIPPED_OBJECT.to_owned(), too_deep.object.clone()),
@@ -215,12 +220,29 @@ pub(crate) fn skipped_event<K>(too_deep: &TooDeep, deleted: bool) -> WatchEvent<
     if deleted {
         annotations.insert(SKIPPED_DELETED.to_owned(), "true".to_owned());
     }
+    let resource_version = too_deep.resource_version.clone().unwrap_or_default();
+    marker_bookmark(resource_version, annotations)
+}
+
+/// The bookmark that stands for a protobuf event the informer does not decode (see
+/// [`wire::Skip`]).
+pub(crate) fn skip<K>(skip: wire::Skip) -> WatchEvent<K> {
+    match skip {
+        wire::Skip::TooDeep(too_deep, deleted) => skipped_event(&too_deep, deleted),
+        // At no version: the watch does not move past it.
+        wire::Skip::UnknownField(what) => {
+            marker_bookmark(String::new(), [(UNKNOWN_FIELD.to_owned(), what)].into())
+        }
+    }
+}
+
+fn marker_bookmark<K>(
+    resource_version: String,
+    annotations: std::collections::BTreeMap<String, String>,
+) -> WatchEvent<K> {
     WatchEvent::Bookmark(kube_client::core::watch::Bookmark {
         types: Default::default(),
-        metadata: kube_client::core::watch::BookmarkMeta {
-            resource_version: too_deep.resource_version.clone().unwrap_or_default(),
-            annotations,
-        },
+        metadata: kube_client::core::watch::BookmarkMeta { resource_version, annotations },
     })
 }
 

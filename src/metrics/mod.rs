@@ -75,6 +75,7 @@
 //! | `ctrlkit_informer_watch_events_total` | counter | `resource`, `namespace`, `selector`, `type` | events by `added`, `modified`, `deleted`, `bookmark`, `error` |
 //! | `ctrlkit_informer_relists_total` | counter | `resource`, `namespace`, `selector` | lists after the first sync |
 //! | `ctrlkit_informer_objects_skipped_total` | counter | `resource`, `namespace`, `selector` | objects skipped, nested deeper than the informer's `max_depth` (512 levels by default); a cached copy stays |
+//! | `ctrlkit_informer_wire_format_fallbacks_total` | counter | `resource`, `namespace`, `selector` | protobuf met a field the vendored messages lack (a newer server): the informer reads JSON from then on and relisted |
 //! | `ctrlkit_informer_objects` | gauge | `resource`, `namespace`, `selector` | objects in the store |
 //! | `ctrlkit_informer_resource_version` | gauge | `resource`, `namespace`, `selector` | the resourceVersion reached (numeric ones) |
 //! | `ctrlkit_events_recorded_total` | counter | `controller` | events written |

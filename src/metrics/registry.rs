@@ -67,6 +67,7 @@ struct Families {
     informer_events: Family<Labels<4>, Counter>,
     informer_relists: Family<Labels<3>, Counter>,
     informer_skipped: Family<Labels<3>, Counter>,
+    informer_wire_fallbacks: Family<Labels<3>, Counter>,
     informer_objects: Family<Labels<3>, Gauge>,
     informer_resource_version: Family<Labels<3>, Seconds>,
     events_recorded: Family<Labels<1>, Counter>,
@@ -282,6 +283,11 @@ impl Registry {
                 r,
                 "ctrlkit_informer_objects_skipped",
                 "Objects an informer skipped: nested deeper than the API server's decoder takes"
+            ),
+            informer_wire_fallbacks: register!(
+                r,
+                "ctrlkit_informer_wire_format_fallbacks",
+                "Times an informer met a protobuf field its messages lack and switched to JSON"
             ),
             informer_objects: register!(
                 r,
@@ -648,6 +654,7 @@ struct InformerHooks {
     resource_version: Seconds,
     relists: Counter,
     skipped: Counter,
+    wire_fallbacks: Counter,
     /// Set by `released`, and held by every write: once released it writes nothing, so a
     /// request of its ending run neither brings a removed series back nor changes the series
     /// of another informer of the same labels.
@@ -712,6 +719,11 @@ impl InformerMetrics for InformerHooks {
             self.skipped.inc();
         });
     }
+    fn wire_format_fallback(&self) {
+        self.write(|| {
+            self.wire_fallbacks.inc();
+        });
+    }
     fn objects(&self, count: usize) {
         self.write(|| {
             self.objects.set(count as i64);
@@ -745,6 +757,7 @@ impl InformerMetrics for InformerHooks {
         f.informer_resource_version.remove(&self.labels);
         f.informer_relists.remove(&self.labels);
         f.informer_skipped.remove(&self.labels);
+        f.informer_wire_fallbacks.remove(&self.labels);
         for result in ["success", "error"] {
             f.informer_lists.remove(&self.with("result", result));
             f.informer_watches.remove(&self.with("result", result));
@@ -771,6 +784,7 @@ impl InformerMetricsProvider for Registry {
             resource_version: f.informer_resource_version.get_or_create(&labels).clone(),
             relists: f.informer_relists.get_or_create(&labels).clone(),
             skipped: f.informer_skipped.get_or_create(&labels).clone(),
+            wire_fallbacks: f.informer_wire_fallbacks.get_or_create(&labels).clone(),
             released: Mutex::new(false),
             labels,
         };

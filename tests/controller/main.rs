@@ -42,5 +42,6 @@ mod sharding;
 mod status;
 #[path = "../support/mod.rs"]
 mod support;
+mod version_skew;
 #[cfg(feature = "webhook")]
 mod webhook;

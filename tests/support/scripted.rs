@@ -21,6 +21,15 @@ pub struct Asked {
     pub watch: bool,
     /// Which list (or watch) request of the run this is, from 0.
     pub nth: usize,
+    /// The `Accept` header (empty when none).
+    pub accept: String,
+}
+
+impl Asked {
+    /// Whether the request asked for protobuf first.
+    pub fn protobuf(&self) -> bool {
+        self.accept.starts_with("application/vnd.kubernetes.protobuf")
+    }
 }
 
 /// An answer.
@@ -30,6 +39,11 @@ pub enum Reply {
     /// A watch stream: these lines, then the end of the stream or, with `stall`, nothing
     /// more and no end.
     Stream { lines: Vec<String>, stall: bool },
+    /// A protobuf body with status 200 (`k8s\0` and its envelope).
+    Protobuf(Vec<u8>),
+    /// A protobuf watch stream: these frames (each with its 4-byte length), then nothing
+    /// more and no end.
+    Frames(Vec<Vec<u8>>),
 }
 
 impl Reply {
@@ -109,10 +123,12 @@ impl Scripted {
                 let query = uri.query().unwrap_or_default();
                 let watch = query.split('&').any(|p| p == "watch=1" || p == "watch=true");
                 let counter = if watch { &watches } else { &lists };
+                let accept = request.headers().get(http::header::ACCEPT);
                 let asked = Asked {
                     line: format!("{} {}", request.method(), uri),
                     watch,
                     nth: counter.fetch_add(1, Ordering::SeqCst),
+                    accept: accept.and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned(),
                 };
                 record.lock().unwrap().push(asked.clone());
                 respond(script(&asked))
@@ -154,6 +170,19 @@ fn respond(reply: Reply) -> Response {
             .header("content-type", content_type)
             .body(Body::from(body))
             .unwrap(),
+        Reply::Protobuf(body) => Response::builder()
+            .status(200)
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(Body::from(body))
+            .unwrap(),
+        Reply::Frames(frames) => {
+            let frames = futures::stream::iter(frames.into_iter().map(Ok::<_, std::io::Error>));
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/vnd.kubernetes.protobuf;stream=watch")
+                .body(Body::from_stream(frames.chain(futures::stream::pending())))
+                .unwrap()
+        }
         Reply::Stream { lines, stall } => {
             let lines = futures::stream::iter(
                 lines.into_iter().map(|l| Ok::<_, std::io::Error>(format!("{l}\n"))),

@@ -5,6 +5,10 @@
 //! - `managedFields` are skipped on the wire when the informer drops them (`strip`).
 //! - An object nested deeper than `max_depth` is not decoded: it is named (its key, and its
 //!   resourceVersion for a watch) so the informer can skip it and say which, as for JSON.
+//! - An object holding a field the vendored messages lack (a newer server's) is not decoded
+//!   either: dropping the field would cache less than the same object's JSON holds, and a
+//!   controller writing back from its cache would wipe it. The error names the message and
+//!   the field number, so the informer can switch to JSON and say why.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube_client::api::WatchEvent;
@@ -22,8 +26,29 @@ pub(crate) fn has_message(api_version: &str, kind: &str) -> bool {
     ctrlkit_protobuf::has_message(api_version, kind)
 }
 
+/// How cached objects are decoded: unknown fields refused (module docs).
 fn options(strip: bool, max_depth: usize) -> DecodeOptions {
+    lenient(strip, max_depth).deny_unknown_fields(true)
+}
+
+/// [`options`] with unknown fields skipped, for what is read for its metadata alone.
+fn lenient(strip: bool, max_depth: usize) -> DecodeOptions {
     DecodeOptions::new().max_depth(max_depth).skip_managed_fields(strip)
+}
+
+/// What an object that did not decode is, when the informer goes on past it.
+#[derive(Debug)]
+pub(crate) enum Skip {
+    /// Nested too deep: its skip, and whether the event was a delete.
+    TooDeep(TooDeep, bool),
+    /// A field the vendored messages lack: the error, naming the message and field number.
+    UnknownField(String),
+}
+
+/// The text of an error for a field the vendored messages lack, naming the message and the
+/// field number; `None` for any other error.
+pub(crate) fn unknown_field(err: &DecodeError) -> Option<String> {
+    matches!(err, DecodeError::UnknownField { .. }).then(|| err.to_string())
 }
 
 /// A protobuf `Status` body (`k8s\0` and its envelope).
@@ -63,13 +88,13 @@ fn too_deep(object: &Envelope<'_>, max_depth: usize) -> TooDeep {
     object.decode::<Named>(&shallow).unwrap_or_default().too_deep(None, max_depth)
 }
 
-/// One frame of a protobuf watch as an event; `Err` of the inner result: the object was too
-/// deep to decode (the skip, and whether the event was a delete).
+/// One frame of a protobuf watch as an event; `Err` of the inner result: an object the
+/// informer goes on past (see [`Skip`]).
 pub(crate) fn watch_event<K: DeserializeOwned>(
     frame: &[u8],
     strip: bool,
     max_depth: usize,
-) -> kube_client::Result<Result<WatchEvent<K>, (TooDeep, bool)>> {
+) -> kube_client::Result<Result<WatchEvent<K>, Skip>> {
     let undecodable = |what: String| {
         let excerpt: Vec<u8> = frame.iter().take(48).copied().collect();
         kube_client::Error::SerdeError(serde::de::Error::custom(format!(
@@ -96,13 +121,18 @@ pub(crate) fn watch_event<K: DeserializeOwned>(
                     let envelope =
                         ctrlkit_protobuf::envelope(event.object).map_err(object("object"))?;
                     let deleted = event.event_type == "DELETED";
-                    return Ok(Err((too_deep(&envelope, max_depth), deleted)));
+                    return Ok(Err(Skip::TooDeep(too_deep(&envelope, max_depth), deleted)));
                 }
-                Err(e) => return Err(object("object")(e)),
+                Err(e) => match unknown_field(&e) {
+                    Some(what) => return Ok(Err(Skip::UnknownField(what))),
+                    None => return Err(object("object")(e)),
+                },
             }
         }
+        // A bookmark's object is read for its version alone: fields it lacks lose nothing.
         "BOOKMARK" => WatchEvent::Bookmark(
-            ctrlkit_protobuf::from_slice(event.object, &options).map_err(object("BOOKMARK"))?,
+            ctrlkit_protobuf::from_slice(event.object, &lenient(strip, max_depth))
+                .map_err(object("BOOKMARK"))?,
         ),
         "ERROR" => WatchEvent::Error(Box::new(status(event.object).map_err(object("ERROR"))?)),
         other => return Err(undecodable(format!("a watch event of unknown type {other:?}"))),
@@ -216,7 +246,7 @@ mod tests {
         assert_eq!(skipped[0].object, "ns/deep");
         assert_eq!(skipped[0].resource_version.as_deref(), Some("7"));
         assert!(skipped[0].to_string().contains("more than the 10 levels"), "{}", skipped[0]);
-        let Err((too_deep, deleted)) =
+        let Err(Skip::TooDeep(too_deep, deleted)) =
             watch_event::<Pod>(&frame("DELETED", &deep), false, 10).unwrap()
         else {
             panic!("a deep object decoded");

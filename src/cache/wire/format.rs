@@ -20,9 +20,11 @@ pub enum WireFormat {
     /// is decoded by its `Content-Type`, so a server that answers JSON anyway is read as
     /// JSON.
     ///
-    /// The messages are Kubernetes v1.36.2's: fields a newer server adds are not in the
-    /// objects read (JSON keeps them), so a controller that writes back whole objects from
-    /// its cache should read newer servers in JSON.
+    /// The messages are Kubernetes v1.36.2's. An informer that meets a field they lack (a
+    /// newer server's) caches nothing of that list page or event: it switches to JSON for the
+    /// rest of its life and relists, with one warning naming the message and field number,
+    /// counted by `InformerMetrics::wire_format_fallback`. So its cache never lacks a field
+    /// the same object's JSON holds, and a controller writing back from it wipes none.
     Protobuf,
 }
 

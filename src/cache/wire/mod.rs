@@ -22,7 +22,8 @@ mod frames;
 mod send;
 
 pub(crate) use decode::{
-    DecodeError, frame_may_end, has_message, list_items, list_meta, watch_event,
+    DecodeError, Skip, frame_may_end, has_message, list_items, list_meta, unknown_field,
+    watch_event,
 };
 pub(crate) use format::{Encoding, Read, protobuf_accept};
 pub use format::{WIRE_FORMAT_ENV, WireFormat};
