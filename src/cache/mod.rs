@@ -101,6 +101,7 @@ pub use object::{DEFAULT_HOT_OBJECTS, DEFAULT_MAX_DEPTH, Transform};
 pub use object_key::{KeyError, ObjectKey, meta_namespace_key_func};
 pub use reflector::WatchErrorHandler;
 pub use sync::{CacheSyncError, wait_for_cache_sync};
+pub(crate) use wire::get_opt;
 pub use wire::{WIRE_FORMAT_ENV, WireFormat};
 
 pub(crate) use informer::{InformerHandle, RunState};

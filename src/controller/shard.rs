@@ -158,7 +158,7 @@ impl ShardMember {
                 Gate::Reconcile
             }
             None if self.released().remove(key) => Gate::Skip,
-            None => match self.api(key).get_opt(&key.name).await {
+            None => match crate::cache::get_opt(&self.api(key), &key.name, &self.resource).await {
                 Ok(None) => Gate::Reconcile,
                 Ok(Some(live)) if live.labels().get(&self.shard_label) == Some(&self.shard) => {
                     Gate::Later

@@ -115,7 +115,7 @@ impl LeaseLock {
 
     /// Reads the record; `None` when the Lease does not exist.
     pub(crate) async fn get(&self) -> kube_client::Result<Option<LeaderElectionRecord>> {
-        let lease = self.api.get_opt(&self.name).await?;
+        let lease = crate::cache::get_opt(&self.api, &self.name, &()).await?;
         let record = lease
             .as_ref()
             .map(|l| LeaderElectionRecord::from_spec(&l.spec.clone().unwrap_or_default()));

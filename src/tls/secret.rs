@@ -163,7 +163,7 @@ impl SecretCertificates {
     }
 
     async fn read(&self) -> Result<Read, CertError> {
-        let secret = self.api.get_opt(&self.name).await.map_err(api_error)?;
+        let secret = crate::cache::get_opt(&self.api, &self.name, &()).await.map_err(api_error)?;
         let Some(secret) = secret else {
             return Ok(Read {
                 kept: Err(CertError::Pem("no Secret".to_owned())),

@@ -232,7 +232,7 @@ where
         + std::fmt::Debug,
 {
     let kind = K::kind(&());
-    let object = match api.get_opt(name).await {
+    let object = match crate::cache::get_opt(api, name, &()).await {
         Ok(Some(object)) => object,
         Ok(None) => {
             tracing::debug!(%kind, name, "no object to inject the CA bundle into yet");

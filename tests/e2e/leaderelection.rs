@@ -325,3 +325,37 @@ async fn a_lease_deleted_under_the_leader_never_makes_two_leaders(t: &Target) {
     drop(replicas);
 }
 case!(Needs::Protocol, a_lease_deleted_under_the_leader_never_makes_two_leaders);
+
+/// The lease lock reads its Lease live as client-go's generated clients read built-in
+/// kinds: protobuf first where the process's wire format (`CTRLKIT_WIRE_FORMAT`) is
+/// protobuf, JSON otherwise. The follower decodes what the leader wrote, and the record it
+/// read is the one a JSON read gives (its holder, renewed in the Lease).
+async fn a_lease_lock_reads_its_lease_in_the_process_wire_format(t: &Target) {
+    let (_proxy, recorded, log) = t.through_proxy().await;
+    let mut leader = Candidate::start(recorded, &t.ns, "reader");
+    eventually("the candidate leads", || leader.leading()).await;
+    let follower = Candidate::start(diffing(t), &t.ns, "follower");
+    let gets = || -> Vec<String> {
+        let lease = format!("/namespaces/{}/leases/election", t.ns);
+        log.accepts()
+            .into_iter()
+            .filter(|(r, _)| r.starts_with("GET ") && r.ends_with(&lease))
+            .map(|(_, accept)| accept)
+            .collect()
+    };
+    eventually("the leader renewed, reading its Lease", || gets().len() >= 3).await;
+    let protobuf = ctrlkit::cache::WireFormat::default() == ctrlkit::cache::WireFormat::Protobuf;
+    for accept in gets() {
+        let asked_protobuf = accept.starts_with("application/vnd.kubernetes.protobuf,");
+        assert_eq!(asked_protobuf, protobuf, "a get of the Lease asked {accept:?}");
+    }
+    // The follower decoded the held Lease: it names the leader, and never leads meanwhile.
+    let seen = || follower.elector.status().borrow().leader.clone();
+    eventually("the follower read the leader", || seen().as_deref() == Some("reader")).await;
+    let leases: Api<Lease> = Api::namespaced(diffing(t), &t.ns);
+    let spec = leases.get("election").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("reader"));
+    assert!(leader.leading() && !follower.leading());
+    let _ = leader.stop.take().map(|s| s.send(()));
+}
+case!(Needs::Protocol, a_lease_lock_reads_its_lease_in_the_process_wire_format);

@@ -51,6 +51,11 @@ pub(crate) fn unknown_field(err: &DecodeError) -> Option<String> {
     matches!(err, DecodeError::UnknownField { .. }).then(|| err.to_string())
 }
 
+/// A protobuf object read live, `managedFields` kept, unknown fields refused (module docs).
+pub(crate) fn object<K: DeserializeOwned>(body: &[u8]) -> Result<K, DecodeError> {
+    ctrlkit_protobuf::from_slice(body, &options(false, crate::cache::DEFAULT_MAX_DEPTH))
+}
+
 /// A protobuf `Status` body (`k8s\0` and its envelope).
 pub(crate) fn status(body: &[u8]) -> Result<Status, DecodeError> {
     ctrlkit_protobuf::from_slice(body, &DecodeOptions::new())

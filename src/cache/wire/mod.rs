@@ -19,6 +19,7 @@
 mod decode;
 mod format;
 mod frames;
+mod get;
 mod send;
 
 pub(crate) use decode::{
@@ -28,4 +29,5 @@ pub(crate) use decode::{
 pub(crate) use format::{Encoding, Read, protobuf_accept};
 pub use format::{WIRE_FORMAT_ENV, WireFormat};
 pub(crate) use frames::{Body, Frame, ends_stream, read_frame};
+pub(crate) use get::get_opt;
 pub(crate) use send::{Answer, send};
