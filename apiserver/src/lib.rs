@@ -158,6 +158,11 @@
 //!   stays `Terminating` until its finalizer is removed); a pod with `spec.nodeName` is deleted
 //!   at once (the real one gets a 30 s grace period); a new pod's status is reset to
 //!   `Pending`, as on a real server with no scheduler.
+//! - A built-in object is kept as the JSON of its Go type, as the real server answers it
+//!   (a ConfigMap's `data: {}`, an empty list, `""` or `0` in an `omitempty` field left out,
+//!   fields the type lacks dropped, times to the second), for the kinds with a protobuf
+//!   message (see the `protobuf` module); the kinds of the groups not vendored there (rbac,
+//!   networking, policy, storage, discovery, admissionregistration) are kept as written.
 //! - `generation` is kept for every kind (the real server leaves it unset for kinds without a
 //!   spec, such as ConfigMaps).
 //! - `managedFields` are computed for server-side apply only (see below); other writes store

@@ -22,4 +22,4 @@ mod transcode;
 
 pub(crate) use ctrlkit_protobuf::{MEDIA_TYPE, WATCH_MEDIA_TYPE};
 pub(crate) use frames::{PANIC_LINE, watch_frame, watch_frames};
-pub(crate) use transcode::{DecodeError, decode, encode, message_for};
+pub(crate) use transcode::{DecodeError, decode, encode, message_for, typed_json};

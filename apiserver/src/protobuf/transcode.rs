@@ -32,6 +32,17 @@ pub(crate) fn encode(value: &Value) -> Option<Result<Vec<u8>, String>> {
     }
 }
 
+/// The JSON kube-apiserver answers for `value`, an object of a built-in kind with a message:
+/// what Go's `encoding/json` writes of it once decoded into its typed struct and stored in
+/// protobuf (empty `omitempty` fields and empty maps and lists left out, pointers kept, fields
+/// the type lacks dropped, times to the second); see `ctrlkit-protobuf`'s Go JSON rules.
+/// `None` when the kind has no message, or a field does not fit it (left to the checks that
+/// answer such a body, as it was).
+pub(crate) fn typed_json(value: &Value) -> Option<Value> {
+    let body = ctrlkit_protobuf::transcode::from_json(value).ok()?;
+    ctrlkit_protobuf::transcode::to_json(&body).ok()
+}
+
 /// Whether a kind has a message (`Some`) or takes JSON only (a custom resource).
 pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<()> {
     ctrlkit_protobuf::has_message(api_version, kind).then_some(())

@@ -1,6 +1,6 @@
 //! The checks of an object's metadata and body on create and update: names (`generateName`,
-//! DNS labels and subdomains), the body's type and shape, empty metadata dropped, what
-//! counts as the spec, and finalizers.
+//! DNS labels and subdomains), the body's type and shape, empty metadata dropped, a built-in
+//! object rewritten as the JSON of its Go type, what counts as the spec, and finalizers.
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -9,6 +9,7 @@ use crate::model::resources::ResourceType;
 use crate::model::shapes::{self, Malformed};
 use crate::model::status::{ApiError, ApiResult};
 use crate::model::typed_fields::{self, TypedField};
+use crate::protobuf;
 
 use super::strategy::{NameRule, Strategy};
 
@@ -86,7 +87,8 @@ pub(crate) fn parse_body(kind: &str, body: &[u8]) -> ApiResult<Value> {
 
 /// Sets kind and apiVersion, refusing a body that names another type or holds one of
 /// `fields` (the kind's structs, maps and lists) with another JSON type; then the kind's
-/// `strategy` decodes it (`Strategy::decode`).
+/// `strategy` decodes it (`Strategy::decode`), and a kind with a protobuf message is
+/// rewritten as the JSON of its Go type (`protobuf::typed_json`).
 pub(super) fn check_type(
     rt: &ResourceType,
     fields: &[TypedField],
@@ -122,7 +124,13 @@ pub(super) fn check_type(
         value["metadata"] = json!({});
     }
     drop_empty_metadata(&mut value["metadata"]);
-    strategy.decode(value)
+    strategy.decode(value)?;
+    // What the real server keeps of a built-in object is its typed struct: answers are Go's
+    // JSON of it (a ConfigMap's `data: {}` left out, as `omitempty` does).
+    if let Some(typed) = protobuf::typed_json(value) {
+        *value = typed;
+    }
+    Ok(())
 }
 
 /// Drops the metadata lists and maps that are empty (or null), as the real server's typed

@@ -21,6 +21,7 @@ mod negotiation;
 mod protobuf;
 mod shapes;
 mod tables;
+mod typed_json;
 mod wait;
 mod watch;
 
