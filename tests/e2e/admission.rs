@@ -25,7 +25,7 @@ use kube_client::core::DynamicObject;
 use kube_client::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use super::common::{diffing, then_clean_up};
+use super::common::then_clean_up;
 use crate::support::http::free_address;
 
 /// What each path of the case's webhook server does.
@@ -145,7 +145,7 @@ async fn serve_webhooks(
     };
     server.serving().await;
     let ca = server.certificate().expect("a certificate").ca_pem;
-    let namespaces: Api<Namespace> = Api::all(diffing(t));
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let label =
         Patch::Merge(json!({ "metadata": { "labels": { "ctrlkit-e2e-admission": case } } }));
     namespaces.patch(&t.ns, &PatchParams::default(), &label).await.unwrap();
@@ -174,10 +174,10 @@ async fn webhooks_are_called_in_order_and_their_answers_and_failures_reach_the_c
     let case = t.ns.clone();
     then_clean_up(admission(t, &case), async {
         for name in [format!("{case}-1"), format!("{case}-2")] {
-            let mutating: Api<MutatingWebhookConfiguration> = Api::all(diffing(t));
+            let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
             let _ = mutating.delete(&name, &DeleteParams::default()).await;
         }
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
         let _ = validating.delete(&case, &DeleteParams::default()).await;
     })
     .await;
@@ -198,7 +198,7 @@ async fn admission(t: &Target, case: &str) {
     let url = |path: &str| format!("https://{address}{path}");
 
     // Two mutating configurations, called in name order; the first is reinvoked if needed.
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(diffing(t));
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
     for (n, path, reinvoke) in [(1, "first", "IfNeeded"), (2, "second", "Never")] {
         let configuration = serde_json::from_value(json!({
             "metadata": { "name": format!("{case}-{n}") },
@@ -222,7 +222,7 @@ async fn admission(t: &Target, case: &str) {
         hook
     };
     let closed = free_address();
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
     let configuration = serde_json::from_value(json!({
         "metadata": { "name": case },
         "webhooks": [
@@ -235,7 +235,7 @@ async fn admission(t: &Target, case: &str) {
     .unwrap();
     validating.create(&PostParams::default(), &configuration).await.unwrap();
     // The real server reads configurations from informers: wait until writes meet them.
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let pp = PostParams::default();
     let mut validated = false;
     for i in 0..100 {
@@ -390,7 +390,7 @@ async fn match_policies_decide_at_which_version_a_webhook_sees_a_write(t: &Targe
     let case = t.ns.clone();
     let name = format!("{case}-policies");
     then_clean_up(policies(t, &case, &name), async {
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
         let _ = validating.delete(&name, &DeleteParams::default()).await;
     })
     .await;
@@ -399,7 +399,7 @@ case!(Needs::Protocol, match_policies_decide_at_which_version_a_webhook_sees_a_w
 
 async fn policies(t: &Target, case: &str, name: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(diffing(t));
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let version = |name: &str, storage: bool| {
         json!({ "name": name, "served": true, "storage": storage,
             "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } })
@@ -435,7 +435,7 @@ async fn policies(t: &Target, case: &str, name: &str) {
             "resources": ["gizmos"], "operations": ["CREATE"], "scope": "*" }]);
         hook
     };
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
     let configuration = serde_json::from_value(json!({
         "metadata": { "name": name },
         "webhooks": [
@@ -561,7 +561,7 @@ fn web_deployment() -> k8s_openapi::api::apps::v1::Deployment {
 async fn scale_writes_and_collection_deletes_are_admitted(t: &Target) {
     let case = t.ns.clone();
     then_clean_up(guarded(t, &case), async {
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
         let _ = validating.delete(&format!("{case}-guard"), &DeleteParams::default()).await;
     })
     .await;
@@ -574,14 +574,14 @@ async fn guarded(t: &Target, case: &str) {
     let (address, ca, serving) =
         serve_webhooks(t, case, |builder| builder.handler("/guard", Guard)).await;
     let guard = scale_and_configmap_hook("guard", address, &ca, case, json!(["DELETE"]));
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
     let configuration = serde_json::from_value(
         json!({ "metadata": { "name": format!("{case}-guard") }, "webhooks": [guard] }),
     )
     .unwrap();
     validating.create(&PostParams::default(), &configuration).await.unwrap();
 
-    let deployments: Api<Deployment> = Api::namespaced(diffing(t), &t.ns);
+    let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &t.ns);
     let deployment = web_deployment();
     deployments.create(&PostParams::default(), &deployment).await.unwrap();
     let scale_to = |n: i64| Patch::Merge(json!({ "spec": { "replicas": n } }));
@@ -606,7 +606,7 @@ async fn guarded(t: &Target, case: &str) {
     deployments.patch_scale("web", &pp, &scale_to(3)).await.unwrap();
     assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(3));
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     for (name, keys) in [("free", &[][..]), ("kept", &["keep"][..])] {
         configmaps.create(&PostParams::default(), &configmap(case, name, keys)).await.unwrap();
     }
@@ -660,7 +660,7 @@ impl AdmissionHandler for Unmaking {
 async fn a_webhook_patch_that_leaves_no_object_is_refused(t: &Target) {
     let case = t.ns.clone();
     then_clean_up(unmade(t, &case), async {
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(diffing(t));
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
         let _ = mutating.delete(&format!("{case}-unmake"), &DeleteParams::default()).await;
     })
     .await;
@@ -678,13 +678,13 @@ async fn unmade(t: &Target, case: &str) {
     let (address, ca, serving) =
         serve_webhooks(t, case, |builder| builder.handler("/unmake", Unmaking)).await;
     let hook = scale_and_configmap_hook("unmake", address, &ca, case, json!(["CREATE", "UPDATE"]));
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(diffing(t));
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
     let configuration = serde_json::from_value(
         json!({ "metadata": { "name": format!("{case}-unmake") }, "webhooks": [hook] }),
     )
     .unwrap();
     mutating.create(&PostParams::default(), &configuration).await.unwrap();
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let pp = PostParams::default();
     // The real server reads configurations from an informer: wait until a write meets it.
     let mut answer = None;
@@ -749,7 +749,7 @@ async fn unmade(t: &Target, case: &str) {
     for name in ["probe", "to-string", "metadata"] {
         assert!(configmaps.get_opt(name).await.unwrap().is_none(), "{name} was created");
     }
-    let deployments: Api<Deployment> = Api::namespaced(diffing(t), &t.ns);
+    let deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &t.ns);
     let deployment = web_deployment();
     deployments.create(&pp, &deployment).await.unwrap();
     let two = Patch::Merge(json!({ "spec": { "replicas": 2 } }));

@@ -100,9 +100,3 @@ pub async fn then_clean_up(
         std::panic::resume_unwind(panic);
     }
 }
-
-/// The case's client: `t.client`, read back in protobuf and JSON after each write of a
-/// built-in kind when `CTRLKIT_PROTOBUF_DIFF=1` (`tests/support/protobuf_diff.rs`).
-pub fn diffing(t: &Target) -> kube_client::Client {
-    crate::support::protobuf_diff::diffing(t.client.clone())
-}

@@ -66,7 +66,7 @@ impl Reconciler for Stamper {
 }
 
 async fn a_stale_update_conflicts_and_the_retry_succeeds(t: &Target) {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"k": "v"}}))
         .unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
@@ -153,7 +153,7 @@ impl Reconciler for Counter {
 /// own write read a cache without it, unless the write is reported.
 async fn a_reconcile_after_its_own_write_waits_for_the_cache_to_hold_it(t: &Target) {
     for report in [false, true] {
-        let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+        let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
         let name = if report { "counted-reporting" } else { "counted" };
         let cm = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();

@@ -1,7 +1,6 @@
 //! The event recorder against a server: events.k8s.io/v1 events, repeats counted into one
 //! event's series, floods cut by the per-object spam filter and counted.
 
-use super::common::diffing;
 use ctrlkit::events::{EventRecorder, EventType, NewEvent};
 use ctrlkit::metrics::Registry;
 use ctrlkit_apiserver::case;
@@ -13,13 +12,13 @@ use kube_client::{Api, Resource};
 use serde_json::json;
 
 async fn configmap(t: &Target, name: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap()
 }
 
 async fn events_about(t: &Target, name: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(diffing(t), &t.ns);
+    let events: Api<Event> = Api::namespaced(t.client.clone(), &t.ns);
     let all = events.list(&ListParams::default()).await.unwrap().items;
     all.into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
@@ -29,7 +28,7 @@ async fn events_about(t: &Target, name: &str) -> Vec<Event> {
 async fn repeated_events_form_one_series_and_floods_are_filtered(t: &Target) {
     let registry = Registry::new();
     let recorder = EventRecorder::with_metrics(
-        diffing(t),
+        t.client.clone(),
         "example.com/events-test",
         Some(std::sync::Arc::new(registry.clone())),
     );

@@ -270,7 +270,7 @@ pub(crate) fn configmap_sets(t: &Target) -> Api<DynamicObject> {
         kind: "ConfigMapSet".into(),
         plural: "configmapsets".into(),
     };
-    Api::namespaced_with(diffing(t), &t.ns, &ar)
+    Api::namespaced_with(t.client.clone(), &t.ns, &ar)
 }
 
 /// Waits up to 40 s for the set `greetings` to report `want` ready ConfigMaps.
@@ -309,7 +309,7 @@ async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them
     })
     .await;
     let sets = configmap_sets(t);
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let ready = |want: i64| wait_ready(&sets, want);
     let names = || {
         let configmaps = configmaps.clone();
@@ -443,7 +443,7 @@ async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target
     }
 
     let sets = configmap_sets(t);
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let ready = |want: i64| wait_ready(&sets, want);
     kubectl(t, &["apply", "-f", "-"], Some(SET)).await;
     ready(3).await;
@@ -451,7 +451,7 @@ async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target
     assert_eq!(set.finalizers(), ["ctrlkit.example.com/cleanup"]);
     // Events are written in the background, after the reconcile that records them: a kill
     // before they are written loses them, as client-go's broadcaster does. Wait for them.
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(diffing(t), &t.ns);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(t.client.clone(), &t.ns);
     eventually_async_within(Duration::from_secs(20), "the Created events written", || async {
         let listed = events.list(&Default::default()).await.unwrap();
         listed.items.iter().any(|e| e.note.as_deref() == Some("created ConfigMap greetings-0"))
@@ -547,7 +547,7 @@ async fn three_sharded_operator_replicas_share_the_sets_and_outlive_a_kill(t: &T
         .collect();
     kubectl(t, &["apply", "-f", "-"], Some(&manifests.join("---\n"))).await;
     let sets = configmap_sets(t);
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let label = "shard.ctrlkit.dev/configmap-sets";
     // Every set ready with its ConfigMaps, each labelled to the shard the ring names for it
     // among the live replicas (not merely to some live shard: until the sharder has seen every

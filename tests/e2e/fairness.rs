@@ -91,20 +91,20 @@ impl Reconciler for Flooded {
 /// The case's two namespaces: the flood's (the case's own) and the lone key's (made here).
 async fn quiet_namespace(t: &Target) -> String {
     let name = format!("{}-quiet", t.ns);
-    let namespaces: Api<Namespace> = Api::all(diffing(t));
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let ns = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
     namespaces.create(&PostParams::default(), &ns).await.expect("the quiet namespace");
     name
 }
 
 async fn delete_namespace(t: &Target, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(diffing(t));
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
     let _ = namespaces.delete(name, &DeleteParams::background()).await;
 }
 
 /// Creates ConfigMaps labelled `run` in `ns`, 32 at a time.
 async fn create_configmaps(t: &Target, ns: &str, run: &str, names: Vec<String>) {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), ns);
     stream::iter(names)
         .for_each_concurrent(32, |name| {
             let api = api.clone();
@@ -128,7 +128,7 @@ fn controller(
     queue: WorkQueueBuilder<ObjectKey>,
 ) -> Controller<ConfigMap> {
     let selector = format!("ctrlkit-e2e-fairness={run}");
-    Controller::builder(ListWatch::new(Api::<ConfigMap>::all(diffing(t))).labels(&selector))
+    Controller::builder(ListWatch::new(Api::<ConfigMap>::all(t.client.clone())).labels(&selector))
         .name(&format!("fairness-{run}"))
         .config(config.workers(WORKERS))
         .queue(queue)

@@ -2,7 +2,6 @@
 //! removed, a failing cleanup keeps it, an object deleted before it was added is not blocked,
 //! and a patch made from a stale cache cannot drop another finalizer.
 
-use super::common::diffing;
 use std::sync::{Arc, Mutex};
 
 use ctrlkit::controller::Action;
@@ -52,7 +51,7 @@ async fn create(api: &Api<ConfigMap>, name: &str, finalizers: &[&str]) -> Config
 }
 
 async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &Target) {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = create(&api, "a", &[]).await;
     let applied = Arc::new(Mutex::new(Vec::new()));
     let seen = applied.clone();
@@ -83,7 +82,7 @@ async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup(t: &Targe
 case!(Needs::Protocol, the_finalizer_is_added_before_apply_and_removed_after_cleanup);
 
 async fn a_failed_cleanup_keeps_the_finalizer_and_an_unfinalized_delete_is_not_blocked(t: &Target) {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     create(&api, "b", &[MINE]).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
     let (result, asked) = run(&api, api.get("b").await.unwrap(), true).await;
@@ -112,7 +111,7 @@ case!(
 /// A cache that missed another controller's finalizer cannot overwrite it: the add is a JSON
 /// patch that tests the list first.
 async fn a_stale_cache_cannot_drop_another_finalizer(t: &Target) {
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let stale = create(&api, "d", &[]).await;
     let theirs = Patch::Merge(json!({"metadata": {"finalizers": ["other.example.com/x"]}}));
     api.patch("d", &PatchParams::default(), &theirs).await.unwrap();

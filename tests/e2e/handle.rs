@@ -17,7 +17,7 @@ fn version(cm: &ConfigMap) -> u64 {
 }
 
 async fn controllers_added_and_removed_while_the_manager_runs_reconcile_every_change(t: &Target) {
-    let cms: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let create = |name: String| {
         let cms = cms.clone();
         async move {
@@ -33,7 +33,7 @@ async fn controllers_added_and_removed_while_the_manager_runs_reconcile_every_ch
         latest.insert(name.to_owned(), version(&cm));
         changes.push((name.to_owned(), version(&cm)));
     }
-    let mut manager = Manager::new(diffing(t));
+    let mut manager = Manager::new(t.client.clone());
     let stays = Versions::default();
     manager
         .controller(cms.clone())

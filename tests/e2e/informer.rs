@@ -16,7 +16,7 @@ use super::common::*;
 /// 25 pods in pages of 10: three list requests, the last two continuing the first (an
 /// informer with streaming lists off, as one on a server without them lists).
 async fn the_initial_list_is_paginated(t: &Target) {
-    let pods: Api<Pod> = Api::namespaced(diffing(t), &t.ns);
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let names: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     create(&pods, &refs, json!({})).await;
@@ -42,7 +42,7 @@ async fn watch_is_live(create_one: impl Future<Output = ()>, recorder: &Recorder
 /// Cut off mid-watch while a pod is deleted and another created: the informer watches again
 /// from the version it had and hears both as events, with no second list.
 async fn a_cut_watch_resumes_from_its_version_without_a_relist(t: &Target) {
-    let pods: Api<Pod> = Api::namespaced(diffing(t), &t.ns);
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b"], json!({})).await;
     let Synced { informer, recorder, proxy, log, .. } =
         &synced_informer::<Pod>(t, |b| b, |lw| lw).await;
@@ -79,7 +79,7 @@ case!(Needs::Protocol, a_cut_watch_resumes_from_its_version_without_a_relist);
 /// Secrets, because the servers under test serve them without a watch cache, so that
 /// compacting etcd expires their old versions for watches.
 async fn an_expired_version_relists_and_delivers_tombstones(t: &Target) {
-    let secrets: Api<Secret> = Api::namespaced(diffing(t), &t.ns);
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     let create_secret = |name: &'static str| {
         let secrets = secrets.clone();
         async move {
@@ -124,7 +124,7 @@ case!(Needs::Compaction, an_expired_version_relists_and_delivers_tombstones);
 /// a bookmark, and a resumed watch starts there. The real server sends bookmarks about once
 /// a minute; the case waits up to 90 s for one.
 async fn bookmarks_move_the_resume_version_on(t: &Target) {
-    let pods: Api<Pod> = Api::namespaced(diffing(t), &t.ns);
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["web"], json!({"app": "web"})).await;
     let Synced { informer, recorder, proxy, log, .. } =
         &synced_informer::<Pod>(t, |b| b, |lw| lw.labels("app=web")).await;
@@ -159,7 +159,7 @@ case!(Needs::Protocol, bookmarks_move_the_resume_version_on);
 /// server has them (1.36, and the embedded server), through list + watch where it refuses
 /// them (1.20).
 async fn streaming_lists_sync_or_fall_back_to_list_and_watch(t: &Target) {
-    let pods: Api<Pod> = Api::namespaced(diffing(t), &t.ns);
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     create(&pods, &["a", "b", "c"], json!({})).await;
     let Synced { informer, recorder, log, .. } = &synced_informer::<Pod>(t, |b| b, |lw| lw).await;
     assert_eq!(informer.indexer().len(), 3);

@@ -143,11 +143,11 @@ fn record_holders(leases: Api<Lease>, from: String) -> Arc<Mutex<Vec<String>>> {
 }
 
 async fn three_candidates_one_leader_and_failover_on_death_and_on_shutdown(t: &Target) {
-    let leases: Api<Lease> = Api::namespaced(diffing(t), &t.ns);
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     let from = leases.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
     let history = record_holders(leases.clone(), from);
     let mut candidates: Vec<Candidate> =
-        ["a", "b", "c"].iter().map(|id| Candidate::start(diffing(t), &t.ns, id)).collect();
+        ["a", "b", "c"].iter().map(|id| Candidate::start(t.client.clone(), &t.ns, id)).collect();
     let (first, _) = wait_for_leader(&refs(&candidates), Duration::from_secs(10)).await;
     // Leadership is stable while the leader renews.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -204,7 +204,7 @@ async fn a_leader_cut_off_from_the_server_steps_down_before_its_lease_expires(t:
     let (proxy, through_proxy, _) = t.through_proxy().await;
     let mut leader = Candidate::start(through_proxy, &t.ns, "cut-off");
     eventually("the first candidate leads", || leader.leading()).await;
-    let follower = Candidate::start(diffing(t), &t.ns, "follower");
+    let follower = Candidate::start(t.client.clone(), &t.ns, "follower");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!follower.leading());
     let cut = Instant::now();
@@ -256,7 +256,7 @@ async fn two_replicas_with_one_hostname_and_pid_1_elect_one_leader(t: &Target) {
     );
     assert!(a.starts_with("web-0_") && b.starts_with("web-0_"), "{a} and {b}");
     assert_ne!(a, b, "two replicas with one identity");
-    let leases: Api<Lease> = Api::namespaced(diffing(t), &t.ns);
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     let lease = leases.get("configmap-sets").await.unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, Some(a));
     first.terminate().await;
@@ -298,7 +298,7 @@ async fn a_lease_deleted_under_the_leader_never_makes_two_leaders(t: &Target) {
     .await;
     // The follower reads the Lease at once, then every 2 to 4.4 s: it has seen it held.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let leases: Api<Lease> = Api::namespaced(diffing(t), &t.ns);
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     leases.delete("configmap-sets", &Default::default()).await.unwrap();
     let deleted = Instant::now();
     // Both replicas' metrics, every 100 ms, until the follower leads (a lease duration, 15 s,

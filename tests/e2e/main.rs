@@ -42,5 +42,5 @@ fn main() -> ExitCode {
     if std::env::var_os(serving::HELPER_ENV).is_some() {
         return serving::helper_main();
     }
-    support::protobuf_diff::finish(ctrlkit_apiserver::harness::main_with(common::server))
+    ctrlkit_apiserver::harness::main_with(common::server)
 }

@@ -77,12 +77,12 @@ const UPDATES: usize = 3;
 /// Runs the controller over `PARENTS` parents in namespace `ns`, the children's watch cut
 /// while they are created and updated; returns the children per parent on the server.
 async fn children_per_parent(t: &Target, ns: &str, guard: bool) -> BTreeMap<String, usize> {
-    let parents: Api<ConfigMap> = Api::namespaced(diffing(t), ns);
-    let secrets: Api<Secret> = Api::namespaced(diffing(t), ns);
+    let parents: Api<ConfigMap> = Api::namespaced(t.client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), ns);
     // The children's informer has a client of its own, through the proxy.
     let (proxy, cut_off, _) = t.through_proxy().await;
     let children = ListWatch::new(Api::<Secret>::namespaced(cut_off, ns)).labels("role=child");
-    let factory = SharedInformerFactory::builder(diffing(t)).namespace(ns).build();
+    let factory = SharedInformerFactory::builder(t.client.clone()).namespace(ns).build();
     let child_informer = factory.informer_with(children.clone(), |b| b.backoff(fast_backoff()));
     // One worker: a held key leaves it to the next, so every parent is held at once.
     let config = Config::default().workers(1); // the hold's timeout: 5 s by default
@@ -96,7 +96,7 @@ async fn children_per_parent(t: &Target, ns: &str, guard: bool) -> BTreeMap<Stri
     let creates = Arc::new(AtomicUsize::new(0));
     let reasons = Arc::default();
     let reconciler = OneChild {
-        secrets: Api::namespaced(ctrlkit::controller::recording_client(diffing(t)), ns),
+        secrets: Api::namespaced(ctrlkit::controller::recording_client(t.client.clone()), ns),
         children: child_informer.indexer(),
         creates: creates.clone(),
         reasons: Arc::clone(&reasons),

@@ -3,7 +3,6 @@
 //! (SubjectAccessReview on `get /metrics`), under RBAC: the real servers' and the embedded
 //! server's, which answers both for its test users.
 
-use super::common::diffing;
 use std::time::Duration;
 
 use ctrlkit::manager::Manager;
@@ -27,14 +26,14 @@ async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target
     let (reader, stranger) = (&reader, &stranger);
     // The permission, granted to the reader alone (cluster-wide objects: named for the case).
     let name = format!("ctrlkit-e2e-metrics-reader-{}", t.ns);
-    let roles: Api<ClusterRole> = Api::all(diffing(t));
+    let roles: Api<ClusterRole> = Api::all(t.client.clone());
     let role = serde_json::from_value(json!({
         "metadata": { "name": name },
         "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
     }))
     .unwrap();
     roles.create(&PostParams::default(), &role).await.unwrap();
-    let bindings: Api<ClusterRoleBinding> = Api::all(diffing(t));
+    let bindings: Api<ClusterRoleBinding> = Api::all(t.client.clone());
     let binding = serde_json::from_value(json!({
         "metadata": { "name": name },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
@@ -44,7 +43,7 @@ async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target
     bindings.create(&PostParams::default(), &binding).await.unwrap();
     // RBAC's authorizer reads bindings from its informer: wait until it has this one, so
     // that the reader's first scrape is decided on it (a denial would be remembered 30 s).
-    let reviews: Api<SubjectAccessReview> = Api::all(diffing(t));
+    let reviews: Api<SubjectAccessReview> = Api::all(t.client.clone());
     let review: SubjectAccessReview = serde_json::from_value(json!({
         "spec": { "user": "ctrlkit-e2e-reader", "nonResourceAttributes": { "path": "/metrics", "verb": "get" } },
     }))
@@ -64,7 +63,7 @@ async fn a_scrape_is_let_in_by_token_review_and_subject_access_review(t: &Target
     let bundle = ca.issue(&["127.0.0.1".to_owned()], Duration::from_secs(3600)).unwrap();
     let ca_pem = bundle.ca_pem.clone();
     let address = free_address();
-    let manager = Manager::builder(diffing(t))
+    let manager = Manager::builder(t.client.clone())
         .metrics_address(address)
         .metrics_secure_serving(
             SecureServing::new().certificates(CertificateSource::Bundle(bundle)),

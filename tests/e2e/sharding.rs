@@ -5,7 +5,6 @@
 //! every replica caches every object. Either way each object is reconciled by its shard
 //! alone, and a replica that stops hands its ranges over.
 
-use super::common::diffing;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -160,7 +159,7 @@ async fn a_shard_selector_ring_splits_reconciles_by_uid_and_caches_where_the_ser
         .namespace(&t.ns)
         .lease_config(timing)
         .assignment(Assignment::ShardSelectors);
-    let api: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     for i in 0..60 {
         let cm = serde_json::from_value(
             serde_json::json!({ "metadata": { "name": format!("cm-{i}") } }),

@@ -43,8 +43,8 @@ async fn settle() {
 
 async fn owned_objects_enqueue_their_controlling_owner(t: &Target) {
     let ar = t.custom_resource(&crate::common::widget()).await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(diffing(t), &t.ns, &ar);
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let owner = widget(&widgets, &ar, "owner").await;
     let other = widget(&widgets, &ar, "other").await;
     let log = ReconcileLog::default();
@@ -88,8 +88,8 @@ case!(Needs::Protocol, owned_objects_enqueue_their_controlling_owner);
 
 async fn mappers_triggers_and_predicates_decide_what_is_reconciled(t: &Target) {
     let ar = t.custom_resource(&crate::common::widget()).await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(diffing(t), &t.ns, &ar);
-    let secrets: Api<Secret> = Api::namespaced(diffing(t), &t.ns);
+    let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), &t.ns, &ar);
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
     widget(&widgets, &ar, "w").await;
     widget(&widgets, &ar, "x").await;
     let log = ReconcileLog::default();

@@ -48,17 +48,17 @@ async fn every_request_names_its_binary_and_a_client_can_name_its_controller(t: 
     assert!(agent.starts_with(&format!("{binary}/{version} (")), "{agent}");
     assert!(agent.ends_with(&format!(") ctrlkit/{version}")), "{agent}");
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
     let cm = configmaps.create(&PostParams::default(), &cm).await.unwrap();
     // An informer on the plain client, and one on a client that names its controller.
-    let pods = Informer::new(ListWatch::new(Api::<Pod>::namespaced(diffing(t), &t.ns)));
-    let named = with_user_agent(diffing(t), "configmap-operator/1.2.3").unwrap();
+    let pods = Informer::new(ListWatch::new(Api::<Pod>::namespaced(t.client.clone(), &t.ns)));
+    let named = with_user_agent(t.client.clone(), "configmap-operator/1.2.3").unwrap();
     let cms = Informer::new(ListWatch::new(Api::<ConfigMap>::namespaced(named, &t.ns)));
     let _pods = start(&pods);
     let _cms = start(&cms);
     assert!(wait_for_cache_sync(&[&pods, &cms], std::future::pending()).await.is_ok());
-    let recorder = EventRecorder::new(diffing(t), "example.com/user-agent-test");
+    let recorder = EventRecorder::new(t.client.clone(), "example.com/user-agent-test");
     recorder.publish_for(&cm, NewEvent::new(EventType::Normal, "Seen", "Look", "hello"));
 
     // The log is written as requests complete; a watch's entry when its answer starts.

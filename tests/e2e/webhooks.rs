@@ -86,7 +86,7 @@ async fn webhooks(t: &Target) {
         .await;
     let defaulted = sets.get("defaulted").await.unwrap();
     assert_eq!(defaulted.data["spec"]["replicas"], 1, "{:?}", defaulted.data);
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     eventually_async_within(Duration::from_secs(20), "defaulted-0 made", || async {
         configmaps.get_opt("defaulted-0").await.unwrap().is_some()
     })
@@ -205,9 +205,9 @@ async fn webhooks(t: &Target) {
 /// example is gone), and makes the CRD serve v1 alone again, as the other cases expect.
 async fn put_back(t: &Target) {
     let dp = DeleteParams::default();
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(diffing(t));
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(t.client.clone());
     let _ = validating.delete(CONFIGURATION, &dp).await;
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(diffing(t));
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(t.client.clone());
     let _ = mutating.delete(CONFIGURATION, &dp).await;
     let sets = configmap_sets(t);
     for set in sets.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
@@ -216,7 +216,7 @@ async fn put_back(t: &Target) {
         let _ = sets.patch(&name, &PatchParams::default(), &unfinalized).await;
         let _ = sets.delete(&name, &dp).await;
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(diffing(t));
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let Ok(crd) = crds.get(CRD).await else { return };
     let v1: Vec<_> = crd.spec.versions.iter().filter(|v| v.name == "v1").cloned().collect();
     let v1_alone = Patch::Merge(json!({
@@ -287,7 +287,7 @@ async fn restarted_over_v2(t: &Target) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     created.expect("the set is created once the webhooks are trusted");
-    let configmaps: Api<ConfigMap> = Api::namespaced(diffing(t), &t.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     eventually_async_within(Duration::from_secs(20), "stored-1 made", || async {
         configmaps.get_opt("stored-1").await.unwrap().is_some()
     })
@@ -299,7 +299,7 @@ async fn restarted_over_v2(t: &Target) {
     // trust until the restarted example injects it).
     let dp = DeleteParams::default();
     configmaps.delete("stored-1", &dp).await.unwrap();
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(diffing(t), &t.ns);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(t.client.clone(), &t.ns);
     secrets.delete("configmap-sets-webhook-certs", &dp).await.unwrap();
 
     let (second, metrics) = start_stored_as_v2(t);
@@ -345,7 +345,7 @@ async fn restarted_over_v2(t: &Target) {
 /// webhook), the sets gone, and v2 dropped from the CRD's stored versions, so that
 /// [`put_back`] can make the CRD serve v1 alone.
 async fn put_back_from_v2(t: &Target) {
-    let crds: Api<CustomResourceDefinition> = Api::all(diffing(t));
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let Ok(crd) = crds.get(CRD).await else { return };
     let mut versions = crd.spec.versions.clone();
     for version in &mut versions {

@@ -10,7 +10,6 @@ pub mod chaos;
 pub mod convergence;
 pub mod http;
 pub mod observe;
-pub mod protobuf_diff;
 pub mod scripted;
 
 /// A reconciler's error in the tests: a message, and the error it came from, if any (its

@@ -15,6 +15,10 @@
 //! - Each case is listed once per server, as `embedded::<module>::<case>` and
 //!   `real::<module>::<case>`; without a real server the `real::` half is listed as ignored,
 //!   with a line that says why, so a run never passes what it did not run.
+//! - With `CTRLKIT_PROTOBUF_DIFF=1`, every built-in object a case writes through its
+//!   `Target::client` is read back as protobuf and as JSON, and the case fails when the two
+//!   decode differently (see [`protobuf_diff`]; cases that need the embedded server alone
+//!   are left out, since their faults count requests).
 //!
 //! A test binary of a user's crate (`tests/operator.rs`, with `harness = false` in its
 //! `[[test]]` section and `ctrlkit-apiserver = { version = "0.1", features = ["harness"] }`
@@ -47,6 +51,7 @@
 //! [`Target::custom_resource`] defines a kind by a CRD where a server does not serve it yet. `cargo test` runs it on the embedded server; with
 //! `CTRLKIT_E2E_KUBECONFIG=/path/to/kubeconfig cargo test`, on that server too.
 
+pub mod protobuf_diff;
 mod proxy;
 mod raw;
 mod requests;

@@ -12,6 +12,7 @@ use std::sync::{PoisonError, RwLock};
 use futures::FutureExt;
 use libtest_mimic::{Arguments, Trial};
 
+use super::protobuf_diff;
 use super::target::{AUDIT_LOG_ENV, ETCD_ENV, KUBECONFIG_ENV, Kind, Target, configure};
 use crate::ApiServerBuilder;
 
@@ -145,7 +146,9 @@ fn run_all() -> ExitCode {
             );
         }
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    let conclusion = libtest_mimic::run(&args, trials);
+    let ran = conclusion.num_passed + conclusion.num_failed > 0;
+    protobuf_diff::finish(ran, conclusion.exit_code())
 }
 
 /// Compacting a real server's history expires the continue tokens and old versions of every
@@ -170,7 +173,12 @@ fn run_case(kind: Kind, name: &str, run: CaseFn, needs: Needs) {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
-        let target = Target::new(kind, name).await;
+        let mut target = Target::new(kind, name).await;
+        // Faults injected into the embedded server count requests: its cases' clients stay
+        // as they are.
+        if needs != Needs::Embedded {
+            target.client = protobuf_diff::diffing(target.client);
+        }
         let outcome = AssertUnwindSafe(run(&target)).catch_unwind().await;
         target.cleanup().await;
         if let Err(panic) = outcome {

@@ -1,24 +1,31 @@
-//! The protobuf read-back check: with `CTRLKIT_PROTOBUF_DIFF=1`, a client wrapped by
-//! [`DiffLayer`] reads back every built-in object it writes (create, update, patch, apply of
-//! a kind `ctrlkit_protobuf::has_message` accepts) twice, as protobuf and as JSON, decodes the
-//! first with `ctrlkit_protobuf::from_slice` and the second with serde_json into the same
-//! k8s-openapi type, and panics (failing the case) when the two differ; once per kind it does
-//! the same for a list of the object's namespace.
+//! The protobuf read-back check: with `CTRLKIT_PROTOBUF_DIFF=1`, the client of every case's
+//! [`Target`](super::Target) (but those of cases that need the embedded server alone, whose
+//! faults count requests) reads back every built-in object it writes (create, update,
+//! patch, apply of a kind `ctrlkit_protobuf::has_message` accepts) twice, as protobuf and as
+//! JSON, decodes the first with `ctrlkit_protobuf::from_slice` and the second with
+//! serde_json into the same k8s-openapi type, and panics (failing the case) when the two
+//! differ; once per kind it does the same for a list of the object's namespace. The runner
+//! wraps the client ([`diffing`]); a client a case builds itself (from
+//! [`Target::config`](super::Target::config), through a proxy) is not wrapped.
 //!
 //! # Contract
+//! - The first [`PER_CLIENT`] writes of each case's client are read back, not those after.
 //! - What the wrapped client's caller sees is unchanged: the reads go through a separate
 //!   client, after the write's answer and before it is returned, and the answer's body is
 //!   returned byte for byte.
 //! - Two reads that saw different resourceVersions (a controller wrote between them) are
-//!   read again, up to a few times; an object gone meanwhile (404) is skipped, uncounted.
-//! - Checks are counted per kind ([`counts`]); [`finish`] prints them and fails the suite
-//!   when the variable was set and no check ran, so the check cannot silently do nothing.
+//!   read again, up to a few times; an object gone meanwhile (404), or a read the server
+//!   failed (5xx, 429: faults a case injects into the embedded server), is skipped, uncounted.
+//! - Checks are counted per kind ([`counts`]); the runner ([`main`](super::main)) prints them
+//!   at the end and fails the run when the variable was set and no check ran, so the check
+//!   cannot silently do nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use ctrlkit_protobuf::DecodeOptions;
@@ -31,6 +38,10 @@ use serde_json::Value;
 
 /// The variable that turns the check on.
 pub const ENV: &str = "CTRLKIT_PROTOBUF_DIFF";
+
+/// The writes one case's client reads back: the first ones; a case that writes thousands of
+/// objects of one shape (the convergence runs) would otherwise spend minutes on them.
+pub const PER_CLIENT: usize = 500;
 
 /// How many times two reads that saw different resourceVersions are repeated.
 const ATTEMPTS: usize = 5;
@@ -62,10 +73,10 @@ fn count(key: &str, f: impl FnOnce(&mut Counts)) {
     f(COUNTS.lock().unwrap_or_else(PoisonError::into_inner).entry(key.to_owned()).or_default())
 }
 
-/// The suite's end: with the check on, prints the counts per kind and turns `code` into a
-/// failure when no check ran.
-pub fn finish(code: ExitCode) -> ExitCode {
-    if !enabled() {
+/// The run's end: with the check on, prints the counts per kind and turns `code` into a
+/// failure when cases ran (`ran`) but no check did.
+pub(crate) fn finish(ran: bool, code: ExitCode) -> ExitCode {
+    if !enabled() || !ran {
         return code;
     }
     let counts = counts();
@@ -87,7 +98,9 @@ pub fn diffing(client: Client) -> Client {
         return client;
     }
     let namespace = client.default_namespace().to_owned();
-    Client::new(DiffLayer { reader: client.clone() }.layer_client(client), namespace)
+    let layer =
+        DiffLayer { reader: client.clone(), budget: Arc::new(AtomicUsize::new(PER_CLIENT)) };
+    Client::new(layer.layer_client(client), namespace)
 }
 
 /// The tower layer: wraps a service of kube-client's requests so that each successful write
@@ -96,11 +109,13 @@ pub fn diffing(client: Client) -> Client {
 pub struct DiffLayer {
     /// The client the read-backs go through.
     pub reader: Client,
+    /// The writes left to read back (shared by the clones of the client).
+    pub budget: Arc<AtomicUsize>,
 }
 
 impl DiffLayer {
     fn layer_client(self, inner: Client) -> DiffService {
-        DiffService { inner, reader: self.reader }
+        DiffService { inner, reader: self.reader, budget: self.budget }
     }
 }
 
@@ -109,6 +124,7 @@ impl DiffLayer {
 pub struct DiffService {
     inner: Client,
     reader: Client,
+    budget: Arc<AtomicUsize>,
 }
 
 impl tower::Service<Request<Body>> for DiffService {
@@ -121,9 +137,14 @@ impl tower::Service<Request<Body>> for DiffService {
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (inner, reader) = (self.inner.clone(), self.reader.clone());
+        let (inner, reader, budget) =
+            (self.inner.clone(), self.reader.clone(), self.budget.clone());
         Box::pin(async move {
-            let write = Write::of(&request);
+            let write = Write::of(&request).filter(|_| {
+                budget
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+            });
             let response = inner.send(request).await?;
             let Some(write) = write.filter(|_| response.status().is_success()) else {
                 return Ok(response);
@@ -193,9 +214,14 @@ impl Write {
         } else {
             return;
         }
-        let first = LISTED.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone());
-        if first && read_back(reader, &self.collection, &key, compare.list).await {
-            count(&key, |c| c.lists += 1);
+        let listed = || LISTED.lock().unwrap_or_else(PoisonError::into_inner);
+        if !listed().insert(key.clone()) {
+            return;
+        }
+        match read_back(reader, &self.collection, &key, compare.list).await {
+            true => count(&key, |c| c.lists += 1),
+            // Skipped (a failed read): a later write of the kind lists it.
+            false => _ = listed().remove(&key),
         }
     }
 }
@@ -211,7 +237,8 @@ struct Comparer {
 }
 
 /// GETs `path` as protobuf and as JSON and compares them with `compare`, again while they saw
-/// different versions; `false` when the object is gone. Panics on a difference.
+/// different versions; `false` when the object is gone or a read failed (see [`get`]).
+/// Panics on a difference.
 async fn read_back(reader: &Client, path: &str, key: &str, compare: Compare) -> bool {
     for _ in 0..ATTEMPTS {
         let Some(proto) = get(reader, path, ctrlkit_protobuf::MEDIA_TYPE, key).await else {
@@ -229,7 +256,8 @@ async fn read_back(reader: &Client, path: &str, key: &str, compare: Compare) -> 
     panic!("{ENV}: {key} at {path}: the two reads saw different versions {ATTEMPTS} times")
 }
 
-/// The body of a GET of `path` in `accept`; `None` when it is gone (404).
+/// The body of a GET of `path` in `accept`; `None` when it is gone (404) or the server failed
+/// the read (5xx, 429: a case's injected faults).
 async fn get(reader: &Client, path: &str, accept: &str, key: &str) -> Option<Vec<u8>> {
     let request = Request::get(path)
         .header(header::ACCEPT, accept)
@@ -240,7 +268,10 @@ async fn get(reader: &Client, path: &str, accept: &str, key: &str) -> Option<Vec
         .await
         .unwrap_or_else(|e| panic!("{ENV}: reading {key} at {path} as {accept}: {e}"));
     let status = response.status();
-    if status == StatusCode::NOT_FOUND {
+    if status == StatusCode::NOT_FOUND
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status.is_server_error()
+    {
         return None;
     }
     let content_type = response
@@ -252,7 +283,8 @@ async fn get(reader: &Client, path: &str, accept: &str, key: &str) -> Option<Vec
     let body = response.into_body().collect().await;
     let body =
         body.unwrap_or_else(|e| panic!("{ENV}: reading {key} at {path}: {e}")).to_bytes().to_vec();
-    assert!(status.is_success(), "{ENV}: {key} at {path} as {accept}: {status}: {body:?}");
+    let text = String::from_utf8_lossy(&body);
+    assert!(status.is_success(), "{ENV}: {key} at {path} as {accept}: {status}: {text}");
     assert!(
         content_type.starts_with(accept),
         "{ENV}: {key} at {path}: asked for {accept}, answered {content_type}"
