@@ -193,9 +193,9 @@
 //!   table of the common built-in fields, not from the OpenAPI schema.
 //! - List items carry `kind` and `apiVersion` (the real server omits them for built-in
 //!   kinds); clients decode either.
-//! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.36.2, answered only
-//!   to clients that accept nothing else (the real server answers protobuf whenever a client
-//!   lists it first). `/openapi/v2` is JSON only (the real server also answers its protobuf
+//! - No CBOR; protobuf for the built-in kinds' messages of Kubernetes v1.36.2, negotiated as
+//!   the real server does (see the `http` module's `negotiate`) but for a specific type at a
+//!   lower q than a wildcard before it. `/openapi/v2` is JSON only (the real server also answers its protobuf
 //!   form). Field validation reads field names, not types or values, and not JSON patches; a duplicate key in a JSON
 //!   body keeps its last value, where the real server merges two objects under one key.
 //!   Tables' column descriptions are

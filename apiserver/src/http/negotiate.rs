@@ -18,18 +18,17 @@
 //!   too, and `as=Table` (what `kubectl get` asks for first; see the `table` module), which
 //!   is JSON only: a table asked for in protobuf is passed over.
 //!
-//! YAML and CBOR are passed over (this server does not write them). A clause with `q=0`
-//! refuses its media type (RFC 9110), where it is the most specific clause naming it:
-//! `application/json;q=0,*/*` gets protobuf where the kind has a message. kube-apiserver's
-//! router wants, for built-in kinds and before any of this, one clause that names a media
-//! type it serves exactly, or `*/*`: `application/*` alone is 406 for a pod, JSON for a
-//! custom resource, as here. An empty `Accept` gets JSON; nothing acceptable: 406, with the
-//! real server's messages.
+//! YAML and CBOR are passed over (this server does not write them). A clause with `q=0` is
+//! the least wanted, not refused, as kube-apiserver takes it (RFC 9110 would refuse it):
+//! protobuf alone at `q=0` gets protobuf, `application/json;q=0,*/*` gets JSON (`*/*`
+//! first). kube-apiserver's router wants, for built-in kinds and before any of this, one
+//! clause that names a media type it serves exactly, or `*/*`: `application/*` alone is 406
+//! for a pod, JSON for a custom resource, as here. An empty `Accept` gets JSON; nothing
+//! acceptable: 406, with the real server's messages.
 //!
-//! Known differences from kube-apiserver v1.36.2 and v1.20.2, for `Accept`s no client
-//! sends: they take a `q=0` clause as the least wanted rather than refused (protobuf alone
-//! at `q=0` gets protobuf there, 406 here), and their sort puts a specific type before a
-//! wildcard even at a lower q (`*/*,…protobuf;q=0.5` gets protobuf there, JSON here).
+//! Known difference from kube-apiserver v1.36.2 and v1.20.2, for `Accept`s no client sends:
+//! their sort puts a specific type before a wildcard even at a lower q
+//! (`*/*,…protobuf;q=0.5` gets protobuf there, JSON here).
 //!
 //! An error is a `Status`, which has a message whatever the kind: it comes in the first
 //! clause without a form (`as=`) that names JSON or protobuf, JSON where none does, as the
@@ -234,25 +233,15 @@ fn form(r#as: Option<&str>, group: Option<&str>, version: Option<&str>) -> Optio
 
 /// The first answer of `clauses` this server produces (JSON before protobuf within a clause
 /// that names both): protobuf for a Full form only where the kind has a `message`; forms
-/// only where `forms` (an error's `Status` takes none). A media type is refused where the
-/// most specific clause naming it has `q=0`.
+/// only where `forms` (an error's `Status` takes none). A clause at `q=0` counts as any
+/// other, last by its q.
 fn choose(clauses: &[Clause<'_>], message: bool, forms: bool) -> Option<Answer> {
-    let refused = |media_type: &str| {
-        let named = clauses.iter().filter_map(|c| Some((c.names(media_type)?, c.q)));
-        // The first of the most specific: the clauses are sorted by q.
-        let best = named.fold(None, |best: Option<(u8, f32)>, (closeness, q)| match best {
-            Some((b, _)) if b >= closeness => best,
-            _ => Some((closeness, q)),
-        });
-        best.is_some_and(|(_, q)| q <= 0.0)
-    };
-    let (json, protobuf) = (!refused("application/json"), !refused(PROTOBUF));
-    clauses.iter().filter(|c| c.q > 0.0).find_map(|c| {
+    clauses.iter().find_map(|c| {
         let form = c.form?;
         if form != Form::Full && !forms {
             return None;
         }
-        if json && c.names("application/json").is_some() {
+        if c.names("application/json").is_some() {
             return Some(Answer { form, encoding: Encoding::Json });
         }
         let fits = match form {
@@ -260,7 +249,7 @@ fn choose(clauses: &[Clause<'_>], message: bool, forms: bool) -> Option<Answer> 
             Form::Metadata(_) | Form::MetadataList(_) => true,
             Form::Table(_) => false,
         };
-        (protobuf && fits && c.names(PROTOBUF).is_some())
+        (fits && c.names(PROTOBUF).is_some())
             .then_some(Answer { form, encoding: Encoding::Protobuf })
     })
 }
@@ -350,19 +339,22 @@ mod tests {
     }
 
     #[test]
-    fn q_zero_refuses_its_media_type() {
+    fn q_zero_is_the_least_wanted() {
         assert_eq!(
             answers(&format!("{PROTOBUF};q=0,{JSON}")),
             (Ok((Full, Json)), Ok((Full, Json)), Json)
         );
-        assert_eq!(answers(&format!("{PROTOBUF};q=0")), (Err(406), Err(406), Json));
+        assert_eq!(answers(&format!("{PROTOBUF};q=0")), (Ok((Full, Protobuf)), Err(406), Protobuf));
         assert_eq!(
             answers(&format!("{PROTOBUF};q=0,*/*")),
             (Ok((Full, Json)), Ok((Full, Json)), Json)
         );
-        // The most specific clause decides: `*/*` does not bring JSON back.
-        assert_eq!(answers(&format!("{JSON};q=0,*/*")), (Ok((Full, Protobuf)), Err(406), Protobuf));
-        assert_eq!(answers("*/*;q=0"), (Err(406), Err(406), Json));
+        assert_eq!(answers(&format!("{JSON};q=0,*/*")), (Ok((Full, Json)), Ok((Full, Json)), Json));
+        assert_eq!(
+            answers(&format!("{JSON};q=0,{PROTOBUF};q=0")),
+            (Ok((Full, Json)), Ok((Full, Json)), Json)
+        );
+        assert_eq!(answers("*/*;q=0"), (Ok((Full, Json)), Ok((Full, Json)), Json));
     }
 
     #[test]

@@ -219,7 +219,8 @@ async fn tables_are_json_and_metadata_is_protobuf(t: &Target) {
 }
 case!(Needs::Protocol, tables_are_json_and_metadata_is_protobuf);
 
-/// The clauses by q, ties in order, a specific type before a wildcard.
+/// The clauses by q (`q=0` last, not refused), ties in order, a specific type before a
+/// wildcard.
 async fn accept_clauses_are_taken_by_quality_then_order(t: &Target) {
     let path = configmap(t).await;
     let cases = [
@@ -228,6 +229,12 @@ async fn accept_clauses_are_taken_by_quality_then_order(t: &Target) {
         (format!("{JSON},{PROTOBUF}"), 200, JSON),
         (format!("{PROTOBUF};q=0,{JSON}"), 200, JSON),
         (format!("{PROTOBUF};q=0,*/*"), 200, JSON),
+        // q=0 is the least wanted, not refused.
+        (format!("{PROTOBUF};q=0"), 200, PROTOBUF),
+        (format!("{JSON};q=0"), 200, JSON),
+        (format!("{JSON};q=0,*/*"), 200, JSON),
+        (format!("{JSON};q=0,{PROTOBUF};q=0"), 200, JSON),
+        ("*/*;q=0".to_owned(), 200, JSON),
         (format!("*/*,{PROTOBUF}"), 200, PROTOBUF),
         (format!("*/*;q=0.5,{PROTOBUF}"), 200, PROTOBUF),
         ("*/*".to_owned(), 200, JSON),
@@ -258,5 +265,11 @@ async fn accept_clauses_are_taken_by_quality_then_order(t: &Target) {
     let widgets = widget(t).await;
     let wildcard = t.raw_get_with(&widgets, &[("Accept", "application/*")]).await;
     assert_eq!(answered(&wildcard), (200, JSON), "{}", wildcard.body);
+    // Protobuf alone at q=0: a custom resource's 406 and a missing object's 404 in protobuf.
+    let least = format!("{PROTOBUF};q=0");
+    let refused = t.raw_get_with(&widgets, &[("Accept", least.as_str())]).await;
+    assert_eq!(answered(&refused), (406, PROTOBUF), "{}", refused.body);
+    let missing = t.raw_get_with(&format!("{path}/missing"), &[("Accept", least.as_str())]).await;
+    assert_eq!(answered(&missing), (404, PROTOBUF), "{}", missing.body);
 }
 case!(Needs::Protocol, accept_clauses_are_taken_by_quality_then_order);
