@@ -163,16 +163,29 @@ fn runs(table: &Table, bytes: &[u8]) -> Result<FieldSet, Error> {
     Ok(multi)
 }
 
-/// [`Error::UnknownField`] for the first field of `bytes` that `table` lacks.
+/// [`Error::UnknownField`] for the first field of `bytes` that `table` lacks, but those
+/// Kubernetes removed ([`REMOVED`]).
 fn all_known(table: &Table, bytes: &[u8]) -> Result<(), Error> {
     let mut pos = 0;
     while pos < bytes.len() {
         let (number, _) = wire::field(bytes, &mut pos).map_err(|e| malformed(table, e))?;
-        if table.field(number).is_none() {
+        if table.field(number).is_none() && !removed(table, number) {
             return Err(unknown_field(table, number));
         }
     }
     Ok(())
+}
+
+/// Fields Kubernetes removed from its types after v1.20 that older servers still write, even
+/// empty (`ObjectMeta.clusterName`, `""` on every object of v1.20.2): unknown to the tables,
+/// yet no newer server's field, and absent from k8s-openapi's types too, so a JSON read drops
+/// them as well. Skipped even when unknown fields are denied. Any other unknown field, empty
+/// or not, may be a newer server's (a pointer set to its zero is still a value).
+const REMOVED: &[(&str, u32)] = &[("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", 15)];
+
+/// Whether field `number` of `table` is one Kubernetes removed ([`REMOVED`]).
+fn removed(table: &Table, number: u32) -> bool {
+    REMOVED.iter().any(|(message, n)| *n == number && table.full_name == *message)
 }
 
 fn unknown_field(table: &Table, number: u32) -> Error {
@@ -239,7 +252,7 @@ impl<'de> de::MapAccess<'de> for MessageMap<'de, '_> {
             let (number, payload) =
                 wire::field(frame.bytes, &mut frame.pos).map_err(|e| malformed(frame.table, e))?;
             let Some(field) = frame.table.field(number) else {
-                if self.options.deny_unknown_fields {
+                if self.options.deny_unknown_fields && !removed(frame.table, number) {
                     return Err(unknown_field(frame.table, number));
                 }
                 continue; // a field of a newer server: dropped, as the transcoder drops it

@@ -29,7 +29,8 @@
 //! - Fields the vendored messages lack (a newer server's) are skipped, or, with
 //!   [`DecodeOptions::deny_unknown_fields`], an [`Error::UnknownField`] naming the message
 //!   and the number, in every message the type reads (list items, embedded objects, inline
-//!   and special messages included).
+//!   and special messages included), but for fields Kubernetes removed that older servers
+//!   still write (`ObjectMeta.clusterName`).
 //! - Depth ([`DecodeOptions::max_depth`]) counts as the object's JSON nests: each object and
 //!   array, embedded JSON included. Beyond it, [`Error::TooDeep`]; within it, the stack grows
 //!   as needed, so no depth overflows it.

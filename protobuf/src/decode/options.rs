@@ -18,8 +18,10 @@ pub struct DecodeOptions {
     /// than the vendored protos sends it; JSON would keep it) rather than skip it. Every
     /// message the type reads is checked, at any depth (lists' items, watch events' objects,
     /// inline and special messages); a value the type itself skips (serde's `IgnoredAny`,
-    /// which JSON also drops) is not read, so not checked. Off by default: such fields are
-    /// skipped, as protobuf readers skip them.
+    /// which JSON also drops) is not read, so not checked. Fields Kubernetes removed that
+    /// older servers still write (v1.20's `ObjectMeta.clusterName`, empty on every object)
+    /// are skipped even so: k8s-openapi's types lack them too. Off by default: unknown
+    /// fields are skipped, as protobuf readers skip them.
     pub deny_unknown_fields: bool,
 }
 

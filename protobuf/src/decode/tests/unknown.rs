@@ -113,3 +113,24 @@ fn unknown_fields_are_denied_inside_lists_and_watch_events() {
     assert_eq!(read["object"]["spec"]["containers"][0]["name"], "c");
     assert_eq!(from_slice::<Value>(&whole, &deny()), Err(container));
 }
+
+/// An older server writes a field later releases removed on every object, empty or not
+/// (v1.20's `ObjectMeta.clusterName`, number 15, as `""`); k8s-openapi's types lack it too,
+/// so denying unknown fields still reads the object. Any other unknown field is denied,
+/// even holding its zero: it may be a newer server's pointer set to zero.
+#[test]
+fn fields_kubernetes_removed_are_not_denied() {
+    let mut metadata = go_metadata("p");
+    metadata.creation_timestamp = None;
+    let meta = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+    let with = |extra: &[u8]| {
+        let mut metadata = metadata.encode_to_vec();
+        metadata.extend_from_slice(extra);
+        envelope_for_tests("v1", "Pod", len_field(1, &metadata))
+    };
+    let expected: Pod = from_slice(&with(&[]), &deny()).unwrap();
+    assert_eq!(from_slice::<Pod>(&with(&len_field(15, b"")), &deny()).unwrap(), expected);
+    assert_eq!(from_slice::<Pod>(&with(&len_field(15, b"east")), &deny()).unwrap(), expected);
+    let zero = Error::UnknownField { message: meta.to_owned(), number: 99 };
+    assert_eq!(from_slice::<Pod>(&with(&varint_field(99, 0)), &deny()), Err(zero));
+}
