@@ -334,7 +334,7 @@ async fn a_lease_lock_reads_its_lease_in_the_process_wire_format(t: &Target) {
     let (_proxy, recorded, log) = t.through_proxy().await;
     let mut leader = Candidate::start(recorded, &t.ns, "reader");
     eventually("the candidate leads", || leader.leading()).await;
-    let follower = Candidate::start(diffing(t), &t.ns, "follower");
+    let follower = Candidate::start(t.client.clone(), &t.ns, "follower");
     let gets = || -> Vec<String> {
         let lease = format!("/namespaces/{}/leases/election", t.ns);
         log.accepts()
@@ -352,7 +352,7 @@ async fn a_lease_lock_reads_its_lease_in_the_process_wire_format(t: &Target) {
     // The follower decoded the held Lease: it names the leader, and never leads meanwhile.
     let seen = || follower.elector.status().borrow().leader.clone();
     eventually("the follower read the leader", || seen().as_deref() == Some("reader")).await;
-    let leases: Api<Lease> = Api::namespaced(diffing(t), &t.ns);
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     let spec = leases.get("election").await.unwrap().spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("reader"));
     assert!(leader.leading() && !follower.leading());
