@@ -126,9 +126,9 @@ fn undecodable(err: &DecodeError) -> kube_client::Error {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube_client::api::{ApiResource, DynamicObject, PostParams};
     use serde_json::json;
 
@@ -185,11 +185,36 @@ mod tests {
         created(&leases, json!({"metadata": {"name": "l"}})).await;
         let (_, encoding) = get_in(&leases, "l", &(), WireFormat::Json).await.unwrap().unwrap();
         assert_eq!(encoding, Encoding::Json);
-        let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(server.client());
-        created(&webhooks, json!({"metadata": {"name": "w"}})).await;
-        let (_, encoding) =
-            get_in(&webhooks, "w", &(), WireFormat::Protobuf).await.unwrap().unwrap();
-        assert_eq!(encoding, Encoding::Json, "admissionregistration has no message here");
+        // A custom resource has no message: JSON, though protobuf is asked for built-in kinds.
+        let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+        created(
+            &crds,
+            json!({"metadata": {"name": "widgets.example.com"}, "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema":
+                    {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+        )
+        .await;
+        let widget = ApiResource::from_gvk(&kube_client::core::GroupVersionKind::gvk(
+            "example.com",
+            "v1",
+            "Widget",
+        ));
+        let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &widget);
+        let mut object = DynamicObject::new("w", &widget);
+        object.data = json!({"spec": {"size": 1}});
+        // The CRD is served once it is established; the create is retried until then.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while let Err(err) = widgets.create(&PostParams::default(), &object).await {
+            assert!(tokio::time::Instant::now() < deadline, "widgets never served: {err}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let (read, encoding) =
+            get_in(&widgets, "w", &widget, WireFormat::Protobuf).await.unwrap().unwrap();
+        assert_eq!(encoding, Encoding::Json, "a custom resource has no message");
+        assert_eq!(read.data["spec"]["size"], 1);
         assert!(get_in(&leases, "none", &(), WireFormat::Json).await.unwrap().is_none());
     }
 
