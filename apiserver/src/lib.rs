@@ -161,8 +161,8 @@
 //! - A built-in object is kept as the JSON of its Go type, as the real server answers it
 //!   (a ConfigMap's `data: {}`, an empty list, `""` or `0` in an `omitempty` field left out,
 //!   fields the type lacks dropped, times to the second), for the kinds with a protobuf
-//!   message (see the `protobuf` module); the kinds of the groups not vendored there (rbac,
-//!   networking, policy, storage, discovery, admissionregistration) are kept as written.
+//!   message (`ctrlkit_protobuf::has_message`: every built-in kind it serves); custom
+//!   resources, and a body the message does not fit, are kept as written.
 //! - `generation` is kept for every kind (the real server leaves it unset for kinds without a
 //!   spec, such as ConfigMaps).
 //! - `managedFields` are computed for server-side apply only (see below); other writes store
