@@ -12,16 +12,18 @@ pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 pub enum WireFormat {
     /// JSON for every request.
     Json,
-    /// Protobuf first and JSON second, as client-go's generated clients ask, for the kinds
-    /// that have a protobuf message in `ctrlkit-protobuf` (the built-in kinds of core,
-    /// `apps`, `batch`, `coordination.k8s.io`, `events.k8s.io`, `autoscaling/v1` and
-    /// `apiextensions.k8s.io`) and for metadata-only reads of any kind; JSON alone for the
-    /// rest (custom resources, other groups), so they cost no extra round trip. Each answer
+    /// The default: protobuf first and JSON second, as client-go's generated clients ask, for the kinds
+    /// that have a protobuf message in `ctrlkit-protobuf` (the built-in kinds of Kubernetes
+    /// v1.36.2's API groups and `apiextensions.k8s.io`: `ctrlkit_protobuf::has_message`) and
+    /// for metadata-only reads of any kind; JSON alone for the rest (custom resources,
+    /// aggregated APIs), so they cost no extra round trip. Each answer
     /// is decoded by its `Content-Type`, so a server that answers JSON anyway is read as
     /// JSON.
     ///
     /// The messages are Kubernetes v1.36.2's. An informer that meets a field they lack (a
-    /// newer server's) caches nothing of that list page or event: it switches to JSON for the
+    /// newer server's; fields Kubernetes removed that older servers still write, such as
+    /// v1.20's `metadata.clusterName`, are skipped, as k8s-openapi's types lack them too)
+    /// caches nothing of that list page or event: it switches to JSON for the
     /// rest of its life and relists, with one warning naming the message and field number,
     /// counted by `InformerMetrics::wire_format_fallback`. So its cache never lacks a field
     /// the same object's JSON holds, and a controller writing back from it wipes none.
@@ -33,14 +35,15 @@ pub enum WireFormat {
 /// defaults. An informer whose format is set in code keeps it.
 pub const WIRE_FORMAT_ENV: &str = "CTRLKIT_WIRE_FORMAT";
 
-/// JSON, unless [`WIRE_FORMAT_ENV`] names another format (a value that names none is logged
-/// and ignored).
+/// Protobuf, as client-go's generated clients read built-in kinds, unless
+/// [`WIRE_FORMAT_ENV`] names another format (`json`; a value that names none is logged and
+/// ignored).
 impl Default for WireFormat {
     fn default() -> Self {
-        let Ok(text) = std::env::var(WIRE_FORMAT_ENV) else { return Self::Json };
+        let Ok(text) = std::env::var(WIRE_FORMAT_ENV) else { return Self::Protobuf };
         text.parse().unwrap_or_else(|err| {
             tracing::warn!(%err, variable = WIRE_FORMAT_ENV, "ignored");
-            Self::Json
+            Self::Protobuf
         })
     }
 }
@@ -117,6 +120,15 @@ mod tests {
         assert_eq!(Encoding::of(Some("application/json")), Encoding::Json);
         assert_eq!(Encoding::of(Some("text/plain; charset=utf-8")), Encoding::Json);
         assert_eq!(Encoding::of(None), Encoding::Json);
+    }
+
+    #[test]
+    fn protobuf_is_the_default_unless_the_environment_says_otherwise() {
+        // The variable is read, never set, by this crate's tests; CI sets it for whole runs.
+        match std::env::var(WIRE_FORMAT_ENV) {
+            Err(_) => assert_eq!(WireFormat::default(), WireFormat::Protobuf),
+            Ok(text) => assert_eq!(Ok(WireFormat::default()), text.parse()),
+        }
     }
 
     #[test]
