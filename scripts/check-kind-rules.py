@@ -33,6 +33,9 @@ What it flags, in every file but the group folders:
 - a call of a free kind predicate: `fn x(_: &ResourceType) -> bool` (or `&Arc<ResourceType>`),
   anywhere in the crate, called or passed by name outside a group folder.
 
+Not read: the test harness (`harness/`), a client of the server rather than the server (its
+protobuf read-back check maps the kinds it reads back to k8s-openapi's types).
+
 Allowed: the group folders, the `registry/<group>/` modules `registry/mod.rs` declares whose
 name is a group's (its first label; `core` for the core group), and the hits EXEMPT below
 names: each exemption gives a file, the function the hit must be in and a pattern its line
@@ -378,7 +381,7 @@ def main():
     # Each file with its comments and test items blanked, string literals kept.
     code = {}
     for rel in raw:
-        if rel in skip:
+        if rel in skip or rel.split(os.sep)[0] == "harness":
             continue
         text = cycles.blank(raw[rel], keep_strings=True)
         for start, end in cycles.test_item_spans(masked[rel]):
