@@ -411,15 +411,11 @@ where
 impl<K> ListWatch<K> {
     /// Asks for protobuf first where `format` and the kind allow it (see [`WireFormat`]).
     fn ask_protobuf<B>(&self, request: &mut http::Request<B>, read: Read, format: WireFormat) {
-        if format != WireFormat::Protobuf {
-            return;
+        let (api_version, kind) = (&self.resource.api_version, &self.resource.kind);
+        if let Some(accept) = wire::accept_for(api_version, kind, read, format) {
+            let accept = http::HeaderValue::from_static(accept);
+            request.headers_mut().insert(http::header::ACCEPT, accept);
         }
-        let kind_has_message = wire::has_message(&self.resource.api_version, &self.resource.kind);
-        if read == Read::Objects && !kind_has_message {
-            return;
-        }
-        let accept = http::HeaderValue::from_static(wire::protobuf_accept(read));
-        request.headers_mut().insert(http::header::ACCEPT, accept);
     }
 
     /// Adds the shard selector now, if any, to a list or watch request (kube-client's

@@ -21,11 +21,6 @@ use ctrlkit_protobuf::{DecodeOptions, Envelope};
 
 use crate::cache::object::depth::{Named, TooDeep};
 
-/// Whether objects of `kind` in `api_version` can be asked for in protobuf.
-pub(crate) fn has_message(api_version: &str, kind: &str) -> bool {
-    ctrlkit_protobuf::has_message(api_version, kind)
-}
-
 /// How cached objects are decoded: unknown fields refused (module docs).
 fn options(strip: bool, max_depth: usize) -> DecodeOptions {
     lenient(strip, max_depth).deny_unknown_fields(true)

@@ -71,10 +71,24 @@ pub(crate) enum Read {
     Metadata,
 }
 
-/// The `Accept` header of a read in protobuf, with JSON second (`None`: leave the request's
-/// own JSON `Accept`). Metadata-only reads name `PartialObjectMetadata`, whose message every
+/// The `Accept` a read of `kind` in `api_version` sends in `format` (see the module docs of
+/// `wire`): protobuf first where the format asks for it and the answer can be protobuf (whole
+/// objects of a kind with a message; metadata of any kind); `None` to leave the request's own
+/// JSON `Accept`.
+pub(crate) fn accept_for(
+    api_version: &str,
+    kind: &str,
+    read: Read,
+    format: WireFormat,
+) -> Option<&'static str> {
+    let protobuf = format == WireFormat::Protobuf
+        && (read != Read::Objects || ctrlkit_protobuf::has_message(api_version, kind));
+    protobuf.then(|| protobuf_accept(read))
+}
+
+/// The `Accept` header of a read in protobuf, with JSON second. Metadata-only reads name `PartialObjectMetadata`, whose message every
 /// kind shares, as client-go's metadata client does.
-pub(crate) fn protobuf_accept(read: Read) -> &'static str {
+fn protobuf_accept(read: Read) -> &'static str {
     match read {
         Read::Objects => "application/vnd.kubernetes.protobuf,application/json",
         Read::MetadataList => concat!(

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use super::decode::{self, DecodeError};
-use super::format::{Encoding, Read, WireFormat, protobuf_accept};
+use super::format::{Encoding, Read, WireFormat, accept_for};
 use super::send::send;
 
 /// The kinds (`apiVersion/kind`) whose protobuf held a field the messages lack: read in
@@ -58,12 +58,12 @@ pub(crate) async fn get_in<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let kind = format!("{}/{}", K::api_version(dyntype), K::kind(dyntype));
-    let protobuf = format == WireFormat::Protobuf
-        && decode::has_message(&K::api_version(dyntype), &K::kind(dyntype))
-        && !READ_JSON.lock().contains(&kind);
-    if protobuf {
-        match get_protobuf(api, name).await {
+    let (api_version, kind_name) = (K::api_version(dyntype), K::kind(dyntype));
+    let kind = format!("{api_version}/{kind_name}");
+    let accept = accept_for(&api_version, &kind_name, Read::Objects, format)
+        .filter(|_| !READ_JSON.lock().contains(&kind));
+    if let Some(accept) = accept {
+        match get_protobuf(api, name, accept).await {
             Err(Skewed(what)) => {
                 if READ_JSON.lock().insert(kind.clone()) {
                     tracing::warn!(
@@ -86,14 +86,14 @@ struct Skewed(String);
 async fn get_protobuf<K: Resource + Clone + DeserializeOwned>(
     api: &Api<K>,
     name: &str,
+    accept: &'static str,
 ) -> Result<kube_client::Result<Option<(K, Encoding)>>, Skewed> {
     let request = Request::new(api.resource_url()).get(name, &GetParams::default());
     let mut request = match request {
         Ok(request) => request,
         Err(err) => return Ok(Err(kube_client::Error::BuildRequest(err))),
     };
-    let accept = http::HeaderValue::from_static(protobuf_accept(Read::Objects));
-    request.headers_mut().insert(http::header::ACCEPT, accept);
+    request.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static(accept));
     let client = api.clone().into_client();
     let answer = match send(&client, request).await {
         Ok(answer) => answer,

@@ -23,10 +23,9 @@ mod get;
 mod send;
 
 pub(crate) use decode::{
-    DecodeError, Skip, frame_may_end, has_message, list_items, list_meta, unknown_field,
-    watch_event,
+    DecodeError, Skip, frame_may_end, list_items, list_meta, unknown_field, watch_event,
 };
-pub(crate) use format::{Encoding, Read, protobuf_accept};
+pub(crate) use format::{Encoding, Read, accept_for};
 pub use format::{WIRE_FORMAT_ENV, WireFormat};
 pub(crate) use frames::{Body, Frame, ends_stream, read_frame};
 pub(crate) use get::get_opt;
