@@ -98,32 +98,17 @@ pub fn diffing(client: Client) -> Client {
         return client;
     }
     let namespace = client.default_namespace().to_owned();
-    let layer =
-        DiffLayer { reader: client.clone(), budget: Arc::new(AtomicUsize::new(PER_CLIENT)) };
-    Client::new(layer.layer_client(client), namespace)
+    let service = DiffService { client, budget: Arc::new(AtomicUsize::new(PER_CLIENT)) };
+    Client::new(service, namespace)
 }
 
-/// The tower layer: wraps a service of kube-client's requests so that each successful write
-/// of a built-in kind is read back through `reader` (see the module docs).
+/// The service under a [`diffing`] client: sends each request through `client` (the one
+/// wrapped), and reads each successful write of a built-in kind back through it too (see the
+/// module docs).
 #[derive(Clone)]
-pub struct DiffLayer {
-    /// The client the read-backs go through.
-    pub reader: Client,
+struct DiffService {
+    client: Client,
     /// The writes left to read back (shared by the clones of the client).
-    pub budget: Arc<AtomicUsize>,
-}
-
-impl DiffLayer {
-    fn layer_client(self, inner: Client) -> DiffService {
-        DiffService { inner, reader: self.reader, budget: self.budget }
-    }
-}
-
-/// [`DiffLayer`]'s service, over a [`Client`].
-#[derive(Clone)]
-pub struct DiffService {
-    inner: Client,
-    reader: Client,
     budget: Arc<AtomicUsize>,
 }
 
@@ -137,22 +122,21 @@ impl tower::Service<Request<Body>> for DiffService {
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (inner, reader, budget) =
-            (self.inner.clone(), self.reader.clone(), self.budget.clone());
+        let (client, budget) = (self.client.clone(), self.budget.clone());
         Box::pin(async move {
             let write = Write::of(&request).filter(|_| {
                 budget
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                     .is_ok()
             });
-            let response = inner.send(request).await?;
+            let response = client.send(request).await?;
             let Some(write) = write.filter(|_| response.status().is_success()) else {
                 return Ok(response);
             };
             let (parts, body) = response.into_parts();
             let bytes =
                 body.collect().await.map_err(|e| kube_client::Error::Service(e.into()))?.to_bytes();
-            write.check(&reader, &bytes).await;
+            write.check(&client, &bytes).await;
             Ok(Response::from_parts(parts, Body::from(bytes)))
         })
     }
