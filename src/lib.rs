@@ -120,6 +120,7 @@ pub mod manager;
 pub mod metrics;
 mod panic;
 pub mod prelude;
+pub mod rest_client;
 pub mod runnable;
 pub mod sharding;
 pub mod status;

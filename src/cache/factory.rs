@@ -303,6 +303,15 @@ impl SharedInformerFactory {
         self.inner.state()
     }
 
+    /// Whether the API server pushes back on the factory's client (429s and 5xx), when a
+    /// Manager counts its requests.
+    #[allow(dead_code)]
+    pub(crate) fn request_pressure(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::rest_client::ClientPressure>> {
+        None
+    }
+
     /// The client the informers list and watch with.
     pub fn client(&self) -> &Client {
         &self.inner.client

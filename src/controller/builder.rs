@@ -457,6 +457,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             shard,
             guards,
             reasons,
+            pressure: None,
         });
         controller.metrics = self.spec.metrics.map(|p| p.new_controller_metrics(&controller.name));
         controller

@@ -22,6 +22,7 @@ use crate::cache::{
     ObjectKey, SharedInformerFactory,
 };
 use crate::fence::Fence;
+use crate::rest_client::ClientPressure;
 use crate::workqueue::WorkQueue;
 
 /// Who runs the informers a controller reads.
@@ -83,6 +84,8 @@ pub(crate) struct Parts<K> {
     pub(crate) guards: Vec<InformerGuard>,
     /// Why each key was queued, filled by its sources.
     pub(crate) reasons: Reasons,
+    /// Whether the API server pushes back on its Manager's clients, for adaptive workers.
+    pub(crate) pressure: Option<Arc<dyn ClientPressure>>,
 }
 
 /// What the clones of one controller share.
@@ -107,6 +110,9 @@ pub(super) struct Shared {
     /// Its hold on each factory informer it reads: dropped with the last clone of the
     /// controller (and its run), which lets the factory stop those no one else uses.
     pub(super) _guards: Vec<InformerGuard>,
+    /// Whether the API server pushes back on its Manager's clients, for adaptive workers.
+    #[allow(dead_code)]
+    pub(super) pressure: Option<Arc<dyn ClientPressure>>,
 }
 
 impl Drop for Shared {
@@ -229,6 +235,7 @@ impl<K: InformerObject> Controller<K> {
             shard: None,
             guards: Vec::new(),
             reasons: Reasons::default(),
+            pressure: None,
         })
     }
 
@@ -245,6 +252,7 @@ impl<K: InformerObject> Controller<K> {
             shard,
             guards,
             reasons,
+            pressure,
         } = parts;
         let primary: Arc<dyn CacheView> = Arc::new(informer.clone());
         let views = std::iter::once(primary).chain(sources.iter().map(|s| s.view.clone()));
@@ -271,6 +279,7 @@ impl<K: InformerObject> Controller<K> {
                 ran: AtomicBool::new(false),
                 fence: Mutex::new(Fence::default()),
                 _guards: guards,
+                pressure,
             }),
         }
     }

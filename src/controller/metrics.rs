@@ -51,6 +51,40 @@ pub trait ControllerMetrics: Send + Sync {
     fn held(&self, waited: Duration, timed_out: bool) {
         let _ = (waited, timed_out);
     }
+    /// The worker count changed `from` → `to`, for `reason`
+    /// (`ctrlkit_controller_worker_scaling_total`).
+    fn scaled(&self, from: usize, to: usize, reason: ScaleReason) {
+        let _ = (from, to, reason);
+    }
+}
+
+/// Why a controller's worker count changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScaleReason {
+    /// [`Controller::set_workers`](super::Controller) was called.
+    Manual,
+    /// Ready keys waited while every worker was busy on I/O.
+    Queue,
+    /// Ready keys waited, but the reconciles use the CPU: held at what the cores can run.
+    CpuBound,
+    /// The API server answered 429 or 5xx: no growth, one step down.
+    Throttled,
+    /// Nothing waited for a while: back toward the minimum.
+    Idle,
+}
+
+impl ScaleReason {
+    /// The `reason` label's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::Queue => "queue",
+            Self::CpuBound => "cpu_bound",
+            Self::Throttled => "throttled",
+            Self::Idle => "idle",
+        }
+    }
 }
 
 /// Makes the metrics of each controller.

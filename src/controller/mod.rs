@@ -101,7 +101,7 @@ pub use config::{Config, namespace_fairness};
 pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, MAX_WRITES, Reason, ReconcileContext};
 pub use controller::Controller;
 pub use error::{ControllerError, DroppedHook, ReconcileFailure, SharedError};
-pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
+pub use metrics::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome, ScaleReason};
 pub use predicate::{Change, Predicate};
 pub use reconciler::{Action, Reconciler};
 pub use recorded_write::{Verb, Write};

@@ -33,6 +33,7 @@ mod own_writes;
 mod phases;
 mod priority;
 mod released;
+mod rest_client;
 #[cfg(feature = "secure-metrics")]
 mod secure_metrics;
 #[cfg(feature = "webhook")]
@@ -45,3 +46,4 @@ mod support;
 mod version_skew;
 #[cfg(feature = "webhook")]
 mod webhook;
+mod workers;

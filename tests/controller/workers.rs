@@ -1,0 +1,1 @@
+//! A running controller's worker count: set by hand, and adaptive.
