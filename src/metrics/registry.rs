@@ -15,9 +15,12 @@ use prometheus_client::registry::Registry as PromRegistry;
 use crate::cache::{
     InformerLabels, InformerMetrics, InformerMetricsProvider, RequestResult, WatchEventType,
 };
-use crate::controller::{ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome};
+use crate::controller::{
+    ControllerMetrics, ControllerMetricsProvider, ReconcileOutcome, ScaleReason,
+};
 use crate::events::{DropReason, EventMetrics};
 use crate::leaderelection::LeaderMetrics;
+use crate::rest_client::RequestMetrics;
 use crate::sharding::{AssignReason, ShardingMetrics};
 use crate::workqueue::{FairnessLevelStats, Priority, QueueMetrics, QueueMetricsProvider};
 
@@ -37,6 +40,32 @@ fn reconcile_buckets() -> Histogram {
         0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
         15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
     ])
+}
+
+/// client-go's `rest_client_request_duration_seconds` buckets: 5 ms to 60 s.
+fn request_buckets() -> Histogram {
+    Histogram::new([0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0])
+}
+
+/// Every reason a worker count changes for, in the order of [`scale_index`].
+const SCALE_REASONS: [ScaleReason; 5] = [
+    ScaleReason::Manual,
+    ScaleReason::Queue,
+    ScaleReason::CpuBound,
+    ScaleReason::Throttled,
+    ScaleReason::Idle,
+];
+
+/// A reason's place in [`SCALE_REASONS`]; exhaustive, so a reason added is a compile error
+/// here until it is listed.
+fn scale_index(reason: ScaleReason) -> usize {
+    match reason {
+        ScaleReason::Manual => 0,
+        ScaleReason::Queue => 1,
+        ScaleReason::CpuBound => 2,
+        ScaleReason::Throttled => 3,
+        ScaleReason::Idle => 4,
+    }
 }
 
 struct Families {
@@ -61,6 +90,9 @@ struct Families {
     hold_timeouts: Family<Labels<1>, Counter>,
     max_concurrent: Family<Labels<1>, Gauge>,
     active_workers: Family<Labels<1>, Gauge>,
+    worker_scaling: Family<Labels<2>, Counter>,
+    rest_requests: Family<Labels<3>, Counter>,
+    rest_latency: Histograms<2>,
     leader: Family<Labels<1>, Gauge>,
     informer_lists: Family<Labels<4>, Counter>,
     informer_watches: Family<Labels<4>, Counter>,
@@ -254,6 +286,23 @@ impl Registry {
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller"
             ),
+            worker_scaling: register!(
+                r,
+                "ctrlkit_controller_worker_scaling",
+                "Total number of changes of a controller's worker count, by reason (manual, queue, cpu_bound, throttled, idle)"
+            ),
+            rest_requests: register!(
+                r,
+                "rest_client_requests",
+                // prometheus-client ends every help text with a period.
+                "Number of HTTP requests, partitioned by status code, method, and host"
+            ),
+            rest_latency: register!(
+                r,
+                "rest_client_request_duration_seconds",
+                "Request latency in seconds. Broken down by verb, and host",
+                request_buckets
+            ),
             leader: register!(
                 r,
                 "leader_election_master_status",
@@ -377,6 +426,10 @@ impl Registry {
         f.hold_time.remove(&labels);
         f.max_concurrent.remove(&labels);
         f.active_workers.remove(&labels);
+        for reason in SCALE_REASONS {
+            let [controller] = labels.clone();
+            f.worker_scaling.remove(&[controller, ("reason", reason.as_str().to_owned())]);
+        }
         let labels = queue_labels(queue);
         for family in [&f.queue_adds, &f.queue_retries] {
             family.remove(&labels);
@@ -527,6 +580,8 @@ struct ControllerHooks {
     labels: Labels<1>,
     reconcile_time: Histogram,
     active: Gauge,
+    /// One counter per reason, in [`SCALE_REASONS`]' order, made with the controller.
+    scaling: [Counter; SCALE_REASONS.len()],
 }
 
 impl ControllerMetrics for ControllerHooks {
@@ -575,6 +630,9 @@ impl ControllerMetrics for ControllerHooks {
             f.hold_timeouts.get_or_create(&self.labels).inc();
         }
     }
+    fn scaled(&self, _from: usize, _to: usize, reason: ScaleReason) {
+        self.scaling[scale_index(reason)].inc();
+    }
 }
 
 impl ControllerMetricsProvider for Registry {
@@ -590,12 +648,33 @@ impl ControllerMetricsProvider for Registry {
         for family in f.controller_counters() {
             let _ = family.get_or_create(&labels);
         }
+        let scaling = SCALE_REASONS.map(|reason| {
+            let [controller] = labels.clone();
+            let labels = [controller, ("reason", reason.as_str().to_owned())];
+            f.worker_scaling.get_or_create(&labels).clone()
+        });
         Arc::new(ControllerHooks {
             families: self.families.clone(),
             reconcile_time: f.reconcile_time.get_or_create(&labels).clone(),
             active: f.active_workers.get_or_create(&labels).clone(),
+            scaling,
             labels,
         })
+    }
+}
+
+/// client-go's request metrics: `method` and `verb` are both the HTTP method, as client-go
+/// records them; `host` is the API server's `host:port`, never a path.
+impl RequestMetrics for Registry {
+    fn request(&self, method: &http::Method, host: &str, code: &str, took: Duration) {
+        let f = &self.families;
+        let (method, host) = (method.as_str().to_owned(), host.to_owned());
+        let labels =
+            [("code", code.to_owned()), ("method", method.clone()), ("host", host.clone())];
+        f.rest_requests.get_or_create(&labels).inc();
+        f.rest_latency
+            .get_or_create(&[("verb", method), ("host", host)])
+            .observe(took.as_secs_f64());
     }
 }
 
@@ -831,6 +910,22 @@ mod tests {
         registry.new_informer_metrics(&pods()).objects(1);
         let objects = r#"ctrlkit_informer_objects{resource="pods",namespace="",selector=""} 1"#;
         assert!(registry.encode().contains(objects), "{}", registry.encode());
+    }
+
+    /// A controller's scaling series go with its other series, and a late change through
+    /// its hooks (a tick of an ending run) brings none back.
+    #[test]
+    fn a_removed_controllers_scaling_series_go_and_a_late_change_makes_none() {
+        let registry = Registry::new();
+        let hooks = registry.new_controller_metrics("sets");
+        hooks.scaled(1, 2, ScaleReason::Queue);
+        let series =
+            r#"ctrlkit_controller_worker_scaling_total{controller="sets",reason="queue"} 1"#;
+        assert!(registry.encode().contains(series), "{}", registry.encode());
+        registry.remove_controller("sets", "sets");
+        hooks.scaled(2, 1, ScaleReason::Idle);
+        let out = registry.encode();
+        assert!(!out.contains(r#"controller="sets""#), "no series of a removed controller: {out}");
     }
 
     #[test]

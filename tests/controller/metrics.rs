@@ -133,6 +133,7 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         ("leader_election_master_status", "gauge"),
         ("ctrlkit_informer_watch_requests_total", "counter"),
         ("ctrlkit_informer_objects", "gauge"),
+        ("ctrlkit_controller_worker_scaling_total", "counter"),
     ];
     for (name, kind) in types {
         assert_eq!(exposition.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
@@ -158,6 +159,9 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
     expect(&format!("controller_runtime_reconcile_timeouts_total{{{c}}}"), &|v| v >= 2.0);
     expect(&format!("controller_runtime_terminal_reconcile_errors_total{{{c}}}"), &|v| v >= 3.0);
     expect(&format!("controller_runtime_max_concurrent_reconciles{{{c}}}"), &|v| v == 3.0);
+    expect(&format!(r#"ctrlkit_controller_worker_scaling_total{{{c},reason="queue"}}"#), &|v| {
+        v == 0.0
+    });
     expect(&format!("controller_runtime_reconcile_time_seconds_count{{{c}}}"), &|v| v >= 8.0);
     expect(&format!("workqueue_adds_total{{{q}}}"), &|v| v >= 5.0);
     expect(&format!("workqueue_retries_total{{{q}}}"), &|v| v >= 3.0);
@@ -347,4 +351,89 @@ fn read_your_writes_holds_are_counted_timed_and_their_timeouts_told_apart() {
         value(format!("ctrlkit_controller_read_your_writes_hold_seconds_sum{{{c}}}")),
         Some(5.02)
     );
+}
+
+/// The samples of `series` (a name, and labels if any) in an exposition, by their full series.
+fn sample(exposition: &Exposition, series: &str) -> Option<f64> {
+    exposition.samples.get(series).copied()
+}
+
+/// client-go's request metrics, from a request recorded through the hook a Manager's clients
+/// report to: counted by code, method and host; timed by verb and host, in client-go's buckets.
+#[test]
+fn a_request_recorded_through_the_hook_shows_in_client_gos_rest_client_series() {
+    use ctrlkit::rest_client::RequestMetrics;
+    let registry = Registry::new();
+    let host = "10.0.0.1:6443";
+    registry.request(&http::Method::GET, host, "200", Duration::from_millis(30));
+    registry.request(&http::Method::GET, host, "200", Duration::from_millis(3));
+    registry.request(&http::Method::PUT, host, "<error>", Duration::from_secs(20));
+    let text = registry.encode();
+    let e = parse(&text);
+    assert_eq!(e.types.get("rest_client_requests_total").map(String::as_str), Some("counter"));
+    let histogram = e.types.get("rest_client_request_duration_seconds").map(String::as_str);
+    assert_eq!(histogram, Some("histogram"));
+    for help in [
+        "# HELP rest_client_requests_total Number of HTTP requests, partitioned by status code, method, and host.\n",
+        "# HELP rest_client_request_duration_seconds Request latency in seconds. Broken down by verb, and host.\n",
+    ] {
+        assert!(text.contains(help), "client-go's help text {help:?}: {text}");
+    }
+    let requests = |code: &str, method: &str| {
+        sample(
+            &e,
+            &format!(
+                r#"rest_client_requests_total{{code="{code}",method="{method}",host="{host}"}}"#
+            ),
+        )
+    };
+    assert_eq!(requests("200", "GET"), Some(2.0));
+    assert_eq!(requests("<error>", "PUT"), Some(1.0));
+    let bucket = |verb: &str, le: &str| {
+        let series = format!(r#"{{verb="{verb}",host="{host}",le="{le}"}}"#);
+        sample(&e, &format!("rest_client_request_duration_seconds_bucket{series}"))
+    };
+    assert_eq!(bucket("GET", "0.005"), Some(1.0), "{text}");
+    assert_eq!(bucket("GET", "0.025"), Some(1.0));
+    assert_eq!(bucket("GET", "0.1"), Some(2.0));
+    assert_eq!(bucket("PUT", "15"), Some(0.0));
+    assert_eq!(bucket("PUT", "30"), Some(1.0));
+    let buckets: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(r#"rest_client_request_duration_seconds_bucket{verb="GET""#))
+        .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+        .collect();
+    let client_go =
+        ["0.005", "0.025", "0.1", "0.25", "0.5", "1", "2", "4", "8", "15", "30", "60", "+Inf"];
+    assert_eq!(buckets, client_go, "client-go's buckets");
+}
+
+/// A worker count changed through the controller's hooks is counted by reason, each reason's
+/// series there at zero from the controller's start.
+#[test]
+fn worker_count_changes_are_counted_by_reason() {
+    use ctrlkit::controller::{ControllerMetricsProvider, ScaleReason};
+    let registry = Registry::new();
+    let hooks = registry.new_controller_metrics("sets");
+    let series = |reason: &str| {
+        format!(r#"ctrlkit_controller_worker_scaling_total{{controller="sets",reason="{reason}"}}"#)
+    };
+    let reasons = ["manual", "queue", "cpu_bound", "throttled", "idle"];
+    let at_start = parse(&registry.encode());
+    for reason in reasons {
+        assert_eq!(sample(&at_start, &series(reason)), Some(0.0), "{}", series(reason));
+    }
+    hooks.scaled(1, 4, ScaleReason::Manual);
+    hooks.max_concurrent_reconciles(4);
+    hooks.scaled(4, 8, ScaleReason::Queue);
+    hooks.max_concurrent_reconciles(8);
+    hooks.scaled(8, 7, ScaleReason::Throttled);
+    hooks.max_concurrent_reconciles(7);
+    let e = parse(&registry.encode());
+    let kind = e.types.get("ctrlkit_controller_worker_scaling_total").map(String::as_str);
+    assert_eq!(kind, Some("counter"));
+    let counted: Vec<Option<f64>> = reasons.iter().map(|r| sample(&e, &series(r))).collect();
+    assert_eq!(counted, [Some(1.0), Some(1.0), Some(0.0), Some(1.0), Some(0.0)], "{reasons:?}");
+    let workers = r#"controller_runtime_max_concurrent_reconciles{controller="sets"}"#;
+    assert_eq!(sample(&e, workers), Some(7.0), "the gauge follows the count");
 }
