@@ -101,10 +101,13 @@
 //!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*`, `ctrlkit_events_*`,
 //!   `ctrlkit_sharding_*` and `ctrlkit_secure_metrics_*` metrics are ctrlkit's own (no peer exports them).
 
+mod process;
 mod registry;
+mod runtime;
 #[cfg(feature = "secure-metrics")]
 mod secure;
 mod server;
+mod snapshot;
 
 pub use registry::Registry;
 #[cfg(feature = "secure-metrics")]

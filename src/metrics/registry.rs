@@ -24,6 +24,8 @@ use crate::rest_client::RequestMetrics;
 use crate::sharding::{AssignReason, ShardingMetrics};
 use crate::workqueue::{FairnessLevelStats, Priority, QueueMetrics, QueueMetricsProvider};
 
+use super::snapshot::{Snapshot, SnapshotCollector};
+
 type Labels<const N: usize> = [(&'static str, String); N];
 type Seconds = Gauge<f64, AtomicU64>;
 type Histograms<const N: usize> = Family<Labels<N>, Histogram, fn() -> Histogram>;
@@ -149,6 +151,10 @@ impl Families {
 pub struct Registry {
     registry: Arc<Mutex<PromRegistry>>,
     families: Arc<Families>,
+    /// Writes the process's and the runtime's metrics, read at each scrape.
+    snapshot: SnapshotCollector,
+    /// The runtime the registry was made on, whose metrics it exports.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -389,7 +395,14 @@ impl Registry {
             sharding_shards: Mutex::default(),
             informer_users: Mutex::default(),
         };
-        Self { registry: Arc::new(Mutex::new(r)), families: Arc::new(families) }
+        let snapshot = SnapshotCollector::default();
+        r.register_collector(Box::new(snapshot.clone()));
+        Self {
+            registry: Arc::new(Mutex::new(r)),
+            families: Arc::new(families),
+            snapshot,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
     }
 
     /// Registers a metric of your own under `name` (a counter's samples get `_total`).
@@ -455,9 +468,14 @@ impl Registry {
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), as `/metrics` serves it.
+    ///
+    /// The process's and the runtime's metrics are read first, before the registry is
+    /// locked: hooks writing meanwhile never wait on `/proc`.
     pub fn encode(&self) -> String {
+        let snapshot = Snapshot::take(self.runtime.as_ref());
         let mut out = String::new();
         let registry = self.registry.lock();
+        self.snapshot.store(snapshot);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         out

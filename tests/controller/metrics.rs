@@ -134,6 +134,17 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         ("ctrlkit_informer_watch_requests_total", "counter"),
         ("ctrlkit_informer_objects", "gauge"),
         ("ctrlkit_controller_worker_scaling_total", "counter"),
+        ("tokio_workers_count", "gauge"),
+        ("tokio_alive_tasks", "gauge"),
+        ("tokio_global_queue_depth", "gauge"),
+        #[cfg(target_os = "linux")]
+        ("process_cpu_seconds_total", "counter"),
+        #[cfg(target_os = "linux")]
+        ("process_resident_memory_bytes", "gauge"),
+        #[cfg(target_os = "linux")]
+        ("process_open_fds", "gauge"),
+        #[cfg(target_os = "linux")]
+        ("process_start_time_seconds", "gauge"),
     ];
     for (name, kind) in types {
         assert_eq!(exposition.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
@@ -356,6 +367,77 @@ fn read_your_writes_holds_are_counted_timed_and_their_timeouts_told_apart() {
 /// The samples of `series` (a name, and labels if any) in an exposition, by their full series.
 fn sample(exposition: &Exposition, series: &str) -> Option<f64> {
     exposition.samples.get(series).copied()
+}
+
+/// The process's metrics, as the Prometheus client libraries name them, and the runtime's,
+/// read at the scrape: the start time in the past, memory and descriptors in use, as many
+/// tokio workers as the runtime has, the tasks alive in it. Off Linux, no `process_*` at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn the_registry_exports_the_process_and_the_runtime_it_was_made_on() {
+    let registry = Registry::new();
+    let parked = tokio::spawn(std::future::pending::<()>());
+    let text = registry.encode();
+    let exposition = parse(&text);
+    let runtime = tokio::runtime::Handle::current().metrics();
+    assert_eq!(sample(&exposition, "tokio_workers_count"), Some(3.0), "{text}");
+    assert_eq!(runtime.num_workers(), 3);
+    let alive = sample(&exposition, "tokio_alive_tasks");
+    assert!(alive.is_some_and(|n| n >= 1.0), "the parked task is alive: {alive:?}");
+    let queued = sample(&exposition, "tokio_global_queue_depth");
+    assert!(queued.is_some_and(|n| n >= 0.0), "{queued:?}");
+    for name in ["tokio_workers_count", "tokio_alive_tasks", "tokio_global_queue_depth"] {
+        assert_eq!(exposition.types.get(name).map(String::as_str), Some("gauge"), "{name}");
+    }
+    parked.abort();
+    #[cfg(target_os = "linux")]
+    {
+        let types = [
+            ("process_cpu_seconds_total", "counter"),
+            ("process_resident_memory_bytes", "gauge"),
+            ("process_virtual_memory_bytes", "gauge"),
+            ("process_open_fds", "gauge"),
+            ("process_max_fds", "gauge"),
+            ("process_start_time_seconds", "gauge"),
+        ];
+        for (name, kind) in types {
+            assert_eq!(exposition.types.get(name).map(String::as_str), Some(kind), "{name}");
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_secs_f64();
+        let started = sample(&exposition, "process_start_time_seconds").expect("a start time");
+        assert!(started <= now, "started at {started}, after now ({now})");
+        assert!(started > now - 3600.0, "this test's process started within the hour: {started}");
+        let rss = sample(&exposition, "process_resident_memory_bytes").expect("rss");
+        let virt = sample(&exposition, "process_virtual_memory_bytes").expect("vsize");
+        assert!(rss > 0.0 && virt >= rss, "rss {rss}, virtual {virt}");
+        let fds = sample(&exposition, "process_open_fds").expect("open fds");
+        let max = sample(&exposition, "process_max_fds").expect("max fds");
+        assert!(fds > 0.0 && max >= fds, "{fds} open of {max}");
+        // The CPU counter follows the process's work: spin until it moves (10 ms ticks).
+        let cpu = |text: &str| sample(&parse(text), "process_cpu_seconds_total").expect("cpu");
+        let before = cpu(&text);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while cpu(&registry.encode()) <= before {
+            assert!(std::time::Instant::now() < deadline, "CPU time stayed at {before}");
+            std::hint::black_box((0..100_000u64).sum::<u64>());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    assert!(!text.contains("process_"), "no process metrics off Linux: {text}");
+}
+
+/// A registry made outside any runtime exports the runtime of the scrape, and none when
+/// scraped outside one too.
+#[test]
+fn a_registry_made_outside_a_runtime_reads_the_runtime_of_the_scrape_or_none() {
+    let registry = Registry::new();
+    let text = registry.encode();
+    assert!(!text.contains("tokio_"), "no runtime, no tokio series: {text}");
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+    let text = runtime.block_on(async { registry.encode() });
+    assert_eq!(sample(&parse(&text), "tokio_workers_count"), Some(1.0), "{text}");
 }
 
 /// client-go's request metrics, from a request recorded through the hook a Manager's clients
