@@ -395,6 +395,34 @@ async fn the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them
 }
 case!(Needs::Protocol, the_configmap_sets_example_keeps_its_configmaps_as_kubectl_changes_them);
 
+/// The series a platform team's dashboards read besides controller-runtime's, each with a
+/// sample on the example's `/metrics` once it has reconciled: the client's requests, the
+/// controller's worker scaling (at zero), the async runtime's and, on Linux, the process's.
+async fn dashboards_series_served(address: std::net::SocketAddr) {
+    let mut names = vec![
+        "rest_client_requests_total{",
+        "rest_client_request_duration_seconds_bucket{",
+        "ctrlkit_controller_worker_scaling_total{",
+        "tokio_workers_count ",
+        "tokio_alive_tasks ",
+        "tokio_global_queue_depth ",
+    ];
+    if cfg!(target_os = "linux") {
+        names.extend([
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_virtual_memory_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+        ]);
+    }
+    let metrics = crate::support::http::get(address, "/metrics").await.expect("/metrics").1;
+    let missing: Vec<&str> =
+        names.into_iter().filter(|n| !metrics.lines().any(|l| l.starts_with(n))).collect();
+    assert!(missing.is_empty(), "not on the example's /metrics: {missing:?}\n{metrics}");
+}
+
 /// Three replicas of the operator with `--leader-elect`: one leads and reconciles; killed, it
 /// is succeeded within a lease duration and a jittered retry, and the successor reconciles;
 /// events show in `kubectl get events`; deleting a set waits for its finalizer's cleanup.
@@ -449,6 +477,7 @@ async fn three_operator_replicas_fail_over_record_events_and_finalize(t: &Target
     ready(3).await;
     let set = sets.get("greetings").await.unwrap();
     assert_eq!(set.finalizers(), ["ctrlkit.example.com/cleanup"]);
+    dashboards_series_served(addresses[first]).await;
     // Events are written in the background, after the reconcile that records them: a kill
     // before they are written loses them, as client-go's broadcaster does. Wait for them.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(t.client.clone(), &t.ns);
