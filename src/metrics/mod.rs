@@ -4,24 +4,27 @@
 //! [`Registry`] implements the metrics hooks of every layer; a
 //! [`Manager`](crate::manager::Manager) built with
 //! [`metrics_address`](crate::manager::ManagerBuilder::metrics_address) hands it to its work
-//! queues, informers, controllers, leader election and event recorders, and serves it at
-//! `/metrics`, beside `/healthz` and `/readyz`.
+//! queues, informers, controllers, leader election, event recorders and clients, and serves
+//! it at `/metrics`, beside `/healthz` and `/readyz`. It also reads the process and the async
+//! runtime at each scrape (below).
 //!
 //! **The hooks.** Each layer reports through a trait of its own:
 //! [`InformerMetrics`](crate::cache::InformerMetrics),
 //! [`QueueMetrics`](crate::workqueue::QueueMetrics),
 //! [`ControllerMetrics`](crate::controller::ControllerMetrics),
 //! [`EventMetrics`](crate::events::EventMetrics),
-//! [`LeaderMetrics`](crate::leaderelection::LeaderMetrics) and
-//! [`ShardingMetrics`](crate::sharding::ShardingMetrics). Two rules hold for all of them:
+//! [`LeaderMetrics`](crate::leaderelection::LeaderMetrics),
+//! [`ShardingMetrics`](crate::sharding::ShardingMetrics) and
+//! [`RequestMetrics`](crate::rest_client::RequestMetrics). Two rules hold for all of them:
 //! - Every hook method has a default that does nothing: an exporter implements the hooks it
 //!   records, and a hook added in a later version breaks no implementor.
 //! - A provider only where each instance needs an object of its own, its labels bound when it
 //!   is made (client-go's `workqueue.MetricsProvider`): one informer, queue or controller gets
 //!   its hooks from [`InformerMetricsProvider`](crate::cache::InformerMetricsProvider),
 //!   [`QueueMetricsProvider`](crate::workqueue::QueueMetricsProvider) or
-//!   [`ControllerMetricsProvider`](crate::controller::ControllerMetricsProvider). The other
-//!   three are called once per recorder, elector or ring, and take its name with each call.
+//!   [`ControllerMetricsProvider`](crate::controller::ControllerMetricsProvider). The others
+//!   are called once per recorder, elector, ring or Manager, and take its name (a request's
+//!   host) with each call.
 //!
 //! ```
 //! /// An exporter that records nothing yet.
@@ -33,6 +36,7 @@
 //! impl ctrlkit::events::EventMetrics for Nothing {}
 //! impl ctrlkit::leaderelection::LeaderMetrics for Nothing {}
 //! impl ctrlkit::sharding::ShardingMetrics for Nothing {}
+//! impl ctrlkit::rest_client::RequestMetrics for Nothing {}
 //! ```
 //!
 //! **Secure serving** (feature `secure-metrics`, `SecureServing`): `/metrics` over HTTPS, let
@@ -69,6 +73,18 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram | `controller` | reconcile time |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` | workers |
 //! | `controller_runtime_active_workers` | gauge | `controller` | workers reconciling now |
+//! | `ctrlkit_controller_worker_scaling_total` | counter | `controller`, `reason` | changes of the worker count by `manual`, `queue`, `cpu_bound`, `throttled`, `idle` |
+//! | `rest_client_requests_total` | counter | `code`, `method`, `host` | requests of the Manager's clients by status (`<error>` without an answer), HTTP method and API server `host:port` |
+//! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | request → answer's headers, by HTTP method |
+//! | `process_cpu_seconds_total` | counter | | user and system CPU time (Linux) |
+//! | `process_resident_memory_bytes` | gauge | | resident memory (Linux) |
+//! | `process_virtual_memory_bytes` | gauge | | virtual memory (Linux) |
+//! | `process_open_fds` | gauge | | open file descriptors (Linux) |
+//! | `process_max_fds` | gauge | | the soft limit on open file descriptors (Linux) |
+//! | `process_start_time_seconds` | gauge | | the process's start, seconds since the epoch (Linux) |
+//! | `tokio_workers_count` | gauge | | the tokio runtime's worker threads |
+//! | `tokio_alive_tasks` | gauge | | tasks alive in the runtime |
+//! | `tokio_global_queue_depth` | gauge | | tasks waiting in the runtime's global queue |
 //! | `leader_election_master_status` | gauge | `name` | 1 while leading the Lease `name` |
 //! | `ctrlkit_informer_list_requests_total` | counter | `resource`, `namespace`, `selector`, `result` | list pages requested |
 //! | `ctrlkit_informer_watch_requests_total` | counter | `resource`, `namespace`, `selector`, `result` | watches opened |
@@ -97,9 +113,24 @@
 //! - `workqueue_depth` has one series per priority in use (`priority="0"`, `"-100"`, ...),
 //!   for every queue, as controller-runtime's priority queue reports (its plain queue reports
 //!   `priority=""`).
-//! - controller-runtime also exports the process and Go runtime collectors and client-go's
-//!   `rest_client_*`; ctrlkit does not. The `ctrlkit_informer_*`, `ctrlkit_events_*`,
-//!   `ctrlkit_sharding_*` and `ctrlkit_secure_metrics_*` metrics are ctrlkit's own (no peer exports them).
+//! - controller-runtime also exports the Go runtime's collector (`go_*`); ctrlkit never does:
+//!   it exports stable tokio's runtime metrics instead (`tokio_*`, read from the runtime the
+//!   registry was made on, else the one current at the scrape; absent outside any runtime).
+//! - The process's metrics (`process_*`, the Prometheus client libraries' names and help
+//!   texts) are read from `/proc` at each scrape, on Linux only: on other systems there are
+//!   none. Like the `tokio_*` ones they are read before the registry is locked, so a slow
+//!   `/proc` never holds up the hooks.
+//! - `rest_client_requests_total` and `rest_client_request_duration_seconds` are client-go's
+//!   (names, help texts, buckets; `method` and `verb` both the HTTP method). They count the
+//!   requests of the clients a [`Manager`](crate::manager::Manager) hands out and uses itself,
+//!   through [`RequestMetrics`](crate::rest_client::RequestMetrics), which `Registry`
+//!   implements. A Manager built from a prebuilt `Client` whose `default_retry` is on
+//!   (kube-client's default) counts only each request's final answer: a 429 kube-client
+//!   retried and then got through shows as its final code. `Manager::builder_from_config`
+//!   counts each attempt.
+//! - The `ctrlkit_informer_*`, `ctrlkit_events_*`, `ctrlkit_sharding_*`,
+//!   `ctrlkit_controller_*` and `ctrlkit_secure_metrics_*` metrics are ctrlkit's own (no peer
+//!   exports them).
 
 mod process;
 mod registry;
