@@ -50,6 +50,7 @@ use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{CacheSyncError, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
+use crate::rest_client::{ClientPressure, RequestLayer};
 
 /// What identifies a shared informer: the Rust type of its objects (so a full and a
 /// metadata-only informer of one kind are two), its collection's URL (kind and namespace),
@@ -117,6 +118,8 @@ struct Inner {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
+    /// Counts every informer's requests, when a Manager made the factory.
+    request_layer: Option<RequestLayer>,
     state: Mutex<State>,
     /// `true` once the factory stops its informers.
     stop: watch::Sender<bool>,
@@ -224,6 +227,7 @@ pub struct SharedInformerFactoryBuilder {
     namespace: Option<String>,
     config: InformerConfig,
     informer_metrics: Option<Arc<dyn InformerMetricsProvider>>,
+    request_layer: Option<RequestLayer>,
 }
 
 impl std::fmt::Debug for SharedInformerFactoryBuilder {
@@ -261,6 +265,14 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
+    /// Counts the requests of every informer in `layer`, those of the list-watches it is
+    /// given included (a Manager's factory).
+    #[must_use]
+    pub(crate) fn request_layer(mut self, layer: RequestLayer) -> Self {
+        self.request_layer = Some(layer);
+        self
+    }
+
     /// The factory.
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
@@ -269,6 +281,7 @@ impl SharedInformerFactoryBuilder {
                 namespace: self.namespace,
                 config: self.config,
                 informer_metrics: self.informer_metrics,
+                request_layer: self.request_layer,
                 state: Mutex::new(State {
                     informers: HashMap::new(),
                     order: Vec::new(),
@@ -296,6 +309,7 @@ impl SharedInformerFactory {
             namespace: None,
             config: InformerConfig::default(),
             informer_metrics: None,
+            request_layer: None,
         }
     }
 
@@ -305,11 +319,13 @@ impl SharedInformerFactory {
 
     /// Whether the API server pushes back on the factory's client (429s and 5xx), when a
     /// Manager counts its requests.
-    #[allow(dead_code)]
-    pub(crate) fn request_pressure(
-        &self,
-    ) -> Option<std::sync::Arc<dyn crate::rest_client::ClientPressure>> {
-        None
+    pub(crate) fn request_pressure(&self) -> Option<Arc<dyn ClientPressure>> {
+        self.inner.request_layer.as_ref().map(RequestLayer::pressure)
+    }
+
+    /// The layer counting the informers' requests, when a Manager made the factory.
+    pub(crate) fn request_layer(&self) -> Option<&RequestLayer> {
+        self.inner.request_layer.as_ref()
     }
 
     /// The client the informers list and watch with.
@@ -437,6 +453,11 @@ impl SharedInformerFactory {
             let informer = entry.typed.downcast_ref::<Informer<K>>();
             return (informer.expect("the key holds the object type").clone(), entry.id);
         }
+        // A list-watch the caller made carries the caller's client: counted here too.
+        let list_watch = match &self.inner.request_layer {
+            Some(layer) => list_watch.instrumented(layer),
+            None => list_watch,
+        };
         let mut builder = Informer::builder_with(list_watch, self.inner.config.clone());
         if let Some(metrics) = &self.inner.informer_metrics {
             builder = builder.metrics(metrics.clone());

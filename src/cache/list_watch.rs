@@ -293,6 +293,12 @@ where
         }
     }
 
+    /// The same requests, counted in `layer` (a Manager's request layer).
+    pub(crate) fn instrumented(mut self, layer: &crate::rest_client::RequestLayer) -> Self {
+        self.client = crate::rest_client::instrument(self.client, layer);
+        self
+    }
+
     /// Only objects matching a label selector (`app=web,tier!=db`).
     #[must_use]
     pub fn labels(mut self, selector: &str) -> Self {

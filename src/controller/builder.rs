@@ -377,6 +377,12 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
                 (factory.clone(), Informers::OwnFactory(factory))
             }
         };
+        // The primary's client (which the shard member reads Leases and objects with) is
+        // counted by its Manager's request layer, as the factory counts the informers'.
+        if let Some(layer) = factory.request_layer() {
+            self.spec.primary = self.spec.primary.instrumented(layer);
+        }
+        let pressure = factory.request_pressure();
         let shard = self.spec.shard.take().map(|(ring, id)| {
             let client = self.spec.primary.client().clone();
             let member = ShardMember::new(&ring, &id, client.clone(), resource.clone());
@@ -457,7 +463,7 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
             shard,
             guards,
             reasons,
-            pressure: None,
+            pressure,
         });
         controller.metrics = self.spec.metrics.map(|p| p.new_controller_metrics(&controller.name));
         controller

@@ -86,6 +86,14 @@ impl LeaseLock {
         }
     }
 
+    /// The same lock, its requests counted in `layer` (a Manager's request layer).
+    pub(crate) fn instrumented(mut self, layer: &crate::rest_client::RequestLayer) -> Self {
+        let namespace = self.api.namespace().unwrap_or_default().to_owned();
+        let client = crate::rest_client::instrument(self.api.into_client(), layer);
+        self.api = Api::namespaced(client, &namespace);
+        self
+    }
+
     /// Creates the Lease with `labels` (a shard's Lease names its ring, so that the ring's
     /// members are one labelled list); an existing Lease's labels are left as they are.
     #[must_use]

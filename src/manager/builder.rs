@@ -1,6 +1,7 @@
 //! [`ManagerBuilder`]: a [`Manager`]'s namespace, informer settings, graceful-shutdown
-//! timeout, leader election and metrics, set before it is built.
+//! timeout, leader election, metrics and request counting, set before it is built.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::Client;
@@ -9,6 +10,7 @@ use super::Manager;
 use super::telemetry::Telemetry;
 use crate::cache::{InformerConfig, SharedInformerFactory};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+use crate::rest_client::{self, RequestLayer, RequestMetrics};
 use crate::sharding::{Ring, ShardLease};
 
 /// Builds a [`Manager`]; see [`Manager::builder`].
@@ -21,6 +23,12 @@ pub struct ManagerBuilder {
     election: Option<(LeaseLock, LeaderElectionConfig)>,
     sharding: Option<(Ring, String)>,
     telemetry: Telemetry,
+    /// The client was built from a config without retries: kube-client's retries go
+    /// outside the request count.
+    retry_outside: bool,
+    /// The API server's `host:port`, for the request metrics' `host` label.
+    api_host: String,
+    request_metrics: Option<Arc<dyn RequestMetrics>>,
 }
 
 impl std::fmt::Debug for ManagerBuilder {
@@ -29,6 +37,7 @@ impl std::fmt::Debug for ManagerBuilder {
             .field("namespace", &self.namespace)
             .field("informer_config", &self.informer_config)
             .field("graceful_shutdown_timeout", &self.graceful_shutdown_timeout)
+            .field("api_host", &self.api_host)
             .finish_non_exhaustive()
     }
 }
@@ -46,7 +55,28 @@ impl ManagerBuilder {
             election: None,
             sharding: None,
             telemetry: Telemetry::default(),
+            retry_outside: false,
+            api_host: String::new(),
+            request_metrics: None,
         }
+    }
+
+    /// The API server's `host:port`, the `host` label of the requests counted (see
+    /// [`rest_client`](crate::rest_client)): a prebuilt client does not say which server it
+    /// talks to, so without this it is `""`.
+    /// [`Manager::builder_from_config`] takes it from the config.
+    #[must_use]
+    pub fn api_host(mut self, host: &str) -> Self {
+        self.api_host = host.to_owned();
+        self
+    }
+
+    /// Tells `sink` of each request the manager's clients send (see
+    /// [`rest_client`](crate::rest_client)): besides the metrics registry, if there is one.
+    #[must_use]
+    pub fn request_metrics(mut self, sink: Arc<dyn RequestMetrics>) -> Self {
+        self.request_metrics = Some(sink);
+        self
     }
 
     /// Limits the factory's typed informers of namespaced kinds to `namespace` (see
@@ -151,8 +181,16 @@ impl ManagerBuilder {
     /// [`LeaderElectionConfig::validate`] makes [`run`](Manager::run) fail at once with
     /// [`ManagerError::LeaderElection`](super::ManagerError::LeaderElection).
     pub fn build(self) -> Manager {
-        let mut factory = SharedInformerFactory::builder(self.client.clone())
-            .informer_config(self.informer_config);
+        let sinks = self.request_metrics.into_iter().chain(self.telemetry.request_metrics());
+        let requests = RequestLayer::new(&self.api_host, sinks.collect());
+        let client = if self.retry_outside {
+            rest_client::instrument_with_retry(self.client, &requests)
+        } else {
+            rest_client::instrument(self.client, &requests)
+        };
+        let mut factory = SharedInformerFactory::builder(client.clone())
+            .informer_config(self.informer_config)
+            .request_layer(requests.clone());
         if let Some(namespace) = &self.namespace {
             factory = factory.namespace(namespace);
         }
@@ -160,15 +198,18 @@ impl ManagerBuilder {
         let leader_metrics = self.telemetry.leader_metrics();
         let elector = self
             .election
-            .map(|(lock, config)| LeaderElector::with_metrics(lock, config, leader_metrics))
+            .map(|(lock, config)| {
+                let lock = lock.instrumented(&requests);
+                LeaderElector::with_metrics(lock, config, leader_metrics)
+            })
             .transpose();
         let shard = self
             .sharding
             .as_ref()
-            .map(|(ring, id)| ShardLease::new(self.client.clone(), ring, id))
+            .map(|(ring, id)| ShardLease::new(client.clone(), ring, id))
             .transpose();
         let mut manager = Manager::from_parts(
-            self.client,
+            client,
             factory,
             self.graceful_shutdown_timeout,
             elector,
@@ -177,6 +218,7 @@ impl ManagerBuilder {
         manager.shard = shard;
         manager.server_ready_timeout = self.server_ready_timeout;
         manager.sharding = self.sharding;
+        manager.requests = requests;
         manager
     }
 }
@@ -188,7 +230,35 @@ impl Manager {
     }
 
     /// A builder for a namespace, informer settings and the graceful-shutdown timeout.
+    ///
+    /// The manager counts its clients' requests (see [`rest_client`](crate::rest_client))
+    /// around `client`: a client built with kube-client's `default_retry` (the default)
+    /// retries 429, 503 and 504 inside, so the counts see only each request's final answer
+    /// and throttling that a retry got past goes unseen. Prefer
+    /// [`builder_from_config`](Self::builder_from_config), or build `client` with
+    /// `default_retry = false`.
     pub fn builder(client: Client) -> ManagerBuilder {
         ManagerBuilder::new(client)
+    }
+
+    /// A builder whose client is made from `config`, with kube-client's retries of 429, 503
+    /// and 504 (`RetryPolicy::server_retry`, honouring `Retry-After`) outside the request
+    /// count, so that each attempt is counted, 429s included (see
+    /// [`rest_client`](crate::rest_client)); the requests' `host` label is the authority of
+    /// `config.cluster_url`. `config.default_retry` is turned off, as the retries are the
+    /// manager's. A retry goes through the client's authentication again (a token that
+    /// expired meanwhile is refreshed) and has a tracing span of its own.
+    ///
+    /// # Errors
+    /// What `Client::try_from(config)` fails with (a TLS or authentication setting that
+    /// cannot be used). Needs a tokio runtime.
+    pub fn builder_from_config(
+        mut config: kube_client::Config,
+    ) -> Result<ManagerBuilder, kube_client::Error> {
+        let host = rest_client::host_of(&config.cluster_url);
+        config.default_retry = false;
+        let mut builder = ManagerBuilder::new(Client::try_from(config)?).api_host(&host);
+        builder.retry_outside = true;
+        Ok(builder)
     }
 }

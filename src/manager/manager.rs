@@ -16,6 +16,7 @@ use crate::cache::{InformerObject, ListWatch, SharedInformerFactory};
 use crate::controller::{Controller, ControllerBuilder, Reconciler};
 use crate::events::EventRecorder;
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
+use crate::rest_client::{ClientPressure, RequestLayer};
 use crate::runnable::Runnable;
 use crate::sharding::{Ring, ShardLease};
 
@@ -70,6 +71,8 @@ pub struct Manager {
     /// The ring and this replica's shard, when sharded.
     pub(super) sharding: Option<(Ring, String)>,
     pub(super) telemetry: Telemetry,
+    /// Counts the requests of every client it hands out.
+    pub(super) requests: RequestLayer,
 }
 
 impl std::fmt::Debug for Manager {
@@ -102,12 +105,21 @@ impl Manager {
             shard: Ok(None),
             sharding: None,
             telemetry,
+            requests: RequestLayer::default(),
         }
     }
 
-    /// The client the manager was made with.
+    /// The client the manager was made with, its requests counted (see
+    /// [`rest_client`](crate::rest_client)): make the reconciler's `Api`s from it to count
+    /// their requests too.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// How many answers to the manager's clients were 429 or 5xx so far (the pressure its
+    /// controllers' [adaptive workers](crate::controller) hold back on).
+    pub fn client_pressure(&self) -> Arc<dyn ClientPressure> {
+        self.requests.pressure()
     }
 
     /// The informer factory the manager's controllers take their informers from (the
