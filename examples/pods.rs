@@ -109,7 +109,7 @@ async fn demo(client: Client, namespace: &str) -> Result<(), kube_client::Error>
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (args, client, server) = match support::start(parse_args(), |a| a.embedded).await {
+    let (args, _, client, server) = match support::start(parse_args(), |a| a.embedded).await {
         Ok(started) => started,
         Err(code) => return code,
     };

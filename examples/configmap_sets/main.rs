@@ -461,7 +461,7 @@ async fn main() -> ExitCode {
             }
         };
     }
-    let (args, client, server) = match support::start(parse_args(), |a| a.embedded).await {
+    let (args, config, client, server) = match support::start(parse_args(), |a| a.embedded).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -489,8 +489,15 @@ async fn main() -> ExitCode {
     }
 
     let ns = args.namespace.as_str();
-    let mut builder =
-        Manager::builder(client.clone()).graceful_shutdown_timeout(Duration::from_secs(10));
+    // Built from the config, the manager's client retries 429s outside the layer that counts
+    // requests (rest_client_requests_total), so each refused attempt shows on /metrics.
+    let mut builder = match Manager::builder_from_config(config) {
+        Ok(builder) => builder.graceful_shutdown_timeout(Duration::from_secs(10)),
+        Err(err) => {
+            eprintln!("error: cannot build the manager's client: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Sharded, the replicas share the sets; the sharder runs on the elected leader.
     let shard = args.shard.then(|| (Ring::new("configmap-sets").namespace(ns), default_shard_id()));
     if let Some((ring, id)) = &shard {
@@ -519,6 +526,8 @@ async fn main() -> ExitCode {
         }
     }
     let mut manager = builder.build();
+    // From here on, the manager's client: its requests are counted too.
+    let client = manager.client().clone();
     #[cfg(feature = "webhook")]
     if let Some(webhooks) = &webhooks {
         if let Err(err) = webhooks.register(&client).await {
