@@ -52,7 +52,7 @@ impl ProcessStats {
             let limits = std::fs::read_to_string("/proc/self/limits").ok();
             let boot_time = std::fs::read_to_string("/proc/stat").ok();
             Self {
-                cpu_seconds: stat.map(|s| (s.utime + s.stime) as f64 / TICKS_PER_SECOND),
+                cpu_seconds: stat.map(|s| (s.utime as f64 + s.stime as f64) / TICKS_PER_SECOND),
                 resident_memory_bytes: status.as_deref().and_then(|s| status_kib(s, "VmRSS:")),
                 virtual_memory_bytes: stat.map(|s| s.vsize),
                 open_fds: std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as u64),
