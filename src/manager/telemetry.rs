@@ -105,8 +105,9 @@ impl Telemetry {
 
     /// The sink of the clients' requests (`rest_client_*`), if metrics are recorded.
     pub(super) fn request_metrics(&self) -> Option<Arc<dyn RequestMetrics>> {
-        // HOOK (lead): once `metrics::Registry` implements `RequestMetrics` (engineer C's
-        // change), this body becomes the same two cfg'd lines as `leader_metrics`'.
+        #[cfg(feature = "metrics")]
+        return self.registry.clone().map(|r| Arc::new(r) as _);
+        #[cfg(not(feature = "metrics"))]
         None
     }
 

@@ -134,6 +134,8 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         ("ctrlkit_informer_watch_requests_total", "counter"),
         ("ctrlkit_informer_objects", "gauge"),
         ("ctrlkit_controller_worker_scaling_total", "counter"),
+        ("rest_client_requests_total", "counter"),
+        ("rest_client_request_duration_seconds", "histogram"),
         ("tokio_workers_count", "gauge"),
         ("tokio_alive_tasks", "gauge"),
         ("tokio_global_queue_depth", "gauge"),
@@ -174,6 +176,11 @@ async fn the_endpoint_serves_controller_runtimes_metrics_and_ctrlkits_own() {
         v == 0.0
     });
     expect(&format!("controller_runtime_reconcile_time_seconds_count{{{c}}}"), &|v| v >= 8.0);
+    // Every client the Manager holds is counted: the informer's watch and the Lease's create
+    // (its lock was made from the bare client). A prebuilt client names no host.
+    expect(r#"rest_client_requests_total{code="200",method="GET",host=""}"#, &|v| v >= 1.0);
+    expect(r#"rest_client_requests_total{code="201",method="POST",host=""}"#, &|v| v >= 1.0);
+    expect(r#"rest_client_request_duration_seconds_count{verb="GET",host=""}"#, &|v| v >= 1.0);
     expect(&format!("workqueue_adds_total{{{q}}}"), &|v| v >= 5.0);
     expect(&format!("workqueue_retries_total{{{q}}}"), &|v| v >= 3.0);
     // A controller's queue is fair by namespace: one level, one series, however many
