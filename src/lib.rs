@@ -33,6 +33,8 @@
 //! - [`status`]: write an object's status by server-side apply, its type named for you.
 //! - [`events`]: Kubernetes events, correlated and spam-filtered as client-go does.
 //! - [`user_agent`]: every request ctrlkit sends names its binary, as client-go's do.
+//! - [`rest_client`]: each request of a Manager's clients counted (client-go's `rest_client_*`),
+//!   429s and 5xx as the pressure that holds adaptive workers back.
 //!
 //! [`prelude`] holds what a reconciler and its `main` need: `use ctrlkit::prelude::*;`.
 //!

@@ -9,7 +9,13 @@
 //!   leader election [`LeaseLock`](crate::leaderelection::LeaseLock), its shard Lease, and
 //!   the clients of its controllers (their primary's, which reads the shard and Lease
 //!   objects). Clients the caller keeps to itself (an `Api` made from its own `Client`, the
-//!   reconciler's writes unless made from `manager.client()`) are not counted.
+//!   reconciler's writes unless made from `manager.client()`) are not counted, nor are those
+//!   of a [`Sharder`](crate::sharding::Sharder), the webhook CA injection or the certificates'
+//!   Secret unless made from `manager.client()`.
+//! - Objects handed to a Manager (a `LeaseLock`, a `ListWatch`) are counted under the
+//!   Manager's `host` label, and keep their own client's retries: one made from a client with
+//!   `default_retry` on shows only its final answers (below). Make them from
+//!   `manager.client()` to have every attempt counted.
 //! - [`RequestMetrics`] receives each attempt of each request once, however many of these
 //!   layers it passes through (the innermost counts it): its method, the API server's host
 //!   (`host:port`, never a path), the answer's status code as text (`"429"`, or `"<error>"`
