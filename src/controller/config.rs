@@ -4,12 +4,16 @@
 //! takes its `controller::Config`.
 //!
 //! Every setting has client-go's (or controller-runtime's) default; a setter changes one and
-//! leaves the others, in any order. The built [`Controller`](super::Controller) only runs and
-//! reports: nothing about how it runs changes after it is built.
+//! leaves the others, in any order. The built [`Controller`](super::Controller) runs and
+//! reports as its config says, with one exception: its worker count, which
+//! [`Controller::set_workers`](super::Controller::set_workers) (or an
+//! [`AdaptiveWorkers`] policy) changes while it runs; [`Config::workers`] is the count it starts
+//! with.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::adaptive::AdaptiveWorkers;
 use super::error::{DroppedHook, ReconcileFailure};
 use crate::cache::ObjectKey;
 use crate::workqueue::FairnessKey;
@@ -43,6 +47,7 @@ pub(crate) fn namespace_label(key: &ObjectKey, _level: usize) -> String {
 #[derive(Clone)]
 pub struct Config {
     pub(crate) workers: usize,
+    pub(crate) adaptive: Option<AdaptiveWorkers>,
     pub(crate) max_retries: u32,
     pub(crate) on_dropped: Option<DroppedHook>,
     pub(crate) reconcile_timeout: Option<Duration>,
@@ -57,6 +62,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             workers: 1,
+            adaptive: None,
             max_retries: 5,
             on_dropped: None,
             reconcile_timeout: None,
@@ -73,6 +79,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("workers", &self.workers)
+            .field("adaptive", &self.adaptive)
             .field("max_retries", &self.max_retries)
             .field("on_dropped", &self.on_dropped.is_some())
             .field("reconcile_timeout", &self.reconcile_timeout)
@@ -86,12 +93,25 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Worker tasks, each reconciling one key at a time (default 1; the `threadiness` of
-    /// client-go's `examples/workqueue`, controller-runtime's `MaxConcurrentReconciles`). Zero
-    /// counts as one.
+    /// Worker tasks the controller starts with, each reconciling one key at a time (default
+    /// 1; the `threadiness` of client-go's `examples/workqueue`, controller-runtime's
+    /// `MaxConcurrentReconciles`). Zero counts as one. The count can change while the
+    /// controller runs ([`Controller::set_workers`](super::Controller::set_workers),
+    /// [`adaptive_workers`](Self::adaptive_workers)); [`Controller::workers`](super::Controller::workers)
+    /// says what it is now, this stays the start count.
     #[must_use]
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);
+        self
+    }
+
+    /// Lets the worker count follow the work within `policy`'s bounds (default: off, the
+    /// count stays where [`workers`](Self::workers) or
+    /// [`Controller::set_workers`](super::Controller::set_workers) put it). The controller
+    /// starts at [`workers`](Self::workers) held within the bounds; see [`AdaptiveWorkers`].
+    #[must_use]
+    pub fn adaptive_workers(mut self, policy: AdaptiveWorkers) -> Self {
+        self.adaptive = Some(policy);
         self
     }
 

@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 
 use super::config::Config;
 use super::context::Reasons;
-use super::metrics::ControllerMetrics;
+use super::metrics::{ControllerMetrics, ScaleReason};
 use super::own_writes::{CacheView, PendingWrites, Tracker};
+use super::pool::WorkerPool;
 use super::shard::ShardMember;
 use super::source::EnqueueHandler;
 use super::stats::{ControllerStats, Counters};
@@ -22,6 +23,7 @@ use crate::cache::{
     ObjectKey, SharedInformerFactory,
 };
 use crate::fence::Fence;
+use crate::panic::observe;
 use crate::rest_client::ClientPressure;
 use crate::workqueue::WorkQueue;
 
@@ -110,8 +112,9 @@ pub(super) struct Shared {
     /// Its hold on each factory informer it reads: dropped with the last clone of the
     /// controller (and its run), which lets the factory stop those no one else uses.
     pub(super) _guards: Vec<InformerGuard>,
+    /// The worker count while it runs.
+    pub(super) pool: WorkerPool,
     /// Whether the API server pushes back on its Manager's clients, for adaptive workers.
-    #[allow(dead_code)]
     pub(super) pressure: Option<Arc<dyn ClientPressure>>,
 }
 
@@ -259,6 +262,10 @@ impl<K: InformerObject> Controller<K> {
         // With the guard off no count is raised: nothing to observe.
         let observe = !config.stale_cache_timeout.is_zero();
         let tracker = Arc::new(Tracker::new(views, observe));
+        let workers = match &config.adaptive {
+            Some(policy) => policy.clamp(config.workers),
+            None => config.workers,
+        };
         Self {
             name,
             queue,
@@ -279,6 +286,7 @@ impl<K: InformerObject> Controller<K> {
                 ran: AtomicBool::new(false),
                 fence: Mutex::new(Fence::default()),
                 _guards: guards,
+                pool: WorkerPool::new(workers),
                 pressure,
             }),
         }
@@ -299,6 +307,57 @@ impl<K: InformerObject> Controller<K> {
     /// How it runs: the [`Config`] it was built with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Changes how many workers the controller runs, at once if it runs, or the count its run
+    /// starts with (zero counts as one). Up: new workers start now. Down: workers leave as
+    /// they finish their current key (none is cancelled), idle ones at once.
+    /// `max_concurrent_reconciles` follows at once; the change is reported to the metrics as
+    /// [`ScaleReason::Manual`] and logged. [`Config::workers`] stays the start count; an
+    /// [`AdaptiveWorkers`](super::AdaptiveWorkers) policy goes on from the new count.
+    ///
+    /// Clones share the count, so a clone kept before the controller is handed over changes
+    /// the running one: under a [`Manager`](crate::manager::Manager), clone the
+    /// [`ManagedController`](crate::manager::ManagedController) (it derefs to the controller)
+    /// before adding it.
+    ///
+    /// ```no_run
+    /// # use ctrlkit::controller::Reconciler;
+    /// # async fn demo<R: Reconciler<Object = k8s_openapi::api::core::v1::Pod>>(
+    /// #     mut manager: ctrlkit::manager::Manager, reconciler: R,
+    /// # ) -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube_client::Api;
+    ///
+    /// let managed = manager.controller(Api::<Pod>::all(manager.client().clone())).build();
+    /// let live = (*managed).clone();
+    /// manager.add_controller(managed, reconciler)?;
+    /// live.set_workers(8); // the running controller now has 8 workers
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_workers(&self, workers: usize) {
+        let to = workers.max(1);
+        let from = self.shared.pool.set_target(to);
+        if from != to {
+            tracing::info!(controller = %self.name, from, to, reason = "manual", "worker count changed");
+            self.scaled(from, to, ScaleReason::Manual);
+        }
+    }
+
+    /// How many workers the controller runs now (or will start with): the last
+    /// [`set_workers`](Self::set_workers) or adaptive decision, else [`Config::workers`].
+    /// Workers asked to leave may still be finishing their key.
+    pub fn workers(&self) -> usize {
+        self.shared.pool.target()
+    }
+
+    /// Reports a change of the worker count to the metrics.
+    pub(super) fn scaled(&self, from: usize, to: usize, reason: ScaleReason) {
+        if let Some(metrics) = &self.metrics {
+            observe("max_concurrent_reconciles", || metrics.max_concurrent_reconciles(to));
+            observe("scaled", || metrics.scaled(from, to, reason));
+        }
     }
 
     /// The controller's name: in its logs' spans, and its queue's name unless that has one.

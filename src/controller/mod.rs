@@ -76,6 +76,7 @@
 //! indexer and an informer whose handlers enqueue keys, such as [`enqueue_handler`]), or
 //! [`Controller::builder`].
 
+mod adaptive;
 mod builder;
 mod config;
 mod context;
@@ -85,6 +86,7 @@ mod error;
 mod expectations;
 mod metrics;
 mod own_writes;
+mod pool;
 mod predicate;
 mod reconciler;
 mod recorded_write;
@@ -96,6 +98,7 @@ mod source;
 mod stats;
 mod worker;
 
+pub use adaptive::AdaptiveWorkers;
 pub use builder::ControllerBuilder;
 pub use config::{Config, namespace_fairness};
 pub use context::{Changed, Event, MAX_KEYS, MAX_REASONS, MAX_WRITES, Reason, ReconcileContext};

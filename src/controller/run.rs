@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::adaptive::{AdaptiveWorkers, Policy, Sample};
 use super::context::{Reason, Reasons};
 use super::controller::{Controller, Informers};
 use super::error::ControllerError;
@@ -21,6 +22,7 @@ use super::reconciler::Reconciler;
 use crate::cache::{InformerHandle, InformerObject, ObjectKey, RunState, wait_for_informers};
 use crate::fence::Fence;
 use crate::panic::observe;
+use crate::rest_client::ClientPressure;
 use crate::sharding::range_member::HandOffStalled;
 use crate::workqueue::WorkQueue;
 
@@ -141,11 +143,10 @@ impl<K: InformerObject> Controller<K> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = StopOnDrop(stop_tx);
         let mut tasks = JoinSet::new();
-        tracing::info!(workers = self.config.workers, "starting controller");
+        let workers = self.shared.pool.target();
+        tracing::info!(workers, adaptive = self.config.adaptive.is_some(), "starting controller");
         if let Some(metrics) = &self.metrics {
-            observe("max_concurrent_reconciles", || {
-                metrics.max_concurrent_reconciles(self.config.workers)
-            });
+            observe("max_concurrent_reconciles", || metrics.max_concurrent_reconciles(workers));
         }
         let owned_informer = match self.informers.as_ref() {
             Informers::Wired if !self.informer.is_running() => {
@@ -182,36 +183,46 @@ impl<K: InformerObject> Controller<K> {
                     let stop = stopped(stop_rx.clone());
                     tokio::spawn(async move { ranges.run(stop).await }.in_current_span())
                 });
-                for _ in 0..self.config.workers {
-                    let (this, reconciler, rx) =
-                        (self.clone(), reconciler.clone(), stop_rx.clone());
-                    // Each worker carries the fence's marks until it is gone (aborted ones
-                    // too), so that a Manager dropped releases its Lease only after.
-                    let working = self.shared.fence.lock().clone();
-                    tasks.spawn(
-                        async move {
-                            let _working = working;
-                            this.run_worker(reconciler, rx).await
+                let mut target = self.shared.pool.subscribe();
+                let mut live = 0;
+                let start = *target.borrow_and_update();
+                self.resize(&mut tasks, &mut live, start, &reconciler, &stop_rx);
+                let mut adaptive = self.config.adaptive.clone().map(|policy| Adaptive {
+                    ticker: ticker(policy.interval),
+                    seen: self.pressure(&policy).map_or(0, |p| p.throttled()),
+                    policy: Policy::new(policy),
+                });
+                let informer_stopped = first_stopped(&handles);
+                tokio::pin!(informer_stopped);
+                loop {
+                    tokio::select! {
+                        _ = &mut shutdown => break Ok(()),
+                        informer = &mut informer_stopped => {
+                            let err = ControllerError::InformerStopped { informer };
+                            tracing::error!(error = %err, "stopping controller");
+                            break Err(err);
                         }
-                        .in_current_span(),
-                    );
-                }
-                tokio::select! {
-                    _ = &mut shutdown => Ok(()),
-                    informer = first_stopped(&handles) => {
-                        let err = ControllerError::InformerStopped { informer };
-                        tracing::error!(error = %err, "stopping controller");
-                        Err(err)
-                    }
-                    ended = async { hand_offs.as_mut().expect("a shard").await },
-                        if hand_offs.is_some() =>
-                    {
-                        hand_offs = None;
-                        match ended {
-                            Ok(Err(stalled)) => Err(self.fence(stalled, &mut tasks).await),
-                            // It ends on its own only with a stall.
-                            Ok(Ok(())) => Ok(()),
-                            Err(join) => std::panic::resume_unwind(join.into_panic()),
+                        ended = async { hand_offs.as_mut().expect("a shard").await },
+                            if hand_offs.is_some() =>
+                        {
+                            hand_offs = None;
+                            break match ended {
+                                Ok(Err(stalled)) => Err(self.fence(stalled, &mut tasks).await),
+                                // It ends on its own only with a stall.
+                                Ok(Ok(())) => Ok(()),
+                                Err(join) => std::panic::resume_unwind(join.into_panic()),
+                            };
+                        }
+                        Ok(()) = target.changed() => {
+                            let to = *target.borrow_and_update();
+                            self.resize(&mut tasks, &mut live, to, &reconciler, &stop_rx);
+                        }
+                        _ = async { adaptive.as_mut().expect("adaptive").ticker.tick().await },
+                            if adaptive.is_some() =>
+                        {
+                            if let Some(adaptive) = adaptive.as_mut() {
+                                self.adapt(adaptive);
+                            }
                         }
                     }
                 }
@@ -249,7 +260,97 @@ impl<K: InformerObject> Controller<K> {
     }
 }
 
+/// The adaptive policy's state in a run.
+struct Adaptive {
+    ticker: tokio::time::Interval,
+    policy: Policy,
+    /// The pressure count at the last look.
+    seen: u64,
+}
+
+/// Ticks every `interval`, first one `interval` from now; late ticks are not caught up.
+fn ticker(interval: std::time::Duration) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker
+}
+
 impl<K: InformerObject> Controller<K> {
+    /// Moves the run's worker count from `live` to `to`: new workers spawned now (after taking
+    /// back retire tickets no worker took yet), or tickets handed out for those too many.
+    fn resize<R: Reconciler<Object = K>>(
+        &self,
+        tasks: &mut JoinSet<()>,
+        live: &mut usize,
+        to: usize,
+        reconciler: &Arc<R>,
+        stop: &watch::Receiver<bool>,
+    ) {
+        // Workers gone leave their results here: reap them, the set does not grow with changes.
+        while tasks.try_join_next().is_some() {}
+        let pool = &self.shared.pool;
+        if to > *live {
+            let missing = to - *live;
+            for _ in pool.unretire(missing)..missing {
+                let (this, reconciler, stop) = (self.clone(), reconciler.clone(), stop.clone());
+                // Each worker carries the fence's marks until it is gone (aborted ones
+                // too), so that a Manager dropped releases its Lease only after.
+                let working = self.shared.fence.lock().clone();
+                tasks.spawn(
+                    async move {
+                        let _working = working;
+                        this.run_worker(reconciler, stop).await
+                    }
+                    .in_current_span(),
+                );
+            }
+        } else {
+            pool.retire(*live - to);
+        }
+        *live = to;
+    }
+
+    /// Where the adaptive policy reads whether the API server pushes back.
+    fn pressure<'a>(&'a self, policy: &'a AdaptiveWorkers) -> Option<&'a Arc<dyn ClientPressure>> {
+        policy.client_pressure.as_ref().or(self.shared.pressure.as_ref())
+    }
+
+    /// One look of the adaptive policy: its decision set, reported and logged.
+    fn adapt(&self, adaptive: &mut Adaptive) {
+        let pool = &self.shared.pool;
+        let pressure = self.config.adaptive.as_ref().and_then(|policy| self.pressure(policy));
+        let now = pressure.map_or(0, |p| p.throttled());
+        let throttled = now.saturating_sub(std::mem::replace(&mut adaptive.seen, now));
+        let (polled, elapsed) = pool.take_times();
+        let busy = (elapsed > 0).then(|| polled as f64 / elapsed as f64);
+        let sample = Sample {
+            depth: self.queue.len_available(),
+            active: pool.active(),
+            workers: pool.target(),
+            busy,
+            throttled,
+            cores: tokio::runtime::Handle::current().metrics().num_workers(),
+        };
+        let Some(decision) = adaptive.policy.decide(sample, tokio::time::Instant::now()) else {
+            return;
+        };
+        let (to, reason) = (decision.to, decision.reason);
+        let from = pool.set_target(to);
+        if from != to {
+            tracing::info!(
+                from,
+                to,
+                reason = reason.as_str(),
+                depth = sample.depth,
+                active = sample.active,
+                busy = busy.unwrap_or(f64::NAN),
+                throttled,
+                "worker count changed"
+            );
+            self.scaled(from, to, reason);
+        }
+    }
+
     /// A shard whose give-up stalled fences itself: its reconciles are aborted (dropped at
     /// their next await) and awaited before anything else, so that none runs once its
     /// ranges move; the error says which keys held the hand-off up.

@@ -53,10 +53,19 @@ impl<K: InformerObject> Controller<K> {
         reconciler: Arc<R>,
         mut stop: watch::Receiver<bool>,
     ) {
+        let pool = &self.shared.pool;
         loop {
+            // Registered before the look for a ticket: a ticket handed out after the look
+            // comes with a wake-up this sees (see the `pool` module).
+            let retiring = pool.retiring();
+            if pool.take_ticket() {
+                return;
+            }
             let key = tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => return,
+                // An idle worker leaves between keys; its queue wait is cancel-safe.
+                _ = retiring => continue,
                 key = self.queue.get_with_priority() => match key {
                     Some(key) => key,
                     None => return,
@@ -109,6 +118,8 @@ impl<K: InformerObject> Controller<K> {
         priority: Priority,
     ) {
         self.lock_in_flight().insert(key.clone());
+        // Every path out of here marks the key done after this guard is dropped.
+        let active = self.shared.pool.active_guard();
         let started = self.metrics.as_ref().map(|m| {
             observe("worker_started", || m.worker_started());
             Instant::now()
@@ -142,6 +153,7 @@ impl<K: InformerObject> Controller<K> {
                     self.queue.forget(&key)
                 }
             }
+            drop(active);
             self.finish_unreconciled(&key);
             return;
         }
@@ -160,6 +172,7 @@ impl<K: InformerObject> Controller<K> {
             }
             // Parked: its own writes are not in the caches yet; the worker moves on, and the
             // key comes back when they are (or at the timeout).
+            drop(active);
             return self.finish_unreconciled(&key);
         }
         // Read after the hold: the primary's cache may have caught up with the key's writes.
@@ -173,6 +186,8 @@ impl<K: InformerObject> Controller<K> {
         tracing::Span::current().record("reasons", tracing::field::display(&reasons));
         let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
         let reconcile = ReconcileContext::scope(context.clone(), reconcile);
+        // Timed for the adaptive policy only: CPU or I/O, from its polls against its span.
+        let reconcile = self.shared.pool.timed(self.config.adaptive.is_some(), reconcile);
         let outcome = match self.config.reconcile_timeout {
             Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
             None => Ok(reconcile.await),
@@ -238,6 +253,7 @@ impl<K: InformerObject> Controller<K> {
             observe("reconciled", || metrics.reconciled(counted, started.elapsed()));
             observe("worker_finished", || metrics.worker_finished());
         }
+        drop(active);
         self.lock_in_flight().remove(&key);
         self.queue.done(&key);
     }

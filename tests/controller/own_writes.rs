@@ -77,7 +77,7 @@ impl Reconciler for CreatesOnce {
 
 /// `client`, except that its watches of Secrets never answer: the Secrets' cache lists once
 /// and never moves again.
-fn secrets_never_watched(client: Client) -> Client {
+pub(super) fn secrets_never_watched(client: Client) -> Client {
     let service = tower::service_fn(move |request: http::Request<Body>| {
         let client = client.clone();
         async move {
