@@ -39,8 +39,9 @@
 //! [`Manager::controller`](crate::manager::Manager::controller) hands out a builder bound to the
 //! manager's informers and metrics.
 //!
-//! A [`Controller`] runs N workers; each takes a key from the
-//! [`WorkQueue`](crate::workqueue::WorkQueue), reads the object from the cache, calls
+//! A [`Controller`] runs N workers ([`Config::workers`] at the start; changed while it runs by
+//! [`Controller::set_workers`], or within bounds by an [`AdaptiveWorkers`] policy); each takes
+//! a key from the [`WorkQueue`](crate::workqueue::WorkQueue), reads the object from the cache, calls
 //! [`Reconciler::reconcile`] inside a span naming the controller and the key, and then:
 //!
 //! - `Ok(action)`: `forget`s the key (resetting its backoff), and re-adds it after
