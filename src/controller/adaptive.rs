@@ -12,7 +12,7 @@
 //! 2. keys waiting and every worker busy: doubled, up to `max` and to what the cores can run
 //!    given how much of a reconcile is CPU (`cores` when reconciles are mostly CPU): `queue`,
 //!    or `cpu_bound` where that cap holds it.
-//! 3. nothing waiting for `idle_after`: down to the most workers busy at once meanwhile (not
+//! 3. nothing waiting for `idle_after`: down to the most workers busy at one look meanwhile (not
 //!    below `min`): `idle`.
 //! 4. else: no change.
 //!
