@@ -16,6 +16,7 @@ use ctrlkit::controller::{
 use ctrlkit::manager::Manager;
 use ctrlkit::rest_client::ClientPressure;
 use ctrlkit::workqueue::WorkQueue;
+use ctrlkit_apiserver::Failure;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_client::api::PostParams;
 use kube_client::{Api, Client};
@@ -560,4 +561,77 @@ async fn cpu_bound_reconciles_keep_the_pool_at_or_under_the_cores() {
     assert!(!metrics.scaled.lock().unwrap().is_empty(), "it did decide: grew from 1");
     stop.send(()).unwrap();
     run.await.unwrap().unwrap();
+}
+
+/// Waits `work` (I/O), then writes a ConfigMap through the Manager's client, whatever the
+/// answer, and asks to run again at once.
+#[derive(Clone)]
+struct Writer {
+    client: Client,
+    work: Duration,
+    done: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl Reconciler for Writer {
+    type Object = ConfigMap;
+    type Error = Failed;
+
+    async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        _: Option<Arc<ConfigMap>>,
+    ) -> Result<Action, Failed> {
+        tokio::time::sleep(self.work).await;
+        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), "default");
+        let object = serde_json::from_value(json!({"metadata": {"name": key.name}}))
+            .map_err(|e| e.to_string())?;
+        // A 409 (written before) or a 429 both end the reconcile: the answer is what counts.
+        let _ = configmaps.create(&PostParams::default(), &object).await;
+        self.done.fetch_add(1, Ordering::Relaxed);
+        Ok(Action::requeue_after(Duration::ZERO))
+    }
+}
+
+/// T8b: the pressure comes from the Manager's own request layer. The same I/O-bound load grows
+/// the pool while the server answers; once every request gets a 429, it never grows and steps
+/// down to the minimum.
+#[tokio::test(start_paused = true)]
+async fn reconciles_whose_writes_get_429s_do_not_grow_a_managers_workers() {
+    for throttled in [false, true] {
+        let server = server().await;
+        let client = server.in_process_client();
+        let mut manager = Manager::new(client.clone());
+        let policy = AdaptiveWorkers::new(1, 32);
+        let managed = manager
+            .controller(Api::<ConfigMap>::namespaced(client, "default"))
+            .config(Config::default().workers(2).adaptive_workers(policy))
+            .build();
+        let live = (*managed).clone();
+        let writer = Writer {
+            client: manager.client().clone(),
+            work: Duration::from_millis(20),
+            done: Arc::default(),
+        };
+        manager.add_controller(managed, writer.clone()).unwrap();
+        let (stop, stopped) = shutdown();
+        let run = tokio::spawn(manager.run_until(stopped));
+        add_keys(live.queue(), "k", DEEP);
+        eventually("reconciling", || writer.done.load(Ordering::Relaxed) > 0).await;
+        if throttled {
+            let failure = Failure::TooManyRequests { retry_after_seconds: 0 };
+            server.faults().fail_next(usize::MAX / 2, failure);
+        }
+
+        let highest = highest_workers(&live, Duration::from_secs(20)).await;
+        match throttled {
+            false => assert!(highest > 2, "grows while the server answers: {highest}"),
+            true => {
+                assert_eq!(highest, 2, "never above the start count under 429s");
+                assert_eq!(live.workers(), 1, "stepped down to the minimum");
+            }
+        }
+        stop.send(()).unwrap();
+        let _ = run.await.unwrap();
+    }
 }
