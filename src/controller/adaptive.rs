@@ -5,16 +5,20 @@
 //! Every `interval` the controller's run looks at: the queue's dispatchable depth
 //! ([`WorkQueue::len_available`](crate::workqueue::WorkQueue::len_available): ready keys a
 //! worker may take now, never those a per-key in-flight cap holds back, nor keys parked for
-//! the controller's own writes), how many workers are busy, what share of their reconciles'
-//! time was spent in polls (on the CPU) rather than waiting (on I/O), and whether the API
-//! server pushed back ([`ClientPressure::throttled`] rose). It then decides, first match:
-//! 1. pushed back: no growth; one step down (halved, not below `min`): `throttled`.
-//! 2. keys waiting and every worker busy: doubled, up to `max` and to what the cores can run
-//!    given how much of a reconcile is CPU (`cores` when reconciles are mostly CPU): `queue`,
-//!    or `cpu_bound` where that cap holds it.
-//! 3. nothing waiting for `idle_after`: down to the most workers busy at one look meanwhile (not
+//! the controller's own writes), how many workers are busy, how many cores' worth of CPU the
+//! reconciles held since the last look (the time spent in their polls over the look's span;
+//! the cores are the runtime's worker threads), and whether the API server pushed back
+//! ([`ClientPressure::throttled`] rose). It then decides, first match:
+//! 1. pushed back: one step down (halved, not below `min`): `throttled`; and no growth until
+//!    `idle_after` has passed without a push back.
+//! 2. keys waiting, every worker busy, and the reconciles holding the cores (80% of them or
+//!    more): more workers than cores would only wait for one, so a count above the cores is
+//!    halved, not below the cores: `cpu_bound`; and no growth for `idle_after`.
+//! 3. keys waiting and every worker busy: doubled, up to `max` and to the workers the cores can
+//!    run at the CPU each busy worker used: `queue`, or `cpu_bound` where that cap holds it.
+//! 4. nothing waiting for `idle_after`: down to the most workers busy at one look meanwhile (not
 //!    below `min`): `idle`.
-//! 4. else: no change.
+//! 5. else: no change.
 //!
 //! Each change is reported as [`ControllerMetrics::scaled`](super::ControllerMetrics::scaled),
 //! set in `max_concurrent_reconciles`, and logged at info.
@@ -116,8 +120,8 @@ pub(super) struct Sample {
     pub(super) active: usize,
     /// The worker count now.
     pub(super) workers: usize,
-    /// Poll time over whole time of the reconciles that ended this interval, if any did.
-    pub(super) busy: Option<f64>,
+    /// Cores' worth of CPU the reconciles held since the last look.
+    pub(super) cpu: f64,
     /// How many more 429 and 5xx answers than at the last look.
     pub(super) throttled: u64,
     /// Worker threads of the runtime.
@@ -131,15 +135,15 @@ pub(super) struct Decision {
     pub(super) reason: ScaleReason,
 }
 
-/// Above this share of a reconcile's time on the CPU, a reconcile is CPU-bound: the cores,
-/// not more workers, set the pace.
-const CPU_BOUND: f64 = 0.5;
+/// Reconciles holding this share of the cores or more are CPU-bound: the cores, not more
+/// workers, set the pace.
+const SATURATED: f64 = 0.8;
 
 /// The policy's memory between decisions.
 pub(super) struct Policy {
     bounds: AdaptiveWorkers,
-    /// The last busy share seen (a window where no reconcile ended keeps it).
-    busy: f64,
+    /// No growth before this: a push back or a CPU-bound step down was seen lately.
+    hold_until: Option<Instant>,
     /// Since when nothing waited, and the most workers busy at once since.
     idle_since: Option<Instant>,
     idle_peak: usize,
@@ -147,33 +151,40 @@ pub(super) struct Policy {
 
 impl Policy {
     pub(super) fn new(bounds: AdaptiveWorkers) -> Self {
-        Self { bounds, busy: 0.0, idle_since: None, idle_peak: 0 }
+        Self { bounds, hold_until: None, idle_since: None, idle_peak: 0 }
     }
 
     /// The decision for `sample`, taken at `now`; `None` to hold.
     pub(super) fn decide(&mut self, sample: Sample, now: Instant) -> Option<Decision> {
-        let Sample { depth, active, workers, busy, throttled, cores } = sample;
-        let (min, max) = (self.bounds.min, self.bounds.max);
-        if let Some(busy) = busy {
-            self.busy = busy;
-        }
+        let Sample { depth, active, workers, cpu, throttled, cores } = sample;
+        let (min, max, cores) = (self.bounds.min, self.bounds.max, cores.max(1));
         if depth > 0 {
             (self.idle_since, self.idle_peak) = (None, 0);
         } else {
             self.idle_peak = self.idle_peak.max(active);
         }
         let change = |to: usize, reason| (to != workers).then_some(Decision { to, reason });
+        let hold = now + self.bounds.idle_after;
         if throttled > 0 {
+            self.hold_until = Some(hold);
             return change((workers / 2).clamp(min, max.max(workers)), ScaleReason::Throttled);
         }
         if depth > 0 && active >= workers {
-            // Workers a core can keep busy, given the share of their time they hold it.
-            let cpu_cap = match self.busy >= CPU_BOUND {
-                true => cores.max(1),
-                false => (cores.max(1) as f64 / self.busy.max(1.0 / max as f64)).floor() as usize,
+            if cpu >= SATURATED * cores as f64 {
+                self.hold_until = Some(hold);
+                let to = (workers / 2).max(cores).max(min).min(workers);
+                return change(to, ScaleReason::CpuBound);
+            }
+            if self.hold_until.is_some_and(|until| now < until) {
+                return None;
+            }
+            // Workers the cores can run, at the CPU each busy worker used; never a step down.
+            let cpu_cap = match cpu > 0.0 {
+                true => (cores as f64 * active as f64 / cpu).floor() as usize,
+                false => max,
             };
             let wanted = max.min(workers.saturating_mul(2));
-            let to = wanted.min(cpu_cap).max(min);
+            let to = wanted.min(cpu_cap.max(workers)).max(min);
             let reason = if cpu_cap < wanted { ScaleReason::CpuBound } else { ScaleReason::Queue };
             return change(to, reason);
         }
@@ -196,25 +207,57 @@ impl Policy {
 mod tests {
     use super::*;
 
-    fn sample(depth: usize, active: usize, workers: usize, busy: f64) -> Sample {
-        Sample { depth, active, workers, busy: Some(busy), throttled: 0, cores: 2 }
+    /// A look on two cores whose reconciles held `cpu` cores' worth.
+    fn sample(depth: usize, active: usize, workers: usize, cpu: f64) -> Sample {
+        Sample { depth, active, workers, cpu, throttled: 0, cores: 2 }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn doubles_on_io_holds_at_the_cores_on_cpu_and_halves_when_pushed_back() {
+    async fn doubles_on_io_and_stops_at_what_the_cores_can_run() {
         let now = Instant::now();
         let mut policy = Policy::new(AdaptiveWorkers::new(1, 64));
-        let grew = policy.decide(sample(10, 4, 4, 0.01), now);
+        let grew = policy.decide(sample(10, 4, 4, 0.04), now);
         assert_eq!(grew, Some(Decision { to: 8, reason: ScaleReason::Queue }));
-        let held = policy.decide(sample(10, 2, 2, 0.9), now);
-        assert_eq!(held, None, "CPU-bound at the core count");
-        let capped = policy.decide(sample(10, 8, 8, 0.9), now);
-        assert_eq!(capped, Some(Decision { to: 2, reason: ScaleReason::CpuBound }));
+        // One worker spinning holds one of two cores: two can run, not more.
+        let one = policy.decide(sample(10, 1, 1, 1.0), now);
+        assert_eq!(one, Some(Decision { to: 2, reason: ScaleReason::Queue }));
+        let capped = policy.decide(sample(10, 2, 2, 1.2), now);
+        assert_eq!(capped, Some(Decision { to: 3, reason: ScaleReason::CpuBound }));
         let not_all_busy = policy.decide(sample(10, 3, 4, 0.01), now);
         assert_eq!(not_all_busy, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconciles_holding_the_cores_bring_a_count_above_them_down_and_hold_it() {
+        let now = Instant::now();
+        let mut policy = Policy::new(AdaptiveWorkers::new(1, 64));
+        let at_cores = policy.decide(sample(10, 2, 2, 1.9), now);
+        assert_eq!(at_cores, None, "CPU-bound at the core count: held");
+        let halved = policy.decide(sample(10, 8, 8, 1.9), now);
+        assert_eq!(halved, Some(Decision { to: 4, reason: ScaleReason::CpuBound }));
+        let cores = policy.decide(sample(10, 4, 4, 1.9), now);
+        assert_eq!(cores, Some(Decision { to: 2, reason: ScaleReason::CpuBound }));
+        // Below the cores' share a moment later: no growth yet.
+        let later = now + Duration::from_secs(1);
+        assert_eq!(policy.decide(sample(10, 2, 2, 0.5), later), None);
+        let after = now + Duration::from_secs(5);
+        let grew = policy.decide(sample(10, 2, 2, 0.5), after);
+        assert_eq!(grew, Some(Decision { to: 4, reason: ScaleReason::Queue }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_push_back_halves_and_holds_growth_until_idle_after_passed_without_one() {
+        let now = Instant::now();
+        let mut policy = Policy::new(AdaptiveWorkers::new(1, 64));
         let pushed = Sample { throttled: 3, ..sample(10, 8, 8, 0.01) };
         let pushed = policy.decide(pushed, now);
         assert_eq!(pushed, Some(Decision { to: 4, reason: ScaleReason::Throttled }));
+        // A quiet look between sparse 429s does not grow it back.
+        let quiet = now + Duration::from_secs(4);
+        assert_eq!(policy.decide(sample(10, 4, 4, 0.01), quiet), None);
+        let after = now + Duration::from_secs(5);
+        let grew = policy.decide(sample(10, 4, 4, 0.01), after);
+        assert_eq!(grew, Some(Decision { to: 8, reason: ScaleReason::Queue }));
     }
 
     #[tokio::test(start_paused = true)]

@@ -28,10 +28,9 @@ pub(super) struct WorkerPool {
     retire: AtomicUsize,
     /// Wakes idle workers to look for a retire ticket.
     retiring: Notify,
-    /// Time the reconciles of the current window spent in their polls, and their whole time:
-    /// their ratio says whether they use the CPU or wait on I/O.
+    /// Time the reconciles spent in their polls since the policy's last look: how much of
+    /// the cores they hold.
     polled_nanos: AtomicU64,
-    elapsed_nanos: AtomicU64,
 }
 
 impl WorkerPool {
@@ -42,7 +41,6 @@ impl WorkerPool {
             retire: AtomicUsize::new(0),
             retiring: Notify::new(),
             polled_nanos: AtomicU64::new(0),
-            elapsed_nanos: AtomicU64::new(0),
         }
     }
 
@@ -106,48 +104,27 @@ impl WorkerPool {
         Active(&self.active)
     }
 
-    /// The poll time and the whole time of the reconciles that ended since the last call.
-    pub(super) fn take_times(&self) -> (u64, u64) {
-        let polled = self.polled_nanos.swap(0, Ordering::SeqCst);
-        let elapsed = self.elapsed_nanos.swap(0, Ordering::SeqCst);
-        (polled, elapsed)
+    /// The time reconciles spent in their polls since the last call, ended or not.
+    pub(super) fn take_polled(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.polled_nanos.swap(0, Ordering::SeqCst))
     }
 
-    /// Runs `reconcile`, timing its polls (`std` clock: the CPU it holds) against its whole
-    /// run (`tokio` clock), added to the window when it ends or is dropped; untimed when
-    /// `timed` is false.
+    /// Runs `reconcile`, adding the time of each of its polls (`std` clock: the CPU it holds)
+    /// to the pool's count as it goes, so a reconcile longer than the policy's interval counts
+    /// in each; untimed when `timed` is false.
     pub(super) async fn timed<F: Future>(&self, timed: bool, reconcile: F) -> F::Output {
         if !timed {
             return reconcile.await;
         }
-        let record = Record { pool: self, started: tokio::time::Instant::now(), polled: 0.into() };
         let mut reconcile = std::pin::pin!(reconcile);
         std::future::poll_fn(|cx| {
             let at = std::time::Instant::now();
             let poll = reconcile.as_mut().poll(cx);
-            record.polled.fetch_add(nanos(at.elapsed()), Ordering::Relaxed);
+            let took = u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.polled_nanos.fetch_add(took, Ordering::Relaxed);
             poll
         })
         .await
-    }
-}
-
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// One reconcile's times, added to its pool's window when it ends however it ends.
-struct Record<'a> {
-    pool: &'a WorkerPool,
-    started: tokio::time::Instant,
-    polled: AtomicU64,
-}
-
-impl Drop for Record<'_> {
-    fn drop(&mut self) {
-        let polled = self.polled.load(Ordering::Relaxed);
-        self.pool.polled_nanos.fetch_add(polled, Ordering::SeqCst);
-        self.pool.elapsed_nanos.fetch_add(nanos(self.started.elapsed()), Ordering::SeqCst);
     }
 }
 

@@ -190,6 +190,7 @@ impl<K: InformerObject> Controller<K> {
                 let mut adaptive = self.config.adaptive.clone().map(|policy| Adaptive {
                     ticker: ticker(policy.interval),
                     seen: self.pressure(&policy).map_or(0, |p| p.throttled()),
+                    looked: tokio::time::Instant::now(),
                     policy: Policy::new(policy),
                 });
                 let informer_stopped = first_stopped(&handles);
@@ -266,6 +267,8 @@ struct Adaptive {
     policy: Policy,
     /// The pressure count at the last look.
     seen: u64,
+    /// When it last looked.
+    looked: tokio::time::Instant,
 }
 
 /// Ticks every `interval`, first one `interval` from now; late ticks are not caught up.
@@ -321,13 +324,19 @@ impl<K: InformerObject> Controller<K> {
         let pressure = self.config.adaptive.as_ref().and_then(|policy| self.pressure(policy));
         let now = pressure.map_or(0, |p| p.throttled());
         let throttled = now.saturating_sub(std::mem::replace(&mut adaptive.seen, now));
-        let (polled, elapsed) = pool.take_times();
-        let busy = (elapsed > 0).then(|| polled as f64 / elapsed as f64);
+        // Cores' worth of CPU the reconciles held since the last look: poll time on the `std`
+        // clock over the look's span on tokio's (so on a paused clock, reconciles read as I/O).
+        let looked = std::mem::replace(&mut adaptive.looked, tokio::time::Instant::now());
+        let span = looked.elapsed().as_secs_f64();
+        let cpu = match span > 0.0 {
+            true => pool.take_polled().as_secs_f64() / span,
+            false => 0.0,
+        };
         let sample = Sample {
             depth: self.queue.len_available(),
             active: pool.active(),
             workers: pool.target(),
-            busy,
+            cpu,
             throttled,
             cores: tokio::runtime::Handle::current().metrics().num_workers(),
         };
@@ -343,7 +352,7 @@ impl<K: InformerObject> Controller<K> {
                 reason = reason.as_str(),
                 depth = sample.depth,
                 active = sample.active,
-                busy = busy.unwrap_or(f64::NAN),
+                cpu,
                 throttled,
                 "worker count changed"
             );
