@@ -9,13 +9,15 @@
 //! reconciles held since the last look (the time spent in their polls over the look's span;
 //! the cores are the runtime's worker threads), and whether the API server pushed back
 //! ([`ClientPressure::throttled`] rose). It then decides, first match:
-//! 1. pushed back: one step down (halved, not below `min`): `throttled`; and no growth until
-//!    `idle_after` has passed without a push back.
+//! 1. pushed back: one step down (halved, not below `min`, never up): `throttled`; and no
+//!    growth until `idle_after` has passed without a push back.
 //! 2. keys waiting, every worker busy, and the reconciles holding the cores (80% of them or
 //!    more): more workers than cores would only wait for one, so a count above the cores is
 //!    halved, not below the cores: `cpu_bound`; and no growth for `idle_after`.
-//! 3. keys waiting and every worker busy: doubled, up to `max` and to the workers the cores can
-//!    run at the CPU each busy worker used: `queue`, or `cpu_bound` where that cap holds it.
+//! 3. keys waiting and every worker busy, and a runtime thread found nothing to run since the
+//!    last look (where none did, the cores are full, whoever fills them): doubled, up to `max` and
+//!    to the workers the cores can run at the CPU each busy worker used: `queue`, or
+//!    `cpu_bound` where that cap holds it. Never down.
 //! 4. nothing waiting for `idle_after`: down to the most workers busy at one look meanwhile (not
 //!    below `min`): `idle`.
 //! 5. else: no change.
@@ -122,6 +124,9 @@ pub(super) struct Sample {
     pub(super) workers: usize,
     /// Cores' worth of CPU the reconciles held since the last look.
     pub(super) cpu: f64,
+    /// No worker thread of the runtime parked since the last look: each always had a task to
+    /// run, whoever's (other controllers, informers, webhooks).
+    pub(super) cores_full: bool,
     /// How many more 429 and 5xx answers than at the last look.
     pub(super) throttled: u64,
     /// Worker threads of the runtime.
@@ -156,7 +161,7 @@ impl Policy {
 
     /// The decision for `sample`, taken at `now`; `None` to hold.
     pub(super) fn decide(&mut self, sample: Sample, now: Instant) -> Option<Decision> {
-        let Sample { depth, active, workers, cpu, throttled, cores } = sample;
+        let Sample { depth, active, workers, cpu, cores_full, throttled, cores } = sample;
         let (min, max, cores) = (self.bounds.min, self.bounds.max, cores.max(1));
         if depth > 0 {
             (self.idle_since, self.idle_peak) = (None, 0);
@@ -167,7 +172,8 @@ impl Policy {
         let hold = now + self.bounds.idle_after;
         if throttled > 0 {
             self.hold_until = Some(hold);
-            return change((workers / 2).clamp(min, max.max(workers)), ScaleReason::Throttled);
+            // Never up, even from a count set below `min` by hand.
+            return change((workers / 2).max(min).min(workers), ScaleReason::Throttled);
         }
         if depth > 0 && active >= workers {
             if cpu >= SATURATED * cores as f64 {
@@ -175,7 +181,9 @@ impl Policy {
                 let to = (workers / 2).max(cores).max(min).min(workers);
                 return change(to, ScaleReason::CpuBound);
             }
-            if self.hold_until.is_some_and(|until| now < until) {
+            // Held after a push back; and the cores are full whoever fills them: another
+            // controller's reconciles count as much as this one's.
+            if self.hold_until.is_some_and(|until| now < until) || cores_full {
                 return None;
             }
             // Workers the cores can run, at the CPU each busy worker used; never a step down.
@@ -186,7 +194,8 @@ impl Policy {
             let wanted = max.min(workers.saturating_mul(2));
             let to = wanted.min(cpu_cap.max(workers)).max(min);
             let reason = if cpu_cap < wanted { ScaleReason::CpuBound } else { ScaleReason::Queue };
-            return change(to, reason);
+            // Never down for waiting keys, even from a count set above `max` by hand.
+            return (to > workers).then_some(Decision { to, reason });
         }
         if depth > 0 {
             return None;
@@ -209,7 +218,7 @@ mod tests {
 
     /// A look on two cores whose reconciles held `cpu` cores' worth.
     fn sample(depth: usize, active: usize, workers: usize, cpu: f64) -> Sample {
-        Sample { depth, active, workers, cpu, throttled: 0, cores: 2 }
+        Sample { depth, active, workers, cpu, cores_full: false, throttled: 0, cores: 2 }
     }
 
     #[tokio::test(start_paused = true)]
@@ -258,6 +267,27 @@ mod tests {
         let after = now + Duration::from_secs(5);
         let grew = policy.decide(sample(10, 4, 4, 0.01), after);
         assert_eq!(grew, Some(Decision { to: 8, reason: ScaleReason::Queue }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cores_kept_busy_by_others_stop_growth() {
+        let now = Instant::now();
+        let mut policy = Policy::new(AdaptiveWorkers::new(1, 64));
+        // This controller's reconciles hold one core of two; another's hold the other.
+        let full = Sample { cores_full: true, ..sample(10, 1, 1, 1.0) };
+        assert_eq!(policy.decide(full, now), None);
+        let room = sample(10, 1, 1, 1.0);
+        assert_eq!(policy.decide(room, now), Some(Decision { to: 2, reason: ScaleReason::Queue }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_count_set_outside_the_bounds_is_never_moved_the_wrong_way() {
+        let now = Instant::now();
+        let mut policy = Policy::new(AdaptiveWorkers::new(4, 8));
+        let pushed = Sample { throttled: 1, ..sample(10, 1, 1, 0.01) };
+        assert_eq!(policy.decide(pushed, now), None, "no growth under a push back");
+        let mut policy = Policy::new(AdaptiveWorkers::new(4, 8));
+        assert_eq!(policy.decide(sample(10, 100, 100, 0.01), now), None, "no shrink for keys");
     }
 
     #[tokio::test(start_paused = true)]

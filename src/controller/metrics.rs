@@ -62,7 +62,7 @@ pub trait ControllerMetrics: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ScaleReason {
-    /// [`Controller::set_workers`](super::Controller) was called.
+    /// [`Controller::set_workers`](super::Controller::set_workers) was called.
     Manual,
     /// Ready keys waited while every worker was busy on I/O.
     Queue,

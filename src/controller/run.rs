@@ -191,6 +191,7 @@ impl<K: InformerObject> Controller<K> {
                     ticker: ticker(policy.interval),
                     seen: self.pressure(&policy).map_or(0, |p| p.throttled()),
                     looked: tokio::time::Instant::now(),
+                    parks: runtime_parks(),
                     policy: Policy::new(policy),
                 });
                 let informer_stopped = first_stopped(&handles);
@@ -269,6 +270,22 @@ struct Adaptive {
     seen: u64,
     /// When it last looked.
     looked: tokio::time::Instant,
+    /// How often each of the runtime's worker threads had parked (found no task) at the last
+    /// look.
+    parks: Vec<u64>,
+}
+
+/// How often each of the runtime's worker threads has parked so far: a thread parks only when
+/// it finds no task to run (empty where tokio does not count it: targets without 64-bit
+/// atomics).
+fn runtime_parks() -> Vec<u64> {
+    #[cfg(target_has_atomic = "64")]
+    {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        (0..metrics.num_workers()).map(|worker| metrics.worker_park_count(worker)).collect()
+    }
+    #[cfg(not(target_has_atomic = "64"))]
+    Vec::new()
 }
 
 /// Ticks every `interval`, first one `interval` from now; late ticks are not caught up.
@@ -332,11 +349,16 @@ impl<K: InformerObject> Controller<K> {
             true => pool.take_polled().as_secs_f64() / span,
             false => 0.0,
         };
+        // No worker thread parked since the last look: every one always had a task to run.
+        let parks = runtime_parks();
+        let cores_full = !parks.is_empty() && parks == adaptive.parks;
+        adaptive.parks = parks;
         let sample = Sample {
             depth: self.queue.len_available(),
             active: pool.active(),
             workers: pool.target(),
             cpu,
+            cores_full,
             throttled,
             cores: tokio::runtime::Handle::current().metrics().num_workers(),
         };
@@ -353,6 +375,7 @@ impl<K: InformerObject> Controller<K> {
                 depth = sample.depth,
                 active = sample.active,
                 cpu,
+                cores_full,
                 throttled,
                 "worker count changed"
             );

@@ -585,6 +585,44 @@ async fn cpu_bound_reconciles_bring_a_count_above_the_cores_down_to_them() {
     run.await.unwrap().unwrap();
 }
 
+/// T9c: two CPU-bound controllers on one runtime: each holds about one core of two, which
+/// alone would let it grow, but together they fill the cores, so neither grows past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_cpu_bound_controllers_sharing_the_cores_stay_at_or_under_them() {
+    let server = server().await;
+    let cores = tokio::runtime::Handle::current().metrics().num_workers();
+    let mut runs = Vec::new();
+    for name in ["a", "b"] {
+        let metrics = Recorded::default();
+        let policy = AdaptiveWorkers::new(1, 64).interval(Duration::from_millis(200));
+        let config = Config::default().adaptive_workers(policy);
+        let configmaps: Api<ConfigMap> = Api::namespaced(server.in_process_client(), "default");
+        let controller = Controller::builder(configmaps)
+            .name(name)
+            .config(config)
+            .metrics(Arc::new(metrics.clone()))
+            .build();
+        add_keys(controller.queue(), name, DEEP);
+        let (stop, run) = run_controller(&controller, Cpu { work: Duration::from_millis(5) });
+        runs.push((controller, metrics, stop, run));
+    }
+    for (controller, ..) in &runs {
+        eventually("reconciling", || controller.stats().succeeded > 0).await;
+    }
+    let (a, b) = (&runs[0].0, &runs[1].0);
+    let (highest_a, highest_b) = tokio::join!(
+        highest_workers(a, Duration::from_secs(10)),
+        highest_workers(b, Duration::from_secs(10))
+    );
+    for (highest, (_, metrics, ..)) in [highest_a, highest_b].into_iter().zip(&runs) {
+        assert!(highest <= cores, "{highest} workers on {cores} cores: {:?}", metrics.scaled);
+    }
+    for (_, _, stop, run) in runs {
+        stop.send(()).unwrap();
+        run.await.unwrap().unwrap();
+    }
+}
+
 /// Waits `work` (I/O), then writes a ConfigMap through the Manager's client, whatever the
 /// answer, and asks to run again at once.
 #[derive(Clone)]
