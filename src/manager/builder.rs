@@ -224,7 +224,8 @@ impl ManagerBuilder {
 }
 
 impl Manager {
-    /// A manager over all namespaces with default settings.
+    /// A manager over all namespaces with default settings. Its request counts see only the
+    /// final answers of a client that retries on its own, as [`builder`](Self::builder) says.
     pub fn new(client: Client) -> Self {
         Self::builder(client).build()
     }
