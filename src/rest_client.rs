@@ -72,14 +72,12 @@ pub(crate) struct RequestCounts {
 
 #[derive(Debug, Default)]
 struct Counts {
-    total: AtomicU64,
     throttled: AtomicU64,
 }
 
 impl RequestCounts {
     /// Counts one answer with `status` (none for a request that failed before an answer).
     pub(crate) fn record(&self, status: Option<u16>) {
-        self.inner.total.fetch_add(1, Ordering::Relaxed);
         if matches!(status, Some(429) | Some(500..=599)) {
             self.inner.throttled.fetch_add(1, Ordering::Relaxed);
         }

@@ -50,7 +50,7 @@ use super::list_watch::KindScope;
 use super::metrics::InformerMetricsProvider;
 use super::sync::{CacheSyncError, wait_for_informers};
 use super::{Informer, InformerBuilder, InformerConfig, InformerObject, ListWatch};
-use crate::rest_client::{ClientPressure, RequestLayer};
+use crate::rest_client::RequestLayer;
 
 /// What identifies a shared informer: the Rust type of its objects (so a full and a
 /// metadata-only informer of one kind are two), its collection's URL (kind and namespace),
@@ -315,12 +315,6 @@ impl SharedInformerFactory {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state()
-    }
-
-    /// Whether the API server pushes back on the factory's client (429s and 5xx), when a
-    /// Manager counts its requests.
-    pub(crate) fn request_pressure(&self) -> Option<Arc<dyn ClientPressure>> {
-        self.inner.request_layer.as_ref().map(RequestLayer::pressure)
     }
 
     /// The layer counting the informers' requests, when a Manager made the factory.

@@ -23,6 +23,7 @@ use super::source::{EnqueueHandler, MapFn, Mapper, OwnerKind};
 use crate::cache::{
     InformerBuilder, InformerGuard, InformerObject, ListWatch, ObjectKey, SharedInformerFactory,
 };
+use crate::rest_client::RequestLayer;
 use crate::sharding::range_member::RangeMember;
 use crate::sharding::{Assignment, Ring, drain_label};
 use crate::workqueue::{QueueMetricsProvider, WorkQueue, WorkQueueBuilder};
@@ -379,10 +380,11 @@ impl<K: InformerObject, M> ControllerBuilder<K, M> {
         };
         // The primary's client (which the shard member reads Leases and objects with) is
         // counted by its Manager's request layer, as the factory counts the informers'.
-        if let Some(layer) = factory.request_layer() {
+        let layer = factory.request_layer();
+        if let Some(layer) = layer {
             self.spec.primary = self.spec.primary.instrumented(layer);
         }
-        let pressure = factory.request_pressure();
+        let pressure = layer.map(RequestLayer::pressure);
         let shard = self.spec.shard.take().map(|(ring, id)| {
             let client = self.spec.primary.client().clone();
             let member = ShardMember::new(&ring, &id, client.clone(), resource.clone());
