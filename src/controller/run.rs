@@ -187,12 +187,10 @@ impl<K: InformerObject> Controller<K> {
                 let mut live = 0;
                 let start = *target.borrow_and_update();
                 self.resize(&mut tasks, &mut live, start, &reconciler, &stop_rx);
-                let mut adaptive = self.config.adaptive.clone().map(|policy| Adaptive {
-                    ticker: ticker(policy.interval),
-                    seen: self.pressure(&policy).map_or(0, |p| p.throttled()),
-                    looked: tokio::time::Instant::now(),
-                    parks: runtime_parks(),
-                    policy: Policy::new(policy),
+                // The policy's own pressure, else the one its Manager gave the controller.
+                let mut adaptive = self.config.adaptive.clone().map(|policy| {
+                    let pressure = policy.client_pressure.clone().or(self.shared.pressure.clone());
+                    Adaptive::new(policy, pressure)
                 });
                 let informer_stopped = first_stopped(&handles);
                 tokio::pin!(informer_stopped);
@@ -266,6 +264,8 @@ impl<K: InformerObject> Controller<K> {
 struct Adaptive {
     ticker: tokio::time::Interval,
     policy: Policy,
+    /// Where it reads whether the API server pushes back.
+    pressure: Option<Arc<dyn ClientPressure>>,
     /// The pressure count at the last look.
     seen: u64,
     /// When it last looked.
@@ -273,6 +273,20 @@ struct Adaptive {
     /// How often each of the runtime's worker threads had parked (found no task) at the last
     /// look.
     parks: Vec<u64>,
+}
+
+impl Adaptive {
+    /// The state of a run of `policy`, reading `pressure`, as of now.
+    fn new(policy: AdaptiveWorkers, pressure: Option<Arc<dyn ClientPressure>>) -> Self {
+        Self {
+            ticker: ticker(policy.interval),
+            seen: pressure.as_ref().map_or(0, |p| p.throttled()),
+            pressure,
+            looked: tokio::time::Instant::now(),
+            parks: runtime_parks(),
+            policy: Policy::new(policy),
+        }
+    }
 }
 
 /// How often each of the runtime's worker threads has parked so far: a thread parks only when
@@ -330,16 +344,10 @@ impl<K: InformerObject> Controller<K> {
         *live = to;
     }
 
-    /// Where the adaptive policy reads whether the API server pushes back.
-    fn pressure<'a>(&'a self, policy: &'a AdaptiveWorkers) -> Option<&'a Arc<dyn ClientPressure>> {
-        policy.client_pressure.as_ref().or(self.shared.pressure.as_ref())
-    }
-
     /// One look of the adaptive policy: its decision set, reported and logged.
     fn adapt(&self, adaptive: &mut Adaptive) {
         let pool = &self.shared.pool;
-        let pressure = self.config.adaptive.as_ref().and_then(|policy| self.pressure(policy));
-        let now = pressure.map_or(0, |p| p.throttled());
+        let now = adaptive.pressure.as_ref().map_or(0, |p| p.throttled());
         let throttled = now.saturating_sub(std::mem::replace(&mut adaptive.seen, now));
         // Cores' worth of CPU the reconciles held since the last look: poll time on the `std`
         // clock over the look's span on tokio's (so on a paused clock, reconciles read as I/O).

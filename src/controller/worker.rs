@@ -186,7 +186,7 @@ impl<K: InformerObject> Controller<K> {
         tracing::Span::current().record("reasons", tracing::field::display(&reasons));
         let reconcile = AssertUnwindSafe(reconciler.reconcile(&key, object)).catch_unwind();
         let reconcile = ReconcileContext::scope(context.clone(), reconcile);
-        // Timed for the adaptive policy only: CPU or I/O, from its polls against its span.
+        // Timed for the adaptive policy only: the CPU its polls hold.
         let reconcile = self.shared.pool.timed(self.config.adaptive.is_some(), reconcile);
         let outcome = match self.config.reconcile_timeout {
             Some(timeout) => tokio::time::timeout(timeout, reconcile).await.map_err(|_| timeout),
